@@ -1,0 +1,1 @@
+"""provplug's Apache Beam capture adapter (found through the ``provplug`` entry point)."""

@@ -1,0 +1,32 @@
+"""Registers the Apache Beam capture adapter. Beam is imported only when used."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from provplug import hookimpl
+from provplug.errors import CaptureError
+
+
+class BeamAdapter:
+    """Captures steps of Apache Beam pipelines (install ``provplug[beam]``)."""
+
+    name = "beam"
+
+    def accepts(self, engine: object) -> bool:
+        if type(engine).__name__ != "Pipeline":
+            return False
+        try:
+            from apache_beam import Pipeline
+        except ImportError:
+            return False
+        return isinstance(engine, Pipeline)
+
+    def open(self, engine: Any, run: Any) -> Any:
+        raise CaptureError("Beam capture is not available yet in this provplug version")
+
+
+@hookimpl
+def provplug_register_adapters(register: Callable[[Any], None]) -> None:
+    register(BeamAdapter())

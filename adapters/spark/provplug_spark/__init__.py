@@ -1,0 +1,1 @@
+"""provplug's PySpark capture adapter (found through the ``provplug`` entry point)."""

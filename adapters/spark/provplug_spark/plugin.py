@@ -1,0 +1,32 @@
+"""Registers the PySpark capture adapter. PySpark is imported only when used."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from provplug import hookimpl
+
+
+class SparkAdapter:
+    """Captures steps whose inputs and outputs are PySpark DataFrames."""
+
+    name = "spark"
+
+    def accepts(self, engine: object) -> bool:
+        # Compare by class name first so a non-Spark engine never imports pyspark.
+        if type(engine).__name__ != "SparkSession":
+            return False
+        from pyspark.sql import SparkSession
+
+        return isinstance(engine, SparkSession)
+
+    def open(self, engine: Any, run: Any) -> Any:
+        from .session import SparkCaptureSession
+
+        return SparkCaptureSession(engine, run)
+
+
+@hookimpl
+def provplug_register_adapters(register: Callable[[Any], None]) -> None:
+    register(SparkAdapter())

@@ -1,0 +1,1 @@
+"""The lineage index: components, workflow graph, splits, connected sets (DESIGN §4)."""

@@ -1,0 +1,64 @@
+"""Plain records passed between capture, store, plugins and queries."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+OpKind = Literal["builtin", "udf", "imported"]
+TableOrigin = Literal["source", "output", "imported"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TableInfo:
+    """A table of the store: a registered source, a step output or an imported one."""
+
+    table_id: int
+    name: str
+    run_id: str
+    origin: TableOrigin
+    columns: tuple[str, ...] = ()
+    rows: int | None = None
+    stored_rows: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class OpInfo:
+    """One step invocation (or one imported op name)."""
+
+    op_id: int
+    name: str
+    run_id: str
+    kind: OpKind
+    inputs: tuple[int, ...] = ()
+    outputs: tuple[int, ...] = ()
+    operations: tuple[str, ...] = ()
+    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    started: datetime | None = None
+    finished: datetime | None = None
+    triples: int | None = None
+
+
+@dataclasses.dataclass
+class RunInfo:
+    """A capture run or an import, as observers see it."""
+
+    run_id: str
+    store: str
+    kind: Literal["capture", "import"]
+    engine: str
+    started: datetime
+    finished: datetime | None = None
+    status: Literal["running", "committed", "failed"] = "running"
+
+
+@dataclasses.dataclass(frozen=True)
+class StepInfo:
+    """A decorated pipeline step about to run (or that ran)."""
+
+    name: str
+    inputs: Sequence[str]
+    outputs: Sequence[str]
+    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)

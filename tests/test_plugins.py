@@ -1,0 +1,159 @@
+"""The plugin system: built-ins, entry-point discovery, validation, blocking."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import provplug
+from provplug import hookspecs
+from provplug.errors import PluginError
+from provplug.plugins import BUILTIN_PLUGINS, Plugins, make_plugin_manager
+
+from conftest import EXAMPLES
+
+RECORDS_SRC = EXAMPLES / "records_adapter"
+
+
+def install_entry_point(site: Path, dist: str, name: str, target: str, source: Path | None = None) -> None:
+    """Make ``site`` look like site-packages holding distribution ``dist``
+    whose ``provplug`` entry point ``name`` is ``target``: the same metadata
+    ``pip install`` writes, without a network or a build."""
+    info = site / f"{dist.replace('-', '_')}-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text(f"[provplug]\n{name} = {target}\n")
+    if source is not None:
+        (site / f"{dist}.pth").write_text(str(source) + "\n")
+
+
+@pytest.fixture
+def records_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    site = tmp_path / "site"
+    install_entry_point(site, "provplug-records", "records", "provplug_records")
+    monkeypatch.syspath_prepend(str(RECORDS_SRC))
+    monkeypatch.syspath_prepend(str(site))
+    yield
+    sys.modules.pop("provplug_records", None)
+
+
+def test_builtins_and_shipped_adapters_register_through_entry_points() -> None:
+    plugins = Plugins.load()
+    names = {row["name"]: row for row in plugins.describe()}
+    assert set(BUILTIN_PLUGINS) <= set(names)
+    assert names["spark"]["distribution"].startswith("provplug ")
+    assert names["beam"]["distribution"].startswith("provplug ")
+    assert {"spark", "beam"} <= {a.name for a in plugins.adapters()}
+
+
+def test_no_plugin_manager_is_built_at_import_time() -> None:
+    import importlib
+
+    import provplug.plugins as plugins_module
+
+    importlib.reload(plugins_module)
+    assert plugins_module._default is None
+
+
+def test_third_party_adapter_is_discovered_and_called_like_builtins(records_installed: None, cli, store_path: Path) -> None:
+    r = cli("plugins")
+    line = next(l for l in r.out.splitlines() if l.startswith("records"))
+    assert "provplug-records 0.1.0" in line
+    assert "provplug_register_adapters" in line
+
+    import provplug_records as rec
+
+    rec.EVENTS.clear()
+
+    @provplug.step("Upper", output="Shouting")
+    def upper(records: rec.Records) -> list[dict[str, str]]:
+        return [{k: str(v).upper() for k, v in row.items()} for row in records.rows]
+
+    with provplug.capture(rec.RecordsEngine(), store=store_path) as run:
+        people = run.source([{"name": "ann", "city": "ny"}, {"name": "bo", "city": "la"}], "People")
+        out = upper(people)
+    assert out.rows == [{"name": "ANN", "city": "NY"}, {"name": "BO", "city": "LA"}]
+    assert rec.EVENTS == [
+        ("run_started", "records"),
+        ("step_finished", "Upper:8"),  # 2 rows x 2 columns x 2 columns
+        ("session_closed", "ok"),
+        ("run_finished", "committed"),
+    ]
+    stats = provplug.open_store(store_path).stats()
+    assert (stats["tables"], stats["ops"], stats["triples"], stats["values"]) == (2, 1, 8, 8)
+
+
+def test_a_step_outside_capture_runs_unchanged() -> None:
+    calls = []
+
+    @provplug.step("Double", output="Doubled")
+    def double(x: int) -> int:
+        calls.append(x)
+        return 2 * x
+
+    assert double(21) == 42 and calls == [21]
+
+
+def test_failed_run_commits_nothing_and_reports_failure(records_installed: None, store_path: Path) -> None:
+    import provplug_records as rec
+
+    rec.EVENTS.clear()
+
+    @provplug.step("Boom", output="Never")
+    def boom(records: rec.Records) -> list[dict[str, str]]:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        with provplug.capture(rec.RecordsEngine(), store=store_path) as run:
+            boom(run.source([{"a": 1}], "A"))
+    assert rec.EVENTS[-2:] == [("session_closed", "error"), ("run_finished", "failed")]
+    assert not store_path.exists()  # the store did not exist before: nothing is left
+
+
+def test_misspelled_hook_implementation_fails_loudly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "src"
+    pkg.mkdir()
+    (pkg / "typo_plugin.py").write_text(
+        "import provplug\n\n@provplug.hookimpl\ndef provplug_register_adaptors(register):\n    pass\n"
+    )
+    install_entry_point(tmp_path / "site", "provplug-typo", "typo", "typo_plugin")
+    monkeypatch.syspath_prepend(str(pkg))
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    with pytest.raises(PluginError, match="provplug_register_adaptors"):
+        make_plugin_manager()
+
+
+def test_wrong_hook_arguments_fail_loudly() -> None:
+    class Bad:
+        @provplug.hookimpl
+        def provplug_run_started(self, run, extra):  # type: ignore[no-untyped-def]
+            pass
+
+    pm = make_plugin_manager(autoload=False)
+    with pytest.raises(Exception, match="extra"):
+        pm.register(Bad())
+
+
+def test_autoload_can_be_disabled_and_plugins_blocked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVPLUG_DISABLE_PLUGIN_AUTOLOAD", "1")
+    assert {a.name for a in Plugins.load().adapters()} == set()
+    monkeypatch.delenv("PROVPLUG_DISABLE_PLUGIN_AUTOLOAD")
+    monkeypatch.setenv("PROVPLUG_BLOCK_PLUGINS", "beam")
+    assert {a.name for a in Plugins.load().adapters()} == {"spark"}
+
+
+def test_no_adapter_for_an_unknown_engine_is_a_clear_error(store_path: Path) -> None:
+    with pytest.raises(PluginError, match="no capture adapter accepts a dict"):
+        with provplug.capture({}, store=store_path):
+            pass
+    assert not store_path.exists()
+
+
+def test_every_hookspec_is_documented_and_prefixed() -> None:
+    specs = [n for n in dir(hookspecs) if n.startswith("provplug_")]
+    assert len(specs) >= 9
+    for name in specs:
+        assert getattr(hookspecs, name).__doc__, name
