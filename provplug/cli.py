@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -11,6 +12,8 @@ from .errors import ProvplugError
 from .progress import Progress
 
 Command = Callable[[argparse.Namespace], int]
+
+COMMAND_MODULES = ("provplug.index.cli", "provplug.query.cli")
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
@@ -39,7 +42,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
 def _cmd_stats(args: argparse.Namespace) -> int:
     from .store import open_store
 
-    stats = open_store(args.store).stats()
+    from .index.stats import index_stats
+
+    store = open_store(args.store)
+    stats: dict[str, object] = {**store.stats(), **index_stats(store)}
     if args.json:
         print(json.dumps(stats, indent=2))
     else:
@@ -70,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store", metavar="STORE")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_stats)
+
+    # Commands owned by their packages: each module adds its own sub-parser.
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).add_parser(sub)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""Lineage queries: RQ, CCProv, CSProv and auto (DESIGN §5)."""
