@@ -25,7 +25,9 @@ import pyarrow.parquet as pq
 
 from . import ids, schema
 from .errors import ImportInputError
+from .lifecycle import observed_run
 from .model import OpInfo, TableInfo
+from .plugins import Plugins, get_plugins
 from .progress import SILENT, Progress
 from .store import ParquetStore, RunTransaction
 
@@ -39,12 +41,13 @@ def import_provenance(
     triples_path: str | os.PathLike[str],
     values_path: str | os.PathLike[str] | None = None,
     progress: Progress = SILENT,
+    plugins: Plugins | None = None,
 ) -> dict[str, int | str]:
     """Import one triples file (and its value mapping) as one atomic run."""
     triples = _open_input(os.fspath(triples_path), {"src": "int", "dst": "int", "op": "any"}, "triples")
     mapping = _load_mapping(os.fspath(values_path)) if values_path is not None else ValueMapping.empty()
     store.exists()  # fails early on a store path that is a regular file
-    with store.transaction("import") as txn:
+    with observed_run(store, plugins or get_plugins(), "import", "import") as (txn, _):
         written = _ImportWriter(txn, mapping, progress).run(triples)
     progress.done("import committed", written, "triples")
     return {"run_id": txn.run_id, "triples": written}

@@ -4,7 +4,7 @@ Layout (documented in the README)::
 
     STORE/
       provplug-store.json          format marker
-      _ids/{tables,ops,runs}/N     id reservations (exclusive create)
+      _ids/{tables,ops}/N          id reservations (exclusive create)
       _staging/RUN/                a run being written: invisible to readers
       runs/RUN/                    committed runs, never rewritten
         _manifest.json             written last: the run's commit record
@@ -46,7 +46,8 @@ MARKER = "provplug-store.json"
 MANIFEST = "_manifest.json"
 OWNER = "_owner.json"
 RESERVATIONS = "_reservations"
-ID_KINDS = ("tables", "ops", "runs")
+ID_KINDS = ("tables", "ops")
+SKELETON = (MARKER, "runs", "_staging", "_ids")
 
 
 @hookimpl(trylast=True)
@@ -100,7 +101,9 @@ class ParquetStore:
         if info.type != pafs.FileType.Directory:
             raise StoreError(f"store path {self.uri} is a file, not a store directory")
         if self._info(self.path(MARKER)).type != pafs.FileType.File:
-            if self.fs.get_file_info(pafs.FileSelector(self.root)):
+            # Only an empty dir, or a store another writer is creating right now, may become one.
+            entries = {i.base_name for i in self.fs.get_file_info(pafs.FileSelector(self.root))}
+            if entries - set(SKELETON):
                 raise StoreError(f"{self.uri} is a non-empty directory that is not a provplug store")
             return False
         return True
@@ -124,9 +127,15 @@ class ParquetStore:
         self._write_text(self.path(MARKER), json.dumps({"format": FORMAT, "version": FORMAT_VERSION}))
         return True
 
-    def destroy(self) -> None:
-        """Delete the whole store directory (used to undo a failed first write)."""
-        self.fs.delete_dir(self.root)
+    def remove_if_unused(self) -> None:
+        """Undo :meth:`create` after a failed first write, unless another
+        writer has started or committed a run in the meantime."""
+        busy = any(
+            self.fs.get_file_info(pafs.FileSelector(self.path(sub)))
+            for sub in ("runs", "_staging")
+        )
+        if not busy:
+            self.fs.delete_dir(self.root)
 
     # -- small files ---------------------------------------------------------
     def _read_text(self, path: str) -> str:
@@ -186,7 +195,7 @@ class ParquetStore:
         except BaseException:
             txn.abort()
             if created:
-                self.destroy()
+                self.remove_if_unused()
             raise
 
     def collect_garbage(self) -> list[str]:

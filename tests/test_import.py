@@ -160,3 +160,48 @@ def test_killed_import_leaves_the_store_as_it_was(cli, store_path: Path, tmp_pat
 
     assert len(provplug.open_store(store_path).collect_garbage()) == 1
     assert snapshot(store_path) == before
+
+
+def test_import_fires_the_run_hooks(store_path: Path, tmp_path: Path, mocker) -> None:
+    from provplug.importer import import_provenance
+    from provplug.plugins import Plugins
+
+    plugins = Plugins.load(autoload=False)
+    started = mocker.patch.object(plugins, "run_started")
+    finished = mocker.patch.object(plugins, "run_finished")
+    import_provenance(provplug_store(store_path), TABLE4, plugins=plugins)
+    assert started.call_args.args[0].kind == "import"
+    run, error = finished.call_args.args
+    assert run.status == "committed" and error is None
+    bad = tmp_path / "bad.csv"
+    bad.write_text("src,dst,op\n1,2,R\n2,1,R\n")
+    with pytest.raises(Exception, match="cycle"):
+        import_provenance(provplug_store(store_path), bad, plugins=plugins)
+    run, error = finished.call_args.args
+    assert run.status == "failed" and "cycle" in str(error)
+
+
+def test_concurrent_imports_lose_nothing(store_path: Path, tmp_path: Path) -> None:
+    """Writers in separate processes share one store: every run lands, ids never collide."""
+    files = []
+    for k in range(4):
+        f = tmp_path / f"t{k}.csv"
+        f.write_text("src,dst,op\n" + "".join(f"{i},{i + 1},S{k}\n" for i in range(k * 1000, k * 1000 + 500)))
+        files.append(f)
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "provplug", "import", str(store_path), "--triples", str(f), "--quiet"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for f in files
+    ]
+    assert all(p.wait() == 0 for p in procs), [p.stderr.read() for p in procs]
+    store = provplug_store(store_path)
+    stats = store.stats()
+    assert stats["runs"] == 4 and stats["triples"] == 2000 and stats["ops"] == 4
+    table_ids = [r["table_id"] for r in store.tables().to_pylist()]
+    assert len(set(table_ids)) == len(table_ids) == 4
+
+
+def provplug_store(path: Path):
+    import provplug
+
+    return provplug.open_store(path)

@@ -1,0 +1,39 @@
+"""A store transaction observed by the run hooks: the one place that decides
+when ``provplug_run_started`` / ``provplug_run_finished`` fire."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Iterator
+from typing import Literal
+
+from .model import RunInfo
+from .plugins import Plugins
+from .store import ParquetStore, RunTransaction
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+@contextlib.contextmanager
+def observed_run(
+    store: ParquetStore, plugins: Plugins, kind: Literal["capture", "import"], engine: str
+) -> Iterator[tuple[RunTransaction, RunInfo]]:
+    """Stage a run in ``store``; fire ``run_started`` once it is open and
+    ``run_finished`` after it is committed, or after it is rolled back."""
+    info: RunInfo | None = None
+    try:
+        with store.transaction(kind) as txn:
+            info = RunInfo(txn.run_id, store.uri, kind, engine, txn.started)
+            plugins.run_started(info)
+            yield txn, info
+    except BaseException as exc:
+        if info is not None:
+            info.status, info.finished = "failed", _now()
+            plugins.run_finished(info, exc)
+        raise
+    assert info is not None
+    info.status, info.finished = "committed", _now()
+    plugins.run_finished(info, None)
