@@ -70,6 +70,15 @@ class ActiveRun:
     def record_op(self, op: OpInfo) -> None:
         self.txn.add_op(op)
 
+    def update_op(self, op: OpInfo) -> None:
+        """Replace the staged op with ``op.op_id`` (engines that run lazily,
+        like Beam, learn an op's triple count and end time after the step)."""
+        for i, staged in enumerate(self.txn.ops):
+            if staged.op_id == op.op_id:
+                self.txn.ops[i] = op
+                return
+        raise CaptureError(f"op {op.op_id} is not staged in this run")
+
     def mark_dataset(self, name: str) -> None:
         self.txn.mark_dataset(name)
 

@@ -1,1 +1,55 @@
-"""provplug's Apache Beam capture adapter (found through the ``provplug`` entry point)."""
+"""provplug's Apache Beam capture adapter (found through the ``provplug`` entry point).
+
+Usage — the same ``@provplug.step`` decorator as for Spark, on functions that
+take and return ``PCollection`` s of elements with named attributes (dicts,
+``beam.Row``, NamedTuples; a ``(key, value)`` pair has the attributes ``key``
+and ``value`` or the value's fields)::
+
+    import apache_beam as beam
+    from apache_beam.transforms.combiners import MeanCombineFn
+    import provplug
+
+    @provplug.step("R1", output="Person2")
+    def adults(people):
+        return people | beam.Filter(lambda p: p.Age >= 25)
+
+    @provplug.step("R2", output="AvgAge")
+    def average_age(people):
+        return people | beam.GroupBy("City").aggregate_field("Age", MeanCombineFn(), "Age")
+
+    with beam.Pipeline() as p, provplug.capture(p, store="people.prov") as run:
+        person1 = run.source(rows, "Person1")   # a list, a DataFrame, a PCollection or a read transform
+        average_age(adults(person1))
+
+* ``run.source(data, name)`` registers a source table. A list (or DataFrame)
+  keeps its order as row numbers; a ``PCollection`` or a read ``PTransform``
+  (``beam.io.ReadFromParquet(...)``) is numbered by content, deterministically.
+* A step's transforms are grouped under a composite labelled with the step's
+  name. Inside it, each transform is replaced by a traced counterpart (see
+  :mod:`provplug_beam.rules` for the table of semantics: ``Map``/``FlatMap``/
+  ``ParDo`` black box, ``Filter`` copy, ``GroupByKey``/``CombinePerKey``/
+  ``CombineGlobally``/``GroupBy(...).aggregate_field`` as groupBy/agg,
+  ``CoGroupByKey`` join, ``Flatten`` union, ``Distinct``, ``Select``).
+  Composite transforms are traced through the transforms they expand to; a
+  primitive the adapter does not know raises :class:`provplug.CaptureError`.
+* Provenance travels *with the data*: every element is ``(value, provenance)``
+  inside the pipeline, and the pipeline itself numbers the rows and writes
+  ``rows/<table_id>/`` and ``triples/`` into the run's staging directory; the
+  driver only reads back a small per-table summary (counts, columns).
+* The capture block runs the pipeline when it ends (DirectRunner unless the
+  pipeline says otherwise) and commits the run only if it succeeded;
+  ``with beam.Pipeline() as p`` around it then gets that same result instead
+  of running twice. Code outside steps sees plain values, so sinks and
+  ``Map(print)`` on a step's output work unchanged.
+* Lifecycle hooks fire as for Spark. Beam builds lazily, so ``step_finished``
+  reports the op when its transforms are built (``op.triples`` is ``None``
+  then); the committed op carries the triple count and the run's end time.
+* Beam's own ``Lineage`` metrics (sources read, sinks written — provplug
+  reports each stored table as a sink) are kept in ``beam_lineage.json`` in
+  the run.
+
+Not captured: side-input cells as parents (side inputs are read as plain
+values), multi-output ``ParDo`` (tagged outputs), DoFns asking for
+timestamps/windows/state, ``CombinePerKey`` with extra arguments, streaming.
+Beam internals used for this live in :mod:`provplug_beam._internals` only.
+"""

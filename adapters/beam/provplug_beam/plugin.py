@@ -6,7 +6,6 @@ from collections.abc import Callable
 from typing import Any
 
 from provplug import hookimpl
-from provplug.errors import CaptureError
 
 
 class BeamAdapter:
@@ -24,7 +23,9 @@ class BeamAdapter:
         return isinstance(engine, Pipeline)
 
     def open(self, engine: Any, run: Any) -> Any:
-        raise CaptureError("Beam capture is not available yet in this provplug version")
+        from .session import BeamSession
+
+        return BeamSession(engine, run)
 
 
 @hookimpl

@@ -1,0 +1,142 @@
+"""Every use of Beam internals by the adapter, in one place.
+
+Beam has no public hook to rewrite the transforms a function applies, so the
+session replaces ``apply`` (and ``run``) on the one ``Pipeline`` *instance*
+being captured — never on the class — and recognises transforms by their
+classes and a few private attributes listed here. Everything else in the
+adapter uses public Beam APIs (``DoFn``, ``CombineFn``, ``ParDo``,
+``GroupByKey``, ``Lineage``, ...). A Beam upgrade that breaks capture breaks
+here first.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.transforms import ptransform as _ptransform
+from apache_beam.transforms import util as _util
+from apache_beam.transforms.core import _GroupAndAggregate
+
+Apply = Callable[..., Any]
+
+
+def install(pipeline: beam.Pipeline, apply: Callable[[Apply, Any, Any, str | None], Any]) -> Apply:
+    """Route ``pipeline.apply`` through ``apply(original, transform, input, label)``;
+    return the original bound method (``restore`` puts it back)."""
+    original: Apply = pipeline.apply
+
+    def intercepted(transform: Any, pvalueish: Any = None, label: str | None = None) -> Any:
+        return apply(original, transform, pvalueish, label)
+
+    pipeline.apply = intercepted  # type: ignore[method-assign]
+    return original
+
+
+def restore(pipeline: beam.Pipeline) -> None:
+    """Drop the instance-level ``apply`` so the class method is used again."""
+    pipeline.__dict__.pop("apply", None)
+
+
+def replace_run(pipeline: beam.Pipeline, run: Callable[..., Any]) -> Callable[..., Any]:
+    """Make ``pipeline.run()`` call ``run``; return the original bound method.
+
+    The capture block runs the pipeline itself; ``with beam.Pipeline() as p``
+    (which runs again on exit) then gets the captured run's result back.
+    """
+    original = pipeline.run
+    pipeline.run = run  # type: ignore[method-assign]
+    return original
+
+
+def unname(transform: Any, label: str | None) -> tuple[Any, str | None]:
+    """``"label" >> t`` wraps ``t`` in a private class: unwrap it."""
+    while isinstance(transform, _ptransform._NamedPTransform):
+        label = label or transform.label
+        transform = transform.transform
+    return transform, label
+
+
+def is_filter(pardo: beam.ParDo) -> bool:
+    """``beam.Filter`` is a ``FlatMap`` whose only trace is its label."""
+    return str(pardo.label).startswith("Filter(")
+
+
+def pardo_operation(pardo: beam.ParDo) -> str:
+    """``Map``, ``FlatMap``, ``MapTuple``, ``Filter``, ... or ``ParDo``."""
+    head = str(pardo.label).split("(", 1)[0]
+    return head if head and head.isidentifier() else "ParDo"
+
+
+def pardo_side_inputs(pardo: beam.ParDo) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The extra arguments (side inputs included) exactly as the user passed them."""
+    args, kwargs = pardo.raw_side_inputs
+    return tuple(args), dict(kwargs)
+
+
+def side_input_pcollection(arg: Any) -> Any | None:
+    return arg.pvalue if isinstance(arg, beam.pvalue.AsSideInput) else None
+
+
+def is_distinct(transform: Any) -> bool:
+    """``beam.Distinct()`` is a ``ptransform_fn`` instance around ``util.Distinct``."""
+    fn = getattr(transform, "_fn", None)
+    return (
+        isinstance(transform, _ptransform._PTransformFnPTransform)
+        and getattr(fn, "__name__", "") == "Distinct"
+        and getattr(fn, "__module__", "") == _util.__name__
+    )
+
+
+def uses_dofn_params(dofn: beam.DoFn) -> bool:
+    """True if ``process`` asks for timestamps, windows, state, ... (not traceable)."""
+    from apache_beam.transforms.core import _DoFnParam
+
+    try:
+        params = inspect.signature(dofn.process).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(isinstance(p.default, _DoFnParam) for p in params)
+
+
+def expr_field(expr: Callable[[Any], Any]) -> str | None:
+    """The field name behind ``GroupBy('City')``-style expressions (Beam turns
+    the string into ``lambda x: getattr(x, expr)``), else None (a callable)."""
+    try:
+        value = inspect.getclosurevars(expr).nonlocals.get("expr")
+    except TypeError:
+        return None
+    return value if isinstance(value, str) and expr.__qualname__.startswith("_expr_to_callable") else None
+
+
+def group_by_fields(transform: beam.GroupBy) -> list[tuple[str, Callable[[Any], Any], str | None]]:
+    """``(name, key function, source field or None)`` per key of a ``GroupBy``."""
+    return [(name, fn, expr_field(fn)) for name, fn in transform._key_fields]
+
+
+def group_by_key_func(transform: beam.GroupBy, force_tuple: bool) -> Callable[[Any], Any]:
+    grouping = transform.force_tuple_keys(True) if force_tuple else transform
+    return grouping._key_func()  # type: ignore[no-any-return]
+
+
+def is_group_and_aggregate(transform: Any) -> bool:
+    return isinstance(transform, _GroupAndAggregate)
+
+
+def aggregations(transform: Any) -> tuple[beam.GroupBy, list[tuple[Callable[[Any], Any], Any, str, str | None]]]:
+    """The grouping and ``(value function, combine fn, dest, source field)`` per aggregate."""
+    return transform._grouping, [(fn, combine, dest, expr_field(fn)) for fn, combine, dest in transform._aggregations]
+
+
+def result_type(fields: Sequence[str]) -> Callable[..., Any]:
+    """The picklable named tuple Beam's ``GroupBy.aggregate_field`` emits."""
+    from apache_beam.transforms.core import _dynamic_named_tuple
+
+    return _dynamic_named_tuple("Result", tuple(fields))  # type: ignore[no-any-return]
+
+
+def select_fields(transform: beam.Select) -> list[tuple[str, Callable[[Any], Any], str | None]]:
+    """``(output name, function, source field or None)`` per field of a ``Select``."""
+    return [(name, fn, expr_field(fn)) for name, fn in transform._fields]

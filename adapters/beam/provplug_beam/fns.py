@@ -1,0 +1,136 @@
+"""The DoFns and CombineFns that carry provenance beside the user's functions.
+
+Each wraps a user DoFn / CombineFn: the user code sees plain values, and the
+wrapper derives the provenance of what it returns (see :mod:`.elements`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import apache_beam as beam
+
+from provplug.errors import CaptureError
+
+from .elements import Ids, Prov, Traced, black_box, union
+
+_PASS_THROUGH = (beam.pvalue.TaggedOutput, beam.window.TimestampedValue)
+
+
+class TracedDoFn(beam.DoFn):  # type: ignore[misc]
+    """Runs ``inner`` on the value of each traced element.
+
+    ``copy=True`` (``Filter``): outputs keep the element's provenance.
+    Otherwise black box: every output attribute <- every input cell.
+    """
+
+    def __init__(self, inner: beam.DoFn, copy: bool, label: str) -> None:
+        super().__init__()
+        self.inner, self.copy, self.label = inner, copy, label
+
+    def setup(self) -> None:
+        self.inner.setup()
+
+    def start_bundle(self) -> None:
+        self.inner.start_bundle()
+
+    def process(self, element, *args, **kwargs):  # type: ignore[no-untyped-def]  # unannotated: Beam reads hints from it
+        value, prov = element
+        outputs = self.inner.process(value, *args, **kwargs)
+        for out in outputs or ():
+            if isinstance(out, _PASS_THROUGH):
+                raise CaptureError(f"{self.label}: tagged or timestamped outputs cannot be captured")
+            yield out, (prov if self.copy else black_box(out, prov))
+
+    def finish_bundle(self) -> None:
+        if list(self.inner.finish_bundle() or ()):
+            raise CaptureError(f"{self.label}: outputs from finish_bundle cannot be captured")
+
+    def teardown(self) -> None:
+        self.inner.teardown()
+
+
+class TracedCombineFn(beam.CombineFn):  # type: ignore[misc]
+    """Combines ``(value, id groups)`` inputs: ``inner`` combines the values,
+    each of the ``slots`` id groups is unioned across the combined inputs.
+
+    Output: ``(inner result, (ids of slot 0, ids of slot 1, ...))``.
+    """
+
+    def __init__(self, inner: beam.CombineFn, slots: int) -> None:
+        super().__init__()
+        self.inner, self.slots = inner, slots
+
+    def setup(self, *args: Any, **kwargs: Any) -> None:
+        self.inner.setup(*args, **kwargs)
+
+    def create_accumulator(self) -> tuple[Any, list[set[int]]]:
+        return self.inner.create_accumulator(), [set() for _ in range(self.slots)]
+
+    def add_input(self, acc: tuple[Any, list[set[int]]], element: tuple[Any, Sequence[Ids]]) -> tuple[Any, list[set[int]]]:
+        inner_acc, groups = acc
+        value, ids = element
+        for group, new in zip(groups, ids):
+            group.update(new)
+        return self.inner.add_input(inner_acc, value), groups
+
+    def merge_accumulators(self, accs: Iterable[tuple[Any, list[set[int]]]]) -> tuple[Any, list[set[int]]]:
+        accs = list(accs)
+        merged = self.inner.merge_accumulators([a[0] for a in accs])
+        return merged, [set().union(*(a[1][i] for a in accs)) for i in range(self.slots)]
+
+    def compact(self, acc: tuple[Any, list[set[int]]]) -> tuple[Any, list[set[int]]]:
+        return self.inner.compact(acc[0]), acc[1]
+
+    def extract_output(self, acc: tuple[Any, list[set[int]]]) -> tuple[Any, tuple[Ids, ...]]:
+        return self.inner.extract_output(acc[0]), tuple(tuple(sorted(g)) for g in acc[1])
+
+    def teardown(self, *args: Any, **kwargs: Any) -> None:
+        self.inner.teardown(*args, **kwargs)
+
+
+class MergeEqualFn(beam.CombineFn):  # type: ignore[misc]
+    """``Distinct``: keeps one of the equal values; each attribute <- that
+    attribute's cells of every merged element."""
+
+    def create_accumulator(self) -> tuple[bool, Any, dict[str, set[int]]]:
+        return False, None, {}
+
+    def add_input(self, acc: tuple[bool, Any, dict[str, set[int]]], element: Traced) -> tuple[bool, Any, dict[str, set[int]]]:
+        seen, value, prov = acc
+        new_value, new_prov = element
+        for a, ids in new_prov.items():
+            prov.setdefault(a, set()).update(ids)
+        return True, (value if seen else new_value), prov
+
+    def merge_accumulators(self, accs: Iterable[tuple[bool, Any, dict[str, set[int]]]]) -> tuple[bool, Any, dict[str, set[int]]]:
+        result = self.create_accumulator()
+        for seen, value, prov in accs:
+            if seen:
+                result = self.add_input(result, (value, prov))
+        return result
+
+    def extract_output(self, acc: tuple[bool, Any, dict[str, set[int]]]) -> Traced:
+        _, value, prov = acc
+        return value, {a: tuple(sorted(ids)) for a, ids in prov.items()}
+
+
+def as_combine_fn(fn: Any) -> beam.CombineFn:
+    """A ``CombineFn`` for what ``CombinePerKey``/``CombineGlobally`` accept."""
+    if isinstance(fn, type) and issubclass(fn, beam.CombineFn):
+        return fn()
+    return beam.CombineFn.maybe_from_callable(fn)
+
+
+def split_ids(prov: Prov, names: Sequence[str | None]) -> tuple[Ids, ...]:
+    """For each name: that attribute's ids, or (``None``) all the element's ids."""
+    every: Ids | None = None
+    out = []
+    for name in names:
+        if name is not None and name in prov:
+            out.append(tuple(prov[name]))
+        else:
+            every = every if every is not None else union(prov.values())
+            out.append(every)
+    return tuple(out)

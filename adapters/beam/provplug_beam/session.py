@@ -1,0 +1,319 @@
+"""One Beam capture run: registers tables, rewrites the transforms of steps,
+runs the pipeline when the capture block ends and records what it wrote."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import itertools
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics.metric import Lineage
+
+from provplug.errors import CaptureError
+from provplug.model import OpInfo, StepInfo, TableInfo
+
+from . import _internals as internals
+from .rules import Expansion, rule_for
+from .tables import Materialize, NumberByContent, TableTarget, number_list, summary_path
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+@dataclasses.dataclass(frozen=True)
+class Trace:
+    """What the session knows about a traced PCollection: the tables its
+    provenance points into and the step it is private to (None for a table)."""
+
+    tables: frozenset[int]
+    step: int | None
+
+
+@dataclasses.dataclass
+class StepScope:
+    token: int
+    name: str
+    tables: set[int] = dataclasses.field(default_factory=set)
+    operations: list[str] = dataclasses.field(default_factory=list)
+    black_box: bool = False
+
+
+class BeamSession:
+    """The :class:`provplug.protocols.AdapterSession` of a Beam ``Pipeline``."""
+
+    def __init__(self, pipeline: beam.Pipeline, run: Any) -> None:
+        self.pipeline = pipeline
+        self.run = run
+        self._traces: dict[int, tuple[Any, Trace]] = {}
+        self._plain: dict[int, Any] = {}
+        self._tables: list[TableInfo] = []
+        self._ops: list[OpInfo] = []
+        self._step: StepScope | None = None
+        self._bypass = 0
+        self._tokens = itertools.count(1)
+        self._result: Any = None
+        self._closed = False  # close() ran
+        self._original_apply = internals.install(pipeline, self._apply)
+        self._original_run = internals.replace_run(pipeline, self._run_once)
+
+    # -- AdapterSession ----------------------------------------------------------
+    def source(self, data: Any, name: str) -> Any:
+        table = self.run.new_table(name, "source", ())
+        label = f"provplug:{name}"
+        with self._internal():
+            if isinstance(data, beam.pvalue.PCollection):
+                if self._trace(data) is not None:
+                    raise CaptureError(f"source {name!r} is already a captured table")
+                numbered = data | f"{label}/Trace" >> beam.Map(lambda v: (v, {})) | f"{label}/Number" >> NumberByContent()
+            elif isinstance(data, beam.PTransform):
+                read = self.pipeline | f"{label}/Read" >> data
+                numbered = read | f"{label}/Trace" >> beam.Map(lambda v: (v, {})) | f"{label}/Number" >> NumberByContent()
+            else:
+                numbered = number_list(self.pipeline, _rows_of(data), f"{label}/Create")
+        return self._materialize(numbered, table, None, label)
+
+    def run_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        started = _now()
+        scope = StepScope(next(self._tokens), step.name)
+        for arg in _pcollections((args, kwargs)):
+            trace = self._trace(arg)
+            if trace is not None:
+                scope.tables |= trace.tables
+        self._step = scope
+        try:
+            # Under one composite labelled with the step's name, as Beam users
+            # label their own composites (and so two steps' labels never clash).
+            step_transform = _StepTransform(lambda: func(*args, **kwargs))
+            result = self._original_apply(step_transform, beam.pvalue.PBegin(self.pipeline), step.name)
+        finally:
+            self._step = None
+        results = (result,) if len(step.outputs) == 1 else tuple(result)
+        if len(results) != len(step.outputs):
+            raise CaptureError(f"step {step.name} returned {len(results)} outputs for {len(step.outputs)} names")
+        op_id = self.run.new_op_id()
+        outputs = [self._output(step, name, out, op_id, scope) for name, out in zip(step.outputs, results)]
+        op = OpInfo(
+            op_id, step.name, self.run.run_id, "udf" if scope.black_box else "builtin",
+            tuple(sorted(scope.tables)), tuple(t.table_id for t, _ in outputs), tuple(scope.operations),
+            dict(step.params), started, _now(), None,
+        )
+        self.run.record_op(op)
+        self._ops.append(op)
+        rebased = [pc for _, pc in outputs]
+        return rebased[0] if len(step.outputs) == 1 else tuple(rebased)
+
+    def close(self, error: BaseException | None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        internals.restore(self.pipeline)
+        if error is not None:
+            internals.replace_run(self.pipeline, _refuse_run)
+            return
+        try:
+            self._run_once()
+        except BaseException:
+            internals.replace_run(self.pipeline, _refuse_run)
+            raise
+        self._record_results()
+
+    # -- running -----------------------------------------------------------------
+    def _run_once(self, *args: Any, **kwargs: Any) -> Any:
+        """The pipeline runs once, when the capture block ends (or when the
+        user calls ``run()`` inside it); later ``run()`` calls get that result."""
+        if self._result is None:
+            internals.restore(self.pipeline)
+            result = self._original_run(*args, **kwargs)
+            result.wait_until_finish()
+            if str(result.state) not in ("DONE", "PipelineState.DONE"):
+                raise CaptureError(f"the Beam pipeline ended in state {result.state}")
+            self._result = result
+        return self._result
+
+    def _record_results(self) -> None:
+        fs = self.run.txn.store.fs
+        finished = _now()
+        counts: dict[int, dict[str, Any]] = {}
+        for table in self._tables:
+            with fs.open_input_stream(summary_path(self.run.txn.path(), table.table_id)) as f:
+                counts[table.table_id] = json.loads(f.read().decode())
+            summary = counts[table.table_id]
+            self.run.record_table(dataclasses.replace(table, columns=tuple(summary["columns"]), rows=summary["rows"]))
+        for op in self._ops:
+            triples = sum(counts[t]["triples"] for t in op.outputs)
+            self.run.update_op(dataclasses.replace(op, finished=finished, triples=triples))
+        fs.delete_dir(self.run.txn.path("_beam"))
+        self._record_lineage()
+        if self.run.store_rows and self._tables:
+            self.run.mark_dataset("rows")
+        if self._ops:
+            self.run.mark_dataset("triples")
+
+    def _record_lineage(self) -> None:
+        """Beam's own Lineage metrics (sources read, sinks written), kept beside the run."""
+        try:
+            metrics = self._result.metrics()
+            found = {label: sorted(Lineage.query(metrics, label)) for label in (Lineage.SOURCE, Lineage.SINK)}
+        except (AttributeError, NotImplementedError, ValueError):
+            return  # a runner without metrics: nothing to keep
+        with self.run.txn.store.fs.open_output_stream(self.run.txn.path("beam_lineage.json")) as out:
+            out.write(json.dumps({"sources": found[Lineage.SOURCE], "sinks": found[Lineage.SINK]}, indent=1).encode())
+        self.run.mark_dataset("beam_lineage.json")
+
+    # -- tables ------------------------------------------------------------------
+    def _materialize(self, numbered: Any, table: TableInfo, op_id: int | None, label: str) -> Any:
+        fs = self.run.txn.store.fs
+        staging = self.run.txn.path()
+        for folder in (f"rows/{table.table_id}", "triples", "_beam"):
+            fs.create_dir(f"{staging}/{folder}", recursive=True)
+        target = TableTarget(self.run.store.uri, staging, table.table_id, table.name, op_id, self.run.store_rows)
+        with self._internal():
+            rebased = numbered | f"{label}/Materialize" >> Materialize(target)
+        self._tables.append(dataclasses.replace(table, stored_rows=self.run.store_rows))
+        self._register(rebased, Trace(frozenset({table.table_id}), None))
+        return rebased
+
+    def _output(self, step: StepInfo, name: str, out: Any, op_id: int, scope: StepScope) -> tuple[TableInfo, Any]:
+        if not isinstance(out, beam.pvalue.PCollection):
+            raise CaptureError(f"step {step.name} must return a PCollection for {name!r}, not {type(out).__name__}")
+        trace = self._trace(out)
+        label = f"provplug:{name}"
+        with self._internal():
+            if trace is None:  # built without reading a captured table: no parents
+                out = out | f"{label}/Trace" >> beam.Map(lambda v: (v, {}))
+            else:
+                scope.tables |= trace.tables
+            numbered = out | f"{label}/Number" >> NumberByContent()
+        table = self.run.new_table(name, "output", ())
+        return table, self._materialize(numbered, table, op_id, label)
+
+    # -- the apply interceptor -----------------------------------------------------
+    def _apply(self, original: Callable[..., Any], transform: Any, pvalueish: Any, label: str | None) -> Any:
+        if self._bypass:
+            return original(transform, pvalueish, label)
+        transform, label = internals.unname(transform, label)
+        traced = [pc for pc in _pcollections(pvalueish) if self._trace(pc) is not None]
+        if not traced:
+            return original(transform, pvalueish, label)
+        if self._step is None:  # plain Beam code reading a captured table
+            return original(transform, _replace(pvalueish, self._plain_of), label)
+        scope = self._step
+        self._check_inputs(pvalueish, scope)
+        tables = frozenset().union(*(self._trace(pc).tables for pc in traced))  # type: ignore[union-attr]
+        scope.tables |= tables
+        name = label or transform.label
+        rule = rule_for(transform, f"step {scope.name}: {name}", self._plain_of)
+        if rule is None:
+            return self._expand_composite(original, transform, pvalueish, label, scope, tables)
+        with self._internal():
+            result = original(Expansion(rule), pvalueish, name)
+        scope.operations.append(rule.operation)
+        scope.black_box |= rule.black_box
+        self._register(result, Trace(tables, scope.token))
+        return result
+
+    def _expand_composite(self, original: Callable[..., Any], transform: Any, pvalueish: Any, label: str | None,
+                          scope: StepScope, tables: frozenset[int]) -> Any:
+        """An unknown transform is expanded with this interceptor still on:
+        a composite of understood transforms is traced through its parts."""
+        result = original(transform, pvalueish, label)
+        outputs = list(_pcollections(result))
+        if not outputs or any(self._trace(pc) is None for pc in outputs):
+            raise CaptureError(
+                f"step {scope.name}: {label or transform.label} ({type(transform).__name__}) cannot be captured"
+            )
+        return result
+
+    def _check_inputs(self, pvalueish: Any, scope: StepScope) -> None:
+        for pc in _pcollections(pvalueish):
+            trace = self._trace(pc)
+            if trace is None:
+                raise CaptureError(f"step {scope.name}: a transform mixes captured and uncaptured PCollections")
+            if trace.step not in (None, scope.token):
+                raise CaptureError(f"step {scope.name} uses an intermediate PCollection of another step")
+
+    # -- bookkeeping ---------------------------------------------------------------
+    def _register(self, pcoll: Any, trace: Trace) -> None:
+        for pc in _pcollections(pcoll):
+            self._traces[id(pc)] = (pc, trace)
+
+    def _trace(self, pcoll: Any) -> Trace | None:
+        entry = self._traces.get(id(pcoll))
+        return entry[1] if entry is not None and entry[0] is pcoll else None
+
+    def _plain_of(self, pcoll: Any) -> Any:
+        """The values of a traced PCollection without their provenance."""
+        if self._trace(pcoll) is None:
+            return pcoll
+        if id(pcoll) not in self._plain:
+            with self._internal():
+                self._plain[id(pcoll)] = pcoll | f"provplug:Plain{len(self._plain)}" >> beam.Map(lambda e: e[0])
+        return self._plain[id(pcoll)]
+
+    class _Internal:
+        def __init__(self, session: BeamSession) -> None:
+            self.session = session
+
+        def __enter__(self) -> None:
+            self.session._bypass += 1
+
+        def __exit__(self, *exc: object) -> None:
+            self.session._bypass -= 1
+
+    def _internal(self) -> BeamSession._Internal:
+        """Transforms the adapter applies itself are not intercepted."""
+        return BeamSession._Internal(self)
+
+
+class _StepTransform(beam.PTransform):  # type: ignore[misc]
+    """A step's transforms, grouped in the pipeline graph under its name."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        super().__init__()
+        self.build = build
+
+    def expand(self, pbegin: Any) -> Any:
+        return self.build()
+
+
+def _refuse_run(*args: Any, **kwargs: Any) -> Any:
+    raise CaptureError("this Beam pipeline's capture failed; build a new pipeline to run it again")
+
+
+def _rows_of(data: Any) -> list[Any]:
+    if hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame
+        return list(data.to_dict("records"))
+    if isinstance(data, (str, bytes)) or not hasattr(data, "__iter__"):
+        raise CaptureError(f"cannot register a {type(data).__name__} as a Beam source")
+    return list(data)
+
+
+def _pcollections(pvalueish: Any) -> Iterator[Any]:
+    """The PCollections inside a transform input or output (tuples, lists, dicts)."""
+    if isinstance(pvalueish, beam.pvalue.PCollection):
+        yield pvalueish
+    elif isinstance(pvalueish, dict):
+        for v in pvalueish.values():
+            yield from _pcollections(v)
+    elif isinstance(pvalueish, (tuple, list)):
+        for v in pvalueish:
+            yield from _pcollections(v)
+    elif isinstance(pvalueish, beam.pvalue.DoOutputsTuple):
+        for v in pvalueish:
+            yield from _pcollections(v)
+
+
+def _replace(pvalueish: Any, fn: Callable[[Any], Any]) -> Any:
+    if isinstance(pvalueish, beam.pvalue.PCollection):
+        return fn(pvalueish)
+    if isinstance(pvalueish, dict):
+        return {k: _replace(v, fn) for k, v in pvalueish.items()}
+    if isinstance(pvalueish, (tuple, list)):
+        return type(pvalueish)(_replace(v, fn) for v in pvalueish)
+    return pvalueish
+

@@ -1,0 +1,287 @@
+"""Turning a traced PCollection into a table of the store, inside the pipeline.
+
+``Materialize`` numbers the rows, derives the columns (and their Arrow types)
+from the elements, writes the rows to ``rows/<table_id>/`` and the triples to
+``triples/``, writes a small summary (row and triple counts, columns) for the
+driver, and returns the elements *rebased* on the new table: each attribute's
+provenance becomes the id of its own cell, so later steps link to this table.
+
+Row numbers are deterministic: a source given as a list keeps its order; any
+other PCollection is ordered by content (hash bucket, then a canonical
+rendering of each element), so re-running the same pipeline on the same data
+numbers it the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.metrics.metric import Lineage
+
+from provplug import ids, schema
+from provplug.errors import CaptureError
+
+from .elements import Prov, Traced, bucket, cells, element_key, triple_count
+
+Numbered = tuple[int, Any, "Prov | None"]
+Layout = tuple[tuple[str, ...], pa.Schema]
+BUCKETS = 16
+FLUSH_ROWS = 100_000
+
+
+@dataclasses.dataclass(frozen=True)
+class TableTarget:
+    """Where one table's files go (picklable: shipped to the workers)."""
+
+    store_uri: str
+    staging: str
+    table_id: int
+    name: str
+    op_id: int | None
+    store_rows: bool
+
+    @property
+    def rows_dir(self) -> str:
+        return f"{self.staging}/rows/{self.table_id}"
+
+    @property
+    def triples_dir(self) -> str:
+        return f"{self.staging}/triples"
+
+    @property
+    def summary_path(self) -> str:
+        return summary_path(self.staging, self.table_id)
+
+
+def summary_path(staging: str, table_id: int) -> str:
+    return f"{staging}/_beam/table-{table_id}.json"
+
+
+def _filesystem(store_uri: str) -> Any:
+    from provplug.store import ParquetStore
+
+    return ParquetStore(store_uri).fs
+
+
+# -- numbering -------------------------------------------------------------------
+def number_list(pipeline: beam.Pipeline, rows: Sequence[Any], label: str) -> Any:
+    """A source given in memory: row i is the i-th element."""
+    return pipeline | label >> beam.Create([(i, r, None) for i, r in enumerate(rows)], reshuffle=False)
+
+
+class NumberByContent(beam.PTransform):  # type: ignore[misc]
+    """``(value, prov)`` -> ``(row, value, prov)`` with rows 0..n-1 in content order."""
+
+    def expand(self, traced: Any) -> Any:
+        keyed = traced | "Key" >> beam.Map(_keyed)
+        sizes = keyed | "Sizes" >> beam.Map(lambda kv: (kv[0], 1)) | "Count" >> beam.CombinePerKey(sum)
+        return (
+            keyed
+            | "Group" >> beam.GroupByKey()
+            | "Number" >> beam.FlatMap(_number_bucket, beam.pvalue.AsDict(sizes))
+        )
+
+
+def _keyed(element: Traced) -> tuple[int, tuple[str, Traced]]:
+    key = element_key(element)
+    return bucket(key, BUCKETS), (key, element)
+
+
+def _number_bucket(group: tuple[int, Iterable[tuple[str, Traced]]], sizes: dict[int, int]) -> Iterator[Numbered]:
+    b, items = group
+    offset = sum(n for other, n in sizes.items() if other < b)
+    for i, (_, (value, prov)) in enumerate(sorted(items, key=lambda item: item[0])):
+        yield offset + i, value, prov
+
+
+# -- columns and types -----------------------------------------------------------
+_SCALARS = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string(), bytes: pa.binary()}
+
+
+def plain_cell(cell: Any) -> Any:
+    """Rows and named tuples as dicts, iterables as lists: what Arrow stores."""
+    if cell is None or type(cell) in _SCALARS:
+        return cell
+    from .elements import is_named, named_cells
+
+    if is_named(cell):
+        return {k: plain_cell(v) for k, v in named_cells(cell).items()}
+    if isinstance(cell, (list, tuple, set, frozenset)) or (hasattr(cell, "__iter__") and not isinstance(cell, (str, bytes, dict))):
+        return [plain_cell(v) for v in cell]
+    return cell
+
+
+def arrow_type(cell: Any) -> pa.DataType:
+    if cell is None:
+        return pa.null()
+    fast = _SCALARS.get(type(cell))
+    if fast is not None:
+        return fast
+    try:
+        return pa.scalar(plain_cell(cell)).type
+    except (pa.ArrowException, TypeError, ValueError):
+        return pa.string()  # stored as its str()
+
+
+class LayoutFn(beam.CombineFn):  # type: ignore[misc]
+    """Columns in order of first appearance (by row, then position) and their
+    Arrow types, unified across all elements."""
+
+    def create_accumulator(self) -> dict[str, list[Any]]:
+        return {}
+
+    def add_input(self, acc: dict[str, list[Any]], element: Numbered) -> dict[str, list[Any]]:
+        row, value, _ = element
+        for pos, (attr, cell) in enumerate(cells(value).items()):
+            entry = acc.get(attr)
+            kind = arrow_type(cell)
+            if entry is None:
+                acc[attr] = [(row, pos), {kind}]
+            else:
+                entry[0] = min(entry[0], (row, pos))
+                entry[1].add(kind)
+        return acc
+
+    def merge_accumulators(self, accs: Iterable[dict[str, list[Any]]]) -> dict[str, list[Any]]:
+        merged: dict[str, list[Any]] = {}
+        for acc in accs:
+            for attr, (first, kinds) in acc.items():
+                entry = merged.setdefault(attr, [first, set()])
+                entry[0] = min(entry[0], first)
+                entry[1] |= kinds
+        return merged
+
+    def extract_output(self, acc: dict[str, list[Any]]) -> Layout:
+        columns = tuple(sorted(acc, key=lambda a: (acc[a][0], a)))
+        if len(columns) > ids.MAX_COLUMNS:
+            raise CaptureError(f"a table has {len(columns)} columns; at most {ids.MAX_COLUMNS} fit the id layout")
+        return columns, pa.schema([pa.field(c, _unify(acc[c][1])) for c in columns])
+
+
+def _unify(kinds: set[pa.DataType]) -> pa.DataType:
+    if len(kinds) == 1:
+        return next(iter(kinds))
+    try:
+        merged = pa.unify_schemas([pa.schema([pa.field("c", k)]) for k in kinds], promote_options="permissive")
+        return merged.field("c").type
+    except (pa.ArrowException, TypeError):
+        return pa.string()
+
+
+# -- writing ---------------------------------------------------------------------
+class WriteTable(beam.DoFn):  # type: ignore[misc]
+    """Writes one Parquet file of rows and one of triples per bundle (or per
+    ``FLUSH_ROWS`` rows) into the run's staging directory."""
+
+    def __init__(self, target: TableTarget) -> None:
+        super().__init__()
+        self.target = target
+
+    def setup(self) -> None:
+        self.fs = _filesystem(self.target.store_uri)
+
+    def start_bundle(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self.src: list[int] = []
+        self.dst: list[int] = []
+        self.layout: Layout | None = None
+        self.index: dict[str, int] = {}
+
+    def process(self, element: Numbered, layout: Layout) -> None:
+        row, value, prov = element
+        if self.layout is None:
+            self.layout, self.index = layout, {c: i for i, c in enumerate(layout[0])}
+        if self.target.store_rows:
+            self.rows.append(_record(value, layout[1], row))
+        if prov and self.target.op_id is not None:
+            for attr, parents in prov.items():
+                if attr not in self.index:
+                    raise CaptureError(f"table {self.target.name}: provenance for unknown attribute {attr!r}")
+                dst = ids.value_id(self.target.table_id, self.index[attr], row)
+                self.src.extend(parents)
+                self.dst.extend([dst] * len(parents))
+        if len(self.rows) >= FLUSH_ROWS or len(self.src) >= 10 * FLUSH_ROWS:
+            self._flush()
+
+    def finish_bundle(self) -> None:
+        self._flush()
+
+    def _flush(self) -> None:
+        name = f"part-{uuid.uuid4().hex}.parquet"
+        if self.rows and self.layout is not None:
+            arrow_schema = self.layout[1].append(pa.field(schema.ROW_COLUMN, pa.int64(), nullable=False))
+            pq.write_table(pa.Table.from_pylist(self.rows, schema=arrow_schema), f"{self.target.rows_dir}/{name}", filesystem=self.fs)
+            Lineage.sinks().add("provplug", Lineage.wrap_segment(self.target.store_uri), Lineage.wrap_segment(self.target.name))
+        if self.src:
+            src = np.asarray(self.src, dtype=np.int64)
+            table = pa.table(
+                {
+                    "src": src,
+                    "dst": np.asarray(self.dst, dtype=np.int64),
+                    "op": np.full(len(src), self.target.op_id, dtype=np.int64),
+                    "src_table": (src >> ids.TABLE_SHIFT).astype(np.int32),
+                    "dst_table": np.full(len(src), self.target.table_id, dtype=np.int32),
+                },
+                schema=schema.TRIPLES,
+            )
+            pq.write_table(table, f"{self.target.triples_dir}/op-{self.target.op_id}-{name}", filesystem=self.fs)
+        self.rows, self.src, self.dst = [], [], []
+
+
+def _record(value: Any, arrow_schema: pa.Schema, row: int) -> dict[str, Any]:
+    row_cells = cells(value)
+    record: dict[str, Any] = {}
+    for field in arrow_schema:
+        cell = plain_cell(row_cells.get(field.name))
+        if field.type == pa.string() and cell is not None and not isinstance(cell, str):
+            cell = str(cell)
+        record[field.name] = cell
+    record[schema.ROW_COLUMN] = row
+    return record
+
+
+def _write_summary(counts: tuple[int, int], layout: Layout, target: TableTarget) -> None:
+    fs = _filesystem(target.store_uri)
+    summary = {"rows": counts[0], "triples": counts[1], "columns": list(layout[0])}
+    with fs.open_output_stream(target.summary_path) as out:
+        out.write(json.dumps(summary).encode())
+
+
+def _sum_pairs(pairs: Iterable[tuple[int, int]]) -> tuple[int, int]:
+    rows = triples = 0
+    for r, t in pairs:
+        rows, triples = rows + r, triples + t
+    return rows, triples
+
+
+def _rebase(element: Numbered, layout: Layout, table_id: int) -> Traced:
+    row, value, _ = element
+    present = cells(value)
+    return value, {c: (ids.value_id(table_id, i, row),) for i, c in enumerate(layout[0]) if c in present}
+
+
+class Materialize(beam.PTransform):  # type: ignore[misc]
+    """Numbered elements -> files of table ``target``; returns them rebased."""
+
+    def __init__(self, target: TableTarget) -> None:
+        super().__init__()
+        self.target = target
+
+    def expand(self, numbered: Any) -> Any:
+        layout = beam.pvalue.AsSingleton(numbered | "Layout" >> beam.CombineGlobally(LayoutFn()))
+        _ = numbered | "Write" >> beam.ParDo(WriteTable(self.target), layout)
+        _ = (
+            numbered
+            | "Counts" >> beam.Map(lambda e: (1, triple_count(e[2])))
+            | "Sum" >> beam.CombineGlobally(_sum_pairs)
+            | "Summary" >> beam.Map(_write_summary, layout, self.target)
+        )
+        return numbered | "Rebase" >> beam.Map(_rebase, layout, self.target.table_id)
