@@ -14,6 +14,7 @@ from .errors import (
 from .capture import capture, current_run, step
 from .hookspecs import hookimpl
 from .store import open_store
+from .query.api import open  # noqa: A004 - provplug.open(STORE) for lineage queries
 
 __version__ = "0.1.0"
 
@@ -30,5 +31,6 @@ __all__ = [
     "capture",
     "current_run",
     "open_store",
+    "open",
 ]
 

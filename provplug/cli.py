@@ -13,7 +13,7 @@ from .progress import Progress
 
 Command = Callable[[argparse.Namespace], int]
 
-COMMAND_MODULES = ("provplug.index.cli", "provplug.query.cli")
+COMMAND_MODULES = ("provplug.index.cli", "provplug.query.cli", "provplug.demo")
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:

@@ -26,7 +26,7 @@ DISABLE_AUTOLOAD_ENV = "PROVPLUG_DISABLE_PLUGIN_AUTOLOAD"
 BLOCK_ENV = "PROVPLUG_BLOCK_PLUGINS"
 
 # Core behaviour, registered through the same hookimpl path as any plugin.
-BUILTIN_PLUGINS: tuple[str, ...] = ("provplug.store",)
+BUILTIN_PLUGINS: tuple[str, ...] = ("provplug.store", "provplug.query.methods", "provplug.index.autosplit")
 
 T = TypeVar("T")
 

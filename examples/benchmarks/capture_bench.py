@@ -40,6 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import provplug
+from provplug.sparksession import local_spark
 from provplug.store import open_store
 
 HERE = Path(__file__).resolve().parent
@@ -249,18 +250,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--only", choices=("flights", "tpch"), default=None)
     parser.add_argument("--out", type=Path, default=HERE / "capture.md")
     args = parser.parse_args(argv)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("provplug-capture-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "4g")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_spark("provplug-capture-bench", "local[2]", **{"spark.driver.memory": "4g"})
     results = []
     try:
         if args.only in (None, "flights"):

@@ -22,6 +22,31 @@ Ids: ``ccid`` is the smallest value id of the component; ``csid`` the smallest
 value id of the set (both deterministic). A component below theta is one set
 with ``csid == ccid``. A generation is written aside and published by
 rewriting ``CURRENT``; readers resolve ``CURRENT`` once per query.
+
+Details the builder guarantees (additions to the contract above):
+
+* Every ``bucket=K`` directory exists for ``K`` in ``0..BUCKETS-1`` (an empty
+  bucket holds an empty Parquet file); the ``bucket`` column lives only in the
+  directory name (hive partitioning), not in the files. Spark-written buckets
+  may hold several ``part-*.parquet`` files; pyarrow-written ones hold
+  ``part-0.parquet``. Files whose name starts with ``_`` or ``.`` are not data.
+* ``triples/`` ``ccid`` is the component of the triple (of ``dst``, equally
+  of ``src``).
+* ``sets.parquet``: ``split`` is the name of the split whose WCC produced the
+  set (``sp2``, sub-split ``sp3.1``, ...; see ``meta.json`` ``split_tree``),
+  null for a component below theta; ``triples`` counts the triples whose
+  ``dst`` is in the set (what CSProv reads for it). ``components.parquet``:
+  ``triples`` counts the component's triples. Both are single files.
+* ``meta.json`` keys: ``format`` (1), ``generation``, ``created``, ``engine``
+  (``local``/``spark``), ``theta``, ``splits`` (the completed ``--splits``
+  document used), ``split_tree`` (``[{name, tables, children}]``),
+  ``splits_source`` (``user``/``auto``), ``workflow`` (``{tables, edges}`` of
+  ``G_wf``, by table name), ``runs`` (run ids indexed: the index is stale when
+  the store has other committed runs), ``counts`` (``triples``, ``values``,
+  ``components``, ``sets``, ``set_dependencies``), ``buckets``
+  (``{triples, setdeps, rsetdeps, value_sets}``), ``seconds``.
+* Helpers: :func:`provplug.index.current_dir` (path of the live generation,
+  ``NotIndexedError`` if none) and :func:`provplug.index.read_meta`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,131 @@
+"""Index generations: written aside, published by an atomic switch of ``CURRENT``.
+
+A build writes ``STORE/index/GEN/`` completely (data, then ``meta.json``)
+and only then replaces ``STORE/index/CURRENT`` (write ``CURRENT.tmp``,
+rename over: atomic on local/POSIX filesystems). A crash before the rename
+leaves the old index live; the unfinished generation is removed by the next
+build. The previous generation is kept (a query that resolved ``CURRENT``
+just before the switch may still read it); older ones are deleted.
+One build at a time per store is enforced with an exclusive lock file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import json
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from ..errors import NotIndexedError, StoreError
+from ..store import ParquetStore
+from . import layout
+
+LOCK = "_building.lock"
+PREVIOUS = "PREVIOUS"
+
+
+def index_root(store: ParquetStore) -> str:
+    return store.path(layout.INDEX_DIR)
+
+
+def current_generation(store: ParquetStore) -> str | None:
+    """Name of the live generation, or ``None`` if the store was never indexed."""
+    path = store.path(layout.INDEX_DIR, layout.CURRENT)
+    if store.fs.get_file_info(path).type != pafs.FileType.File:
+        return None
+    name = store._read_text(path).strip()
+    return name or None
+
+
+def current_dir(store: ParquetStore) -> str:
+    """Path of the live generation; :class:`NotIndexedError` if there is none."""
+    name = current_generation(store)
+    if name is None:
+        raise NotIndexedError(f"{store.uri} has no lineage index (run: provplug index {store.uri})")
+    return store.path(layout.INDEX_DIR, name)
+
+
+def read_meta(store: ParquetStore) -> dict[str, Any] | None:
+    name = current_generation(store)
+    if name is None:
+        return None
+    return json.loads(store._read_text(store.path(layout.INDEX_DIR, name, layout.META)))
+
+
+def new_generation_name() -> str:
+    now = dt.datetime.now(dt.timezone.utc)
+    return f"gen-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+
+
+@contextlib.contextmanager
+def build_lock(store: ParquetStore) -> Iterator[None]:
+    root = index_root(store)
+    store.fs.create_dir(root, recursive=True)
+    path = f"{root}/{LOCK}"
+    if not _take_lock(store, path):
+        raise StoreError(f"another provplug index build is running on {store.uri} (lock {path})")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            store.fs.delete_file(path)
+
+
+def _take_lock(store: ParquetStore, path: str) -> bool:
+    record = json.dumps({"pid": os.getpid(), "host": socket.gethostname()})
+    for _ in range(2):
+        if store.local:
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except OSError as exc:
+                if exc.errno != errno.EEXIST:
+                    raise
+            else:
+                with os.fdopen(fd, "w") as f:
+                    f.write(record)
+                return True
+        elif store.fs.get_file_info(path).type == pafs.FileType.NotFound:
+            store._write_text(path, record)
+            return True
+        if not _stale(store, path):
+            return False
+        store.fs.delete_file(path)  # its builder died: take over
+    return False
+
+
+def _stale(store: ParquetStore, path: str) -> bool:
+    from ..store import _pid_alive
+
+    try:
+        owner = json.loads(store._read_text(path) or "{}")
+    except (OSError, ValueError):
+        return True
+    return owner.get("host") == socket.gethostname() and not _pid_alive(int(owner.get("pid", -1)))
+
+
+def publish(store: ParquetStore, name: str) -> None:
+    """Make generation ``name`` live, then drop generations older than the previous one."""
+    root = index_root(store)
+    old = current_generation(store)
+    tmp = f"{root}/{layout.CURRENT}.tmp"
+    store._write_text(tmp, name + "\n")
+    if store.local:
+        os.replace(tmp, f"{root}/{layout.CURRENT}")  # the switch
+    else:
+        store.fs.move(tmp, f"{root}/{layout.CURRENT}")
+    if old is not None and old != name:
+        store._write_text(f"{root}/{PREVIOUS}", old + "\n")
+    remove_stale_generations(store, keep={name, old} - {None})
+
+
+def remove_stale_generations(store: ParquetStore, keep: set[str | None]) -> None:
+    for info in store.fs.get_file_info(pafs.FileSelector(index_root(store))):
+        if info.type == pafs.FileType.Directory and info.base_name.startswith("gen-") and info.base_name not in keep:
+            store.fs.delete_dir(info.path)

@@ -1,0 +1,132 @@
+"""``provplug.open(STORE).lineage(...)``: the Python entry point of queries."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from .. import ids, schema
+from ..errors import LineageQueryError, StoreError
+from ..plugins import Plugins, get_plugins
+from ..store import ParquetStore, open_store
+from .answer import LineageAnswer
+from .catalog import Catalog, catalog_for
+from .methods import DEFAULT_TAU, QueryContext
+from .model import DIRECTIONS
+from .where import select_rows
+
+
+class ProvenanceStore:
+    """A store opened for lineage queries."""
+
+    def __init__(self, store: ParquetStore, plugins: Plugins | None = None) -> None:
+        store.check()
+        self.store = store
+        self.plugins = plugins or get_plugins()
+
+    @property
+    def uri(self) -> str:
+        return self.store.uri
+
+    def lineage(
+        self,
+        value_id: int | Iterable[int] | None = None,
+        *,
+        table: str | None = None,
+        column: str | None = None,
+        where: str | None = None,
+        method: str = "auto",
+        direction: str = "up",
+        tau: int | None = None,
+        spark: Any = None,
+    ) -> LineageAnswer:
+        """Ancestors (``direction="up"``) or descendants (``"down"``) of the
+        value ``value_id``, or of the ``table.column`` cells of the rows where
+        ``where`` holds. ``tau``: triples below which the recursion runs on the
+        driver; ``spark``: the session for the Spark path (else a local one)."""
+        started = time.perf_counter()
+        if direction not in DIRECTIONS:
+            raise LineageQueryError(f"unknown direction {direction!r} (use up or down)")
+        methods = self.plugins.query_methods()
+        if method not in methods:
+            raise LineageQueryError(f"unknown query method {method!r} (methods: {', '.join(sorted(methods))})")
+        catalog = catalog_for(self.store)
+        catalog.queries += 1
+        seeds = self._seeds(catalog, value_id, table, column, where)
+        context = QueryContext(self.store, DEFAULT_TAU if tau is None else int(tau), spark)
+        result = methods[method].run(context, seeds, direction)  # type: ignore[attr-defined]
+        edges = result.walk.edges
+        # One catalogue lookup for query and lineage values together (one scan when cold).
+        records = catalog.records(np.concatenate([seeds, result.walk.lineage]))
+        answer = LineageAnswer(
+            query=records[: len(seeds)],
+            method=method,
+            direction=direction,
+            lineage=records[len(seeds):],
+            edges=[
+                {"src": s, "dst": d, "op": catalog.op_name(o)}
+                for s, d, o in zip(edges.src.tolist(), edges.dst.tolist(), edges.op.tolist())
+            ],
+            stats={
+                "sets_read": int(result.sets_read),
+                "triples_scanned": int(result.triples_scanned),
+                "seconds": 0.0,
+                "path": result.path,
+                **result.extra,
+            },
+        )
+        answer.stats["seconds"] = round(time.perf_counter() - started, 6)
+        return answer
+
+    # -- which values are queried ----------------------------------------------
+    def _seeds(
+        self,
+        catalog: Catalog,
+        value_id: int | Iterable[int] | None,
+        table: str | None,
+        column: str | None,
+        where: str | None,
+    ) -> np.ndarray:
+        if (value_id is None) == (table is None):
+            raise LineageQueryError("give either a value id or a table and column")
+        if value_id is not None:
+            values = [value_id] if isinstance(value_id, (int, np.integer)) else list(value_id)
+            if not values:
+                raise LineageQueryError("no value id given")
+            for v in values:
+                if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
+                    raise LineageQueryError(f"value id {v!r} is not a non-negative integer")
+            catalog.check_known(int(v) for v in values)
+            return np.unique(np.array(values, dtype=np.int64))
+        if column is None:
+            raise LineageQueryError("a table query needs a column: TABLE.COLUMN")
+        return self._cells_where(catalog, table, column, where)  # type: ignore[arg-type]
+
+    def _cells_where(self, catalog: Catalog, table: str, column: str, where: str | None) -> np.ndarray:
+        entry = catalog.table_named(table)
+        if column not in entry.columns:
+            raise LineageQueryError(
+                f"table {table!r} has no column {column!r} (columns: {', '.join(entry.columns) or 'none recorded'})"
+            )
+        if entry.origin == "imported" or not entry.stored_rows:
+            raise LineageQueryError(
+                f"table {table!r} has no stored rows to select from: query a value with --value-id"
+            )
+        rows = catalog.read_rows(entry)
+        selected = select_rows(rows, where, schema.ROW_COLUMN) if where else rows.column(schema.ROW_COLUMN).to_pylist()
+        if not selected:
+            raise LineageQueryError(f"no row of {table} satisfies {where!r}" if where else f"table {table} has no rows")
+        col = entry.columns.index(column)
+        return np.unique(np.array([ids.value_id(entry.table_id, col, int(r)) for r in selected], dtype=np.int64))
+
+
+def open(store: str | os.PathLike[str]) -> ProvenanceStore:  # noqa: A001 - provplug.open mirrors builtins.open
+    """Open ``store`` for lineage queries (it must exist)."""
+    opened = open_store(store)
+    if not isinstance(opened, ParquetStore):
+        raise StoreError(f"{store}: lineage queries need the Parquet store")
+    return ProvenanceStore(opened)

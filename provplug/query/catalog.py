@@ -1,0 +1,218 @@
+"""From value ids to what a user reads: table, column, row and value.
+
+Captured ids carry table and column in their bits (:mod:`provplug.ids`);
+imported ids are looked up in the store's ``values`` mapping. Rows come from
+``runs/RUN/rows/TABLE_ID/`` when the run stored them (else ``row`` and
+``value`` are null).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
+
+from .. import ids, schema
+from ..errors import LineageQueryError
+from ..importer import UNKNOWN_TABLE
+from ..store import ParquetStore
+from .index_reader import arrow_ids
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    table_id: int
+    name: str
+    run_id: str
+    origin: str
+    columns: tuple[str, ...]
+    rows: int | None
+    stored_rows: bool
+
+
+def jsonable(value: Any) -> Any:
+    """A cell value as JSON can carry it (dates as ISO text, decimals as text)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if np.isfinite(value) else str(value)
+    if isinstance(value, (dt.date, dt.datetime, dt.time)):
+        return value.isoformat()
+    if isinstance(value, (decimal.Decimal, bytes)):
+        return str(value) if isinstance(value, decimal.Decimal) else value.hex()
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return str(value)
+
+
+class Catalog:
+    """Tables, ops and imported value mappings of a store's committed runs."""
+
+    def __init__(self, store: ParquetStore, run_ids: tuple[str, ...]) -> None:
+        self.store = store
+        self.run_ids = run_ids
+        tables = store.tables().to_pylist()
+        self.tables: dict[int, TableEntry] = {
+            t["table_id"]: TableEntry(
+                t["table_id"], t["name"], t["run_id"], t["origin"], tuple(t["columns"]), t["rows"], t["stored_rows"]
+            )
+            for t in tables
+        }
+        self.ops: dict[int, str] = {o["op_id"]: o["name"] for o in store.ops().select(["op_id", "name"]).to_pylist()}
+        self._mapping: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.queries = 0  # queries served by this (per-process) catalogue
+
+    # -- tables ----------------------------------------------------------------
+    def table_named(self, name: str) -> TableEntry:
+        """The table called ``name`` (the newest run's, if several runs made one)."""
+        order = {run: i for i, run in enumerate(self.run_ids)}
+        matches = [t for t in self.tables.values() if t.name == name]
+        if not matches:
+            known = sorted({t.name for t in self.tables.values()})
+            raise LineageQueryError(f"unknown table {name!r} (tables: {', '.join(known) or 'none'})")
+        return max(matches, key=lambda t: (order.get(t.run_id, -1), t.table_id))
+
+    def op_name(self, op_id: int) -> str:
+        return self.ops.get(op_id, str(op_id))
+
+    # -- value ids -------------------------------------------------------------
+    def locate(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(table_id, column index, row)`` of each id; -1 where unknown
+        (column -1 / row -1 also for imported ids without one)."""
+        values = np.asarray(values, dtype=np.int64)
+        table = values >> ids.TABLE_SHIFT
+        column = (values >> ids.COLUMN_SHIFT) & (ids.MAX_COLUMNS - 1)
+        row = values & (ids.MAX_ROWS - 1)
+        imported = values < ids.IMPORTED_ID_LIMIT
+        row[imported] = -1
+        table[imported] = -1
+        column[imported] = -1
+        if imported.any():
+            at = np.flatnonzero(imported)
+            value_ids, value_tables, value_columns = self._imported_mapping(values[at])
+            if len(value_ids):
+                pos = np.minimum(np.searchsorted(value_ids, values[at]), len(value_ids) - 1)
+                hit = value_ids[pos] == values[at]
+                table[at[hit]] = value_tables[pos[hit]]
+                column[at[hit]] = value_columns[pos[hit]]
+        return table, column, row
+
+    def _imported_mapping(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sorted ``(value_id, table_id, column_id)`` covering ``wanted``.
+
+        The first query in a process reads only the wanted ids (a filtered
+        scan: cheap for a one-off CLI query); from the second query on the
+        whole mapping is loaded once and kept (a long-lived process)."""
+        if self._mapping is None:
+            if self.queries <= 1:
+                return self._read_mapping(np.unique(wanted))
+            self._mapping = self._read_mapping(None)
+        return self._mapping
+
+    def _read_mapping(self, wanted: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The mapping rows of ``wanted`` (all rows when None): the id filter is
+        pushed into the Parquet scan."""
+        paths = self.store.run_paths("values.parquet")
+        if not paths:
+            e = np.empty(0, np.int64)
+            return e, e, e
+        where = None if wanted is None else pc.field("value_id").isin(arrow_ids(wanted))
+        data = pads.dataset(paths, schema=schema.VALUES, format="parquet", filesystem=self.store.fs).to_table(filter=where)
+        ids_ = data.column("value_id").to_numpy()
+        order = np.argsort(ids_, kind="stable")
+        return (
+            ids_[order],
+            data.column("table_id").to_numpy()[order],
+            data.column("column_id").fill_null(-1).to_numpy()[order],
+        )
+
+    def check_known(self, values: Iterable[int]) -> None:
+        """Raise unless every id names a cell of a known table."""
+        arr = np.fromiter(values, dtype=np.int64)
+        table, column, row = self.locate(arr)
+        for v, t, c, r in zip(arr.tolist(), table.tolist(), column.tolist(), row.tolist()):
+            entry = self.tables.get(t)
+            bad = entry is None or (
+                ids.is_packed(v)
+                and (c >= len(entry.columns) or (entry.rows is not None and r >= entry.rows))
+            )
+            if bad:
+                raise LineageQueryError(f"unknown value id {v}: it names no cell of this store")
+
+    def records(self, values: np.ndarray) -> list[dict[str, Any]]:
+        """A value record per id: ``{value_id, table, column, row, value}``."""
+        values = np.asarray(values, dtype=np.int64)
+        table, column, row = self.locate(values)
+        rows = self._rows(table, row)
+        out = []
+        for v, t, c, r in zip(values.tolist(), table.tolist(), column.tolist(), row.tolist()):
+            entry = self.tables.get(t)
+            name = entry.name if entry else UNKNOWN_TABLE
+            col = entry.columns[c] if entry and 0 <= c < len(entry.columns) else None
+            cells = rows.get((t, r))
+            out.append(
+                {
+                    "value_id": v,
+                    "table": name,
+                    "column": col,
+                    "row": cells,
+                    "value": cells.get(col) if cells is not None and col is not None else None,
+                }
+            )
+        return out
+
+    def _rows(self, table: np.ndarray, row: np.ndarray) -> dict[tuple[int, int], dict[str, Any]]:
+        found: dict[tuple[int, int], dict[str, Any]] = {}
+        for t in np.unique(table[row >= 0]).tolist():
+            entry = self.tables.get(t)
+            if entry is None or not entry.stored_rows:
+                continue
+            wanted = np.unique(row[(table == t) & (row >= 0)])
+            data = self.read_rows(entry, pc.field(schema.ROW_COLUMN).isin(arrow_ids(wanted)))
+            numbers = data.column(schema.ROW_COLUMN).to_pylist()
+            cells = data.drop_columns([schema.ROW_COLUMN]).to_pylist()
+            for n, cell in zip(numbers, cells):
+                found[(t, int(n))] = {k: jsonable(x) for k, x in cell.items()}
+        return found
+
+    def rows_dataset(self, entry: TableEntry) -> pads.Dataset | None:
+        directory = self.store.path("runs", entry.run_id, "rows", str(entry.table_id))
+        infos = self.store.fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True, recursive=True))
+        files = sorted(i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(".parquet"))
+        if not files:
+            return None
+        return pads.dataset(files, format="parquet", filesystem=self.store.fs)
+
+    def read_rows(self, entry: TableEntry, where: pc.Expression | None = None) -> pa.Table:
+        dataset = self.rows_dataset(entry)
+        if dataset is None:
+            return pa.table({schema.ROW_COLUMN: pa.array([], pa.int64())})
+        return dataset.to_table(filter=where)
+
+
+_lock = threading.Lock()
+_catalogs: dict[tuple[str, tuple[str, ...]], Catalog] = {}
+
+
+def catalog_for(store: ParquetStore) -> Catalog:
+    """The store's catalogue, cached per process until a run is added."""
+    run_ids = tuple(m["run_id"] for m in store.runs())
+    key = (store.root, run_ids)
+    with _lock:
+        hit = _catalogs.get(key)
+    if hit is None:
+        hit = Catalog(store, run_ids)
+        with _lock:
+            _catalogs[key] = hit
+    return hit

@@ -1,0 +1,293 @@
+"""Lineage queries on the paper's examples: Table 4 (imported and with rows),
+Tables 6-8 (connected sets), the CLI, errors, plugins, and the no-JVM rule."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import provplug
+from provplug.errors import LineageQueryError, NotIndexedError
+from provplug.importer import import_provenance
+from provplug.index import build_index
+from provplug.store import open_store
+
+from conftest import DATA, EXAMPLES, REPO, snapshot
+from test_lineage_support import write_paper_store_with_rows
+
+METHODS = ("rq", "ccprov", "csprov", "auto")
+T7_SPLITS = [["T1", "T2"], ["T3", "T4"], ["T5", "T6"]]
+
+
+def _import(path: Path, name: str) -> Path:
+    import_provenance(open_store(path), DATA / f"{name}_triples.csv", DATA / f"{name}_values.csv")
+    return path
+
+
+@pytest.fixture
+def table4(tmp_path: Path) -> Path:
+    store = _import(tmp_path / "t4.prov", "paper_table4")
+    build_index(store, engine="local")
+    return store
+
+
+@pytest.fixture
+def table7(tmp_path: Path) -> Path:
+    store = _import(tmp_path / "t7.prov", "paper_table7")
+    build_index(store, theta=4, splits=T7_SPLITS, engine="local")
+    return store
+
+
+@pytest.fixture
+def people(tmp_path: Path) -> tuple[Path, dict[int, int]]:
+    """Tables 1-4 with stored rows and packed ids (as a capture stores them)."""
+    path = tmp_path / "people.prov"
+    packed = write_paper_store_with_rows(open_store(path), DATA / "paper_table4_triples.csv")
+    build_index(path, engine="local")
+    return path, packed
+
+
+def _edges(answer: dict[str, Any]) -> set[tuple[int, int, str]]:
+    return {(e["src"], e["dst"], e["op"]) for e in answer["edges"]}
+
+
+# -- Table 4 ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_table4_lineage_of_23_by_every_method(table4: Path, method: str) -> None:
+    answer = provplug.open(table4).lineage(value_id=23, method=method).to_dict()
+    assert {r["value_id"] for r in answer["lineage"]} == {15, 18, 3, 6}
+    assert _edges(answer) == {(15, 23, "R2"), (18, 23, "R2"), (3, 15, "R1"), (6, 18, "R1")}
+    assert answer["query"] == [{"value_id": 23, "table": "AvgAge", "column": "Age", "row": None, "value": None}]
+    assert {(r["table"], r["column"]) for r in answer["lineage"]} == {("Person2", "Age"), ("Person1", "Age")}
+    assert answer["method"] == method and answer["direction"] == "up"
+    assert answer["stats"]["path"] == "driver"
+
+
+def test_table4_downstream_of_person1_city(table4: Path) -> None:
+    # City 2 (Steve's NY) -> City 14 -> City 22 (the NY group's key)
+    answer = provplug.open(table4).lineage(value_id=2, direction="down").to_dict()
+    assert {r["value_id"] for r in answer["lineage"]} == {14, 22}
+    assert _edges(answer) == {(2, 14, "R1"), (14, 22, "R2")}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_where_clause_shows_rows_and_values(people: tuple[Path, dict[int, int]], method: str) -> None:
+    path, packed = people
+    answer = provplug.open(path).lineage(table="AvgAge", column="Age", where="City = 'NY'", method=method).to_dict()
+    assert [q["value_id"] for q in answer["query"]] == [packed[23]]
+    assert answer["query"][0]["row"] == {"City": "NY", "Age": 35.0} and answer["query"][0]["value"] == 35.0
+    by_id = {r["value_id"]: r for r in answer["lineage"]}
+    assert set(by_id) == {packed[i] for i in (15, 18, 3, 6)}
+    assert by_id[packed[15]]["row"] == {"Name": "Steve", "City": "NY", "Age": 30}
+    assert by_id[packed[6]] == {
+        "value_id": packed[6], "table": "Person1", "column": "Age",
+        "row": {"Name": "Mark", "City": "NY", "Age": 40}, "value": 40,
+    }
+    assert _edges(answer) == {
+        (packed[15], packed[23], "R2"), (packed[18], packed[23], "R2"),
+        (packed[3], packed[15], "R1"), (packed[6], packed[18], "R1"),
+    }
+
+
+def test_where_clause_grammar(people: tuple[Path, dict[int, int]]) -> None:
+    path, packed = people
+    store = provplug.open(path)
+    cases = {
+        "Age > 30 AND NOT (City = 'LA')": [16],  # Mark only
+        "Name IN ('Steve', 'Shane')": [13, 19],
+        "Name LIKE 'M%' OR Age BETWEEN 35 AND 45": [16, 19],
+        '"City" <> \'NY\'': [19],
+        "age >= 30": [13, 16, 19],  # identifiers fold case, as in SQL
+    }
+    for predicate, names in cases.items():
+        answer = store.lineage(table="Person2", column="Name", where=predicate)
+        assert [q["value_id"] for q in answer.to_dict()["query"]] == sorted(packed[i] for i in names), predicate
+
+
+def test_cli_tree_groups_by_op_and_table_with_values(people: tuple[Path, dict[int, int]], cli: Any) -> None:
+    path, _ = people
+    result = cli("lineage", path, "AvgAge.Age", "--where", "City = 'NY'")
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0].startswith("AvgAge.Age = 35.0")
+    assert any("R2 from Person2" in line for line in lines)
+    assert any("R1 from Person1" in line for line in lines)
+    assert sum("Name=Steve" in line for line in lines) == 2 and sum("Name=Mark" in line for line in lines) == 2
+    assert lines[-1].startswith("4 ancestors, 4 triples; method auto on driver")
+
+
+@pytest.mark.skipif(not (EXAMPLES / "people_spark.py").exists(), reason="examples/people_spark.py (Spark capture example) not written yet")
+def test_where_clause_on_a_captured_spark_store(tmp_path: Path, spark: Any, cli: Any) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("people_spark", EXAMPLES / "people_spark.py")
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    store = tmp_path / "people.prov"
+    example.capture_people(spark, str(store))
+    assert cli("index", store).code == 0
+    for method in METHODS:
+        result = cli("lineage", store, "AvgAge.Age", "--where", "City = 'NY'", "--method", method, "--json")
+        assert result.code == 0, result.err
+        answer = json.loads(result.out)
+        rows = [r["row"] for r in answer["lineage"]]
+        assert sorted(r["Name"] for r in rows) == ["Mark", "Mark", "Steve", "Steve"]
+        assert sorted(r["value"] for r in answer["lineage"]) == [30, 30, 40, 40]
+        assert {e["op"] for e in answer["edges"]} and len(answer["edges"]) == 4
+
+
+# -- Tables 6-8 ---------------------------------------------------------------------
+
+
+def test_table7_csprov_reads_three_sets_cli(table7: Path, cli: Any) -> None:
+    result = cli("lineage", table7, "--value-id", "8", "--method", "csprov", "--json")
+    assert result.code == 0, result.err
+    answer = json.loads(result.out)
+    assert {r["value_id"] for r in answer["lineage"]} == {7, 5, 4, 2, 3, 1}
+    assert answer["stats"]["sets_read"] == 3  # S1, S2, S3: S4 is never read
+    assert answer["stats"]["triples_scanned"] == 9  # the 3 triples into S4 are not
+    assert _edges(answer) == {(1, 2, "op"), (1, 3, "op"), (2, 4, "op"), (3, 4, "op"), (4, 5, "op"), (5, 7, "op"), (7, 8, "op")}
+    assert answer == provplug.open(table7).lineage(value_id=8, method="csprov").to_dict() | {"stats": answer["stats"]}
+
+
+def test_table7_ccprov_reads_the_whole_component(table7: Path) -> None:
+    answer = provplug.open(table7).lineage(value_id=8, method="ccprov")
+    assert answer.value_ids == {7, 5, 4, 2, 3, 1}
+    assert answer.stats["sets_read"] == 4 and answer.stats["triples_scanned"] == 12
+
+
+def test_table7_downstream_walks_rsetdeps(table7: Path) -> None:
+    answer = provplug.open(table7).lineage(value_id=5, method="csprov", direction="down")
+    assert answer.value_ids == {7, 8, 9}
+    # Set-level: S2 derives S3 and S4 (via 6), so both are read; S1 is not.
+    assert answer.stats["sets_read"] == 3 and answer.stats["triples_scanned"] == 10  # 4 into S2, 3 into S3, 3 into S4
+    answer = provplug.open(table7).lineage(value_id=4, method="csprov", direction="down")
+    assert answer.value_ids == {5, 6, 7, 8, 9, 10, 11, 12}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_table7_spark_path_gives_the_same_answer(table7: Path, spark: Any, method: str) -> None:
+    store = provplug.open(table7)
+    for value, direction in ((8, "up"), (4, "down")):
+        on_driver = store.lineage(value_id=value, method=method, direction=direction).to_dict()
+        on_spark = store.lineage(value_id=value, method=method, direction=direction, tau=0, spark=spark).to_dict()
+        assert on_spark["stats"]["path"] == "spark" and on_driver["stats"]["path"] == "driver"
+        assert on_spark["lineage"] == on_driver["lineage"] and on_spark["edges"] == on_driver["edges"]
+
+
+# -- the driver path starts no JVM ----------------------------------------------------
+
+
+def test_driver_path_starts_no_jvm(table7: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import os, provplug
+        answer = provplug.open({str(table7)!r}).lineage(value_id=8, method="auto")
+        assert answer.stats["path"] == "driver", answer.stats
+        for method in ("rq", "ccprov", "csprov"):
+            provplug.open({str(table7)!r}).lineage(value_id=8, method=method, direction="down")
+        children = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    stat = open(f"/proc/{{pid}}/stat").read()
+                except OSError:
+                    continue
+                if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
+                    children.append(stat)
+        assert not children, children
+        from pyspark import SparkContext
+        assert SparkContext._active_spark_context is None
+        assert SparkContext._gateway is None
+        print(sorted(answer.value_ids))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip() == "[1, 2, 3, 4, 5, 7]"
+
+
+# -- errors -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--value-id", "999"], "unknown value id 999"),
+        (["Nope.Age", "--where", "City = 'NY'"], "unknown table 'Nope'"),
+        (["AvgAge.Nope", "--where", "City = 'NY'"], "has no column 'Nope'"),
+        (["AvgAge.Age", "--where", "City = 'Paris'"], "no row of AvgAge satisfies"),
+        (["AvgAge.Age", "--where", "City = "], "bad --where predicate"),
+        (["AvgAge.Age", "--where", "City = 3"], "bad --where predicate"),
+        (["AvgAge.Age", "--where", "Town = 'NY'"], "unknown column 'Town'"),
+        (["--value-id", "1", "--method", "magic"], "unknown query method 'magic'"),
+        (["AvgAge.Age", "--value-id", "1"], "not both"),
+    ],
+)
+def test_bad_queries_fail_with_one_line(people: tuple[Path, dict[int, int]], cli: Any, args: list[str], message: str) -> None:
+    path, _ = people
+    before = snapshot(path)
+    result = cli("lineage", path, *args)
+    assert result.code == 2 and result.out == ""
+    assert result.err.startswith("provplug: error: ") and message in result.err, result.err
+    assert result.err.count("\n") == 1
+    assert snapshot(path) == before
+
+
+def test_where_on_imported_table_needs_rows(table4: Path) -> None:
+    with pytest.raises(LineageQueryError, match="no stored rows"):
+        provplug.open(table4).lineage(table="AvgAge", column="Age", where="City = 'NY'")
+
+
+def test_unindexed_and_stale_stores(tmp_path: Path, cli: Any) -> None:
+    path = _import(tmp_path / "s.prov", "paper_table4")
+    result = cli("lineage", path, "--value-id", "23")
+    assert result.code == 2 and "no lineage index" in result.err and "provplug index" in result.err
+    # RQ recurses over the triple table itself and needs no index.
+    assert provplug.open(path).lineage(value_id=23, method="rq").value_ids == {15, 18, 3, 6}
+    build_index(path, engine="local")
+    _import(path, "paper_table7")
+    with pytest.raises(NotIndexedError, match="predates 1 run"):
+        provplug.open(path).lineage(value_id=23)
+    assert cli("lineage", tmp_path / "missing.prov", "--value-id", "1").code == 2
+
+
+# -- plugins ------------------------------------------------------------------------
+
+
+def test_methods_are_registered_through_the_hook_and_a_plugin_can_add_one(table4: Path) -> None:
+    from provplug import hookimpl
+    from provplug.plugins import Plugins, reset_plugins
+    from provplug.query.methods import ConnectedSetQuery
+
+    plugins = Plugins.load(autoload=False)
+    assert set(plugins.query_methods()) == set(METHODS)
+
+    class Reversed(ConnectedSetQuery):
+        name = "flipped"
+        description = "csprov, walked the other way (a test plugin)"
+
+        def run(self, context: Any, seeds: Any, direction: str) -> Any:
+            return super().run(context, seeds, "down" if direction == "up" else "up")
+
+    class Plugin:
+        @hookimpl
+        def provplug_register_query_methods(self, register: Any) -> None:
+            register(Reversed())
+
+    plugins.pm.register(Plugin(), name="flipped-plugin")
+    reset_plugins(plugins)
+    assert "flipped" in plugins.query_methods()
+    answer = provplug.open(table4).lineage(value_id=3, method="flipped")
+    assert answer.value_ids == {15, 23} and answer.method == "flipped"
