@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import datetime as dt
 import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from .errors import CaptureError
+from .lifecycle import observed_run
 from .model import OpInfo, RunInfo, StepInfo, TableInfo, TableOrigin
 from .plugins import Plugins, get_plugins
 from .protocols import AdapterSession
@@ -27,19 +27,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 _active_run: contextvars.ContextVar[ActiveRun | None] = contextvars.ContextVar("provplug_run", default=None)
 
 
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
-
-
 class ActiveRun:
     """A capture run in progress: what adapters stage into and users call."""
 
-    def __init__(self, store: ParquetStore, txn: RunTransaction, plugins: Plugins, engine: str, store_rows: bool) -> None:
+    def __init__(
+        self, store: ParquetStore, txn: RunTransaction, info: RunInfo, plugins: Plugins, store_rows: bool
+    ) -> None:
         self.store = store
         self.txn = txn
+        self.info = info
         self.plugins = plugins
         self.store_rows = store_rows
-        self.info = RunInfo(txn.run_id, store.uri, "capture", engine, txn.started)
         self.session: AdapterSession | None = None
         self._names: set[str] = set()
 
@@ -142,26 +140,16 @@ def capture(
     plugins = plugins or get_plugins()
     adapter = plugins.adapter_for(engine)
     target: ParquetStore = plugins.store(os.fspath(store))  # type: ignore[assignment]
-    run: ActiveRun | None = None
-    try:
-        with target.transaction("capture") as txn:
-            run = ActiveRun(target, txn, plugins, adapter.name, store_rows)
-            plugins.run_started(run.info)
-            token = _active_run.set(run)
-            try:
-                run.session = adapter.open(engine, run)
-                yield run
-                run.session.close(None)
-            except BaseException as exc:
-                if run.session is not None:
-                    run.session.close(exc)
-                raise
-            finally:
-                _active_run.reset(token)
-    except BaseException as exc:
-        if run is not None:  # the transaction is rolled back: report it after the fact
-            run.info.status, run.info.finished = "failed", _now()
-            plugins.run_finished(run.info, exc)
-        raise
-    run.info.status, run.info.finished = "committed", _now()
-    plugins.run_finished(run.info, None)
+    with observed_run(target, plugins, "capture", adapter.name) as (txn, info):
+        run = ActiveRun(target, txn, info, plugins, store_rows)
+        token = _active_run.set(run)
+        try:
+            run.session = adapter.open(engine, run)
+            yield run
+            run.session.close(None)
+        except BaseException as exc:
+            if run.session is not None:
+                run.session.close(exc)
+            raise
+        finally:
+            _active_run.reset(token)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,20 +19,13 @@ DATA = EXAMPLES / "data"
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local[2] SparkSession (UI off) shared by every test that asks for it."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from provplug.sparksession import local_spark
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("provplug-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
+    session = local_spark(
+        "provplug-tests",
+        "local[2]",
+        **{"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4", "spark.driver.memory": "2g"},
     )
-    session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
 

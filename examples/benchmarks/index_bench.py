@@ -4,7 +4,7 @@ plus a Table 9-style statistics table for the automatic splits.
     python examples/benchmarks/index_bench.py [--scale 1.0] [--runs 3] [--spark-runs 3]
 
 Generates the trace store under ``examples/benchmarks/data/`` once (see
-``trace.py``), indexes it ``--runs`` times on the local path and
+``paper_trace.py``), indexes it ``--runs`` times on the local path and
 ``--spark-runs`` times on Spark (local[2] here: the machine has 2 cores), checks
 that both paths wrote the same sets, components and set dependencies, and
 writes ``examples/benchmarks/index.md``.
@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import trace  # noqa: E402  (the generator beside this file)
+import paper_trace  # noqa: E402  (the generator beside this file)
 
 
 def spark_session(master: str) -> Any:
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     path = Path(args.store or HERE / "data" / f"trace-{args.scale:g}-{args.seed}.prov")
     if not path.exists():
         t0 = time.monotonic()
-        trace.generate(path, args.scale, args.seed)
+        paper_trace.generate(path, args.scale, args.seed)
         print(f"generated {path} in {time.monotonic() - t0:.1f}s", flush=True)
     store = open_store(path)
     base = store.stats()
@@ -146,7 +146,7 @@ def render(
         "",
         "## Trace",
         "",
-        f"`trace.py --scale {args.scale:g} --seed {args.seed}`: {base['triples']:,} triples, {meta['counts']['values']:,} values on triples, "
+        f"`paper_trace.py --scale {args.scale:g} --seed {args.seed}`: {base['triples']:,} triples, {meta['counts']['values']:,} values on triples, "
         f"{len(meta['workflow']['tables'])} tables, {len(meta['workflow']['edges'])} workflow edges; "
         f"{stats['components']:,} components, largest {stats['largest_component']:,} nodes.",
         "",

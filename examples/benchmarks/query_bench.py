@@ -45,7 +45,7 @@ CLASSES = {"SC-SL": (100, 200), "LC-SL": (100, 200), "LC-LL": (5_000, 10_000)}
 
 def prepare(path: Path, scale: float, seed: int, theta: int) -> dict[str, Any]:
     """Generate and index the trace unless ``path`` already holds it indexed."""
-    import trace as paper_trace
+    import paper_trace
 
     timings: dict[str, Any] = {}
     if not path.exists():
@@ -222,20 +222,9 @@ def bench_cold(path: Path, queries: dict[str, list[int]], runs: int) -> dict[str
 
 
 def local_spark() -> Any:
-    from pyspark.sql import SparkSession
+    from provplug.sparksession import local_spark as start
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("provplug-query-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.memory", "6g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return start("provplug-query-bench", "local[2]", **{"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "6g"})
 
 
 def ms(x: float) -> str:
@@ -246,7 +235,7 @@ def report(sections: list[dict[str, Any]], command: str, out: Path) -> None:
     lines = [
         "# Lineage query benchmark",
         "",
-        "Paper-shaped trace (`examples/benchmarks/trace.py`), indexed with theta = 25,000 nodes and",
+        "Paper-shaped trace (`examples/benchmarks/paper_trace.py`), indexed with theta = 25,000 nodes and",
         "automatic splits. Warm latencies: each query run once to warm, then timed runs; a query's time",
         "is the median of its runs, a class's figure the median over its queries. All methods and DuckDB",
         "(in-memory table, `WITH RECURSIVE ... UNION`, returning ancestors and their triples) run in one",

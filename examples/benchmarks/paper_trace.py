@@ -21,7 +21,7 @@ fan-in ones pick parents anywhere in their component.
 
 Usage::
 
-    python examples/benchmarks/trace.py STORE [--scale 1.0] [--seed 0]
+    python examples/benchmarks/paper_trace.py STORE [--scale 1.0] [--seed 0]
 
 or ``generate(path, scale=1.0, seed=0)`` from Python (the query benchmark
 uses it too). The triples go through ``provplug.importer`` like any import.
