@@ -50,8 +50,22 @@ def _cmd_stats(args: argparse.Namespace) -> int:
         print(json.dumps(stats, indent=2))
     else:
         for key, value in stats.items():
-            print(f"{key:<18} {value:,}" if isinstance(value, int) else f"{key:<18} {value}")
+            print(f"{key:<18} {_plain(value)}")
     return 0
+
+
+def _plain(value: object) -> str:
+    """One stats value as text: counts with thousands separators, rows of a
+    list (such as ``per_split``) on lines of their own."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return "".join("\n  " + json.dumps(v) for v in value)
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
 
 
 def build_parser() -> argparse.ArgumentParser:
