@@ -155,8 +155,8 @@ Reproduce (from the repository root, with `provplug[beam,bench]` installed):
 Most of the overhead is the Beam work capture adds in-pipeline: numbering,
 writing every source cell (19 columns per flight) as a stored row, and one
 triple per parent cell (the aggregates reference every flight of their group).
-The Spark figures for the same scenarios are in `spark.md` beside this file
-when the Spark benchmark has been run.
+The Spark figures for the same three scenarios (all 336,776 flights, one
+captured run of S1+S2+S3) are in [capture.md](capture.md) beside this file.
 """
 
 
