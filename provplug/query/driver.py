@@ -8,36 +8,9 @@ hundred thousand triples are walked in milliseconds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from .model import Direction, Edges, Walk
-
-
-@dataclass(frozen=True)
-class TripleArrays:
-    """Triples as parallel int64 arrays (``src[i] -> dst[i]`` by op ``op[i]``)."""
-
-    src: np.ndarray
-    dst: np.ndarray
-    op: np.ndarray
-
-    @classmethod
-    def empty(cls) -> TripleArrays:
-        e = np.empty(0, dtype=np.int64)
-        return cls(e, e, e)
-
-    @classmethod
-    def concat(cls, parts: list[TripleArrays]) -> TripleArrays:
-        if not parts:
-            return cls.empty()
-        if len(parts) == 1:
-            return parts[0]
-        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("src", "dst", "op")))
-
-    def __len__(self) -> int:
-        return len(self.src)
 
 
 def _gather_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -50,7 +23,7 @@ def _gather_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)
 
 
-def walk(triples: TripleArrays, seeds: np.ndarray, direction: Direction) -> Walk:
+def walk(triples: Edges, seeds: np.ndarray, direction: Direction) -> Walk:
     """Every value reachable from ``seeds`` against (up) or along (down) the
     edges, and the triples among the seeds and those values."""
     seeds = np.unique(np.asarray(seeds, dtype=np.int64))

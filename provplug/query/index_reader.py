@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 from ..errors import NotIndexedError
 from ..index import layout
 from ..store import ParquetStore
-from .driver import TripleArrays, _gather_ranges
-from .model import Direction
+from .driver import _gather_ranges
+from .model import Direction, Edges
 
 CACHE_ENV = "PROVPLUG_QUERY_CACHE_MB"
 DEFAULT_CACHE_MB = 2048
@@ -265,7 +265,7 @@ class IndexReader:
         return np.array(sorted(seen), dtype=np.int64)
 
     # -- triples ---------------------------------------------------------------
-    def triples_of_sets(self, csids: np.ndarray) -> TripleArrays:
+    def triples_of_sets(self, csids: np.ndarray) -> Edges:
         """Every triple whose ``dst_csid`` is in ``csids``.
 
         A bucket touched for the first time in this process is scanned with
@@ -288,17 +288,17 @@ class IndexReader:
             if part is None:
                 part = self._sorted_bucket("triples", b, "dst_csid", ["src", "dst", "op"])
             rows = part.ranges(wanted)
-            parts.append(TripleArrays(part.cols["src"][rows], part.cols["dst"][rows], part.cols["op"][rows]))
-        return TripleArrays.concat(parts)
+            parts.append(Edges(part.cols["src"][rows], part.cols["dst"][rows], part.cols["op"][rows]))
+        return Edges.concat(parts)
 
-    def _filtered_triples(self, bucket: int, csids: np.ndarray) -> TripleArrays:
+    def _filtered_triples(self, bucket: int, csids: np.ndarray) -> Edges:
         files = self._files(self.bucket_dir("triples", bucket))
         if not files:
-            return TripleArrays.empty()
+            return Edges.empty()
         table = pads.dataset(files, format="parquet", filesystem=self.fs).to_table(
             columns=["src", "dst", "op"], filter=pc.field("dst_csid").isin(arrow_ids(csids))
         )
-        return TripleArrays(*(table.column(c).to_numpy().astype(np.int64, copy=False) for c in ("src", "dst", "op")))
+        return Edges(*(table.column(c).to_numpy().astype(np.int64, copy=False) for c in ("src", "dst", "op")))
 
     def triple_bucket_files(self, csids: Iterable[int]) -> list[str]:
         """Parquet files of the buckets holding the triples of ``csids`` (for Spark)."""

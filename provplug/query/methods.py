@@ -31,9 +31,9 @@ import pyarrow.fs as pafs
 from ..errors import NotIndexedError
 from ..hookspecs import hookimpl
 from ..store import ParquetStore
-from .driver import TripleArrays, walk
+from .driver import walk
 from .index_reader import IndexReader
-from .model import Direction, MethodResult
+from .model import Direction, Edges, MethodResult
 
 DEFAULT_TAU = 2_000_000
 
@@ -85,7 +85,7 @@ class QueryMethod(Protocol):
 # -- RQ over the whole triple table ---------------------------------------------
 
 _whole_lock = threading.Lock()
-_whole_tables: dict[tuple[str, tuple[str, ...]], TripleArrays] = {}
+_whole_tables: dict[tuple[str, tuple[str, ...]], Edges] = {}
 _whole_frames: dict[tuple[int, str, tuple[str, ...]], Any] = {}
 
 
@@ -98,14 +98,14 @@ def _store_triple_files(store: ParquetStore) -> list[str]:
     )
 
 
-def _whole_table(store: ParquetStore) -> TripleArrays:
+def _whole_table(store: ParquetStore) -> Edges:
     """Every committed triple as arrays, kept per process (warm RQ on the driver)."""
     key = (store.root, tuple(m["run_id"] for m in store.runs()))
     with _whole_lock:
         hit = _whole_tables.get(key)
     if hit is None:
         table = store.triples().to_table(columns=["src", "dst", "op"])
-        hit = TripleArrays(*(table.column(c).to_numpy().astype(np.int64) for c in ("src", "dst", "op")))
+        hit = Edges(*(table.column(c).to_numpy().astype(np.int64) for c in ("src", "dst", "op")))
         with _whole_lock:
             _whole_tables.clear()  # one store's table at a time: it can be large
             _whole_tables[key] = hit

@@ -14,7 +14,7 @@ DIRECTIONS: tuple[Direction, ...] = ("up", "down")
 
 @dataclass(frozen=True)
 class Edges:
-    """Triples as parallel arrays, sorted by (dst, src, op) once built."""
+    """Triples as parallel int64 arrays (``src[i] -> dst[i]`` by op ``op[i]``)."""
 
     src: np.ndarray
     dst: np.ndarray
@@ -24,6 +24,17 @@ class Edges:
     def empty(cls) -> Edges:
         e = np.empty(0, dtype=np.int64)
         return cls(e, e, e)
+
+    @classmethod
+    def concat(cls, parts: list[Edges]) -> Edges:
+        if not parts:
+            return cls.empty()
+        if len(parts) == 1:
+            return parts[0]
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("src", "dst", "op")))
+
+    def __len__(self) -> int:
+        return len(self.src)
 
     def sorted(self) -> Edges:
         order = np.lexsort((self.op, self.src, self.dst))
