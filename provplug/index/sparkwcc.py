@@ -57,7 +57,6 @@ def spark_wcc(
     ``(node, label)`` for every node on an edge, ``label`` = smallest node id
     of its component. ``scratch`` is a directory (Spark path) for the
     per-round edge sets; the caller deletes it."""
-    spark = edges.sparkSession
     current = _materialise(
         edges.where(F.col("src") != F.col("dst"))
         .select(F.greatest("src", "dst").alias("u"), F.least("src", "dst").alias("v"))

@@ -14,7 +14,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..store import ParquetStore
-from . import layout
 from .generation import current_dir, read_meta
 
 BIG_SET = 1_000

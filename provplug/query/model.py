@@ -33,9 +33,6 @@ class Edges:
             return parts[0]
         return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("src", "dst", "op")))
 
-    def __len__(self) -> int:
-        return len(self.src)
-
     def sorted(self) -> Edges:
         order = np.lexsort((self.op, self.src, self.dst))
         return Edges(self.src[order], self.dst[order], self.op[order])
