@@ -52,14 +52,16 @@ def test_readme_main_job_runs_as_written(cli, spark, tmp_path: Path, monkeypatch
     install, main_job = (part.strip() for part in command.split("&&"))
     assert install.startswith("python3 -m pip install")
     monkeypatch.chdir(tmp_path)
-    result = cli(*shlex.split(main_job)[1:])
+    argv = shlex.split(main_job)
+    assert argv[:3] == ["python3", "-m", "provplug"]
+    result = cli(*argv[3:])
     assert result.code == 0, result
     out = result.out
     assert "AvgAge.Age = 35.0" in out
     assert "Name=Steve" in out and "Name=Mark" in out
     assert "Shane" not in out and "Mary" not in out
     assert (tmp_path / "provplug-demo.prov" / "index").is_dir()
-    again = cli(*shlex.split(main_job)[1:])
+    again = cli(*argv[3:])
     assert again.code == 2 and "already exists" in again.err
 
 
