@@ -217,3 +217,26 @@ def test_reindex_after_new_import_equals_indexing_from_scratch(tmp_path: Path) -
     assert read_index(a)["meta"]["splits"] == read_index(b)["meta"]["splits"]
     # Only the live and the previous generation are kept.
     assert len([p for p in (tmp_path / "a" / "index").iterdir() if p.name.startswith("gen-")]) == 2
+
+
+def test_a_splits_plugin_replaces_the_automatic_choice(store_path: Path) -> None:
+    """`provplug_choose_splits` (firstresult): a plugin's answer is used when no
+    --splits is given, and gives the paper's sets exactly as the explicit splits do."""
+    import provplug
+    from provplug.index import build_index
+    from provplug.plugins import Plugins
+
+    seen: list[Any] = []
+
+    class PaperSplits:
+        @provplug.hookimpl
+        def provplug_choose_splits(self, workflow: Any, stats: Any) -> list[Any]:
+            seen.append(sorted(workflow.tables))
+            return TABLE7_SPLITS
+
+    plugins = Plugins.load(autoload=False)
+    plugins.pm.register(PaperSplits())
+    store = imported(store_path, TABLE7)
+    build_index(store, theta=4, engine="local", plugins=plugins)
+    assert seen == [["T1", "T2", "T3", "T4", "T5", "T6"]]
+    _check_table7(read_index(store))

@@ -157,3 +157,27 @@ def test_every_hookspec_is_documented_and_prefixed() -> None:
     assert len(specs) >= 9
     for name in specs:
         assert getattr(hookspecs, name).__doc__, name
+
+
+def test_a_store_backend_plugin_answers_before_the_builtin(tmp_path: Path) -> None:
+    """`provplug_store_backend` (firstresult): a plugin can map its own URIs;
+    anything it declines falls through to the built-in Parquet store."""
+    from provplug.importer import import_provenance
+    from provplug.plugins import reset_plugins
+    from provplug.store import ParquetStore
+
+    class AliasStores:
+        @provplug.hookimpl
+        def provplug_store_backend(self, uri: str) -> ParquetStore | None:
+            if uri.startswith("alias:"):
+                return ParquetStore(str(tmp_path / uri.removeprefix("alias:")))
+            return None
+
+    plugins = Plugins.load(autoload=False)
+    plugins.pm.register(AliasStores())
+    reset_plugins(plugins)
+    store = provplug.open_store("alias:team.prov")
+    assert store.root == str(tmp_path / "team.prov")
+    import_provenance(store, EXAMPLES / "data" / "paper_table4_triples.csv")
+    assert provplug.open_store(tmp_path / "team.prov").stats()["triples"] == 15
+    assert type(provplug.open_store(tmp_path / "other.prov")) is ParquetStore
