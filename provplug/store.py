@@ -253,15 +253,18 @@ class ParquetStore:
     def values(self) -> pa.Table:
         return self._concat("values.parquet", schema.VALUES)
 
-    def triples(self) -> pads.Dataset:
-        """All committed triples as one pyarrow dataset (read lazily)."""
-        files = [
+    def triple_files(self) -> list[str]:
+        """Every Parquet file of committed triples (filesystem paths, sorted)."""
+        return sorted(
             f.path
             for p in self.run_paths("triples")
-            for f in self.fs.get_file_info(pafs.FileSelector(p))
-            if f.path.endswith(".parquet")
-        ]
-        return pads.dataset(files, schema=schema.TRIPLES, format="parquet", filesystem=self.fs)
+            for f in self.fs.get_file_info(pafs.FileSelector(p, recursive=True))
+            if f.path.endswith(".parquet") and not f.base_name.startswith(("_", "."))
+        )
+
+    def triples(self) -> pads.Dataset:
+        """All committed triples as one pyarrow dataset (read lazily)."""
+        return pads.dataset(self.triple_files(), schema=schema.TRIPLES, format="parquet", filesystem=self.fs)
 
     def stats(self) -> dict[str, int]:
         runs = self.runs()

@@ -137,10 +137,7 @@ def duckdb_runner(path: Path) -> Any:
 
     store = open_store(path)
     con = duckdb.connect()
-    files = [f for p in store.run_paths("triples") for f in sorted(Path(p).glob("*.parquet"))]
-    con.execute(
-        "CREATE TABLE triples AS SELECT src, dst, op FROM read_parquet(?)", [[str(f) for f in files]]
-    )
+    con.execute("CREATE TABLE triples AS SELECT src, dst, op FROM read_parquet(?)", [store.triple_files()])
     sql = """
         WITH RECURSIVE anc(id) AS (
             SELECT ?::BIGINT

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-import pyarrow.fs as pafs
 
 from ..errors import NotIndexedError
 from ..hookspecs import hookimpl
@@ -89,15 +88,6 @@ _whole_tables: dict[tuple[str, tuple[str, ...]], Edges] = {}
 _whole_frames: dict[tuple[int, str, tuple[str, ...]], Any] = {}
 
 
-def _store_triple_files(store: ParquetStore) -> list[str]:
-    return sorted(
-        f.path
-        for p in store.run_paths("triples")
-        for f in store.fs.get_file_info(pafs.FileSelector(p, recursive=True))
-        if f.path.endswith(".parquet")
-    )
-
-
 def _whole_table(store: ParquetStore) -> Edges:
     """Every committed triple as arrays, kept per process (warm RQ on the driver)."""
     key = (store.root, tuple(m["run_id"] for m in store.runs()))
@@ -128,7 +118,7 @@ class RecursiveQuery:
             triples = _whole_frames.get(key)
         if triples is None:
             # The paper's provRDD: the whole table, cached once for every RQ query.
-            files = [context.store.spark_path(p[len(context.store.root) + 1:]) for p in _store_triple_files(context.store)]
+            files = [context.store.spark_path(p[len(context.store.root) + 1:]) for p in context.store.triple_files()]
             triples = read_parquet(spark, files, TRIPLE_COLUMNS_DDL).select("src", "dst", "op").cache()
             with _whole_lock:
                 for old in _whole_frames.values():
