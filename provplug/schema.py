@@ -53,3 +53,24 @@ OPS = pa.schema(
 
 # Column of every stored rows dataset that holds the row number of the id layout.
 ROW_COLUMN = "_provplug_row"
+
+# Stored rows come in two layouts. Rows written by provplug carry ROW_COLUMN.
+# A source read from Parquet files is stored as copies of those files, each
+# named after the row number of its first row (``pos-<12 digits>.parquet``):
+# a row's number is that offset plus its position in the file, so the source
+# is never rewritten.
+POSITIONAL_PREFIX = "pos-"
+_POSITIONAL_DIGITS = 12
+
+
+def positional_name(offset: int) -> str:
+    return f"{POSITIONAL_PREFIX}{offset:0{_POSITIONAL_DIGITS}d}.parquet"
+
+
+def positional_offset(file_name: str) -> int | None:
+    """The first row number of a positional rows file; None for other files."""
+    stem = file_name.rsplit("/", 1)[-1]
+    digits = stem[len(POSITIONAL_PREFIX):len(POSITIONAL_PREFIX) + _POSITIONAL_DIGITS]
+    if not stem.startswith(POSITIONAL_PREFIX) or not digits.isdigit():
+        return None
+    return int(digits)

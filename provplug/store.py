@@ -30,7 +30,9 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -265,6 +267,25 @@ class ParquetStore:
     def triples(self) -> pads.Dataset:
         """All committed triples as one pyarrow dataset (read lazily)."""
         return pads.dataset(self.triple_files(), schema=schema.TRIPLES, format="parquet", filesystem=self.fs)
+
+    def read_rows(self, run_id: str, table_id: int, where: pc.Expression | None = None) -> pa.Table | None:
+        """The stored rows of a table with their row numbers (ROW_COLUMN), in
+        either layout (see :mod:`provplug.schema`); None when none are stored."""
+        directory = self.path("runs", run_id, "rows", str(table_id))
+        infos = self.fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True, recursive=True))
+        files = sorted(i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(".parquet"))
+        if not files:
+            return None
+        offsets = [schema.positional_offset(f) for f in files]
+        if None in offsets:
+            return pads.dataset(files, format="parquet", filesystem=self.fs).to_table(filter=where)
+        parts = []
+        for path, offset in zip(files, offsets):
+            part = pq.read_table(path, filesystem=self.fs)
+            assert offset is not None
+            part = part.append_column(schema.ROW_COLUMN, pa.array(np.arange(offset, offset + part.num_rows, dtype=np.int64)))
+            parts.append(part if where is None else part.filter(where))
+        return pa.concat_tables(parts, promote_options="default")
 
     def stats(self) -> dict[str, int]:
         runs = self.runs()

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.dataset as pads
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import provplug
@@ -34,9 +35,10 @@ Triple = tuple[Label, Label, str]
 def stored_rows(store: Path) -> dict[int, list[dict[str, Any]]]:
     s = open_store(store)
     out: dict[int, list[dict[str, Any]]] = {}
-    for run_rows in s.run_paths("rows"):
-        for table_dir in Path(run_rows).iterdir():
-            out[int(table_dir.name)] = pads.dataset(table_dir, format="parquet").to_table().to_pylist()
+    for t in s.tables().to_pylist():
+        rows = s.read_rows(t["run_id"], t["table_id"])
+        if rows is not None:
+            out[t["table_id"]] = rows.to_pylist()
     return out
 
 
@@ -613,3 +615,88 @@ def test_aggregate_over_limit_and_null_expression_keys(spark: Any, store_path: P
         ("cu", 5): [("X", "c", 5)], ("s", 5): [("X", "v", 5)],
     })
     assert labelled_triples(store_path, {"S": ("age",), "X": ("v",), "Upper": ("s",)}) == want
+
+
+# -- how rows and triples are written -----------------------------------------------
+def test_parquet_source_is_stored_as_copies_numbered_by_position(spark: Any, store_path: Path, tmp_path: Path) -> None:
+    """A source read from Parquet files is copied, not rewritten: its row
+    numbers are file offset + position, in the triples, the stored rows and
+    the answers of lineage queries alike (an empty file takes no number)."""
+    parts = [[("ann", "NY", 30), ("bob", "LA", 41)], [], [("cid", "NY", 52), ("dan", "SF", 23), ("eve", "LA", 35)]]
+    folder = tmp_path / "people"
+    folder.mkdir()
+    for i, rows in enumerate(parts):
+        table = pa.Table.from_pylist([dict(zip(("name", "city", "age"), r)) for r in rows],
+                                     schema=pa.schema([("name", pa.string()), ("city", pa.string()), ("age", pa.int64())]))
+        pq.write_table(table, folder / f"part-{i}.parquet")
+
+    @provplug.step("Older", output="OldByCity")
+    def older(people: Any) -> Any:
+        return people.filter(F.col("age") > 25).groupBy("city").agg(F.max("age").alias("oldest"))
+
+    with provplug.capture(spark, store=store_path) as run:
+        older(run.source(spark.read.parquet(str(folder)), "People"))
+
+    people = next(t for t in open_store(store_path).tables().to_pylist() if t["name"] == "People")
+    copies = sorted(p.name for p in Path(open_store(store_path).run_paths("rows")[0], str(people["table_id"])).iterdir())
+    assert copies == ["pos-000000000000.parquet", "pos-000000000002.parquet"]
+    assert people["rows"] == 5
+    positions = {r["name"]: r[schema.ROW_COLUMN] for r in stored_rows(store_path)[people["table_id"]]}
+    assert positions == {"ann": 0, "bob": 1, "cid": 2, "dan": 3, "eve": 4}
+    want = expect("Older", "OldByCity", {
+        ("city", "NY"): [("People", "city", "ann"), ("People", "city", "cid")],
+        ("oldest", "NY"): [("People", "age", "ann"), ("People", "age", "cid")],
+        ("city", "LA"): [("People", "city", "bob"), ("People", "city", "eve")],
+        ("oldest", "LA"): [("People", "age", "bob"), ("People", "age", "eve")],
+    })
+    assert labelled_triples(store_path, {"People": ("name",)}) == want
+    answer = provplug.open(store_path).lineage(table="OldByCity", column="oldest", where="city = 'NY'").to_dict()
+    shown = {(v["table"], v["column"], v["value"]) for v in answer["values"]}
+    assert {("People", "age", 30), ("People", "age", 52)} <= shown
+
+
+def test_rows_and_triples_keep_only_the_files_of_used_task_attempts(spark: Any, store_path: Path, mocker: Any) -> None:
+    """Writer tasks name files by partition and attempt; a file no used
+    attempt reported (a failed or duplicate attempt's) is deleted."""
+    from provplug_spark import session as spark_session
+
+    strays: list[Path] = []
+    real = spark_session.SparkCaptureSession._run_writer
+
+    def with_stray(self: Any, job: Any, target: Any) -> Any:
+        for folder in (target.rows_dir, target.triples_dir):
+            if folder is not None:
+                stray = Path(folder, target.file_name(0, 7))
+                stray.write_bytes(b"half a file from a lost attempt")
+                strays.append(stray)
+        return real(self, job, target)
+
+    mocker.patch.object(spark_session.SparkCaptureSession, "_run_writer", with_stray)
+    capture(spark, store_path, {"T": ([(1, "a"), (2, "b"), (2, "c")], "k int, v string")},
+            lambda f: count_per_key(f["T"]))
+    assert strays and not any(p.exists() for p in strays)
+    run_dir = Path(open_store(store_path).run_paths("rows")[0]).parent
+    assert not [p for p in run_dir.rglob("*-a7.parquet")]
+    assert ops(store_path)["Count"]["triples"] == len(open_store(store_path).triples().to_table())
+
+
+@provplug.step("Count", output="Counts")
+def count_per_key(t: Any) -> Any:
+    return t.groupBy("k").agg(F.count("v").alias("n"))
+
+
+def test_a_failed_background_triple_write_fails_the_run(spark: Any, store_path: Path, mocker: Any) -> None:
+    """Group-join triples are written in the background; if that write fails,
+    the run fails at the end of the capture block and nothing is committed."""
+    from provplug_spark import session as spark_session
+
+    from conftest import snapshot
+
+    rows = {"T": ([(1, "a"), (2, "b")], "k int, v string")}
+    capture(spark, store_path, rows, lambda f: count_per_key(f["T"]))
+    before = snapshot(store_path)
+    mocker.patch.object(spark_session.SparkCaptureSession, "_write_groups", side_effect=RuntimeError("disk full"))
+    with pytest.raises(RuntimeError, match="disk full"):
+        capture(spark, store_path, rows, lambda f: count_per_key(f["T"]))
+    assert snapshot(store_path) == before
+    assert len(open_store(store_path).runs()) == 1

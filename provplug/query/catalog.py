@@ -19,7 +19,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
-import pyarrow.fs as pafs
 
 from .. import ids, schema
 from ..errors import LineageQueryError
@@ -186,19 +185,9 @@ class Catalog:
                 found[(t, int(n))] = {k: jsonable(x) for k, x in cell.items()}
         return found
 
-    def rows_dataset(self, entry: TableEntry) -> pads.Dataset | None:
-        directory = self.store.path("runs", entry.run_id, "rows", str(entry.table_id))
-        infos = self.store.fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True, recursive=True))
-        files = sorted(i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(".parquet"))
-        if not files:
-            return None
-        return pads.dataset(files, format="parquet", filesystem=self.store.fs)
-
     def read_rows(self, entry: TableEntry, where: pc.Expression | None = None) -> pa.Table:
-        dataset = self.rows_dataset(entry)
-        if dataset is None:
-            return pa.table({schema.ROW_COLUMN: pa.array([], pa.int64())})
-        return dataset.to_table(filter=where)
+        rows = self.store.read_rows(entry.run_id, entry.table_id, where)
+        return pa.table({schema.ROW_COLUMN: pa.array([], pa.int64())}) if rows is None else rows
 
 
 _lock = threading.Lock()

@@ -58,15 +58,17 @@ step is rewritten again without group joins.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from py4j.protocol import Py4JError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from provplug import ids
 from provplug.errors import CaptureError
-from provplug.schema import ROW_COLUMN
+from provplug.schema import POSITIONAL_PREFIX, ROW_COLUMN
 
 PROV_PREFIX = "__pv_"
 RAW_PREFIX = "__pvraw_"
@@ -124,6 +126,7 @@ class TableLeaf:
     table_id: int
     columns: tuple[str, ...]
     path: str
+    positional: bool = False  # copies of source files: row number = file offset + row index (no ROW_COLUMN)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +154,21 @@ class Rewritten:
     inputs: set[int]
     operations: list[str]
     uses_udf: bool
+
+
+def parquet_files(frame: DataFrame) -> list[str] | None:
+    """The files of ``frame`` when it is a bare read of Parquet files (no
+    partition columns, no operation on top), else None."""
+    plan = frame._jdf.queryExecution().analyzed()
+    if plan.nodeName() != "LogicalRelation":
+        return None
+    try:
+        relation = plan.relation()
+        if relation.fileFormat().shortName() != "parquet" or relation.partitionSchema().length() != 0:
+            return None
+    except Py4JError:  # not a file relation (JDBC, in-memory, ...)
+        return None
+    return sorted(frame.inputFiles())
 
 
 def prov_name(expr_id: int) -> str:
@@ -305,7 +323,7 @@ class PlanRewriter:
             raise CaptureError(f"a step output has duplicate column names {names}: rename them before returning")
         if any(n.startswith((PROV_PREFIX, HIDDEN_PREFIX)) for n in names):
             raise CaptureError(f"a step output has a column named {PROV_PREFIX}* or {HIDDEN_PREFIX}*, which provplug reserves")
-        result = self._rewrite_output(plan, out_attrs, allow_groups=True)
+        result = self._rewrite_output(plan, out_attrs, allow_groups=not os.environ.get("PPNOGROUP"))
         if result is None:  # a column would mix group-join and per-row provenance
             result = self._rewrite_output(plan, out_attrs, allow_groups=False)
         assert result is not None
@@ -381,8 +399,13 @@ class PlanRewriter:
         leaf = self._table_leaf(node)
         state.inputs.add(leaf.table_id)
         attrs = self._items(node.output())
-        by_name = {a.name(): a for a in attrs}
-        if ROW_COLUMN not in by_name:
+        if leaf.positional:
+            # The copy's name holds its first row number (provplug.schema.positional_name).
+            start = len(POSITIONAL_PREFIX) + 1
+            row = f"(CAST(substring(_metadata.file_name, {start}, 12) AS BIGINT) + _metadata.row_index)"
+        elif ROW_COLUMN in {a.name() for a in attrs}:
+            row = f"CAST(`{ROW_COLUMN}` AS BIGINT)"
+        else:
             raise CaptureError(f"input {leaf.path} has no {ROW_COLUMN} column")
         provs = []
         for attr in attrs:
@@ -392,7 +415,7 @@ class PlanRewriter:
             name = prov_name(self._expr_id(attr))
             self._set_kind(name, scalar=True, none=False)  # a source cell: its own id
             # SQL text, not Column calls: one py4j round trip per column instead of several.
-            provs.append(f"CAST({base} AS BIGINT) + CAST(`{ROW_COLUMN}` AS BIGINT) AS `{name}`")
+            provs.append(f"CAST({base} AS BIGINT) + {row} AS `{name}`")
         return self._plan(self._frame(node).selectExpr("*", *provs))
 
     def _table_leaf(self, node: Any) -> TableLeaf:

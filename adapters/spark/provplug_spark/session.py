@@ -19,27 +19,35 @@ restricted to the table's columns: the row-number column stays in the files
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import functools
+import os
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
 
 from provplug import ids, schema
 from provplug.errors import CaptureError
 from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin
 
-from .jvm import PlanRewriter, Rewritten, TableLeaf
-from .triples import write_triples
+from .jvm import PlanRewriter, Rewritten, TableLeaf, parquet_files
+from .triples import _array_distinct, group_jobs
+from .writer import (
+    RESULT_SCHEMA,
+    OutputLayout,
+    Target,
+    keep_only,
+    write_output,
+    write_pairs,
+)
 
-# Row numbers are (Spark partition << ROW_IN_PARTITION_BITS) | index in partition:
-# assigned inside the writing job, no extra pass; the guard fails the job
-# rather than let two rows share an id.
-PARTITION_BITS = 10
-ROW_IN_PARTITION_BITS = ids.ROW_BITS - PARTITION_BITS
 WORK_DIR = "_work"
 
 
@@ -51,18 +59,6 @@ def _quoted(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def row_number_column() -> Column:
-    part = F.spark_partition_id().cast("bigint")
-    index = F.monotonically_increasing_id().bitwiseAND((1 << 33) - 1)
-    fits = (part < (1 << PARTITION_BITS)) & (index < (1 << ROW_IN_PARTITION_BITS))
-    return F.when(fits, F.shiftleft(part, ROW_IN_PARTITION_BITS).bitwiseOR(index)).otherwise(
-        F.raise_error(F.lit(
-            f"provplug: more than {1 << PARTITION_BITS} partitions or {1 << ROW_IN_PARTITION_BITS} rows "
-            "in one partition; repartition the DataFrame"
-        ))
-    )
-
-
 class SparkCaptureSession:
     """The Spark adapter's state for one capture run (AdapterSession protocol)."""
 
@@ -71,15 +67,41 @@ class SparkCaptureSession:
         self.run = run
         self.rewriter = PlanRewriter(spark)
         self.wrote_rows = False
+        # Group-join triples are written in the background while the pipeline
+        # goes on (Spark jobs here are mostly latency: planning, scheduling);
+        # close() waits for them and fills in the ops' triple counts.
+        self.background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="provplug-triples")
+        self.pending: list[tuple[OpInfo, list[Future[int]]]] = []
 
     # -- sources ---------------------------------------------------------------
     def source(self, data: Any, name: str) -> DataFrame:
         frame = data if isinstance(data, DataFrame) else self.spark.createDataFrame(data)
         columns = self._checked_columns(frame.columns, name)
         table = self.run.new_table(name, "source", columns)
-        path = self._rows_path(table.table_id)
-        frame.select(*[_quoted(c) for c in columns], row_number_column().alias(schema.ROW_COLUMN)).write.parquet(path)
-        return self._publish(table, "source")
+        files = parquet_files(frame)
+        if files is not None:  # immutable input files: stored as copies, rows numbered by position
+            rows = self._copy_positional(files, table.table_id)
+            return self._publish(table, "source", rows, frame.schema, positional=True)
+        layout = OutputLayout(tuple(columns), (), ())
+        rows, _ = self._write(frame.select(*[_quoted(c) for c in columns]), layout, table.table_id, 0)
+        return self._publish(table, "source", rows, frame.schema)
+
+    def _copy_positional(self, uris: Sequence[str], table_id: int) -> int:
+        fs = self.run.txn.store.fs
+        folder = self.run.txn.path("rows", str(table_id))
+        fs.create_dir(folder, recursive=True)
+        offset = 0
+        for uri in uris:
+            source_fs, path = pafs.FileSystem.from_uri(uri)
+            rows = pq.ParquetFile(source_fs.open_input_file(path)).metadata.num_rows
+            if rows == 0:
+                continue  # no row to number; two files must not share an offset
+            pafs.copy_files(path, f"{folder}/{schema.positional_name(offset)}",
+                            source_filesystem=source_fs, destination_filesystem=fs)
+            offset += rows
+        if offset > ids.MAX_ROWS:
+            raise CaptureError(f"source has {offset} rows; at most {ids.MAX_ROWS} fit a value id")
+        return offset
 
     @staticmethod
     def _checked_columns(columns: Sequence[str], name: str) -> list[str]:
@@ -94,26 +116,48 @@ class SparkCaptureSession:
     def _rows_path(self, table_id: int) -> str:
         return self.run.txn.spark_path("rows", str(table_id))
 
-    def _publish(self, table: TableInfo, origin: TableOrigin) -> DataFrame:
+    def _publish(self, table: TableInfo, origin: TableOrigin, rows: int, data_schema: StructType,
+                 positional: bool = False) -> DataFrame:
         """Record ``table`` (now stored) and return its rows as the user sees them."""
         self.wrote_rows = True
-        rows = self._parquet_rows(self.run.txn.path("rows", str(table.table_id)))
         self.run.record_table(TableInfo(
             table.table_id, table.name, self.run.run_id, origin, table.columns, rows, bool(self.run.store_rows)
         ))
         path = self._rows_path(table.table_id)
-        self.rewriter.register(TableLeaf(table.table_id, table.columns, path))
-        return self.spark.read.parquet(path).select(*[_quoted(c) for c in table.columns])
+        self.rewriter.register(TableLeaf(table.table_id, table.columns, path, positional))
+        fields = [data_schema[c] for c in table.columns]
+        if not positional:
+            fields.append(StructField(schema.ROW_COLUMN, LongType()))
+        # An explicit schema: no footer read to infer it.
+        return self.spark.read.schema(StructType(fields)).parquet(path).select(*[_quoted(c) for c in table.columns])
 
-    def _parquet_files(self, folder: str) -> list[str]:
-        fs = self.run.txn.store.fs
-        infos = fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
-        return sorted(i.path for i in infos if i.path.endswith(".parquet") and not i.base_name.startswith(("_", ".")))
+    def _write(self, frame: DataFrame, layout: OutputLayout, table_id: int, op_id: int,
+               keys: bool = False) -> tuple[int, int]:
+        """Write ``frame`` as the rows (and per-row triples) of ``table_id`` in
+        one Spark job; return (rows, triples)."""
+        txn = self.run.txn
+        fs = txn.store.fs
+        target = Target(fs, table_id, op_id, txn.path("rows", str(table_id)), txn.path("triples"),
+                        txn.path(WORK_DIR, str(table_id)) if keys else None)
+        for folder in (target.rows_dir, target.triples_dir, target.keys_dir):
+            if folder is not None:
+                fs.create_dir(folder, recursive=True)
+        written = self._run_writer(frame.mapInArrow(functools.partial(write_output, target, layout), RESULT_SCHEMA), target)
+        self.run.mark_dataset("triples")
+        return written.get("rows", 0), written.get("triples", 0)
 
-    def _parquet_rows(self, folder: str, files: Sequence[str] | None = None) -> int:
-        fs = self.run.txn.store.fs
-        paths = self._parquet_files(folder) if files is None else files
-        return sum(pq.ParquetFile(fs.open_input_file(p)).metadata.num_rows for p in paths)
+    def _run_writer(self, job: DataFrame, target: Target) -> dict[str, int]:
+        """Run a writer job; keep only the files its used attempts wrote; rows per dataset."""
+        results = job.collect()
+        counts: dict[str, int] = {}
+        for r in results:
+            counts[r["dataset"]] = counts.get(r["dataset"], 0) + r["rows"]
+        kept = {r["path"] for r in results}
+        fs = target.fs
+        for folder in (target.rows_dir, target.triples_dir, target.keys_dir):
+            if folder is not None:
+                keep_only(fs, folder, target.prefix, kept)
+        return counts
 
     # -- steps -----------------------------------------------------------------
     def run_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
@@ -124,20 +168,27 @@ class SparkCaptureSession:
         inputs: set[int] = set()
         operations: list[str] = []
         uses_udf = False
-        tables, frames, triples = [], [], 0
+        tables, frames, triples, later = [], [], 0, []
         for name, frame in zip(step.outputs, outputs):
             rewritten = self.rewriter.rewrite(frame)
             table = self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
-            triples += self._materialise(table, rewritten, op_id)
-            frames.append(self._publish(table, "output"))
+            rows, written, group_triples = self._materialise(table, rewritten, op_id)
+            triples += written
+            if group_triples is not None:
+                later.append(group_triples)
+            frames.append(self._publish(table, "output", rows, frame.schema))
             tables.append(table.table_id)
             inputs |= rewritten.inputs
             operations += [o for o in rewritten.operations if o not in operations]
             uses_udf = uses_udf or rewritten.uses_udf
-        self.run.record_op(OpInfo(
+        op = OpInfo(
             op_id, step.name, self.run.run_id, "udf" if uses_udf else "builtin", tuple(sorted(inputs)),
-            tuple(tables), tuple(operations), dict(step.params), started, _now(), triples,
-        ))
+            tuple(tables), tuple(operations), dict(step.params), started, _now(), None if later else triples,
+        )
+        self.run.record_op(op)
+        if later:  # the count is known when the background writes end
+            op = dataclasses.replace(op, triples=triples)
+            self.pending.append((op, later))
         return tuple(frames) if len(step.outputs) > 1 else frames[0]
 
     @staticmethod
@@ -150,31 +201,47 @@ class SparkCaptureSession:
                 raise CaptureError(f"step {step.name!r} returned {type(out).__name__} for {name!r}, not a Spark DataFrame")
         return outputs
 
-    def _materialise(self, table: TableInfo, rewritten: Rewritten, op_id: int) -> int:
-        """Write the output once (columns, row numbers, per-row provenance,
-        group-join keys), then its rows and triples from that write; return
-        the number of triples."""
-        tid = str(table.table_id)
-        work = self.run.txn.spark_path(WORK_DIR, tid)
-        data = [_quoted(c) for c in table.columns]
-        provs = [F.col(p) for p, none in zip(rewritten.prov_columns, rewritten.prov_none) if not none]
-        rewritten.frame.select(
-            *data, row_number_column().alias(schema.ROW_COLUMN), *provs, *[F.col(h) for h in rewritten.hidden]
-        ).write.parquet(work)
-        stored = self.spark.read.parquet(work)
-        stored.select(*data, F.col(schema.ROW_COLUMN)).write.parquet(self._rows_path(table.table_id))
-        triples_dir = self.run.txn.path("triples")
-        before = set(self._parquet_files(triples_dir))
-        write_triples(stored, rewritten, table.table_id, op_id, self.run.txn.spark_path("triples"))
-        self.run.mark_dataset("triples")
-        added = [f for f in self._parquet_files(triples_dir) if f not in before]
-        self.run.txn.store.fs.delete_dir(self.run.txn.path(WORK_DIR, tid))
-        return self._parquet_rows(triples_dir, added)
+    def _materialise(self, table: TableInfo, rewritten: Rewritten, op_id: int) -> tuple[int, int, Future[int] | None]:
+        """Write the output once (rows, row numbers, per-row triples and the
+        keys of group joins); start writing the group joins' triples from
+        those keys in the background. Return (rows, triples written, the
+        background job's triple count)."""
+        provs = tuple(
+            (j, p, scalar)
+            for j, (p, none, scalar) in enumerate(zip(rewritten.prov_columns, rewritten.prov_none, rewritten.prov_scalar))
+            if not none
+        )
+        layout = OutputLayout(tuple(table.columns), tuple((j, ((p, scalar),)) for j, p, scalar in provs), tuple(rewritten.hidden))
+        frame = rewritten.frame.select(
+            *[_quoted(c) for c in table.columns],
+            *[_array_distinct(p, scalar) for _, p, scalar in provs],
+            *[F.col(h) for h in rewritten.hidden],
+        )
+        rows, triples = self._write(frame, layout, table.table_id, op_id, keys=bool(rewritten.hidden))
+        if not rewritten.hidden:
+            return rows, triples, None
+        keys_schema = StructType([StructField(schema.ROW_COLUMN, LongType())] + [frame.schema[h] for h in rewritten.hidden])
+        keys = self.spark.read.schema(keys_schema).parquet(self.run.txn.spark_path(WORK_DIR, str(table.table_id)))
+        if os.environ.get("PPSYNC"):
+            return rows, triples + self._write_groups(keys, rewritten, table.table_id, op_id), None
+        return rows, triples, self.background.submit(self._write_groups, keys, rewritten, table.table_id, op_id)
+
+    def _write_groups(self, keys: DataFrame, rewritten: Rewritten, table_id: int, op_id: int) -> int:
+        written = 0
+        for g, (frame, cells) in enumerate(group_jobs(keys, rewritten, table_id)):
+            target = Target(self.run.txn.store.fs, table_id, op_id, None, self.run.txn.path("triples"), job=f"group{g}")
+            job = frame.mapInArrow(functools.partial(write_pairs, target, cells), RESULT_SCHEMA)
+            written += self._run_writer(job, target).get("triples", 0)
+        return written
 
     # -- end of run ------------------------------------------------------------
     def close(self, error: BaseException | None) -> None:
+        pending, self.pending = self.pending, []
+        self.background.shutdown(wait=True)  # no job may outlive the staging directory
         if error is not None:
             return  # the transaction discards the staging directory
+        for op, jobs in pending:  # a failed write fails the run
+            self.run.update_op(dataclasses.replace(op, triples=(op.triples or 0) + sum(j.result() for j in jobs)))
         fs = self.run.txn.store.fs
         if fs.get_file_info(self.run.txn.path(WORK_DIR)).type != pafs.FileType.NotFound:
             fs.delete_dir(self.run.txn.path(WORK_DIR))

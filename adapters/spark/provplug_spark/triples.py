@@ -1,13 +1,11 @@
-"""Turn a materialised step output into triples, written by Spark in the
-store's TRIPLES schema.
+"""The triples of aggregates whose provenance is deferred to a group join
+(:class:`~.jvm.GroupJoin`), as (src, dst) pairs computed by Spark.
 
-Two sources of triples, written by one Spark job:
-
-* per-row provenance: the output's ``__pv_N`` columns (one source id, or an
-  array of them) beside its row numbers;
-* group joins (:class:`~.jvm.GroupJoin`): the stored output rows joined back
-  to the recomputed input rows of an aggregate on the grouping values, each
-  joined pair giving (member cell -> output cell) triples directly.
+The stored output rows (row number + hidden grouping values) are joined back
+to the recomputed input rows of the aggregate on the grouping values, each
+joined pair giving (member cell -> output cell) triples directly. Per-row
+provenance needs no join: :mod:`.writer` expands it in the task that writes
+the rows.
 """
 
 from __future__ import annotations
@@ -21,60 +19,50 @@ from pyspark.sql import functions as F
 from provplug import ids, schema
 
 from .jvm import GroupJoin, Rewritten
+from .writer import Cell
 
-# Bytes per triple stay far below the 8-byte target without sorting (ids of
-# one output column arrive in runs of equal dst / increasing src, which the
-# v2 delta encodings and zstd store in a few bits), and sorting every file
-# by (dst, src) cost about a third of the triple-writing time.
-WRITE_OPTIONS = {
-    "compression": "zstd",
-    "parquet.writer.version": "v2",
-    "parquet.enable.dictionary": "false",
-}
 MEMBER_KEY = "__member_key_"
 
 
-def triples_frame(stored: DataFrame, rewritten: Rewritten, table_id: int, op_id: int) -> DataFrame | None:
-    """Every triple of the output ``stored`` (its columns, row numbers,
-    provenance and hidden group-join columns); None when it has none."""
-    frames = []
-    per_row = _per_row_frame(stored, rewritten, table_id)
-    if per_row is not None:
-        frames.append(per_row)
+def group_jobs(keys: DataFrame, rewritten: Rewritten, table_id: int) -> list[tuple[DataFrame, tuple[Cell, ...] | None]]:
+    """Per aggregate with deferred output cells: the frame its triples come
+    from and how (:func:`.writer.write_pairs`). ``keys`` holds the stored
+    rows' numbers and hidden group-join columns.
+
+    The joined (output row, member provenance) rows go to the writer as they
+    are, which expands them to triples (fewer values cross from Spark to
+    Arrow than as pairs); when a group's rows can repeat a source id, Spark
+    makes the pairs and deduplicates them first."""
     by_group: dict[int, list[tuple[int, tuple[str, ...]]]] = {}
     for j, deferred in enumerate(rewritten.deferred):
         if deferred is not None and deferred[1]:
             by_group.setdefault(deferred[0], []).append((j, deferred[1]))
+    jobs = []
     for g, columns in sorted(by_group.items()):
-        frames.append(_group_frame(stored, rewritten.groups[g], columns, table_id))
-    if not frames:
-        return None
-    return functools.reduce(DataFrame.union, [f.select(*_typed(op_id, table_id)) for f in frames])
+        group = rewritten.groups[g]
+        joined = _joined(keys, group)
+        if group.distinct:
+            jobs.append((_pairs_frame(joined, columns, group.scalar, table_id).distinct(), None))
+        else:
+            members = sorted({n for _, names in columns for n in names})
+            cells = tuple((j, tuple((n, group.scalar[n]) for n in names)) for j, names in columns)
+            jobs.append((joined.select(F.col(schema.ROW_COLUMN), *[_array_distinct(n, group.scalar[n]) for n in members]), cells))
+    return jobs
 
 
-def _per_row_frame(stored: DataFrame, rewritten: Rewritten, table_id: int) -> DataFrame | None:
-    columns = [
-        (j, (p,)) for j, (p, none) in enumerate(zip(rewritten.prov_columns, rewritten.prov_none)) if not none
-    ]
-    scalar = dict(zip(rewritten.prov_columns, rewritten.prov_scalar))
-    return _pairs_frame(stored, columns, scalar, table_id) if columns else None
+def _array_distinct(name: str, scalar: bool) -> Column:
+    return F.col(name) if scalar else F.array_distinct(F.col(name)).alias(name)
 
 
-def _group_frame(stored: DataFrame, group: GroupJoin, columns: Sequence[tuple[int, tuple[str, ...]]],
-                 table_id: int) -> DataFrame:
-    """(member cell, output cell) pairs of one aggregate's output columns."""
+def _joined(stored: DataFrame, group: GroupJoin) -> DataFrame:
+    """The stored output rows of ``group``'s aggregate joined to its members."""
     out = stored.filter(F.col(group.marker).isNotNull()).select(F.col(schema.ROW_COLUMN), *[F.col(k) for k in group.keys])
     renamed = [f"{MEMBER_KEY}{i}" for i in range(len(group.keys))]
     members = group.child.select(*[F.col(k).alias(r) for k, r in zip(group.keys, renamed)], *[F.col(p) for p in group.scalar])
-    if group.keys:
-        condition = functools.reduce(Column.__and__, [F.col(k).eqNullSafe(F.col(r)) for k, r in zip(group.keys, renamed)])
-        joined = out.join(members, condition)
-    else:  # a global aggregate: its (at most one) row has every input row
-        joined = out.crossJoin(members)
-    frame = _pairs_frame(joined, columns, group.scalar, table_id)
-    # Rows of a group may repeat a source id (a join or explode below the
-    # aggregate); a triple is stored once.
-    return frame.distinct() if group.distinct else frame
+    if not group.keys:  # a global aggregate: its (at most one) row has every input row
+        return out.crossJoin(members)
+    condition = functools.reduce(Column.__and__, [F.col(k).eqNullSafe(F.col(r)) for k, r in zip(group.keys, renamed)])
+    return out.join(members, condition)
 
 
 def _pairs_frame(frame: DataFrame, columns: Sequence[tuple[int, tuple[str, ...]]], scalar: Mapping[str, bool],
@@ -118,23 +106,3 @@ def _pair_with(column_base: int) -> Callable[[Column], Column]:
         return F.struct(src.cast("bigint").alias("src"), dst.alias("dst"))
 
     return pair
-
-
-def _typed(op_id: int, table_id: int) -> list[Column]:
-    return [
-        F.col("src").cast("bigint").alias("src"),
-        F.col("dst").cast("bigint").alias("dst"),
-        F.lit(op_id).cast("bigint").alias("op"),
-        F.shiftright(F.col("src"), ids.TABLE_SHIFT).cast("int").alias("src_table"),
-        F.lit(table_id).cast("int").alias("dst_table"),
-    ]
-
-
-def write_triples(stored: DataFrame, rewritten: Rewritten, table_id: int, op_id: int, path: str) -> None:
-    """Append the output's triples under ``path`` (an empty file when it has
-    none, so the dataset always exists)."""
-    frame = triples_frame(stored, rewritten, table_id, op_id)
-    if frame is None:
-        empty = stored.sparkSession.createDataFrame([], "src bigint, dst bigint")
-        frame = empty.select(*_typed(op_id, table_id))
-    frame.write.mode("append").options(**WRITE_OPTIONS).parquet(path)
