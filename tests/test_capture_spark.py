@@ -650,9 +650,12 @@ def test_parquet_source_is_stored_as_copies_numbered_by_position(spark: Any, sto
         ("oldest", "LA"): [("People", "age", "bob"), ("People", "age", "eve")],
     })
     assert labelled_triples(store_path, {"People": ("name",)}) == want
+    from provplug.index import build_index
+
+    build_index(store_path, engine="local")
     answer = provplug.open(store_path).lineage(table="OldByCity", column="oldest", where="city = 'NY'").to_dict()
-    shown = {(v["table"], v["column"], v["value"]) for v in answer["values"]}
-    assert {("People", "age", 30), ("People", "age", 52)} <= shown
+    shown = {(v["table"], v["column"], v["value"]) for v in answer["lineage"]}
+    assert shown == {("People", "age", 30), ("People", "age", 52)}
 
 
 def test_rows_and_triples_keep_only_the_files_of_used_task_attempts(spark: Any, store_path: Path, mocker: Any) -> None:
