@@ -58,7 +58,6 @@ step is rewritten again without group joins.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -323,7 +322,7 @@ class PlanRewriter:
             raise CaptureError(f"a step output has duplicate column names {names}: rename them before returning")
         if any(n.startswith((PROV_PREFIX, HIDDEN_PREFIX)) for n in names):
             raise CaptureError(f"a step output has a column named {PROV_PREFIX}* or {HIDDEN_PREFIX}*, which provplug reserves")
-        result = self._rewrite_output(plan, out_attrs, allow_groups=not os.environ.get("PPNOGROUP"))
+        result = self._rewrite_output(plan, out_attrs, allow_groups=True)
         if result is None:  # a column would mix group-join and per-row provenance
             result = self._rewrite_output(plan, out_attrs, allow_groups=False)
         assert result is not None
@@ -444,9 +443,13 @@ class PlanRewriter:
             if expr_id in seen:  # Spark may project one attribute twice
                 continue
             seen.add(expr_id)
+            name = prov_name(expr_id)
+            if expr_id not in partners and name in self._scalar and expr.nodeName() == "AttributeReference":
+                provs.append(F.col(name))  # a column kept as it is: its provenance too (same expression id)
+                continue
             refs = self._references(expr)
             refs += [partners[self._expr_id(a)] for a in refs if self._expr_id(a) in partners]
-            provs.append(self._prov(refs, prov_name(expr_id)))
+            provs.append(self._prov(refs, name))
         return self._plan(self._frame(children[0]).select(
             *[self._column(e) for e in projections], *provs, *self._hidden(children[0])
         ))

@@ -125,10 +125,11 @@ class SparkCaptureSession:
         ))
         path = self._rows_path(table.table_id)
         self.rewriter.register(TableLeaf(table.table_id, table.columns, path, positional))
-        fields = [data_schema[c] for c in table.columns]
-        if not positional:
-            fields.append(StructField(schema.ROW_COLUMN, LongType()))
         # An explicit schema: no footer read to infer it.
+        fields = [data_schema[c] for c in table.columns]
+        if positional:  # exactly the table's columns: no projection for the rewrite to walk
+            return self.spark.read.schema(StructType(fields)).parquet(path)
+        fields.append(StructField(schema.ROW_COLUMN, LongType()))
         return self.spark.read.schema(StructType(fields)).parquet(path).select(*[_quoted(c) for c in table.columns])
 
     def _write(self, frame: DataFrame, layout: OutputLayout, table_id: int, op_id: int,
@@ -222,8 +223,6 @@ class SparkCaptureSession:
             return rows, triples, None
         keys_schema = StructType([StructField(schema.ROW_COLUMN, LongType())] + [frame.schema[h] for h in rewritten.hidden])
         keys = self.spark.read.schema(keys_schema).parquet(self.run.txn.spark_path(WORK_DIR, str(table.table_id)))
-        if os.environ.get("PPSYNC"):
-            return rows, triples + self._write_groups(keys, rewritten, table.table_id, op_id), None
         return rows, triples, self.background.submit(self._write_groups, keys, rewritten, table.table_id, op_id)
 
     def _write_groups(self, keys: DataFrame, rewritten: Rewritten, table_id: int, op_id: int) -> int:
