@@ -96,9 +96,8 @@ def ops(store: Path) -> dict[str, dict[str, Any]]:
 def test_running_example_gives_the_15_triples_of_table_4(spark: Any, store_path: Path) -> None:
     import csv
 
-    from conftest import DATA
-
     import people_spark  # examples/ on sys.path (see module fixture below)
+    from conftest import DATA
 
     people_spark.capture_people(spark, str(store_path))
 
@@ -691,9 +690,8 @@ def count_per_key(t: Any) -> Any:
 def test_a_failed_background_triple_write_fails_the_run(spark: Any, store_path: Path, mocker: Any) -> None:
     """Group-join triples are written in the background; if that write fails,
     the run fails at the end of the capture block and nothing is committed."""
-    from provplug_spark import session as spark_session
-
     from conftest import snapshot
+    from provplug_spark import session as spark_session
 
     rows = {"T": ([(1, "a"), (2, "b")], "k int, v string")}
     capture(spark, store_path, rows, lambda f: count_per_key(f["T"]))

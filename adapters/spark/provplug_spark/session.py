@@ -1,16 +1,24 @@
 """One capture run on a SparkSession: sources, steps, rows and triples.
 
-Value ids are fixed by files, not by recomputation: every source and every
-step output is materialised ONCE, with its row numbers, and downstream code
-gets a DataFrame read back from those stored rows. A step output is first
-written to a work dataset holding its columns, its row numbers, its per-row
-provenance (one id or an array of ids per column) and the hidden grouping
-values of aggregates whose provenance is deferred to a group join (all
-computed by :mod:`.jvm`'s plan rewrite, in the same Spark job); the table's
-rows and its triples are then both derived from that one materialisation, so
-they cannot disagree even when the plan is nondeterministic (sample, limit
-after shuffle, ...). A group join recomputes only an aggregate's input rows,
-which the rewrite allows only when they are stable under recomputation.
+Value ids are fixed by files, not by recomputation: every table is stored
+ONCE with its row numbers, and downstream code gets a DataFrame read back from
+those stored rows.
+
+* A source that is a bare read of Parquet files is not rewritten at all: the
+  files are copied into the store and a row's number is its file's offset
+  (in the copy's name) plus its position (``_metadata.row_index`` for Spark),
+  see :mod:`provplug.schema`. Any other source is written like an output.
+* A step output is written by ONE Spark job (:mod:`.writer`): each task
+  numbers its rows and writes them, the triples of their per-row provenance
+  (computed by :mod:`.jvm`'s plan rewrite in the same job) and the hidden
+  grouping values of aggregates whose provenance is deferred to a group join.
+  Rows and triples come from the same task, so they cannot disagree even
+  when the plan is nondeterministic (sample, limit after shuffle, ...).
+* Group joins (:mod:`.triples`) then join those stored keys back to the
+  recomputed input rows of the aggregate — allowed by the rewrite only when
+  those rows are stable under recomputation — in a background thread while
+  the pipeline goes on; :meth:`SparkCaptureSession.close` waits for them, and
+  a failure there fails the run.
 
 The DataFrame handed downstream is ``spark.read.parquet(rows/<table>)``
 restricted to the table's columns: the row-number column stays in the files
@@ -22,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
-import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -38,7 +45,7 @@ from provplug.errors import CaptureError
 from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin
 
 from .jvm import PlanRewriter, Rewritten, TableLeaf, parquet_files
-from .triples import _array_distinct, group_jobs
+from .triples import distinct_ids, group_jobs
 from .writer import (
     RESULT_SCHEMA,
     OutputLayout,
@@ -215,7 +222,7 @@ class SparkCaptureSession:
         layout = OutputLayout(tuple(table.columns), tuple((j, ((p, scalar),)) for j, p, scalar in provs), tuple(rewritten.hidden))
         frame = rewritten.frame.select(
             *[_quoted(c) for c in table.columns],
-            *[_array_distinct(p, scalar) for _, p, scalar in provs],
+            *[distinct_ids(p, scalar) for _, p, scalar in provs],
             *[F.col(h) for h in rewritten.hidden],
         )
         rows, triples = self._write(frame, layout, table.table_id, op_id, keys=bool(rewritten.hidden))

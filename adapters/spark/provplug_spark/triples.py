@@ -46,11 +46,12 @@ def group_jobs(keys: DataFrame, rewritten: Rewritten, table_id: int) -> list[tup
         else:
             members = sorted({n for _, names in columns for n in names})
             cells = tuple((j, tuple((n, group.scalar[n]) for n in names)) for j, names in columns)
-            jobs.append((joined.select(F.col(schema.ROW_COLUMN), *[_array_distinct(n, group.scalar[n]) for n in members]), cells))
+            jobs.append((joined.select(F.col(schema.ROW_COLUMN), *[distinct_ids(n, group.scalar[n]) for n in members]), cells))
     return jobs
 
 
-def _array_distinct(name: str, scalar: bool) -> Column:
+def distinct_ids(name: str, scalar: bool) -> Column:
+    """Provenance column ``name`` as sent to the writer: arrays deduplicated."""
     return F.col(name) if scalar else F.array_distinct(F.col(name)).alias(name)
 
 
