@@ -657,6 +657,24 @@ def test_parquet_source_is_stored_as_copies_numbered_by_position(spark: Any, sto
     assert shown == {("People", "age", 30), ("People", "age", 52)}
 
 
+def test_parquet_source_read_with_fewer_columns_is_written_not_copied(spark: Any, store_path: Path, tmp_path: Path) -> None:
+    pq.write_table(pa.table({"name": ["ann", "bob"], "age": [30, 41], "secret": ["x", "y"]}), tmp_path / "p.parquet")
+
+    @provplug.step("Ages", output="AgeOnly")
+    def ages(people: Any) -> Any:
+        return people.select("age")
+
+    with provplug.capture(spark, store=store_path) as run:
+        ages(run.source(spark.read.schema("name string, age long").parquet(str(tmp_path / "p.parquet")), "People"))
+    people = next(t for t in open_store(store_path).tables().to_pylist() if t["name"] == "People")
+    folder = Path(open_store(store_path).run_paths("rows")[0], str(people["table_id"]))
+    assert not any(p.name.startswith(schema.POSITIONAL_PREFIX) for p in folder.iterdir())
+    assert sorted(r["name"] for r in table_rows(store_path, "People")) == ["ann", "bob"]
+    assert all(set(r) == {"name", "age"} for r in table_rows(store_path, "People"))
+    assert labelled_triples(store_path, {"People": ("name",), "AgeOnly": ("age",)}) == expect("Ages", "AgeOnly", {
+        ("age", 30): [("People", "age", "ann")], ("age", 41): [("People", "age", "bob")]})
+
+
 def test_rows_and_triples_keep_only_the_files_of_used_task_attempts(spark: Any, store_path: Path, mocker: Any) -> None:
     """Writer tasks name files by partition and attempt; a file no used
     attempt reported (a failed or duplicate attempt's) is deleted."""

@@ -86,12 +86,23 @@ class SparkCaptureSession:
         columns = self._checked_columns(frame.columns, name)
         table = self.run.new_table(name, "source", columns)
         files = parquet_files(frame)
-        if files is not None:  # immutable input files: stored as copies, rows numbered by position
+        if files is not None and self._same_columns(files, columns):
+            # Immutable input files: stored as copies, rows numbered by position.
             rows = self._copy_positional(files, table.table_id)
             return self._publish(table, "source", rows, frame.schema, positional=True)
         layout = OutputLayout(tuple(columns), (), ())
         rows, _ = self._write(frame.select(*[_quoted(c) for c in columns]), layout, table.table_id, 0)
         return self._publish(table, "source", rows, frame.schema)
+
+    @staticmethod
+    def _same_columns(uris: Sequence[str], columns: Sequence[str]) -> bool:
+        """Whether every file holds exactly the table's columns (a read with a
+        narrower schema is written instead, so stored rows show only the table)."""
+        for uri in uris:
+            source_fs, path = pafs.FileSystem.from_uri(uri)
+            if set(pq.read_schema(source_fs.open_input_file(path)).names) != set(columns):
+                return False
+        return True
 
     def _copy_positional(self, uris: Sequence[str], table_id: int) -> int:
         fs = self.run.txn.store.fs
