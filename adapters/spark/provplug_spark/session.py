@@ -85,9 +85,8 @@ class SparkCaptureSession:
         frame = data if isinstance(data, DataFrame) else self.spark.createDataFrame(data)
         columns = self._checked_columns(frame.columns, name)
         table = self.run.new_table(name, "source", columns)
-        files = parquet_files(frame)
-        if files is not None and self._same_columns(files, columns):
-            # Immutable input files: stored as copies, rows numbered by position.
+        files = self._parquet_parts(parquet_files(frame), columns)
+        if files is not None:  # immutable input files: stored as copies, rows numbered by position
             rows = self._copy_positional(files, table.table_id)
             return self._publish(table, "source", rows, frame.schema, positional=True)
         layout = OutputLayout(tuple(columns), (), ())
@@ -95,23 +94,27 @@ class SparkCaptureSession:
         return self._publish(table, "source", rows, frame.schema)
 
     @staticmethod
-    def _same_columns(uris: Sequence[str], columns: Sequence[str]) -> bool:
-        """Whether every file holds exactly the table's columns (a read with a
-        narrower schema is written instead, so stored rows show only the table)."""
+    def _parquet_parts(uris: Sequence[str] | None, columns: Sequence[str]) -> list[tuple[pafs.FileSystem, str, int]] | None:
+        """(filesystem, path, rows) of each file, when every file holds exactly
+        the table's columns (a read with a narrower schema is written instead,
+        so stored rows show only the table); else None."""
+        if uris is None:
+            return None
+        parts = []
         for uri in uris:
             source_fs, path = pafs.FileSystem.from_uri(uri)
-            if set(pq.read_schema(source_fs.open_input_file(path)).names) != set(columns):
-                return False
-        return True
+            metadata = pq.ParquetFile(source_fs.open_input_file(path)).metadata
+            if set(metadata.schema.to_arrow_schema().names) != set(columns):
+                return None
+            parts.append((source_fs, path, metadata.num_rows))
+        return parts
 
-    def _copy_positional(self, uris: Sequence[str], table_id: int) -> int:
+    def _copy_positional(self, parts: Sequence[tuple[pafs.FileSystem, str, int]], table_id: int) -> int:
         fs = self.run.txn.store.fs
         folder = self.run.txn.path("rows", str(table_id))
         fs.create_dir(folder, recursive=True)
         offset = 0
-        for uri in uris:
-            source_fs, path = pafs.FileSystem.from_uri(uri)
-            rows = pq.ParquetFile(source_fs.open_input_file(path)).metadata.num_rows
+        for source_fs, path, rows in parts:
             if rows == 0:
                 continue  # no row to number; two files must not share an offset
             pafs.copy_files(path, f"{folder}/{schema.positional_name(offset)}",
