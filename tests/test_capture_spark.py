@@ -705,17 +705,24 @@ def count_per_key(t: Any) -> Any:
     return t.groupBy("k").agg(F.count("v").alias("n"))
 
 
+@provplug.step("Total", output="Totals")
+def count_all(t: Any) -> Any:
+    return t.agg(F.count("v").alias("n"))
+
+
 def test_a_failed_background_triple_write_fails_the_run(spark: Any, store_path: Path, mocker: Any) -> None:
-    """Group-join triples are written in the background; if that write fails,
-    the run fails at the end of the capture block and nothing is committed."""
+    """Group-join triples (a global aggregate's) are written in the background;
+    if that write fails, the run fails at the end of the capture block and
+    nothing is committed."""
     from conftest import snapshot
     from provplug_spark import session as spark_session
 
     rows = {"T": ([(1, "a"), (2, "b")], "k int, v string")}
-    capture(spark, store_path, rows, lambda f: count_per_key(f["T"]))
+    capture(spark, store_path, rows, lambda f: count_all(f["T"]))
+    assert labelled_triples(store_path) == expect("Total", "Totals", {("n", 2): [("T", "v", 1), ("T", "v", 2)]})
     before = snapshot(store_path)
     mocker.patch.object(spark_session.SparkCaptureSession, "_write_groups", side_effect=RuntimeError("disk full"))
     with pytest.raises(RuntimeError, match="disk full"):
-        capture(spark, store_path, rows, lambda f: count_per_key(f["T"]))
+        capture(spark, store_path, rows, lambda f: count_all(f["T"]))
     assert snapshot(store_path) == before
     assert len(open_store(store_path).runs()) == 1

@@ -2,63 +2,69 @@
 py4j / Catalyst internals.
 
 Given the DataFrame a step returned, :class:`PlanRewriter` walks its analyzed
-logical plan bottom-up and rebuilds it so that, beside every output column
-``c`` (attribute with expression id ``N``), a column ``__pv_N`` of type
-``array<bigint>`` holds the value ids of the step-input cells ``c``'s cell was
-derived from (DESIGN §3). This is Perm/GProM-style provenance rewriting: the
-original Catalyst nodes and expressions are reused as they are (wrapped back
-into Columns), so Spark's own semantics compute the data, and only the
-provenance columns are added. A provenance column that can only ever hold one
-id (a source cell, or a copy/rename of one) is kept as a plain ``bigint``
-(null = no parent) instead of a one-element array, which makes the common
-case (filters, projections, ``collect_list`` in aggregates) much cheaper. Nodes whose rules are not known raise
-:class:`CaptureError` naming the operation: never capture wrongly.
+logical plan bottom-up and rebuilds it so that its rows carry the **row
+numbers** of the step-input rows they were derived from, in a few extra
+columns (``__pv_<n>``), while *which* input columns each output column depends
+on is worked out statically, in Python (DESIGN §3). The provenance of an
+output cell is a set of :class:`~.writer.Term` s: "the ids ``base + r`` for each
+row number ``r`` that row-number column ``__pv_<n>`` holds in this row", where
+``base`` is the value id of row 0 of one input column. So a step over a
+19-column table carries ONE row number per row, not 19 value ids, and an
+aggregate collects one list of member row numbers per input table, not one per
+column; :mod:`.writer` expands terms into triples with NumPy. This is
+Perm/GProM-style provenance rewriting: the original Catalyst nodes and
+expressions are reused as they are (wrapped back into Columns), so Spark's own
+semantics compute the data, and only row-number columns are added. Nodes
+whose rules are not known raise :class:`CaptureError` naming the operation:
+never capture wrongly.
 
-Rules per node (children rewritten first; ``prov(a)`` = the array of ``a``):
+Rules per node (children rewritten first; ``terms(a)`` = the terms of attribute ``a``):
 
-* table leaf (a Parquet read of ``rows/<table>/``): ``prov(c) = id(table, c, row)``;
-  other leaves built inside the step (``createDataFrame``, ``range``) are
-  literals: empty arrays.
+* table leaf (a Parquet read of ``rows/<table>/``): one row-number column
+  (the stored row number, or for copies of source files the file offset plus
+  ``_metadata.row_index``); ``terms(c) = {(row, id(table, c, 0))}``. Other
+  leaves built inside the step (``createDataFrame``, ``range``) are literals:
+  no terms.
 * Filter / Sort / Limit / Sample / Repartition / hints / aliases: the node is
-  kept with the rewritten child; provenance columns pass through (copy).
-* Project: ``prov(e) = ∪ prov(a) for a in references(e)``; a ``using`` join's
-  merged key also gets its partner key's provenance.
-* Aggregate / Distinct: ``prov(e) = ∪ over the group of ∪ prov(references(e))``;
-  an aggregate function with no references (``count(*)``) adds the grouping
-  keys' references (no keys: every column). Deduplicate: keys as aggregate,
-  other columns from the kept row (``first``, evaluated in lock-step).
-  Where it is safe (see *group joins* below) this union is not built at all.
-* Join: kept with rewritten children; each side keeps its own arrays.
-* Union: positional, the rewritten children projected in the same order.
+  kept with the rewritten child; row numbers pass through (copy).
+* Project: ``terms(e) = ∪ terms(a) for a in references(e)``; a ``using``
+  join's merged key also gets its partner key's terms.
+* Aggregate / Distinct: ``terms(e) = ∪ terms(references(e))`` with each
+  row-number column replaced by the list of the group's row numbers
+  (``collect_list``, one per input row-number column); an aggregate function
+  with no references (``count(*)``) adds the grouping keys' references (no
+  keys: every column). Deduplicate: keys as aggregate, other columns from the
+  kept row (``first`` of the row numbers, evaluated in lock-step).
+* Join: kept with rewritten children; each side keeps its row numbers.
+* Union: positional, every branch projected to the same row-number columns
+  (null where a branch has none).
 * Generate (explode, posexplode, ...): generator outputs <- the generator's
-  referenced cells of the row; other columns copy.
-* Window: ``collect_list`` of the referenced cells over the same window spec
-  and frame (rank-like functions: the order-by cells).
+  referenced terms; other columns copy.
+* Window: ``collect_list`` of the referenced row numbers over the same window
+  spec and frame (rank-like functions: the order-by cells).
 
-Group joins (the fast path for aggregates). Building ``collect_list`` arrays
-of every group member's ids and exploding them again is the dominant cost of
-capturing an aggregate. When (a) no row-merging node (aggregate, distinct,
-window) lies above the aggregate inside the step, and (b) its input rows are
-*stable* — recomputing its rewritten child yields the same rows with the same
-grouping values and provenance ids (no limit, sample, nondeterministic
-expression, window or aggregate below) — the aggregate instead emits its
-grouping values as hidden columns (``__pgk_<n>_<i>``, plus a marker
-``__pgm_<n>`` that is non-null on rows it produced) that travel to the step
-output like data. Its provenance is *deferred*: the triples of the output
-cells are produced after the output is materialised, by joining the stored
-output rows (row number + hidden keys) back to the recomputed child rows on
-the grouping values (null-safe equality) — a plain equi-join that yields
-(src, dst) pairs directly. Row ids stay those of the single materialisation;
-the child is recomputed only to enumerate group members, which (b) makes
-deterministic. A column mixing deferred and per-row provenance (or two
-aggregates' deferred provenance) could yield duplicate triples, so such a
-step is rewritten again without group joins.
+Group joins (global aggregates). An aggregate without grouping keys puts
+every input row in its one group, so a list of its members would have to fit
+one row. When (a) no row-merging node (aggregate, distinct, window) lies
+above it inside the step, and (b) its input rows are *stable* — recomputing
+its rewritten child yields the same rows with the same row numbers (no limit,
+sample, nondeterministic expression, window or aggregate below) — and come
+from distinct input rows, its provenance is *deferred* instead: it emits a
+marker (``__pgm_<n>``, non-null on the rows it produced) that travels to the
+step output like data, and the triples of its cells are produced after the
+output is materialised by joining the stored output rows back to the
+recomputed child rows (:mod:`.triples`). Row ids stay those of the single
+materialisation; (b) makes the recomputation deterministic. A column mixing
+deferred and per-row provenance (or two aggregates' deferred provenance)
+could not be written by one join, so such a step is rewritten again without
+group joins.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from py4j.protocol import Py4JError
@@ -69,10 +75,13 @@ from provplug import ids
 from provplug.errors import CaptureError
 from provplug.schema import POSITIONAL_PREFIX, ROW_COLUMN
 
-PROV_PREFIX = "__pv_"
+from .writer import Cell, Term
+
+PROV_PREFIX = "__pv_"  # row-number columns
 RAW_PREFIX = "__pvraw_"
 HIDDEN_PREFIX = "__pg"  # group-join keys (__pgk_<n>_<i>) and markers (__pgm_<n>); never __pv_
-EMPTY_PROV = "array<bigint>"
+ROWS_TYPE = "bigint"
+ROW_LIST_TYPE = "array<bigint>"
 
 # Nodes whose output is their child's output, row for row or a subset/reordering.
 COPY_NODES = {
@@ -102,13 +111,15 @@ BLACK_BOX_NODES = {
 # Nodes that merge rows: an aggregate below one cannot defer its provenance.
 MERGING_NODES = {"Aggregate", "Distinct", "Deduplicate", "Window"}
 # Nodes whose recomputation may yield other rows (or other values of the same
-# row): an aggregate above one keeps the array path.
+# row): an aggregate above one collects lists.
 UNSTABLE_NODES = {"GlobalLimit", "LocalLimit", "Offset", "Tail", "Sample", "Deduplicate", "Window", "Aggregate"}
 # Nodes under which every row comes from a different input row (or from a
-# literal): source ids cannot repeat across the rows of a group.
+# literal): a row number cannot repeat across the rows of a group.
 INJECTIVE_NODES = {"LogicalRelation", "Relation", "Project", "Filter", "Sort", "Repartition",
                    "RepartitionByExpression", "RebalancePartitions", "ResolvedHint", "SubqueryAlias",
                    "View", "Subquery"} | CONSTANT_LEAVES
+# Joins whose output has the left side's columns only.
+LEFT_ONLY_JOINS = {"LeftSemi", "LeftAnti"}
 UDF_EXPRESSIONS = {"PythonUDF", "PythonUDAF", "ScalaUDF", "ScalaAggregator", "PythonUDTF"}
 RANK_LIKE = {"Rank", "DenseRank", "PercentRank", "CumeDist", "RowNumber", "NTile"}
 UNSUPPORTED_EXPRESSIONS = {
@@ -129,30 +140,45 @@ class TableLeaf:
 
 
 @dataclasses.dataclass(frozen=True)
+class RowColumn:
+    """What a row-number column of the rewritten plan holds."""
+
+    table_id: int
+    scalar: bool  # one row number (or null), not an array of them
+    may_repeat: bool  # an array may hold one row number several times
+
+
+@dataclasses.dataclass(frozen=True)
 class GroupJoin:
-    """The deferred provenance of one aggregate (see *group joins* above)."""
+    """The deferred provenance of one global aggregate (see *group joins* above)."""
 
     marker: str  # hidden output column: non-null on the rows this aggregate produced
-    keys: tuple[str, ...]  # hidden output columns holding the grouping values
-    child: DataFrame  # the recomputed input rows: the same ``keys`` columns, then provenance columns
-    scalar: dict[str, bool]  # child provenance column -> one id (or null) rather than an array
-    distinct: bool  # a source id may repeat across a group's rows: deduplicate the triples
+    child: DataFrame  # the recomputed input rows: their row-number columns
+    cells: tuple[Cell, ...]  # the aggregate's output cells over the child's row-number columns
 
 
 @dataclasses.dataclass
 class Rewritten:
-    """The provenance-carrying DataFrame of a step output and what it used."""
+    """The row-number-carrying DataFrame of a step output and what it used."""
 
-    frame: DataFrame  # the output's columns, one ``__pv_N`` per column, then the hidden group-join columns
-    prov_columns: list[str]
-    prov_scalar: list[bool]  # per column: a bigint id (or null) rather than an array
-    prov_none: list[bool]  # per column: no per-row provenance (the column is null)
-    deferred: list[tuple[int, tuple[str, ...]] | None]  # per column: (group, child provenance columns)
-    groups: list[GroupJoin]
+    frame: DataFrame  # the output's columns, the row-number columns ``cells`` use, then the hidden columns
+    cells: list[Cell]  # per-row provenance of the output columns (columns without any are left out)
+    groups: list[GroupJoin]  # deferred provenance: the output's cells that each group join fills in
     hidden: list[str]
     inputs: set[int]
     operations: list[str]
     uses_udf: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class _Node:
+    """A rewritten plan node and what the rewrite knows about its rows."""
+
+    plan: Any
+    rows: tuple[str, ...]  # its row-number columns
+    hidden: tuple[str, ...]  # its group-join columns
+    stable: bool = True  # recomputation yields the same rows with the same row numbers
+    injective: bool = True  # every row comes from distinct input rows
 
 
 def parquet_files(frame: DataFrame) -> list[str] | None:
@@ -170,13 +196,13 @@ def parquet_files(frame: DataFrame) -> list[str] | None:
     return sorted(frame.inputFiles())
 
 
-def prov_name(expr_id: int) -> str:
-    return f"{PROV_PREFIX}{expr_id}"
-
-
 def _norm_path(path: str) -> str:
     """A path without scheme and slashes at the ends, to compare Spark's root paths."""
     return path.removeprefix("file:").split("://", 1)[-1].strip("/")
+
+
+def _null(name: str, scalar: bool) -> Column:
+    return F.lit(None).cast(ROWS_TYPE if scalar else ROW_LIST_TYPE).alias(name)
 
 
 class PlanRewriter:
@@ -187,13 +213,13 @@ class PlanRewriter:
         self.jvm = spark._jvm
         self.jss = spark._jsparkSession
         self.leaves: dict[str, TableLeaf] = {}
-        self._scalar: dict[str, bool] = {}  # provenance column -> holds one id, not an array
-        self._none: set[str] = set()  # provenance columns known to be null (no per-row parent)
-        self._deferred: dict[str, frozenset[tuple[int, str]]] = {}  # column -> {(group, child provenance)}
+        self._terms: dict[int, frozenset[Term]] = {}  # expression id -> per-row provenance
+        self._deferred: dict[int, frozenset[tuple[int, Term]]] = {}  # expression id -> {(group, child term)}
+        self._rows: dict[str, RowColumn] = {}
+        self._names: Iterator[int] = itertools.count()
         self._groups: list[GroupJoin] = []
         self._allow_groups = True
         self._merging_above = False  # for the node being handled: a merging node lies above it
-        self._child_flags: list[tuple[bool, bool]] = []  # its children: (stable, injective)
         self._expr_utils = self.jvm.org.apache.spark.sql.classic.ExpressionUtils
         classic = self.jvm.org.apache.spark.sql.classic
         self._to_expression = getattr(getattr(classic, "ColumnNodeToExpressionConverter$"), "MODULE$")
@@ -244,74 +270,53 @@ class PlanRewriter:
     def _expression_names(self, node: Any) -> set[str]:
         return {e.nodeName() for top in self._items(node.expressions()) for e in self._walk_expressions(top)}
 
-    # -- provenance expressions -----------------------------------------------
-    @staticmethod
-    def _empty() -> Column:
-        return F.array().cast(EMPTY_PROV)
-
-    def _as_array(self, names: Sequence[str]) -> Column:
-        """The provenance of ``names`` as one array (scalars' nulls dropped)."""
-        names = [n for n in names if n not in self._none]
-        scalars = [F.col(n) for n in names if self._scalar[n]]
-        parts = [F.array_compact(F.array(*scalars))] if scalars else []
-        parts += [F.coalesce(F.col(n), self._empty()) for n in names if not self._scalar[n]]
-        if not parts:
-            return self._empty()
-        return parts[0] if len(parts) == 1 and len(names) == 1 else F.array_distinct(F.concat(*parts))
-
-    def _names(self, attrs: Sequence[Any]) -> list[str]:
-        return sorted({prov_name(self._expr_id(a)) for a in attrs})
-
-    def _union(self, attrs: Sequence[Any]) -> tuple[Column, bool]:
-        """Per row: the union of the per-row provenance of ``attrs``, and whether
-        it is a scalar (exactly one source id, or null for none)."""
-        names = [n for n in self._names(attrs) if n not in self._none]
-        if not names:
-            return F.lit(None).cast("bigint"), True
-        if len(names) == 1:
-            return F.col(names[0]), self._scalar[names[0]]
-        return self._as_array(names), False
-
-    def _set_kind(self, name: str, scalar: bool, none: bool, deferred: frozenset[tuple[int, str]] = frozenset()) -> None:
-        self._scalar[name] = scalar
-        if none:
-            self._none.add(name)
-        else:
-            self._none.discard(name)
-        self._deferred[name] = deferred
-
-    def _deferred_of(self, attrs: Sequence[Any]) -> frozenset[tuple[int, str]]:
-        return frozenset().union(*[self._deferred.get(n, frozenset()) for n in self._names(attrs)])
-
-    def _prov(self, attrs: Sequence[Any], name: str) -> Column:
-        """``name`` := the per-row union of ``attrs``' provenance (deferred parts carried along)."""
-        column, scalar = self._union(attrs)
-        none = all(n in self._none for n in self._names(attrs))
-        self._set_kind(name, scalar, none, self._deferred_of(attrs))
-        return column.alias(name)
-
-    def _hidden(self, plan: Any) -> list[Column]:
-        """The group-join columns ``plan`` carries, to keep them through a projection."""
-        return [self._column(a) for a in self._items(plan.output()) if a.name().startswith(HIDDEN_PREFIX)]
-
-    def _check_not_deferred(self, names: Sequence[str]) -> None:
-        if any(self._deferred.get(n) for n in names):  # excluded by the merging-above rule
-            raise CaptureError("internal: row-merging operation over deferred aggregate provenance")
-
-    def _group_union(self, attrs: Sequence[Any], name: str) -> Column:
-        """``name`` := over a group, the union of ``attrs``' provenance of every row
-        (an array; :meth:`_aggregate` records that once every output is built,
-        because a grouping key keeps its input's name)."""
-        names = [n for n in self._names(attrs) if n not in self._none]
-        self._check_not_deferred(names)
-        # collect_list of scalars is far cheaper than of one-element arrays.
-        parts = [F.collect_list(n) if self._scalar[n] else F.flatten(F.collect_list(n)) for n in names]
-        if not parts:
-            return self._empty().alias(name)
-        return F.array_distinct(parts[0] if len(parts) == 1 else F.concat(*parts)).alias(name)
-
     def _references(self, expr: Any) -> list[Any]:
         return self._attrs(expr.references())
+
+    # -- terms -----------------------------------------------------------------
+    def _new_rows(self, kind: RowColumn) -> str:
+        name = f"{PROV_PREFIX}{next(self._names)}"
+        self._rows[name] = kind
+        return name
+
+    def _terms_of(self, attrs: Iterable[Any]) -> frozenset[Term]:
+        return frozenset().union(*[self._terms.get(self._expr_id(a), frozenset()) for a in attrs])
+
+    def _deferred_of(self, attrs: Iterable[Any]) -> frozenset[tuple[int, Term]]:
+        return frozenset().union(*[self._deferred.get(self._expr_id(a), frozenset()) for a in attrs])
+
+    def _derive(self, expr_id: int, refs: Sequence[Any]) -> None:
+        """The attribute ``expr_id`` := a function of ``refs`` in the same row."""
+        self._terms[expr_id] = self._terms_of(refs)
+        self._deferred[expr_id] = self._deferred_of(refs)
+
+    def _check_not_deferred(self, refs: Sequence[Any]) -> None:
+        if self._deferred_of(refs):  # excluded by the merging-above rule
+            raise CaptureError("internal: row-merging operation over deferred aggregate provenance")
+
+    def _relisted(self, terms: Iterable[Term], lists: dict[str, str], injective: bool) -> frozenset[Term]:
+        """``terms`` with each row-number column replaced by a list of the row
+        numbers it holds over a group or window (``lists``: row column ->
+        list column, added to for row columns not listed yet)."""
+        out = set()
+        for term in terms:
+            if term.rows not in lists:
+                source = self._rows[term.rows]
+                # A list of one number per member repeats one only when members
+                # can share an input row, or when it joins lists.
+                lists[term.rows] = self._new_rows(RowColumn(source.table_id, False, not injective or not source.scalar))
+            out.add(Term(lists[term.rows], False, term.base))
+        return frozenset(out)
+
+    def _cell(self, column: int, terms: frozenset[Term]) -> Cell:
+        ordered = tuple(sorted(terms, key=lambda t: (t.rows, t.base)))
+        tables = [self._rows[r].table_id for r in {t.rows for t in ordered}]
+        dedupe = any(self._rows[t.rows].may_repeat for t in ordered) or len(tables) != len(set(tables))
+        return Cell(column, ordered, dedupe)
+
+    @staticmethod
+    def _list_of(name: str, scalar: bool) -> Column:
+        return F.collect_list(name) if scalar else F.flatten(F.collect_list(name))
 
     # -- the rewrite ------------------------------------------------------------
     def rewrite(self, frame: DataFrame) -> Rewritten:
@@ -330,54 +335,57 @@ class PlanRewriter:
 
     def _rewrite_output(self, plan: Any, out_attrs: list[Any], allow_groups: bool) -> Rewritten | None:
         state = _Walk()
-        self._scalar, self._none, self._deferred, self._groups = {}, set(), {}, []
+        self._terms, self._deferred, self._rows, self._groups = {}, {}, {}, []
         self._allow_groups = allow_groups
-        new_plan, _, _ = self._rewrite(plan, state, merging_above=False)
-        provs = [prov_name(self._expr_id(a)) for a in out_attrs]
-        deferred: list[tuple[int, tuple[str, ...]] | None] = []
-        for p in provs:
-            parts = self._deferred.get(p, frozenset())
+        node = self._rewrite(plan, state, merging_above=False)
+        cells, deferred = [], {}
+        for j, attr in enumerate(out_attrs):
+            expr_id = self._expr_id(attr)
+            terms, parts = self._terms.get(expr_id, frozenset()), self._deferred.get(expr_id, frozenset())
             groups = {g for g, _ in parts}
-            if len(groups) > 1 or (groups and p not in self._none):
+            if len(groups) > 1 or (groups and terms):
                 return None
-            deferred.append((groups.pop(), tuple(sorted(c for _, c in parts))) if groups else None)
-        result = self._frame(new_plan).select(
-            *[self._column(a) for a in out_attrs], *[F.col(p) for p in provs], *self._hidden(new_plan)
+            if terms:
+                cells.append(self._cell(j, terms))
+            if groups:
+                deferred.setdefault(groups.pop(), []).append(self._cell(j, frozenset(t for _, t in parts)))
+        used = sorted({t.rows for c in cells for t in c.terms})
+        result = self._frame(node.plan).select(
+            *[self._column(a) for a in out_attrs], *[F.col(r) for r in used], *[F.col(h) for h in node.hidden]
         )
-        return Rewritten(
-            result, provs, [self._scalar[p] for p in provs], [p in self._none for p in provs], deferred,
-            list(self._groups), [n for n in result.columns if n.startswith(HIDDEN_PREFIX)],
-            state.inputs, state.operations, state.uses_udf,
-        )
+        groups = [dataclasses.replace(g, cells=tuple(deferred.get(n, ()))) for n, g in enumerate(self._groups)]
+        return Rewritten(result, cells, groups, list(node.hidden), state.inputs, state.operations, state.uses_udf)
 
-    def _rewrite(self, node: Any, state: _Walk, merging_above: bool) -> tuple[Any, bool, bool]:
-        """Rewrite ``node``; return the new plan and whether its rows are stable
-        under recomputation and come from distinct input rows (injective)."""
+    def _rewrite(self, node: Any, state: _Walk, merging_above: bool) -> _Node:
         name = node.nodeName()
         below_merging = merging_above or name in MERGING_NODES
-        flags = [self._rewrite(c, state, below_merging) for c in self._items(node.children())]
-        children = [plan for plan, _, _ in flags]
+        children = [self._rewrite(c, state, below_merging) for c in self._items(node.children())]
         table_read = self._is_table_read(node)
         # A table read (or provplug's column selection on it) has only attributes:
         # skip the expression walks, each a series of py4j round trips.
         deterministic = table_read or all(e.deterministic() for e in self._items(node.expressions()))
-        stable = deterministic and name not in UNSTABLE_NODES and all(s for _, s, _ in flags)
-        injective = name in INJECTIVE_NODES and all(i for _, _, i in flags)
-        self._merging_above, self._child_flags = merging_above, [(s, i) for _, s, i in flags]
+        stable = deterministic and name not in UNSTABLE_NODES and all(c.stable for c in children)
+        injective = name in INJECTIVE_NODES and all(c.injective for c in children)
+        self._merging_above = merging_above
         state.note(name, set() if table_read else self._expression_names(node), table_read)
         if name in BLACK_BOX_NODES:
             raise CaptureError(f"cannot capture {BLACK_BOX_NODES[name]} (plan node {name}) exactly; "
                                "express the step with DataFrame operations or UDFs")
-        handler: Callable[[Any, list[Any], _Walk], Any] | None = getattr(self, f"_node_{name}", None)
+        handler: Callable[[Any, list[_Node], _Walk], _Node] | None = getattr(self, f"_node_{name}", None)
         if handler is not None:
             new = handler(node, children, state)
         elif name in COPY_NODES:
-            new = self._plan(self._frame(node.withNewChildren(self._seq(children))))
+            new = _Node(self._with_children(node, children), children[0].rows, children[0].hidden)
         elif name in CONSTANT_LEAVES:
-            new = self._constant_leaf(node)
+            for attr in self._items(node.output()):
+                self._terms[self._expr_id(attr)] = frozenset()
+            new = _Node(node, (), ())
         else:
             raise CaptureError(f"cannot capture the Spark operation {name}: no provenance rule for it")
-        return new, stable, injective
+        return dataclasses.replace(new, stable=stable, injective=injective)
+
+    def _with_children(self, node: Any, children: Sequence[_Node]) -> Any:
+        return self._plan(self._frame(node.withNewChildren(self._seq([c.plan for c in children]))))
 
     def _is_table_read(self, node: Any) -> bool:
         """A table leaf, or the column selection provplug put on it: not user operations."""
@@ -391,31 +399,26 @@ class PlanRewriter:
         )
 
     # leaves ------------------------------------------------------------------
-    def _node_Relation(self, node: Any, children: list[Any], state: _Walk) -> Any:
+    def _node_Relation(self, node: Any, children: list[_Node], state: _Walk) -> _Node:
         return self._node_LogicalRelation(node, children, state)
 
-    def _node_LogicalRelation(self, node: Any, children: list[Any], state: _Walk) -> Any:
+    def _node_LogicalRelation(self, node: Any, children: list[_Node], state: _Walk) -> _Node:
         leaf = self._table_leaf(node)
         state.inputs.add(leaf.table_id)
-        attrs = self._items(node.output())
+        attrs = [(a.name(), self._expr_id(a)) for a in self._items(node.output())]
         if leaf.positional:
             # The copy's name holds its first row number (provplug.schema.positional_name).
             start = len(POSITIONAL_PREFIX) + 1
-            row = f"(CAST(substring(_metadata.file_name, {start}, 12) AS BIGINT) + _metadata.row_index)"
-        elif ROW_COLUMN in {a.name() for a in attrs}:
+            row = f"CAST(substring(_metadata.file_name, {start}, 12) AS BIGINT) + _metadata.row_index"
+        elif ROW_COLUMN in {n for n, _ in attrs}:
             row = f"CAST(`{ROW_COLUMN}` AS BIGINT)"
         else:
             raise CaptureError(f"input {leaf.path} has no {ROW_COLUMN} column")
-        provs = []
-        for attr in attrs:
-            if attr.name() == ROW_COLUMN:
-                continue
-            base = ids.value_id(leaf.table_id, leaf.columns.index(attr.name()), 0)
-            name = prov_name(self._expr_id(attr))
-            self._set_kind(name, scalar=True, none=False)  # a source cell: its own id
-            # SQL text, not Column calls: one py4j round trip per column instead of several.
-            provs.append(f"CAST({base} AS BIGINT) + {row} AS `{name}`")
-        return self._plan(self._frame(node).selectExpr("*", *provs))
+        rows = self._new_rows(RowColumn(leaf.table_id, scalar=True, may_repeat=False))
+        for name, expr_id in attrs:
+            if name != ROW_COLUMN:  # a source cell: its own id
+                self._terms[expr_id] = frozenset({Term(rows, True, ids.value_id(leaf.table_id, leaf.columns.index(name), 0))})
+        return _Node(self._plan(self._frame(node).selectExpr("*", f"{row} AS `{rows}`")), (rows,), ())
 
     def _table_leaf(self, node: Any) -> TableLeaf:
         try:
@@ -427,32 +430,24 @@ class PlanRewriter:
             raise CaptureError(f"step reads {paths}, which is not a table of this run: register it with run.source()")
         return found[0]
 
-    def _constant_leaf(self, node: Any) -> Any:
-        attrs = self._items(node.output())
-        return self._plan(self._frame(node).select(
-            *[self._column(a) for a in attrs], *[self._prov([], prov_name(self._expr_id(a))) for a in attrs]
-        ))
-
     # row-wise ------------------------------------------------------------------
-    def _node_Project(self, node: Any, children: list[Any], state: _Walk) -> Any:
+    def _node_Project(self, node: Any, children: list[_Node], state: _Walk) -> _Node:
         partners = self._using_join_partners(node)
         projections = self._items(node.projectList())
-        provs, seen = [], set()
         for expr in projections:
-            expr_id = self._expr_id(expr.toAttribute())
-            if expr_id in seen:  # Spark may project one attribute twice
-                continue
-            seen.add(expr_id)
-            name = prov_name(expr_id)
-            if expr_id not in partners and name in self._scalar and expr.nodeName() == "AttributeReference":
-                provs.append(F.col(name))  # a column kept as it is: its provenance too (same expression id)
-                continue
+            if expr.nodeName() == "AttributeReference":
+                expr_id = self._expr_id(expr)
+                if expr_id in partners:  # the merged key: both sides' key cells
+                    self._derive(expr_id, [expr, partners[expr_id]])
+                continue  # a column kept as it is keeps its terms (same expression id)
             refs = self._references(expr)
             refs += [partners[self._expr_id(a)] for a in refs if self._expr_id(a) in partners]
-            provs.append(self._prov(refs, name))
-        return self._plan(self._frame(children[0]).select(
-            *[self._column(e) for e in projections], *provs, *self._hidden(children[0])
+            self._derive(self._expr_id(expr.toAttribute()), refs)
+        child = children[0]
+        plan = self._plan(self._frame(child.plan).select(
+            *[self._column(e) for e in projections], *[F.col(c) for c in (*child.rows, *child.hidden)]
         ))
+        return _Node(plan, child.rows, child.hidden)
 
     def _using_join_partners(self, project: Any) -> dict[int, Any]:
         """For the Project a ``join(..., on="k")`` adds: merged key -> the other side's key.
@@ -486,97 +481,95 @@ class PlanRewriter:
         else:
             yield cond
 
-    def _node_Join(self, node: Any, children: list[Any], state: _Walk) -> Any:
-        return self._plan(self._frame(node.withNewChildren(self._seq(children))))
+    def _node_Join(self, node: Any, children: list[_Node], state: _Walk) -> _Node:
+        left, right = children
+        if node.joinType().toString() in LEFT_ONLY_JOINS:
+            return _Node(self._with_children(node, children), left.rows, left.hidden)
+        return _Node(self._with_children(node, children), left.rows + right.rows, left.hidden + right.hidden)
 
-    def _node_Generate(self, node: Any, children: list[Any], state: _Walk) -> Any:
-        generated = self._plan(self._frame(node.withNewChildren(self._seq(children))))
+    def _node_Generate(self, node: Any, children: list[_Node], state: _Walk) -> _Node:
         refs = self._references(node.generator())
-        out = self._items(generated.output())
-        data = [self._column(a) for a in out if not a.name().startswith(PROV_PREFIX)]
-        child_provs = [self._column(a) for a in out if a.name().startswith(PROV_PREFIX)]
-        gen_provs = [self._prov(refs, prov_name(self._expr_id(a))) for a in self._items(node.generatorOutput())]
-        return self._plan(self._frame(generated).select(*data, *child_provs, *gen_provs))
+        for attr in self._items(node.generatorOutput()):
+            self._derive(self._expr_id(attr), refs)
+        return _Node(self._with_children(node, children), children[0].rows, children[0].hidden)
 
     # set-wise ----------------------------------------------------------------
-    def _node_Union(self, node: Any, children: list[Any], state: _Walk) -> Any:
-        originals = self._items(node.children())
-        first = [prov_name(self._expr_id(a)) for a in self._items(originals[0].output())]
-        branches = [[prov_name(self._expr_id(a)) for a in self._items(o.output())] for o in originals]
-        kinds = []
-        for pos, out in enumerate(first):
-            names = [b[pos] for b in branches]
-            live = [n for n in names if n not in self._none]
-            deferred = frozenset().union(*[self._deferred.get(n, frozenset()) for n in names])
-            kinds.append((out, all(self._scalar[n] for n in live), not live, deferred))
-        frames = [self._frame(new) for new in children]
-        hidden = {f.name: f.dataType for fr in frames for f in fr.schema.fields if f.name.startswith(HIDDEN_PREFIX)}
+    def _node_Union(self, node: Any, children: list[_Node], state: _Walk) -> _Node:
+        originals = [self._items(o.output()) for o in self._items(node.children())]
+        for pos, attr in enumerate(originals[0]):  # the union's output keeps the first branch's ids
+            self._derive(self._expr_id(attr), [branch[pos] for branch in originals])
+        rows = tuple(dict.fromkeys(r for c in children for r in c.rows))
+        hidden = tuple(dict.fromkeys(h for c in children for h in c.hidden))
         aligned = []
-        for original, frame, names in zip(originals, frames, branches):
-            attrs = self._items(original.output())
-            provs = []
-            for n, (out, scalar, _, _) in zip(names, kinds):
-                if scalar:  # one id per row in every branch: stays a scalar
-                    provs.append((F.lit(None).cast("bigint") if n in self._none else F.col(n)).alias(out))
-                else:
-                    provs.append(self._as_array([n]).alias(out))
-            # Each branch's group-join columns, null in the other branches.
-            extra = [F.col(h) if h in frame.columns else F.lit(None).cast(t).alias(h) for h, t in hidden.items()]
-            aligned.append(self._plan(frame.select(*[self._column(a) for a in attrs], *provs, *extra)))
-        for out, scalar, none, deferred in kinds:
-            self._set_kind(out, scalar, none, deferred)
-        return self._plan(self._frame(node.withNewChildren(self._seq(aligned))))
+        for attrs, child in zip(originals, children):
+            aligned.append(self._plan(self._frame(child.plan).select(
+                *[self._column(a) for a in attrs],
+                *[F.col(r) if r in child.rows else _null(r, self._rows[r].scalar) for r in rows],
+                # a group's marker is null on the rows of the other branches
+                *[F.col(h) if h in child.hidden else F.lit(None).cast("boolean").alias(h) for h in hidden],
+            )))
+        plan = self._plan(self._frame(node.withNewChildren(self._seq(aligned))))
+        return _Node(plan, rows, hidden)
 
-    def _aggregate(self, grouping: list[Any], outputs: list[Any], grouped: list[tuple[str, list[Any]]], child: Any,
-                   kept: Sequence[Column] = ()) -> Any:
-        """An Aggregate of ``outputs``. The provenance column ``name`` of each
-        ``grouped`` entry is the union over the group of its attributes'
-        provenance (a group join when safe, else an array); ``kept`` are
-        provenance columns taken from one kept row (their kind is unchanged)."""
-        if self._can_group_join(grouping):
-            provs = self._group_join(grouping, grouped, child)
+    def _aggregate(self, grouping: list[Any], outputs: list[Any], grouped: list[tuple[int, list[Any]]],
+                   child: _Node, kept: Sequence[Any] = ()) -> _Node:
+        """An Aggregate of ``outputs`` over ``child``. The attribute ``expr_id``
+        of each ``grouped`` entry depends on its references in every row of
+        the group (a group join when allowed, else lists of row numbers);
+        ``kept`` attributes come from one kept row of the group."""
+        for _, refs in grouped:
+            self._check_not_deferred(refs)
+        extra: list[Column] = []
+        rows: tuple[str, ...] = ()
+        hidden: tuple[str, ...] = ()
+        if self._can_group_join(grouping, child):
+            hidden = (self._group_join(grouped, child),)
+            extra.append(F.lit(True).alias(hidden[0]))
         else:
-            provs = [self._group_union(refs, name) for name, refs in grouped]
-            # Set after building every column: a grouping key keeps its input's name.
-            for name, _ in grouped:
-                self._set_kind(name, scalar=False, none=False)
-        named = [*outputs, *[self._expression(p) for p in [*provs, *kept]]]
+            lists: dict[str, str] = {}
+            # Terms are set after relisting every entry: a grouping key keeps its input's id.
+            new = {expr_id: self._relisted(self._terms_of(refs), lists, child.injective) for expr_id, refs in grouped}
+            self._terms.update(new)
+            self._deferred.update({expr_id: frozenset() for expr_id in new})
+            extra += [self._list_of(r, self._rows[r].scalar).alias(name) for r, name in lists.items()]
+            rows = tuple(lists.values())
+        rows += self._kept_rows(kept, extra)
+        named = [*outputs, *[self._expression(c) for c in extra]]
         agg = self.jvm.org.apache.spark.sql.catalyst.plans.logical.Aggregate(
-            self._seq(grouping), self._seq(named), child, self.jvm.scala.Option.apply(None)
+            self._seq(grouping), self._seq(named), child.plan, self.jvm.scala.Option.apply(None)
         )
-        return self._plan(self._frame(agg))
+        return _Node(self._plan(self._frame(agg)), rows, hidden)
 
-    def _can_group_join(self, grouping: list[Any]) -> bool:
-        stable, _ = self._child_flags[0]
-        return self._allow_groups and not self._merging_above and stable and all(g.deterministic() for g in grouping)
+    def _kept_rows(self, kept: Sequence[Any], columns: list[Column]) -> tuple[str, ...]:
+        """Row numbers of the row a Deduplicate keeps: ``first`` of each, which
+        advances in lock-step with ``first`` of the values in one aggregate."""
+        firsts: dict[str, str] = {}
+        for attr in kept:
+            expr_id, terms = self._expr_id(attr), set()
+            for term in self._terms.get(expr_id, frozenset()):
+                if term.rows not in firsts:
+                    firsts[term.rows] = self._new_rows(self._rows[term.rows])
+                    columns.append(F.first(F.col(term.rows)).alias(firsts[term.rows]))
+                terms.add(Term(firsts[term.rows], term.scalar, term.base))
+            self._terms[expr_id] = frozenset(terms)
+        return tuple(firsts.values())
 
-    def _group_join(self, grouping: list[Any], grouped: list[tuple[str, list[Any]]], child: Any) -> list[Column]:
-        """Defer the group provenance of ``grouped`` to a join of the output rows
-        with ``child``'s rows on the grouping values; return the aggregate's
-        extra outputs (null provenance columns, hidden keys, marker)."""
+    def _can_group_join(self, grouping: list[Any], child: _Node) -> bool:
+        return (self._allow_groups and not grouping and not self._merging_above
+                and child.stable and child.injective and not child.hidden)
+
+    def _group_join(self, grouped: list[tuple[int, list[Any]]], child: _Node) -> str:
+        """Defer the provenance of ``grouped`` to a join of the output rows with
+        ``child``'s rows; return the marker column the aggregate must add."""
         n = len(self._groups)
-        keys = tuple(f"{HIDDEN_PREFIX}k_{n}_{i}" for i in range(len(grouping)))
         marker = f"{HIDDEN_PREFIX}m_{n}"
-        parts = {name: [p for p in self._names(refs) if p not in self._none] for name, refs in grouped}
-        needed = sorted({p for ps in parts.values() for p in ps})
-        self._check_not_deferred(needed)
-        values = [self._column(self._unaliased(g)) for g in grouping]
-        members = self._frame(child).select(*[v.alias(k) for v, k in zip(values, keys)], *[F.col(p) for p in needed])
-        _, injective = self._child_flags[0]
-        self._groups.append(GroupJoin(marker, keys, members, {p: self._scalar[p] for p in needed}, not injective))
-        for name, ps in parts.items():
-            self._set_kind(name, scalar=True, none=True, deferred=frozenset((n, p) for p in ps))
-        return [
-            *[F.lit(None).cast("bigint").alias(name) for name in parts],
-            *[v.alias(k) for v, k in zip(values, keys)],
-            F.lit(True).alias(marker),
-        ]
+        self._groups.append(GroupJoin(marker, self._frame(child.plan).select(*child.rows), ()))
+        for expr_id, refs in grouped:
+            self._deferred[expr_id] = frozenset((n, t) for t in self._terms_of(refs))
+            self._terms[expr_id] = frozenset()
+        return marker
 
-    @staticmethod
-    def _unaliased(expr: Any) -> Any:
-        return expr.child() if expr.nodeName() == "Alias" else expr
-
-    def _node_Aggregate(self, node: Any, children: list[Any], state: _Walk) -> Any:
+    def _node_Aggregate(self, node: Any, children: list[_Node], state: _Walk) -> _Node:
         grouping = self._items(node.groupingExpressions())
         keys = [a for g in grouping for a in self._references(g)]
         if not grouping:
@@ -587,7 +580,7 @@ class PlanRewriter:
             refs = self._references(expr)
             if self._has_reference_free_aggregate(expr):
                 refs = refs + keys
-            grouped.append((prov_name(self._expr_id(expr.toAttribute())), refs))
+            grouped.append((self._expr_id(expr.toAttribute()), refs))
         return self._aggregate(grouping, outputs, grouped, children[0])
 
     def _has_reference_free_aggregate(self, expr: Any) -> bool:
@@ -596,60 +589,55 @@ class PlanRewriter:
             for e in self._walk_expressions(expr)
         )
 
-    def _node_Distinct(self, node: Any, children: list[Any], state: _Walk) -> Any:
+    def _node_Distinct(self, node: Any, children: list[_Node], state: _Walk) -> _Node:
         attrs = self._items(node.child().output())
-        return self._aggregate(attrs, attrs, [(prov_name(self._expr_id(a)), [a]) for a in attrs], children[0])
+        return self._aggregate(attrs, attrs, [(self._expr_id(a), [a]) for a in attrs], children[0])
 
-    def _node_Deduplicate(self, node: Any, children: list[Any], state: _Walk) -> Any:
+    def _node_Deduplicate(self, node: Any, children: list[_Node], state: _Walk) -> _Node:
         keys = self._items(node.keys())
         key_ids = {self._expr_id(k) for k in keys}
         outputs, grouped, kept = [], [], []
         for attr in self._items(node.child().output()):
-            pname = prov_name(self._expr_id(attr))
             if self._expr_id(attr) in key_ids:
                 outputs.append(attr)
-                grouped.append((pname, [attr]))
+                grouped.append((self._expr_id(attr), [attr]))
             else:
-                # first() of the value and of its provenance advance in lock-step
-                # within one aggregate, so both come from the same kept row.
                 first = self._expression(F.first(self._column(attr)))
                 outputs.append(self.jvm.org.apache.spark.sql.catalyst.expressions.Alias(
                     first, attr.name(), attr.exprId(), attr.qualifier(),
                     self.jvm.scala.Option.apply(None), self._seq([]),
                 ))
-                kept.append(F.first(F.col(pname)).alias(pname))
+                kept.append(attr)
         return self._aggregate(keys, outputs, grouped, children[0], kept)
 
-    def _node_Window(self, node: Any, children: list[Any], state: _Walk) -> Any:
+    def _node_Window(self, node: Any, children: list[_Node], state: _Walk) -> _Node:
+        child = children[0]
         window_exprs = self._items(node.windowExpressions())
-        raw, flat = [], {}
+        raw: list[Any] = []
+        lists: list[tuple[str, str, bool]] = []  # (raw window column, list column, collects arrays)
         for alias in window_exprs:
             wexpr = alias.child()
             if wexpr.nodeName() != "WindowExpression":
                 raise CaptureError(f"cannot capture window expression {alias.toString()}")
             func, spec = wexpr.windowFunction(), wexpr.windowSpec()
-            if func.nodeName() in RANK_LIKE:
-                refs = [a for o in self._items(spec.orderSpec()) for a in self._references(o)]
-            else:
-                refs = self._references(func)
-            self._check_not_deferred(self._names(refs))
-            union, scalar = self._union(refs)
-            flat[self._expr_id(alias.toAttribute())] = not scalar
-            collect = self._expression(F.collect_list(union))
-            windowed = self.jvm.org.apache.spark.sql.catalyst.expressions.WindowExpression(collect, spec)
-            raw.append(self._expression(self._column(windowed).alias(f"{RAW_PREFIX}{self._expr_id(alias.toAttribute())}")))
+            refs = ([a for o in self._items(spec.orderSpec()) for a in self._references(o)]
+                    if func.nodeName() in RANK_LIKE else self._references(func))
+            self._check_not_deferred(refs)
+            mine: dict[str, str] = {}
+            self._terms[self._expr_id(alias.toAttribute())] = self._relisted(self._terms_of(refs), mine, child.injective)
+            for source, name in mine.items():
+                windowed = self.jvm.org.apache.spark.sql.catalyst.expressions.WindowExpression(
+                    self._expression(F.collect_list(source)), spec)
+                raw.append(self._expression(self._column(windowed).alias(f"{RAW_PREFIX}{name}")))
+                lists.append((f"{RAW_PREFIX}{name}", name, not self._rows[source].scalar))
         window = node.copy(
-            self._seq([*window_exprs, *raw]), node.partitionSpec(), node.orderSpec(), children[0], node.hint()
+            self._seq([*window_exprs, *raw]), node.partitionSpec(), node.orderSpec(), child.plan, node.hint()
         )
         windowed = self._plan(self._frame(window))
         kept = [a for a in self._items(windowed.output()) if not a.name().startswith(RAW_PREFIX)]
-        finals = []
-        for alias in window_exprs:
-            expr_id = self._expr_id(alias.toAttribute())
-            collected = F.col(f"{RAW_PREFIX}{expr_id}")
-            self._set_kind(prov_name(expr_id), scalar=False, none=False)
-            finals.append(F.array_distinct(F.flatten(collected) if flat[expr_id] else collected).alias(prov_name(expr_id)))
-        return self._plan(self._frame(windowed).select(*[self._column(a) for a in kept], *finals))
+        finals = [(F.flatten(F.col(r)) if arrays else F.col(r)).alias(name) for r, name, arrays in lists]
+        plan = self._plan(self._frame(windowed).select(*[self._column(a) for a in kept], *finals))
+        return _Node(plan, child.rows + tuple(name for _, name, _ in lists), child.hidden)
 
 
 @dataclasses.dataclass

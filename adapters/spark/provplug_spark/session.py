@@ -38,14 +38,14 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StructField, StructType
+from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from provplug import ids, schema
 from provplug.errors import CaptureError
 from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin
 
 from .jvm import PlanRewriter, Rewritten, TableLeaf, parquet_files
-from .triples import distinct_ids, group_jobs
+from .triples import group_jobs
 from .writer import (
     RESULT_SCHEMA,
     OutputLayout,
@@ -225,30 +225,22 @@ class SparkCaptureSession:
 
     def _materialise(self, table: TableInfo, rewritten: Rewritten, op_id: int) -> tuple[int, int, Future[int] | None]:
         """Write the output once (rows, row numbers, per-row triples and the
-        keys of group joins); start writing the group joins' triples from
-        those keys in the background. Return (rows, triples written, the
-        background job's triple count)."""
-        provs = tuple(
-            (j, p, scalar)
-            for j, (p, none, scalar) in enumerate(zip(rewritten.prov_columns, rewritten.prov_none, rewritten.prov_scalar))
-            if not none
-        )
-        layout = OutputLayout(tuple(table.columns), tuple((j, ((p, scalar),)) for j, p, scalar in provs), tuple(rewritten.hidden))
-        frame = rewritten.frame.select(
-            *[_quoted(c) for c in table.columns],
-            *[distinct_ids(p, scalar) for _, p, scalar in provs],
-            *[F.col(h) for h in rewritten.hidden],
-        )
-        rows, triples = self._write(frame, layout, table.table_id, op_id, keys=bool(rewritten.hidden))
-        if not rewritten.hidden:
+        markers of group joins); start writing the group joins' triples in
+        the background. Return (rows, triples written, the background job's
+        triple count)."""
+        deferred = any(g.cells for g in rewritten.groups)
+        layout = OutputLayout(tuple(table.columns), tuple(rewritten.cells), tuple(rewritten.hidden) if deferred else ())
+        rows, triples = self._write(rewritten.frame, layout, table.table_id, op_id, keys=deferred)
+        if not deferred:
             return rows, triples, None
-        keys_schema = StructType([StructField(schema.ROW_COLUMN, LongType())] + [frame.schema[h] for h in rewritten.hidden])
+        keys_schema = StructType([StructField(schema.ROW_COLUMN, LongType())]
+                                 + [StructField(h, BooleanType()) for h in rewritten.hidden])
         keys = self.spark.read.schema(keys_schema).parquet(self.run.txn.spark_path(WORK_DIR, str(table.table_id)))
         return rows, triples, self.background.submit(self._write_groups, keys, rewritten, table.table_id, op_id)
 
     def _write_groups(self, keys: DataFrame, rewritten: Rewritten, table_id: int, op_id: int) -> int:
         written = 0
-        for g, (frame, cells) in enumerate(group_jobs(keys, rewritten, table_id)):
+        for g, (frame, cells) in enumerate(group_jobs(keys, rewritten)):
             target = Target(self.run.txn.store.fs, table_id, op_id, None, self.run.txn.path("triples"), job=f"group{g}")
             job = frame.mapInArrow(functools.partial(write_pairs, target, cells), RESULT_SCHEMA)
             written += self._run_writer(job, target).get("triples", 0)

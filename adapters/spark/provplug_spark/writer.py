@@ -69,8 +69,23 @@ class Target:
         return f"{self.prefix}p{partition:05d}-a{attempt}.parquet"
 
 
-# (output column index, ((provenance column, holds one id rather than an array), ...))
-Cell = tuple[int, tuple[tuple[str, bool], ...]]
+@dataclasses.dataclass(frozen=True)
+class Term:
+    """Part of a cell's provenance: the ids ``base + r`` for every row number
+    ``r`` that the row-number column ``rows`` holds in the cell's row."""
+
+    rows: str  # a bigint column (one row number, or null for none) or an array<bigint> column
+    scalar: bool  # ``rows`` holds one row number, not an array of them
+    base: int  # value id of row 0 of the source column (ids.value_id(table, column, 0))
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """How the triples of output column ``column`` come from a batch's row-number columns."""
+
+    column: int
+    terms: tuple[Term, ...]
+    dedupe: bool  # two terms (or one array) may yield one id twice: keep each (src, dst) once
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,15 +169,23 @@ def triples_table(src: np.ndarray, dst: np.ndarray, op_id: int, table_id: int) -
 
 def cell_pairs(batch: pa.RecordBatch, rows: np.ndarray, cells: Sequence[Cell], table_id: int) -> tuple[np.ndarray, np.ndarray]:
     """(src, dst) of the cells of ``batch``'s rows: output column ``j`` of row
-    ``rows[i]`` gets every distinct id its provenance columns hold in row
-    ``i`` (a one-id column when not null, an array column each element)."""
+    ``rows[i]`` gets ``base + r`` for each term of its cell and each row
+    number ``r`` the term's column holds in row ``i`` (nulls hold none)."""
+    expanded: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     srcs, dsts = [], []
-    for j, names in cells:
-        base = ids.value_id(table_id, j, 0)
-        parts = [_ids_of(batch.column(name), scalar) for name, scalar in names]
-        src = np.concatenate([p[0] for p in parts])
-        dst = base + rows[np.concatenate([p[1] for p in parts])]
-        if len(names) > 1:  # one triple per distinct id of a cell (arrays come distinct)
+    for cell in cells:
+        base = ids.value_id(table_id, cell.column, 0)
+        parts = []
+        for term in cell.terms:
+            if term.rows not in expanded:
+                expanded[term.rows] = _row_numbers(batch.column(term.rows), term.scalar)
+            numbers, parent = expanded[term.rows]
+            parts.append((term.base + numbers, parent))
+        if not parts:
+            continue
+        src = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
+        dst = base + rows[parts[0][1] if len(parts) == 1 else np.concatenate([p[1] for p in parts])]
+        if cell.dedupe:
             pairs = np.unique(np.stack([dst, src], axis=1), axis=0)
             dst, src = pairs[:, 0], pairs[:, 1]
         srcs.append(src)
@@ -172,8 +195,8 @@ def cell_pairs(batch: pa.RecordBatch, rows: np.ndarray, cells: Sequence[Cell], t
     return np.concatenate(srcs), np.concatenate(dsts)
 
 
-def _ids_of(column: pa.Array, scalar: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(non-null ids, index of the row each came from) of a provenance column."""
+def _row_numbers(column: pa.Array, scalar: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(non-null row numbers, index of the batch row each came from) of a row-number column."""
     if scalar:
         valid = column.is_valid()
         return (column.filter(valid).to_numpy(zero_copy_only=False).astype(np.int64, copy=False),
@@ -212,20 +235,15 @@ def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.Reco
     yield _result(written)
 
 
-def write_pairs(target: Target, cells: Sequence[Cell] | None, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: write the output's triples from (src, dst) pairs
-    (``cells`` None) or from rows holding ROW_COLUMN and the provenance
-    columns that ``cells`` names."""
+def write_pairs(target: Target, cells: Sequence[Cell], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: write the triples of rows holding an output row
+    number (ROW_COLUMN) and the row-number columns ``cells`` name."""
     partition, attempt = _task()
     triples_file = _Buffered(target.fs, f"{target.triples_dir}/{target.file_name(partition, attempt)}",
                              "triples", **TRIPLE_ENCODING)
     for batch in batches:
-        if cells is None:
-            src = batch.column("src").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-            dst = batch.column("dst").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-        else:
-            rows = batch.column(schema.ROW_COLUMN).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-            src, dst = cell_pairs(batch, rows, cells, target.table_id)
+        rows = batch.column(schema.ROW_COLUMN).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        src, dst = cell_pairs(batch, rows, cells, target.table_id)
         triples_file.add(triples_table(src, dst, target.op_id, target.table_id))
     yield _result(triples_file.close())
 
