@@ -171,25 +171,25 @@ def cell_pairs(batch: pa.RecordBatch, rows: np.ndarray, cells: Sequence[Cell], t
     """(src, dst) of the cells of ``batch``'s rows: output column ``j`` of row
     ``rows[i]`` gets ``base + r`` for each term of its cell and each row
     number ``r`` the term's column holds in row ``i`` (nulls hold none)."""
+    if batch.num_rows >= 1 << (63 - ids.ROW_BITS):  # the deduplication key packs (batch row, row number)
+        raise CaptureError(f"provplug: an Arrow batch of {batch.num_rows} rows; lower spark.sql.execution.arrow.maxRecordsPerBatch")
     expanded: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     srcs, dsts = [], []
     for cell in cells:
-        base = ids.value_id(table_id, cell.column, 0)
-        parts = []
+        out_base = ids.value_id(table_id, cell.column, 0)
+        by_base: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         for term in cell.terms:
             if term.rows not in expanded:
                 expanded[term.rows] = _row_numbers(batch.column(term.rows), term.scalar)
-            numbers, parent = expanded[term.rows]
-            parts.append((term.base + numbers, parent))
-        if not parts:
-            continue
-        src = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
-        dst = base + rows[parts[0][1] if len(parts) == 1 else np.concatenate([p[1] for p in parts])]
-        if cell.dedupe:
-            pairs = np.unique(np.stack([dst, src], axis=1), axis=0)
-            dst, src = pairs[:, 0], pairs[:, 1]
-        srcs.append(src)
-        dsts.append(dst)
+            by_base.setdefault(term.base, []).append(expanded[term.rows])
+        for base, parts in by_base.items():
+            numbers, parent = parts[0] if len(parts) == 1 else (np.concatenate([p[0] for p in parts]),
+                                                                np.concatenate([p[1] for p in parts]))
+            if cell.dedupe:  # one id twice in a cell only from equal (batch row, row number): unique on both at once
+                both = np.unique((parent.astype(np.int64) << ids.ROW_BITS) | numbers)
+                numbers, parent = both & (ids.MAX_ROWS - 1), both >> ids.ROW_BITS
+            srcs.append(base + numbers)
+            dsts.append(out_base + rows[parent])
     if not srcs:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     return np.concatenate(srcs), np.concatenate(dsts)
