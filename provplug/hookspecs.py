@@ -58,9 +58,10 @@ def provplug_step_started(run: RunInfo, step: StepInfo) -> None:
 def provplug_step_finished(run: RunInfo, step: StepInfo, op: OpInfo) -> None:
     """A step ran and its op (inputs, outputs, kind, operations, timing) is staged.
 
-    ``op.triples`` is None when the adapter writes some of the step's triples
-    later (Beam pipelines run at the end; Spark writes aggregates' group-join
-    triples in the background); the committed op carries the count."""
+    ``op.triples`` and ``op.finished`` are None when the adapter writes the
+    step's triples later (Beam pipelines run at the end; Spark writes each
+    step output in a background job while the pipeline goes on); the
+    committed op carries them."""
 
 
 @hookspec

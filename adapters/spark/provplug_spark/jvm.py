@@ -70,6 +70,7 @@ from typing import Any
 from py4j.protocol import Py4JError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
 from provplug import ids
 from provplug.errors import CaptureError
@@ -194,6 +195,26 @@ def parquet_files(frame: DataFrame) -> list[str] | None:
     except Py4JError:  # not a file relation (JDBC, in-memory, ...)
         return None
     return sorted(frame.inputFiles())
+
+
+class PendingFrame(ClassicDataFrame):
+    """A DataFrame whose plan is not known yet: a step output whose rows a
+    background Spark job is still writing. Its first use waits for the job
+    (and raises its error). PySpark's classic DataFrame reaches the JVM only
+    through ``_jdf``, so that is the one attribute made to wait."""
+
+    def __init__(self, spark: SparkSession, ready: Callable[[], DataFrame]) -> None:
+        self._ready = ready
+        super().__init__(None, spark)  # type: ignore[arg-type]
+
+    @property  # type: ignore[override]
+    def _jdf(self) -> Any:
+        return self._ready()._jdf
+
+    @_jdf.setter
+    def _jdf(self, value: Any) -> None:
+        if value is not None:
+            raise AttributeError("a pending step output's plan is set by its writer job")
 
 
 def _norm_path(path: str) -> str:

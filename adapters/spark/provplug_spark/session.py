@@ -44,7 +44,7 @@ from provplug import ids, schema
 from provplug.errors import CaptureError
 from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin
 
-from .jvm import PlanRewriter, Rewritten, TableLeaf, parquet_files
+from .jvm import PendingFrame, PlanRewriter, Rewritten, TableLeaf, parquet_files
 from .triples import group_jobs
 from .writer import (
     RESULT_SCHEMA,
@@ -66,6 +66,21 @@ def _quoted(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Written:
+    """A step output once its writer job has run (in the background)."""
+
+    table: TableInfo  # with its row count
+    frame: DataFrame  # its stored rows, as downstream code sees them
+    triples: int
+    finished: dt.datetime
+    groups: Future[tuple[int, dt.datetime]] | None  # its group-join triples, still being written
+
+
+def _frame_of(job: Future[_Written]) -> DataFrame:
+    return job.result().frame
+
+
 class SparkCaptureSession:
     """The Spark adapter's state for one capture run (AdapterSession protocol)."""
 
@@ -74,11 +89,14 @@ class SparkCaptureSession:
         self.run = run
         self.rewriter = PlanRewriter(spark)
         self.wrote_rows = False
-        # Group-join triples are written in the background while the pipeline
-        # goes on (Spark jobs here are mostly latency: planning, scheduling);
-        # close() waits for them and fills in the ops' triple counts.
-        self.background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="provplug-triples")
-        self.pending: list[tuple[OpInfo, list[Future[int]]]] = []
+        # A step output is written by a Spark job in the background while the
+        # pipeline goes on (its DataFrame waits for it when first used), and so
+        # are group-join triples: Spark jobs here are mostly latency (planning,
+        # scheduling, a stage's last task), so independent steps overlap.
+        # close() waits for both, records the tables and completes the ops.
+        self.steps = ThreadPoolExecutor(max_workers=2, thread_name_prefix="provplug-rows")
+        self.triples = ThreadPoolExecutor(max_workers=2, thread_name_prefix="provplug-triples")
+        self.pending: list[tuple[OpInfo, list[Future[_Written]]]] = []
 
     # -- sources ---------------------------------------------------------------
     def source(self, data: Any, name: str) -> DataFrame:
@@ -141,11 +159,15 @@ class SparkCaptureSession:
                  positional: bool = False) -> DataFrame:
         """Record ``table`` (now stored) and return its rows as the user sees them."""
         self.wrote_rows = True
-        self.run.record_table(TableInfo(
-            table.table_id, table.name, self.run.run_id, origin, table.columns, rows, bool(self.run.store_rows)
-        ))
+        self.run.record_table(self._counted(table, origin, rows))
+        self.rewriter.register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id), positional))
+        return self._read_back(table, data_schema, positional)
+
+    def _counted(self, table: TableInfo, origin: TableOrigin, rows: int) -> TableInfo:
+        return TableInfo(table.table_id, table.name, self.run.run_id, origin, table.columns, rows, bool(self.run.store_rows))
+
+    def _read_back(self, table: TableInfo, data_schema: StructType, positional: bool = False) -> DataFrame:
         path = self._rows_path(table.table_id)
-        self.rewriter.register(TableLeaf(table.table_id, table.columns, path, positional))
         # An explicit schema: no footer read to infer it.
         fields = [data_schema[c] for c in table.columns]
         if positional:  # exactly the table's columns: no projection for the rewrite to walk
@@ -190,27 +212,27 @@ class SparkCaptureSession:
         inputs: set[int] = set()
         operations: list[str] = []
         uses_udf = False
-        tables, frames, triples, later = [], [], 0, []
+        tables, frames, written = [], [], []
         for name, frame in zip(step.outputs, outputs):
             rewritten = self.rewriter.rewrite(frame)
             table = self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
-            rows, written, group_triples = self._materialise(table, rewritten, op_id)
-            triples += written
-            if group_triples is not None:
-                later.append(group_triples)
-            frames.append(self._publish(table, "output", rows, frame.schema))
+            # Registered now: a downstream rewrite can only meet this table once its rows are written.
+            self.rewriter.register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
+            job = self.steps.submit(self._materialise, table, rewritten, op_id, frame)
+            written.append(job)
+            frames.append(PendingFrame(self.spark, functools.partial(_frame_of, job)))
             tables.append(table.table_id)
             inputs |= rewritten.inputs
             operations += [o for o in rewritten.operations if o not in operations]
             uses_udf = uses_udf or rewritten.uses_udf
+        self.wrote_rows = True
+        self.run.mark_dataset("triples")
         op = OpInfo(
             op_id, step.name, self.run.run_id, "udf" if uses_udf else "builtin", tuple(sorted(inputs)),
-            tuple(tables), tuple(operations), dict(step.params), started, _now(), None if later else triples,
+            tuple(tables), tuple(operations), dict(step.params), started, None, None,
         )
-        self.run.record_op(op)
-        if later:  # the count is known when the background writes end
-            op = dataclasses.replace(op, triples=triples)
-            self.pending.append((op, later))
+        self.run.record_op(op)  # finished and triples are known when the writes end (close)
+        self.pending.append((op, written))
         return tuple(frames) if len(step.outputs) > 1 else frames[0]
 
     @staticmethod
@@ -223,37 +245,46 @@ class SparkCaptureSession:
                 raise CaptureError(f"step {step.name!r} returned {type(out).__name__} for {name!r}, not a Spark DataFrame")
         return outputs
 
-    def _materialise(self, table: TableInfo, rewritten: Rewritten, op_id: int) -> tuple[int, int, Future[int] | None]:
+    def _materialise(self, table: TableInfo, rewritten: Rewritten, op_id: int, frame: DataFrame) -> _Written:
         """Write the output once (rows, row numbers, per-row triples and the
-        markers of group joins); start writing the group joins' triples in
-        the background. Return (rows, triples written, the background job's
-        triple count)."""
+        markers of group joins); start writing the group joins' triples."""
         deferred = any(g.cells for g in rewritten.groups)
         layout = OutputLayout(tuple(table.columns), tuple(rewritten.cells), tuple(rewritten.hidden) if deferred else ())
         rows, triples = self._write(rewritten.frame, layout, table.table_id, op_id, keys=deferred)
-        if not deferred:
-            return rows, triples, None
-        keys_schema = StructType([StructField(schema.ROW_COLUMN, LongType())]
-                                 + [StructField(h, BooleanType()) for h in rewritten.hidden])
-        keys = self.spark.read.schema(keys_schema).parquet(self.run.txn.spark_path(WORK_DIR, str(table.table_id)))
-        return rows, triples, self.background.submit(self._write_groups, keys, rewritten, table.table_id, op_id)
+        groups = None
+        if deferred:
+            keys_schema = StructType([StructField(schema.ROW_COLUMN, LongType())]
+                                     + [StructField(h, BooleanType()) for h in rewritten.hidden])
+            keys = self.spark.read.schema(keys_schema).parquet(self.run.txn.spark_path(WORK_DIR, str(table.table_id)))
+            groups = self.triples.submit(self._write_groups, keys, rewritten, table.table_id, op_id)
+        return _Written(self._counted(table, "output", rows), self._read_back(table, frame.schema), triples, _now(), groups)
 
-    def _write_groups(self, keys: DataFrame, rewritten: Rewritten, table_id: int, op_id: int) -> int:
+    def _write_groups(self, keys: DataFrame, rewritten: Rewritten, table_id: int, op_id: int) -> tuple[int, dt.datetime]:
         written = 0
         for g, (frame, cells) in enumerate(group_jobs(keys, rewritten)):
             target = Target(self.run.txn.store.fs, table_id, op_id, None, self.run.txn.path("triples"), job=f"group{g}")
             job = frame.mapInArrow(functools.partial(write_pairs, target, cells), RESULT_SCHEMA)
             written += self._run_writer(job, target).get("triples", 0)
-        return written
+        return written, _now()
 
     # -- end of run ------------------------------------------------------------
     def close(self, error: BaseException | None) -> None:
         pending, self.pending = self.pending, []
-        self.background.shutdown(wait=True)  # no job may outlive the staging directory
+        # No job may outlive the staging directory: wait for every one, even
+        # when the run failed (the transaction then discards the directory).
+        self.steps.shutdown(wait=True)  # before the triple jobs: a step job may still submit one
+        self.triples.shutdown(wait=True)
         if error is not None:
-            return  # the transaction discards the staging directory
+            return
         for op, jobs in pending:  # a failed write fails the run
-            self.run.update_op(dataclasses.replace(op, triples=(op.triples or 0) + sum(j.result() for j in jobs)))
+            outputs = [j.result() for j in jobs]
+            groups = [o.groups.result() for o in outputs if o.groups is not None]
+            for out in outputs:
+                self.run.record_table(out.table)
+            self.run.update_op(dataclasses.replace(
+                op, finished=max([o.finished for o in outputs] + [g[1] for g in groups]),
+                triples=sum(o.triples for o in outputs) + sum(g[0] for g in groups),
+            ))
         fs = self.run.txn.store.fs
         if fs.get_file_info(self.run.txn.path(WORK_DIR)).type != pafs.FileType.NotFound:
             fs.delete_dir(self.run.txn.path(WORK_DIR))
