@@ -241,20 +241,29 @@ class PlanRewriter:
         self._groups: list[GroupJoin] = []
         self._allow_groups = True
         self._merging_above = False  # for the node being handled: a merging node lies above it
-        self._expr_utils = self.jvm.org.apache.spark.sql.classic.ExpressionUtils
+        # JVM classes looked up once: each package step of a lookup is a py4j round trip.
         classic = self.jvm.org.apache.spark.sql.classic
+        catalyst = self.jvm.org.apache.spark.sql.catalyst
+        self._expr_utils = classic.ExpressionUtils
+        self._dataset = classic.Dataset
         self._to_expression = getattr(getattr(classic, "ColumnNodeToExpressionConverter$"), "MODULE$")
-        self._hidden_tag = self.jvm.org.apache.spark.sql.catalyst.plans.logical.Project.hiddenOutputTag()
+        self._hidden_tag = catalyst.plans.logical.Project.hiddenOutputTag()
+        self._aggregate_node = catalyst.plans.logical.Aggregate
+        self._alias = catalyst.expressions.Alias
+        self._window_expression = catalyst.expressions.WindowExpression
+        self._array_list = self.jvm.java.util.ArrayList
+        self._to_seq = self.jvm.org.apache.spark.api.python.PythonUtils.toSeq
+        self._none = self.jvm.scala.Option.apply(None)
 
     def register(self, leaf: TableLeaf) -> None:
         self.leaves[_norm_path(leaf.path)] = leaf
 
     # -- py4j plumbing -------------------------------------------------------
     def _seq(self, items: Sequence[Any]) -> Any:
-        jlist = self.jvm.java.util.ArrayList()
+        jlist = self._array_list()
         for item in items:
             jlist.add(item)
-        return self.jvm.org.apache.spark.api.python.PythonUtils.toSeq(jlist)
+        return self._to_seq(jlist)
 
     @staticmethod
     def _items(jseq: Any) -> list[Any]:
@@ -272,7 +281,7 @@ class PlanRewriter:
         return self._to_expression.apply(col._jc.node())
 
     def _frame(self, plan: Any) -> DataFrame:
-        jdf = self.jvm.org.apache.spark.sql.classic.Dataset.ofRows(self.jss, plan)
+        jdf = self._dataset.ofRows(self.jss, plan)
         return DataFrame(jdf, self.spark)
 
     @staticmethod
@@ -556,8 +565,7 @@ class PlanRewriter:
             rows = tuple(lists.values())
         rows += self._kept_rows(kept, extra)
         named = [*outputs, *[self._expression(c) for c in extra]]
-        agg = self.jvm.org.apache.spark.sql.catalyst.plans.logical.Aggregate(
-            self._seq(grouping), self._seq(named), child.plan, self.jvm.scala.Option.apply(None)
+        agg = self._aggregate_node(self._seq(grouping), self._seq(named), child.plan, self._none
         )
         return _Node(self._plan(self._frame(agg)), rows, hidden)
 
@@ -624,9 +632,9 @@ class PlanRewriter:
                 grouped.append((self._expr_id(attr), [attr]))
             else:
                 first = self._expression(F.first(self._column(attr)))
-                outputs.append(self.jvm.org.apache.spark.sql.catalyst.expressions.Alias(
+                outputs.append(self._alias(
                     first, attr.name(), attr.exprId(), attr.qualifier(),
-                    self.jvm.scala.Option.apply(None), self._seq([]),
+                    self._none, self._seq([]),
                 ))
                 kept.append(attr)
         return self._aggregate(keys, outputs, grouped, children[0], kept)
@@ -647,7 +655,7 @@ class PlanRewriter:
             mine: dict[str, str] = {}
             self._terms[self._expr_id(alias.toAttribute())] = self._relisted(self._terms_of(refs), mine, child.injective)
             for source, name in mine.items():
-                windowed = self.jvm.org.apache.spark.sql.catalyst.expressions.WindowExpression(
+                windowed = self._window_expression(
                     self._expression(F.collect_list(source)), spec)
                 raw.append(self._expression(self._column(windowed).alias(f"{RAW_PREFIX}{name}")))
                 lists.append((f"{RAW_PREFIX}{name}", name, not self._rows[source].scalar))
