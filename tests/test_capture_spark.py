@@ -93,7 +93,7 @@ def ops(store: Path) -> dict[str, dict[str, Any]]:
 
 
 # -- the paper's running example (Table 4) ------------------------------------------
-def test_running_example_gives_the_15_triples_of_table_4(spark: Any, store_path: Path) -> None:
+def test_running_example_gives_the_15_triples_of_table_4(spark: Any, store_path: Path, group_joins: Any) -> None:
     import csv
 
     import people_spark  # examples/ on sys.path (see module fixture below)
@@ -208,7 +208,20 @@ def test_sample_copies_the_rows_it_kept(spark: Any, store_path: Path) -> None:
 S_ROWS = ([("NY", 30, 1), ("NY", 40, 2), ("LA", 50, 3)], "city string, age int, w int")
 
 
-def test_groupby_agg_keys_aggregates_and_count_star(spark: Any, store_path: Path) -> None:
+@pytest.fixture(params=["global", "always"])
+def group_joins(request: Any, spark: Any, mocker: Any) -> Any:
+    """Aggregates' provenance both ways: member lists (keyed aggregates by
+    default) and group joins (``spark.provplug.groupJoins=always``). Yields a
+    spy on the group-join writer."""
+    from provplug_spark import session as spark_session
+    from provplug_spark.jvm import GROUP_JOINS_CONF
+
+    spark.conf.set(GROUP_JOINS_CONF, request.param)
+    yield request.param, mocker.spy(spark_session.SparkCaptureSession, "_write_groups")
+    spark.conf.unset(GROUP_JOINS_CONF)
+
+
+def test_groupby_agg_keys_aggregates_and_count_star(spark: Any, store_path: Path, group_joins: Any) -> None:
     @provplug.step("G", output="Out")
     def per_city(df: Any) -> Any:
         return df.groupBy("city").agg(
@@ -227,6 +240,20 @@ def test_groupby_agg_keys_aggregates_and_count_star(spark: Any, store_path: Path
             ("m", city): [("S", c, a) for a in ages for c in ("age", "w")],
         })
     assert labelled_triples(store_path, {"S": ("age",)}) == want
+    mode, group_writes = group_joins
+    assert group_writes.call_count == (1 if mode == "always" else 0)
+
+
+def test_group_joins_setting_must_be_known(spark: Any, store_path: Path) -> None:
+    from provplug_spark.jvm import GROUP_JOINS_CONF
+
+    spark.conf.set(GROUP_JOINS_CONF, "sometimes")
+    try:
+        with pytest.raises(CaptureError, match="groupJoins must be 'global' or 'always'"):
+            capture(spark, store_path, {"S": S_ROWS}, lambda f: None)
+    finally:
+        spark.conf.unset(GROUP_JOINS_CONF)
+    assert not store_path.exists() or open_store(store_path).runs() == []
 
 
 def test_global_count_star_depends_on_every_cell(spark: Any, store_path: Path) -> None:
@@ -296,7 +323,7 @@ def test_union_and_union_by_name_by_position_and_name(spark: Any, store_path: Pa
     assert labelled_triples(store_path) == want
 
 
-def test_distinct_merges_rows_and_drop_duplicates_keeps_one_row(spark: Any, store_path: Path) -> None:
+def test_distinct_merges_rows_and_drop_duplicates_keeps_one_row(spark: Any, store_path: Path, group_joins: Any) -> None:
     @provplug.step("D", output=("Dist", "Dedup"))
     def dedupe(d: Any, e: Any) -> Any:
         return d.distinct(), e.dropDuplicates(["c"])
@@ -572,7 +599,7 @@ def test_store_rows_off_keeps_ids_only(spark: Any, store_path: Path) -> None:
 
 
 # -- aggregate provenance by group join (the fast path) and its fallbacks -------------
-def test_aggregate_through_union_and_using_join_keeps_exact_group_provenance(spark: Any, store_path: Path) -> None:
+def test_aggregate_through_union_and_using_join_keeps_exact_group_provenance(spark: Any, store_path: Path, group_joins: Any) -> None:
     @provplug.step("UA", output=("Both", "Joined"))
     def mixed(s: Any, t: Any, r: Any) -> Any:
         agg = s.groupBy("city").agg(F.sum("age").alias("total"))
@@ -598,7 +625,7 @@ def test_aggregate_through_union_and_using_join_keeps_exact_group_provenance(spa
     assert labelled_triples(store_path, {"S": ("age",), "T": ("total",), "Both": ("total",)}) == want
 
 
-def test_aggregate_over_limit_and_null_expression_keys(spark: Any, store_path: Path) -> None:
+def test_aggregate_over_limit_and_null_expression_keys(spark: Any, store_path: Path, group_joins: Any) -> None:
     @provplug.step("AL", output=("Top2", "Upper"))
     def groups(s: Any, x: Any) -> Any:
         top2 = s.orderBy("age").limit(2).groupBy("city").agg(F.count("*").alias("n"))  # not recomputable: arrays
@@ -617,6 +644,48 @@ def test_aggregate_over_limit_and_null_expression_keys(spark: Any, store_path: P
         ("cu", 5): [("X", "c", 5)], ("s", 5): [("X", "v", 5)],
     })
     assert labelled_triples(store_path, {"S": ("age",), "X": ("v",), "Upper": ("s",)}) == want
+
+
+def test_aggregate_over_aggregate_and_semi_join_in_one_step(spark: Any, store_path: Path) -> None:
+    """Member lists of lists (a second groupBy over the first one's groups)
+    and a left-semi join, whose right side's cells are not parents."""
+    @provplug.step("Nested", output=("PerCity", "Matched"))
+    def nested(s: Any, left: Any, right: Any) -> Any:
+        per_city = s.groupBy("city", "w").agg(F.sum("age").alias("age")).groupBy("city").agg(F.max("age").alias("top"))
+        return per_city, left.join(right, "k", "left_semi")
+
+    capture(spark, store_path, {"S": S_ROWS, "L": L_ROWS, "R": R_ROWS}, lambda f: nested(f["S"], f["L"], f["R"]))
+    want = expect("Nested", "PerCity", {
+        ("city", "NY"): [("S", "city", 30), ("S", "city", 40)], ("top", "NY"): [("S", "age", 30), ("S", "age", 40)],
+        ("city", "LA"): [("S", "city", 50)], ("top", "LA"): [("S", "age", 50)],
+    })
+    want |= expect("Nested", "Matched", {("k", 1): [("L", "k", 1)], ("x", 1): [("L", "x", 1)]})
+    assert labelled_triples(store_path, {"S": ("age",), "L": ("k",)}) == want
+
+
+def test_a_failed_output_write_surfaces_where_the_output_is_used(spark: Any, store_path: Path, mocker: Any) -> None:
+    """A step's output is written in the background: its DataFrame raises the
+    write's error when first used, the run fails and nothing is committed."""
+    from conftest import snapshot
+    from provplug_spark import session as spark_session
+
+    rows = {"T": ([(1, "a"), (2, "b")], "k int, v string")}
+    capture(spark, store_path, rows, lambda f: count_per_key(f["T"]))
+    before = snapshot(store_path)
+    real = spark_session.SparkCaptureSession._run_writer
+
+    def failing(self: Any, job: Any, target: Any) -> Any:
+        if target.op_id != 0:  # a step output's write (a source's has no op)
+            raise OSError("disk full")
+        return real(self, job, target)
+
+    mocker.patch.object(spark_session.SparkCaptureSession, "_run_writer", failing)
+    with pytest.raises(OSError, match="disk full"):  # and again when the capture block ends
+        with provplug.capture(spark, store=store_path) as run:
+            counts = count_per_key(run.source(spark.createDataFrame(*rows["T"]), "T"))  # returns at once
+            with pytest.raises(OSError, match="disk full"):
+                counts.count()
+    assert snapshot(store_path) == before
 
 
 # -- how rows and triples are written -----------------------------------------------

@@ -78,6 +78,10 @@ from provplug.schema import POSITIONAL_PREFIX, ROW_COLUMN
 
 from .writer import Cell, Term
 
+# Which aggregates defer their provenance to a group join: "global" (those
+# without grouping keys) or "always" (every one whose input can be recomputed
+# exactly: for groups too large to list in one row).
+GROUP_JOINS_CONF = "spark.provplug.groupJoins"
 PROV_PREFIX = "__pv_"  # row-number columns
 RAW_PREFIX = "__pvraw_"
 HIDDEN_PREFIX = "__pg"  # group-join keys (__pgk_<n>_<i>) and markers (__pgm_<n>); never __pv_
@@ -151,10 +155,11 @@ class RowColumn:
 
 @dataclasses.dataclass(frozen=True)
 class GroupJoin:
-    """The deferred provenance of one global aggregate (see *group joins* above)."""
+    """The deferred provenance of one aggregate (see *group joins* above)."""
 
     marker: str  # hidden output column: non-null on the rows this aggregate produced
-    child: DataFrame  # the recomputed input rows: their row-number columns
+    keys: tuple[str, ...]  # hidden output columns holding the grouping values (none: a global aggregate)
+    child: DataFrame  # the recomputed input rows: the same ``keys`` columns, then their row-number columns
     cells: tuple[Cell, ...]  # the aggregate's output cells over the child's row-number columns
 
 
@@ -240,6 +245,9 @@ class PlanRewriter:
         self._names: Iterator[int] = itertools.count()
         self._groups: list[GroupJoin] = []
         self._allow_groups = True
+        self.group_joins = spark.conf.get(GROUP_JOINS_CONF, "global") or "global"
+        if self.group_joins not in ("global", "always"):
+            raise CaptureError(f"{GROUP_JOINS_CONF} must be 'global' or 'always', not {self.group_joins!r}")
         self._merging_above = False  # for the node being handled: a merging node lies above it
         # JVM classes looked up once: each package step of a lookup is a py4j round trip.
         classic = self.jvm.org.apache.spark.sql.classic
@@ -530,13 +538,14 @@ class PlanRewriter:
             self._derive(self._expr_id(attr), [branch[pos] for branch in originals])
         rows = tuple(dict.fromkeys(r for c in children for r in c.rows))
         hidden = tuple(dict.fromkeys(h for c in children for h in c.hidden))
+        types = {f.name: f.dataType for c in children if c.hidden for f in self._frame(c.plan).schema.fields if f.name in hidden}
         aligned = []
         for attrs, child in zip(originals, children):
             aligned.append(self._plan(self._frame(child.plan).select(
                 *[self._column(a) for a in attrs],
                 *[F.col(r) if r in child.rows else _null(r, self._rows[r].scalar) for r in rows],
-                # a group's marker is null on the rows of the other branches
-                *[F.col(h) if h in child.hidden else F.lit(None).cast("boolean").alias(h) for h in hidden],
+                # a group's columns are null on the rows of the other branches
+                *[F.col(h) if h in child.hidden else F.lit(None).cast(types[h]).alias(h) for h in hidden],
             )))
         plan = self._plan(self._frame(node.withNewChildren(self._seq(aligned))))
         return _Node(plan, rows, hidden)
@@ -553,8 +562,10 @@ class PlanRewriter:
         rows: tuple[str, ...] = ()
         hidden: tuple[str, ...] = ()
         if self._can_group_join(grouping, child):
-            hidden = (self._group_join(grouped, child),)
-            extra.append(F.lit(True).alias(hidden[0]))
+            group = self._group_join(grouping, grouped, child)
+            hidden = (*group.keys, group.marker)
+            extra += [*[self._column(self._unaliased(g)).alias(k) for g, k in zip(grouping, group.keys)],
+                      F.lit(True).alias(group.marker)]
         else:
             lists: dict[str, str] = {}
             # Terms are set after relisting every entry: a grouping key keeps its input's id.
@@ -584,19 +595,27 @@ class PlanRewriter:
         return tuple(firsts.values())
 
     def _can_group_join(self, grouping: list[Any], child: _Node) -> bool:
-        return (self._allow_groups and not grouping and not self._merging_above
-                and child.stable and child.injective and not child.hidden)
+        return (self._allow_groups and (not grouping or self.group_joins == "always") and not self._merging_above
+                and child.stable and child.injective and not child.hidden and all(g.deterministic() for g in grouping))
 
-    def _group_join(self, grouped: list[tuple[int, list[Any]]], child: _Node) -> str:
+    def _group_join(self, grouping: list[Any], grouped: list[tuple[int, list[Any]]], child: _Node) -> GroupJoin:
         """Defer the provenance of ``grouped`` to a join of the output rows with
-        ``child``'s rows; return the marker column the aggregate must add."""
+        ``child``'s rows on the grouping values (see *group joins* above)."""
         n = len(self._groups)
-        marker = f"{HIDDEN_PREFIX}m_{n}"
-        self._groups.append(GroupJoin(marker, self._frame(child.plan).select(*child.rows), ()))
-        for expr_id, refs in grouped:
-            self._deferred[expr_id] = frozenset((n, t) for t in self._terms_of(refs))
-            self._terms[expr_id] = frozenset()
-        return marker
+        keys = tuple(f"{HIDDEN_PREFIX}k_{n}_{i}" for i in range(len(grouping)))
+        values = [self._column(self._unaliased(g)) for g in grouping]
+        members = self._frame(child.plan).select(*[v.alias(k) for v, k in zip(values, keys)], *child.rows)
+        group = GroupJoin(f"{HIDDEN_PREFIX}m_{n}", keys, members, ())
+        self._groups.append(group)
+        # Computed before any is set: a grouping key keeps its input's id.
+        deferred = {expr_id: frozenset((n, t) for t in self._terms_of(refs)) for expr_id, refs in grouped}
+        self._deferred.update(deferred)
+        self._terms.update({expr_id: frozenset() for expr_id in deferred})
+        return group
+
+    @staticmethod
+    def _unaliased(expr: Any) -> Any:
+        return expr.child() if expr.nodeName() == "Alias" else expr
 
     def _node_Aggregate(self, node: Any, children: list[_Node], state: _Walk) -> _Node:
         grouping = self._items(node.groupingExpressions())

@@ -38,7 +38,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, LongType, StructField, StructType
+from pyspark.sql.types import LongType, StructField, StructType
 
 from provplug import ids, schema
 from provplug.errors import CaptureError
@@ -254,7 +254,7 @@ class SparkCaptureSession:
         groups = None
         if deferred:
             keys_schema = StructType([StructField(schema.ROW_COLUMN, LongType())]
-                                     + [StructField(h, BooleanType()) for h in rewritten.hidden])
+                                     + [rewritten.frame.schema[h] for h in rewritten.hidden])
             keys = self.spark.read.schema(keys_schema).parquet(self.run.txn.spark_path(WORK_DIR, str(table.table_id)))
             groups = self.triples.submit(self._write_groups, keys, rewritten, table.table_id, op_id)
         return _Written(self._counted(table, "output", rows), self._read_back(table, frame.schema), triples, _now(), groups)
