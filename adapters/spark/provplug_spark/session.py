@@ -8,17 +8,17 @@ those stored rows.
   files are copied into the store and a row's number is its file's offset
   (in the copy's name) plus its position (``_metadata.row_index`` for Spark),
   see :mod:`provplug.schema`. Any other source is written like an output.
-* A step output is written by ONE Spark job (:mod:`.writer`): each task
-  numbers its rows and writes them, the triples of their per-row provenance
-  (computed by :mod:`.jvm`'s plan rewrite in the same job) and the hidden
-  grouping values of aggregates whose provenance is deferred to a group join.
-  Rows and triples come from the same task, so they cannot disagree even
-  when the plan is nondeterministic (sample, limit after shuffle, ...).
-* Group joins (:mod:`.triples`) then join those stored keys back to the
-  recomputed input rows of the aggregate — allowed by the rewrite only when
-  those rows are stable under recomputation — in a background thread while
-  the pipeline goes on; :meth:`SparkCaptureSession.close` waits for them, and
-  a failure there fails the run.
+* A step output is rewritten by :mod:`.jvm` (its rows carry the row numbers
+  of the input rows they came from) and written by ONE Spark job
+  (:mod:`.writer`), in the background: each task numbers its rows and writes
+  them, and the triples their row-number columns expand to. Rows and triples
+  come from the same task, so they cannot disagree even when the plan is
+  nondeterministic (sample, limit after shuffle, ...). The step returns a
+  :class:`~.jvm.PendingFrame` at once; its first use waits for the job.
+* Group joins (:mod:`.triples`) join the stored grouping values of an
+  aggregate back to its recomputed input rows, also in the background.
+  :meth:`SparkCaptureSession.close` waits for every job, records the tables
+  and completes the ops; a failure there fails the run.
 
 The DataFrame handed downstream is ``spark.read.parquet(rows/<table>)``
 restricted to the table's columns: the row-number column stays in the files

@@ -5,8 +5,10 @@ batches and the task writes, with pyarrow, straight into the run's staging
 directory:
 
 * ``rows/<table>/`` — the output's columns and its row numbers;
-* ``triples/`` — the triples of the rows' per-row provenance columns;
-* ``_work/<table>/`` — row numbers beside the hidden group-join keys, when
+* ``triples/`` — the triples its row-number columns expand to: a
+  :class:`Cell` says which input columns' ids each output column gets from
+  which row-number column (NumPy does the expansion);
+* ``_work/<table>/`` — row numbers beside the hidden group-join columns, when
   an aggregate's provenance is deferred to a group join.
 
 Row numbers are given by the task that writes the rows, so the rows and the
