@@ -680,11 +680,11 @@ def test_a_failed_output_write_surfaces_where_the_output_is_used(spark: Any, sto
         return real(self, job, target)
 
     mocker.patch.object(spark_session.SparkCaptureSession, "_run_writer", failing)
-    with pytest.raises(OSError, match="disk full"):  # and again when the capture block ends
-        with provplug.capture(spark, store=store_path) as run:
-            counts = count_per_key(run.source(spark.createDataFrame(*rows["T"]), "T"))  # returns at once
-            with pytest.raises(OSError, match="disk full"):
-                counts.count()
+    # raised where the output is used, and again when the capture block ends
+    with pytest.raises(OSError, match="disk full"), provplug.capture(spark, store=store_path) as run:
+        counts = count_per_key(run.source(spark.createDataFrame(*rows["T"]), "T"))  # returns at once
+        with pytest.raises(OSError, match="disk full"):
+            counts.count()
     assert snapshot(store_path) == before
 
 
