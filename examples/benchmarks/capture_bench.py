@@ -18,7 +18,10 @@ otherwise land in run 1); figures are medians.
 
 Reported: time with capture / without, triples, triples per second of the
 captured pipeline, and bytes per triple (the triples dataset alone, and the
-whole committed run including every table's stored rows).
+whole committed run including every table's stored rows); and, measured in
+the same rounds, the time with capture when every aggregate's provenance
+goes through a group join (``spark.provplug.groupJoins=always``) instead of
+member lists (which must write the same number of triples).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from pyspark.sql import functions as F
 import provplug
 from provplug.sparksession import local_spark
 from provplug.store import open_store
+from provplug_spark.jvm import GROUP_JOINS_CONF
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
@@ -172,12 +176,17 @@ def run_plain(spark: SparkSession, files: dict[str, Path], pipeline: Callable[..
     return time.perf_counter() - start
 
 
-def run_captured(spark: SparkSession, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], store: Path) -> float:
-    start = time.perf_counter()
-    with provplug.capture(spark, store=store) as run:
-        sources = {name: run.source(spark.read.parquet(str(path)), name) for name, path in files.items()}
-        pipeline(sources)  # every step output is materialised by the capture
-    return time.perf_counter() - start
+def run_captured(spark: SparkSession, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], store: Path,
+                 group_joins: str = "global") -> float:
+    spark.conf.set(GROUP_JOINS_CONF, group_joins)
+    try:
+        start = time.perf_counter()
+        with provplug.capture(spark, store=store) as run:
+            sources = {name: run.source(spark.read.parquet(str(path)), name) for name, path in files.items()}
+            pipeline(sources)  # every step output is materialised by the capture
+        return time.perf_counter() - start
+    finally:
+        spark.conf.unset(GROUP_JOINS_CONF)
 
 
 def store_sizes(store: Path) -> tuple[int, int, int]:
@@ -196,21 +205,27 @@ def measure(spark: SparkSession, name: str, files: dict[str, Path], pipeline: Ca
         with tempfile.TemporaryDirectory(prefix="provplug-bench-") as tmp:
             w_plain = run_plain(spark, files, pipeline, Path(tmp) / "plain")
             w_captured = run_captured(spark, files, pipeline, Path(tmp) / "bench.prov")
+            run_captured(spark, files, pipeline, Path(tmp) / "joined.prov", "always")
         print(f"{name} warm-up {i + 1} (not counted): plain {w_plain:.2f}s, captured {w_captured:.2f}s", flush=True)
-    plain, captured, sizes = [], [], (0, 0, 0)
+    plain, captured, joined, sizes = [], [], [], (0, 0, 0)
     for i in range(runs):
         with tempfile.TemporaryDirectory(prefix="provplug-bench-") as tmp:
             plain.append(run_plain(spark, files, pipeline, Path(tmp) / "plain"))
             store = Path(tmp) / "bench.prov"
             captured.append(run_captured(spark, files, pipeline, store))
             sizes = store_sizes(store)
-        print(f"{name} run {i + 1}: plain {plain[-1]:.2f}s, captured {captured[-1]:.2f}s", flush=True)
-    p, c = statistics.median(plain), statistics.median(captured)
+            joined.append(run_captured(spark, files, pipeline, Path(tmp) / "joined.prov", "always"))
+            if store_sizes(Path(tmp) / "joined.prov")[0] != sizes[0]:
+                raise SystemExit(f"{name}: group joins and member lists wrote different triple counts")
+        print(f"{name} run {i + 1}: plain {plain[-1]:.2f}s, captured {captured[-1]:.2f}s, "
+              f"captured with group joins {joined[-1]:.2f}s", flush=True)
+    p, c, j = statistics.median(plain), statistics.median(captured), statistics.median(joined)
     triples, triple_bytes, run_bytes = sizes
     return {
         "pipeline": name, "plain_s": p, "captured_s": c, "ratio": c / p, "triples": triples,
         "triples_per_s": triples / c, "bytes_per_triple": triple_bytes / triples,
         "run_bytes_per_triple": run_bytes / triples, "plain_all": plain, "captured_all": captured,
+        "joined_s": j, "joined_ratio": j / p, "joined_all": joined,
     }
 
 
@@ -228,16 +243,19 @@ def report(results: list[dict[str, Any]], command: str, scale: float, warmup: in
         f"medians of {len(results[0]['plain_all'])} runs after {warmup} untimed warm-up round(s), plain and captured alternating. "
         f"TPC-H scale {scale:g}. Targets: <= 2.0x time on flights, >= 1M triples/s, <= 8 bytes/triple.",
         "",
-        "| pipeline | without capture (s) | with capture (s) | ratio | triples | triples/s | bytes/triple (triples) | bytes/triple (whole run) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| pipeline | without capture (s) | with capture (s) | ratio | triples | triples/s | bytes/triple (triples) "
+        "| bytes/triple (whole run) | with capture, groupJoins=always (s) | its ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         lines.append(
             f"| {r['pipeline']} | {r['plain_s']:.2f} | {r['captured_s']:.2f} | {r['ratio']:.2f}x | {r['triples']:,} | "
-            f"{r['triples_per_s']:,.0f} | {r['bytes_per_triple']:.2f} | {r['run_bytes_per_triple']:.2f} |"
+            f"{r['triples_per_s']:,.0f} | {r['bytes_per_triple']:.2f} | {r['run_bytes_per_triple']:.2f} | "
+            f"{r['joined_s']:.2f} | {r['joined_ratio']:.2f}x |"
         )
     lines += ["", "All runs (s): " + "; ".join(
         f"{r['pipeline']} plain {[round(x, 2) for x in r['plain_all']]} captured {[round(x, 2) for x in r['captured_all']]}"
+        f" captured with group joins {[round(x, 2) for x in r['joined_all']]}"
         for r in results)]
     return "\n".join(lines) + "\n"
 
