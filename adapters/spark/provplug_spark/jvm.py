@@ -42,6 +42,10 @@ Rules per node (children rewritten first; ``terms(a)`` = the terms of attribute 
   referenced terms; other columns copy.
 * Window: ``collect_list`` of the referenced row numbers over the same window
   spec and frame (rank-like functions: the order-by cells).
+* applyInPandas / mapInPandas (black boxes): the user's function is read back
+  from the plan and wrapped (:mod:`.blackbox`) so that each output row lists
+  the row numbers of the group (or the partition's batches read so far) the
+  function received; every output column depends on every column passed.
 
 Group joins (global aggregates). An aggregate without grouping keys puts
 every input row in its one group, so a list of its members would have to fit
@@ -63,19 +67,24 @@ group joins.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from py4j.protocol import Py4JError
 from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.serializers import CloudPickleSerializer
 from pyspark.sql import functions as F
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+from pyspark.sql.functions import pandas_udf
+from pyspark.sql.types import ArrayType, LongType, StructField, StructType
 
 from provplug import ids
 from provplug.errors import CaptureError
 from provplug.schema import POSITIONAL_PREFIX, ROW_COLUMN
 
+from .blackbox import Carried, group_function, partition_function, takes_key
 from .writer import Cell, Term
 
 # Which aggregates defer their provenance to a group join: "global" (those
@@ -99,9 +108,7 @@ CONSTANT_LEAVES = {"LocalRelation", "Range", "OneRowRelation"}
 # whole records; capturing them exactly needs the function's input, which the
 # plan does not expose per output row.
 BLACK_BOX_NODES = {
-    "FlatMapGroupsInPandas": "applyInPandas",
     "FlatMapCoGroupsInPandas": "cogroup().applyInPandas",
-    "MapInPandas": "mapInPandas",
     "MapInArrow": "mapInArrow",
     "FlatMapGroupsInArrow": "applyInArrow",
     "FlatMapGroupsInPandasWithState": "applyInPandasWithState",
@@ -113,11 +120,16 @@ BLACK_BOX_NODES = {
     "DeserializeToObject": "an RDD/Dataset lambda",
     "Expand": "rollup/cube/grouping sets",
 }
-# Nodes that merge rows: an aggregate below one cannot defer its provenance.
-MERGING_NODES = {"Aggregate", "Distinct", "Deduplicate", "Window"}
+# Group and partition functions captured as black boxes (:mod:`.blackbox`):
+# node -> (operation, PySpark eval type of the function it supports).
+WRAPPED_FUNCTION_NODES = {"FlatMapGroupsInPandas": ("applyInPandas", 201), "MapInPandas": ("mapInPandas", 205)}
+# Nodes that merge rows (or pass only data columns to a function): an
+# aggregate below one cannot defer its provenance.
+MERGING_NODES = {"Aggregate", "Distinct", "Deduplicate", "Window", *WRAPPED_FUNCTION_NODES}
 # Nodes whose recomputation may yield other rows (or other values of the same
 # row): an aggregate above one collects lists.
-UNSTABLE_NODES = {"GlobalLimit", "LocalLimit", "Offset", "Tail", "Sample", "Deduplicate", "Window", "Aggregate"}
+UNSTABLE_NODES = {"GlobalLimit", "LocalLimit", "Offset", "Tail", "Sample", "Deduplicate", "Window", "Aggregate",
+                  *WRAPPED_FUNCTION_NODES}
 # Nodes under which every row comes from a different input row (or from a
 # literal): a row number cannot repeat across the rows of a group.
 INJECTIVE_NODES = {"LogicalRelation", "Relation", "Project", "Filter", "Sort", "Repartition",
@@ -262,6 +274,7 @@ class PlanRewriter:
         self._array_list = self.jvm.java.util.ArrayList
         self._to_seq = self.jvm.org.apache.spark.api.python.PythonUtils.toSeq
         self._none = self.jvm.scala.Option.apply(None)
+        self._byte_tag = self.jvm.scala.reflect.ClassTag.Byte()
 
     def register(self, leaf: TableLeaf) -> None:
         self.leaves[_norm_path(leaf.path)] = leaf
@@ -657,6 +670,59 @@ class PlanRewriter:
                 ))
                 kept.append(attr)
         return self._aggregate(keys, outputs, grouped, children[0], kept)
+
+    # black boxes ------------------------------------------------------------------
+    def _node_FlatMapGroupsInPandas(self, node: Any, children: list[_Node], state: _Walk) -> _Node:
+        def rebuilt(function: Any, output: Any, child: Any) -> Any:
+            return node.copy(node.groupingAttributes(), function, output, child)
+
+        return self._black_box(node, children[0], rebuilt,
+                               lambda f, carried: functools.partial(group_function, f, takes_key(f), carried))
+
+    def _node_MapInPandas(self, node: Any, children: list[_Node], state: _Walk) -> _Node:
+        def rebuilt(function: Any, output: Any, child: Any) -> Any:
+            return node.copy(function, output, child, node.isBarrier(), node.profile())
+
+        return self._black_box(node, children[0], rebuilt, lambda f, carried: functools.partial(partition_function, f, carried))
+
+    def _black_box(self, node: Any, child: _Node, rebuilt: Callable[[Any, Any, Any], Any],
+                   wrap: Callable[[Callable[..., Any], Carried], Callable[..., Any]]) -> _Node:
+        """A group/partition function node whose function is wrapped to carry
+        the row numbers it receives (:mod:`.blackbox`): each output cell
+        depends on every cell the function received."""
+        operation, eval_type = WRAPPED_FUNCTION_NODES[node.nodeName()]
+        udf = node.functionExpr()
+        if udf.evalType() != eval_type:
+            raise CaptureError(f"cannot capture {operation} with this kind of function (PySpark eval type "
+                               f"{udf.evalType()}); pass a function of pandas DataFrames")
+        func, schema = self._python_function(udf, operation)
+        args = self._references(udf)
+        self._check_not_deferred(args)
+        lists: dict[str, str] = {}
+        terms = self._relisted(self._terms_of(args), lists, child.injective)
+        carried = Carried(tuple(lists), tuple(self._rows[r].scalar for r in lists), tuple(lists.values()),
+                          tuple(schema.fieldNames()))
+        returned = StructType([*schema.fields, *[StructField(name, ArrayType(LongType())) for name in lists.values()]])
+        wrapped = pandas_udf(wrap(func, carried), returnType=returned, functionType=eval_type)  # type: ignore[call-overload]
+        function = self._expression(wrapped(*[self._column(a) for a in args], *[F.col(r) for r in lists]))
+        outputs = self._items(node.output())
+        for attr in outputs:
+            self._terms[self._expr_id(attr)] = terms
+        # Fresh attributes for the lists: a projection's outputs, typed as the wrapper returns them.
+        extra = self._items(self._plan(self._frame(child.plan).select(
+            *[F.lit(None).cast(ROW_LIST_TYPE).alias(name) for name in lists.values()])).output())
+        plan = self._plan(self._frame(rebuilt(function, self._seq([*outputs, *extra]), child.plan)))
+        return _Node(plan, tuple(lists.values()), ())
+
+    def _python_function(self, udf: Any, operation: str) -> tuple[Callable[..., Any], StructType]:
+        """The user's function and output schema a PythonUDF was made from
+        (PySpark pickles them as ``(func, returnType)``)."""
+        try:
+            command = bytes(udf.func().command().toArray(self._byte_tag))
+            func, schema = CloudPickleSerializer().loads(command)
+        except Exception as exc:  # a broadcast command (> 1 MB pickled) or another PySpark layout
+            raise CaptureError(f"cannot capture {operation}: its function could not be read back from the plan") from exc
+        return func, schema
 
     def _node_Window(self, node: Any, children: list[_Node], state: _Walk) -> _Node:
         child = children[0]

@@ -1,0 +1,72 @@
+"""Black-box capture of group and partition functions (``applyInPandas``,
+``mapInPandas``): wrappers that run in Spark's Python workers around the
+user's function.
+
+DESIGN §3: a function that receives a group or a partition of whole records
+is a black box, each of whose output cells depends on every input cell it
+received. The rewrite (:mod:`.jvm`) passes the function the row-number
+columns of its input beside the data; a wrapper hands the user's function
+the data alone and appends to each output row, per row-number column, the
+list of row numbers the function had received when it produced the row: the
+whole group for ``applyInPandas``, the partition's batches read so far for
+``mapInPandas`` (it cannot have used a batch it had not read).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pandas as pd
+
+
+@dataclasses.dataclass(frozen=True)
+class Carried:
+    """The row numbers a wrapper carries past the user's function."""
+
+    rows: tuple[str, ...]  # the input's row-number columns
+    scalar: tuple[bool, ...]  # per row column: one row number per row, not an array
+    lists: tuple[str, ...]  # per row column: the output column listing the numbers received
+    fields: tuple[str, ...]  # the user's output schema's field names
+
+
+def takes_key(func: Callable[..., Any]) -> bool:
+    """Whether a grouped-map function takes (key, pdf), as PySpark decides it."""
+    return len(inspect.getfullargspec(func).args) == 2
+
+
+def _numbers(column: pd.Series, scalar: bool) -> list[int]:
+    if scalar:
+        return column.dropna().astype("int64").tolist()
+    return [int(n) for numbers in column.dropna() for n in numbers if n is not None]
+
+
+def _tagged(out: pd.DataFrame, carried: Carried, received: dict[str, list[int]]) -> pd.DataFrame:
+    if not all(isinstance(c, str) for c in out.columns):  # matched by position: name them so ours match by name
+        out = out.set_axis(list(carried.fields[: len(out.columns)]), axis=1)
+    return out.assign(**{name: [received[rows]] * len(out) for rows, name in zip(carried.rows, carried.lists)})
+
+
+def group_function(func: Callable[..., pd.DataFrame], with_key: bool, carried: Carried,
+                   key: Any, pdf: pd.DataFrame) -> pd.DataFrame:
+    """applyInPandas body: every output row of a group received the whole group."""
+    received = {rows: _numbers(pdf[rows], scalar) for rows, scalar in zip(carried.rows, carried.scalar)}
+    data = pdf.drop(columns=list(carried.rows))
+    return _tagged(func(key, data) if with_key else func(data), carried, received)
+
+
+def partition_function(func: Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]], carried: Carried,
+                       batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """mapInPandas body: an output batch received every batch read before it."""
+    received: dict[str, list[int]] = {rows: [] for rows in carried.rows}
+
+    def data() -> Iterator[pd.DataFrame]:
+        for pdf in batches:
+            for rows, scalar in zip(carried.rows, carried.scalar):
+                received[rows] += _numbers(pdf[rows], scalar)
+            yield pdf.drop(columns=list(carried.rows))
+
+    for out in func(data()):
+        yield _tagged(out, carried, {rows: list(numbers) for rows, numbers in received.items()})
