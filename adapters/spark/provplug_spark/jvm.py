@@ -73,8 +73,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from py4j.protocol import Py4JError
-from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.serializers import CloudPickleSerializer
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from pyspark.sql.functions import pandas_udf
