@@ -11,6 +11,7 @@ numbers Spark happens to assign.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -433,12 +434,21 @@ def test_apply_in_pandas_and_map_in_pandas_are_black_boxes(spark: Any, store_pat
         for pdf in batches:
             yield pdf[pdf.age > 35][["city", "age"]]
 
-    @provplug.step("BB", output=("Centred", "Totals", "Older"))
+    def _ny_only(pdf: pd.DataFrame) -> pd.DataFrame:  # no rows, and no columns either, for other groups
+        return pdf[["city", "w"]] if (pdf.city == "NY").all() else pd.DataFrame()
+
+    def _nothing(batches: Any) -> Any:
+        for pdf in batches:
+            yield pdf[pdf.age > 100][["city", "age"]]
+
+    @provplug.step("BB", output=("Centred", "Totals", "Older", "NYOnly", "Nothing"))
     def opaque(df: Any) -> Any:
         return (
             df.groupBy("city").applyInPandas(_centred, schema="city string, age double"),
             df.groupBy("city").applyInPandas(_total, schema="city string, total long"),
             df.mapInPandas(_older, schema="city string, age int"),
+            df.groupBy("city").applyInPandas(_ny_only, schema="city string, w int"),
+            df.mapInPandas(_nothing, schema="city string, age int"),
         )
 
     capture(spark, store_path, {"S": S_ROWS}, lambda f: opaque(f["S"]))
@@ -451,10 +461,61 @@ def test_apply_in_pandas_and_map_in_pandas_are_black_boxes(spark: Any, store_pat
                                     for col in ("city", "age")})
     want |= expect("BB", "Totals", {(col, city): received(ages) for city, ages in members.items() for col in ("city", "total")})
     want |= expect("BB", "Older", {(col, key): received((30, 40, 50)) for key in (("NY", 40), ("LA", 50)) for col in ("city", "age")})
-    keys = {"S": ("age",), "Centred": ("city", "age"), "Older": ("city", "age")}
+    want |= expect("BB", "NYOnly", {(col, w): received((30, 40)) for w in (1, 2) for col in ("city", "w")})
+    keys = {"S": ("age",), "Centred": ("city", "age"), "Older": ("city", "age"), "NYOnly": ("w",)}
     assert labelled_triples(store_path, keys) == want
     assert ops(store_path)["BB"]["kind"] == "udf"
     assert sorted(r["total"] for r in table_rows(store_path, "Totals")) == [50, 70]
+    assert {t["name"]: t["rows"] for t in open_store(store_path).tables().to_pylist()}["Nothing"] == 0
+
+
+def test_pandas_aggregate_udf_per_group(spark: Any, store_path: Path) -> None:
+    """Spark plans a pandas aggregate UDF only beside other pandas aggregate
+    UDFs, so its groups' provenance goes through a group join; where its
+    input cannot be recomputed, it fails clearly."""
+    def _mean(v):  # type: ignore[no-untyped-def]
+        return float(v.mean())
+
+    _mean.__annotations__ = {"v": pd.Series, "return": float}
+    mean = F.pandas_udf(_mean, "double")
+
+    @provplug.step("PMean", output="Means")
+    def means(df: Any) -> Any:
+        return df.groupBy("city").agg(mean("age").alias("m"))
+
+    capture(spark, store_path, {"S": S_ROWS}, lambda f: means(f["S"]))
+    want = expect("PMean", "Means", {
+        ("city", "NY"): [("S", "city", 30), ("S", "city", 40)], ("m", "NY"): [("S", "age", 30), ("S", "age", 40)],
+        ("city", "LA"): [("S", "city", 50)], ("m", "LA"): [("S", "age", 50)],
+    })
+    assert labelled_triples(store_path, {"S": ("age",)}) == want
+
+    @provplug.step("PMeanTop", output="TopMeans")
+    def top_means(df: Any) -> Any:
+        return df.orderBy("age").limit(2).groupBy("city").agg(mean("age").alias("m"))
+
+    with pytest.raises(CaptureError, match="pandas aggregate UDF"):
+        capture(spark, store_path, {"S": S_ROWS}, lambda f: top_means(f["S"]))
+
+
+def test_pandas_window_udf_uses_its_frame_rows(spark: Any, store_path: Path) -> None:
+    from pyspark.sql import Window
+
+    def _mean(v):  # type: ignore[no-untyped-def]
+        return float(v.mean())
+
+    _mean.__annotations__ = {"v": pd.Series, "return": float}
+    mean = F.pandas_udf(_mean, "double")
+
+    @provplug.step("PWin", output="CityMeans")
+    def city_means(df: Any) -> Any:
+        return df.select("age", mean("age").over(Window.partitionBy("city")).alias("m"))
+
+    capture(spark, store_path, {"S": S_ROWS}, lambda f: city_means(f["S"]))
+    partner = {30: (30, 40), 40: (30, 40), 50: (50,)}
+    want = expect("PWin", "CityMeans", {("age", a): [("S", "age", a)] for a in partner})
+    want |= expect("PWin", "CityMeans", {("m", a): [("S", "age", b) for b in ages] for a, ages in partner.items()})
+    assert labelled_triples(store_path, {"S": ("age",)}) == want
 
 
 def test_record_lambdas_fail_clearly_and_commit_nothing(spark: Any, store_path: Path) -> None:
@@ -697,6 +758,43 @@ def test_aggregate_over_aggregate_and_semi_join_in_one_step(spark: Any, store_pa
     })
     want |= expect("Nested", "Matched", {("k", 1): [("L", "k", 1)], ("x", 1): [("L", "x", 1)]})
     assert labelled_triples(store_path, {"S": ("age",), "L": ("k",)}) == want
+
+
+def test_a_pending_output_answers_schema_questions_while_it_is_written(spark: Any, store_path: Path) -> None:
+    """``.columns``/``.schema`` of a step output wait for its write outside
+    PySpark's cached_property lock (one lock for all DataFrames before Python
+    3.12), so the writer thread's own schema lookups do not deadlock."""
+    import threading
+
+    seen: list[Any] = []
+
+    def body(f: dict[str, Any]) -> None:
+        counts = count_per_key(f["T"])
+        seen.extend([counts.columns, counts.schema.simpleString(), counts.count()])
+
+    worker = threading.Thread(target=capture, daemon=True,
+                              args=(spark, store_path, {"T": ([(1, "a"), (2, "b"), (2, "c")], "k int, v string")}, body))
+    worker.start()
+    worker.join(timeout=300)
+    assert not worker.is_alive(), "capture deadlocked"
+    assert seen == [["k", "n"], "struct<k:int,n:bigint>", 2]
+
+
+def test_a_global_aggregate_over_a_per_query_value_collects_its_members(spark: Any, store_path: Path, mocker: Any) -> None:
+    """current_timestamp() is fixed once per query: a group join's second
+    query could select other rows, so such an aggregate lists its members."""
+    from provplug_spark import session as spark_session
+
+    group_writes = mocker.spy(spark_session.SparkCaptureSession, "_write_groups")
+
+    @provplug.step("Past", output="PastCount")
+    def past(df: Any) -> Any:
+        return df.filter(F.col("at") < F.current_timestamp()).agg(F.sum("k").alias("s"))
+
+    rows = ([(1, dt.datetime(2020, 1, 1)), (2, dt.datetime(2021, 1, 1)), (4, dt.datetime(2999, 1, 1))], "k int, at timestamp")
+    capture(spark, store_path, {"T": rows}, lambda f: past(f["T"]))
+    assert labelled_triples(store_path) == expect("Past", "PastCount", {("s", 3): [("T", "k", 1), ("T", "k", 2)]})
+    assert group_writes.call_count == 0
 
 
 def test_a_failed_output_write_surfaces_where_the_output_is_used(spark: Any, store_path: Path, mocker: Any) -> None:

@@ -44,9 +44,13 @@ def _numbers(column: pd.Series, scalar: bool) -> list[int]:
 
 
 def _tagged(out: pd.DataFrame, carried: Carried, received: dict[str, list[int]]) -> pd.DataFrame:
-    if not all(isinstance(c, str) for c in out.columns):  # matched by position: name them so ours match by name
+    if len(out.columns) == 0 and len(out) == 0:  # "no rows" without columns, as PySpark allows
+        out = pd.DataFrame({field: pd.Series([], dtype=object) for field in carried.fields})
+    elif not all(isinstance(c, str) for c in out.columns):  # matched by position: name them so ours match by name
         out = out.set_axis(list(carried.fields[: len(out.columns)]), axis=1)
-    return out.assign(**{name: [received[rows]] * len(out) for rows, name in zip(carried.rows, carried.lists)})
+    # Object series, explicitly: an empty list would become a float column Arrow cannot make lists of.
+    return out.assign(**{name: pd.Series([received[rows]] * len(out), index=out.index, dtype=object)
+                         for rows, name in zip(carried.rows, carried.lists)})
 
 
 def group_function(func: Callable[..., pd.DataFrame], with_key: bool, carried: Carried,

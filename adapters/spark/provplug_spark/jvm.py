@@ -130,6 +130,10 @@ MERGING_NODES = {"Aggregate", "Distinct", "Deduplicate", "Window", *WRAPPED_FUNC
 # row): an aggregate above one collects lists.
 UNSTABLE_NODES = {"GlobalLimit", "LocalLimit", "Offset", "Tail", "Sample", "Deduplicate", "Window", "Aggregate",
                   *WRAPPED_FUNCTION_NODES}
+# Expressions Catalyst calls deterministic but fixes once per query: another
+# query (a group join's recomputation) sees other values.
+PER_QUERY_EXPRESSIONS = {"CurrentTimestamp", "CurrentDate", "Now", "LocalTimestamp", "CurrentTimeZone",
+                         "CurrentBatchTimestamp", "CurrentTime"}
 # Nodes under which every row comes from a different input row (or from a
 # literal): a row number cannot repeat across the rows of a group.
 INJECTIVE_NODES = {"LogicalRelation", "Relation", "Project", "Filter", "Sort", "Repartition",
@@ -233,6 +237,17 @@ class PendingFrame(ClassicDataFrame):
         if value is not None:
             raise AttributeError("a pending step output's plan is set by its writer job")
 
+    # PySpark caches these with functools.cached_property, which on Python
+    # < 3.12 holds ONE lock for every DataFrame while computing: waiting for
+    # the job inside it would block the writer thread's own schema lookups.
+    @property  # type: ignore[override]
+    def schema(self) -> Any:
+        return self._ready().schema
+
+    @property  # type: ignore[override]
+    def rdd(self) -> Any:
+        return self._ready().rdd
+
 
 def _norm_path(path: str) -> str:
     """A path without scheme and slashes at the ends, to compare Spark's root paths."""
@@ -261,6 +276,7 @@ class PlanRewriter:
         if self.group_joins not in ("global", "always"):
             raise CaptureError(f"{GROUP_JOINS_CONF} must be 'global' or 'always', not {self.group_joins!r}")
         self._merging_above = False  # for the node being handled: a merging node lies above it
+        self._node_expressions: set[str] = set()  # for the node being handled: its expressions' node names
         # JVM classes looked up once: each package step of a lookup is a py4j round trip.
         classic = self.jvm.org.apache.spark.sql.classic
         catalyst = self.jvm.org.apache.spark.sql.catalyst
@@ -415,10 +431,12 @@ class PlanRewriter:
         # A table read (or provplug's column selection on it) has only attributes:
         # skip the expression walks, each a series of py4j round trips.
         deterministic = table_read or all(e.deterministic() for e in self._items(node.expressions()))
-        stable = deterministic and name not in UNSTABLE_NODES and all(c.stable for c in children)
         injective = name in INJECTIVE_NODES and all(c.injective for c in children)
         self._merging_above = merging_above
-        state.note(name, set() if table_read else self._expression_names(node), table_read)
+        self._node_expressions = set() if table_read else self._expression_names(node)
+        state.note(name, self._node_expressions, table_read)
+        stable = (deterministic and name not in UNSTABLE_NODES and not self._node_expressions & PER_QUERY_EXPRESSIONS
+                  and all(c.stable for c in children))
         if name in BLACK_BOX_NODES:
             raise CaptureError(f"cannot capture {BLACK_BOX_NODES[name]} (plan node {name}) exactly; "
                                "express the step with DataFrame operations or UDFs")
@@ -574,11 +592,18 @@ class PlanRewriter:
         extra: list[Column] = []
         rows: tuple[str, ...] = ()
         hidden: tuple[str, ...] = ()
-        if self._can_group_join(grouping, child):
+        # Spark plans a pandas aggregate UDF only beside other pandas aggregate
+        # UDFs: no list can be collected in the same aggregate.
+        pandas_aggregate = "PythonUDAF" in self._node_expressions
+        if self._can_group_join(grouping, child, keyed=pandas_aggregate):
             group = self._group_join(grouping, grouped, child)
             hidden = (*group.keys, group.marker)
             extra += [*[self._column(self._unaliased(g)).alias(k) for g, k in zip(grouping, group.keys)],
                       F.lit(True).alias(group.marker)]
+        elif pandas_aggregate:
+            raise CaptureError("cannot capture a pandas aggregate UDF here: its input rows cannot be recomputed exactly "
+                               "(a limit, sample, window or aggregate below it, or a row-merging operation above it "
+                               "in the step); move it to a step of its own")
         else:
             lists: dict[str, str] = {}
             # Terms are set after relisting every entry: a grouping key keeps its input's id.
@@ -607,8 +632,10 @@ class PlanRewriter:
             self._terms[expr_id] = frozenset(terms)
         return tuple(firsts.values())
 
-    def _can_group_join(self, grouping: list[Any], child: _Node) -> bool:
-        return (self._allow_groups and (not grouping or self.group_joins == "always") and not self._merging_above
+    def _can_group_join(self, grouping: list[Any], child: _Node, keyed: bool = False) -> bool:
+        """Whether this aggregate may defer its provenance to a group join
+        (``keyed``: even with grouping keys, whatever the setting)."""
+        return (self._allow_groups and (not grouping or keyed or self.group_joins == "always") and not self._merging_above
                 and child.stable and child.injective and not child.hidden and all(g.deterministic() for g in grouping))
 
     def _group_join(self, grouping: list[Any], grouped: list[tuple[int, list[Any]]], child: _Node) -> GroupJoin:
@@ -744,9 +771,11 @@ class PlanRewriter:
                     self._expression(F.collect_list(source)), spec)
                 raw.append(self._expression(self._column(windowed).alias(f"{RAW_PREFIX}{name}")))
                 lists.append((f"{RAW_PREFIX}{name}", name, not self._rows[source].scalar))
-        window = node.copy(
-            self._seq([*window_exprs, *raw]), node.partitionSpec(), node.orderSpec(), child.plan, node.hint()
-        )
+        # The lists in a Window of their own below the user's (same partitioning,
+        # ordering and frames, so no extra shuffle): Spark does not mix pandas
+        # window UDFs with other window functions in one node.
+        below = node.copy(self._seq(raw), node.partitionSpec(), node.orderSpec(), child.plan, node.hint()) if raw else child.plan
+        window = node.copy(self._seq(window_exprs), node.partitionSpec(), node.orderSpec(), below, node.hint())
         windowed = self._plan(self._frame(window))
         kept = [a for a in self._items(windowed.output()) if not a.name().startswith(RAW_PREFIX)]
         finals = [(F.flatten(F.col(r)) if arrays else F.col(r)).alias(name) for r, name, arrays in lists]

@@ -213,9 +213,12 @@ class SparkCaptureSession:
         operations: list[str] = []
         uses_udf = False
         tables, frames, written = [], [], []
-        for name, frame in zip(step.outputs, outputs):
-            rewritten = self.rewriter.rewrite(frame)
-            table = self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
+        # Every output rewritten before any is written: a step that fails to
+        # capture leaves no file behind, even if the caller goes on.
+        rewrites = [self.rewriter.rewrite(frame) for frame in outputs]
+        new_tables = [self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
+                      for name, frame in zip(step.outputs, outputs)]
+        for frame, rewritten, table in zip(outputs, rewrites, new_tables):
             # Registered now: a downstream rewrite can only meet this table once its rows are written.
             self.rewriter.register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
             job = self.steps.submit(self._materialise, table, rewritten, op_id, frame)
@@ -272,8 +275,10 @@ class SparkCaptureSession:
         pending, self.pending = self.pending, []
         # No job may outlive the staging directory: wait for every one, even
         # when the run failed (the transaction then discards the directory).
-        self.steps.shutdown(wait=True)  # before the triple jobs: a step job may still submit one
-        self.triples.shutdown(wait=True)
+        # A failed run starts no queued job. Step jobs end before the triple
+        # jobs shut down: a step job may still submit one.
+        self.steps.shutdown(wait=True, cancel_futures=error is not None)
+        self.triples.shutdown(wait=True, cancel_futures=error is not None)
         if error is not None:
             return
         for op, jobs in pending:  # a failed write fails the run
