@@ -209,33 +209,26 @@ class SparkCaptureSession:
         result = func(*args, **kwargs)
         outputs = self._outputs(step, result)
         op_id = self.run.new_op_id()
-        inputs: set[int] = set()
-        operations: list[str] = []
-        uses_udf = False
-        tables, frames, written = [], [], []
         # Every output rewritten before any is written: a step that fails to
         # capture leaves no file behind, even if the caller goes on.
         rewrites = [self.rewriter.rewrite(frame) for frame in outputs]
-        new_tables = [self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
-                      for name, frame in zip(step.outputs, outputs)]
-        for frame, rewritten, table in zip(outputs, rewrites, new_tables):
+        tables = [self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
+                  for name, frame in zip(step.outputs, outputs)]
+        jobs, frames = [], []
+        for frame, rewritten, table in zip(outputs, rewrites, tables):
             # Registered now: a downstream rewrite can only meet this table once its rows are written.
             self.rewriter.register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
-            job = self.steps.submit(self._materialise, table, rewritten, op_id, frame)
-            written.append(job)
-            frames.append(PendingFrame(self.spark, functools.partial(_frame_of, job)))
-            tables.append(table.table_id)
-            inputs |= rewritten.inputs
-            operations += [o for o in rewritten.operations if o not in operations]
-            uses_udf = uses_udf or rewritten.uses_udf
+            jobs.append(self.steps.submit(self._materialise, table, rewritten, op_id, frame))
+            frames.append(PendingFrame(self.spark, functools.partial(_frame_of, jobs[-1])))
         self.wrote_rows = True
-        self.run.mark_dataset("triples")
+        operations = list(dict.fromkeys(o for r in rewrites for o in r.operations))
         op = OpInfo(
-            op_id, step.name, self.run.run_id, "udf" if uses_udf else "builtin", tuple(sorted(inputs)),
-            tuple(tables), tuple(operations), dict(step.params), started, None, None,
+            op_id, step.name, self.run.run_id, "udf" if any(r.uses_udf for r in rewrites) else "builtin",
+            tuple(sorted(set().union(*[r.inputs for r in rewrites]))), tuple(t.table_id for t in tables),
+            tuple(operations), dict(step.params), started, None, None,
         )
         self.run.record_op(op)  # finished and triples are known when the writes end (close)
-        self.pending.append((op, written))
+        self.pending.append((op, jobs))
         return tuple(frames) if len(step.outputs) > 1 else frames[0]
 
     @staticmethod
