@@ -596,10 +596,7 @@ class PlanRewriter:
         # UDFs: no list can be collected in the same aggregate.
         pandas_aggregate = "PythonUDAF" in self._node_expressions
         if self._can_group_join(grouping, child, keyed=pandas_aggregate):
-            group = self._group_join(grouping, grouped, child)
-            hidden = (*group.keys, group.marker)
-            extra += [*[self._column(self._unaliased(g)).alias(k) for g, k in zip(grouping, group.keys)],
-                      F.lit(True).alias(group.marker)]
+            hidden, extra = self._group_join(grouping, grouped, child)
         elif pandas_aggregate:
             raise CaptureError("cannot capture a pandas aggregate UDF here: its input rows cannot be recomputed exactly "
                                "(a limit, sample, window or aggregate below it, or a row-merging operation above it "
@@ -638,20 +635,21 @@ class PlanRewriter:
         return (self._allow_groups and (not grouping or keyed or self.group_joins == "always") and not self._merging_above
                 and child.stable and child.injective and not child.hidden and all(g.deterministic() for g in grouping))
 
-    def _group_join(self, grouping: list[Any], grouped: list[tuple[int, list[Any]]], child: _Node) -> GroupJoin:
+    def _group_join(self, grouping: list[Any], grouped: list[tuple[int, list[Any]]],
+                    child: _Node) -> tuple[tuple[str, ...], list[Column]]:
         """Defer the provenance of ``grouped`` to a join of the output rows with
-        ``child``'s rows on the grouping values (see *group joins* above)."""
+        ``child``'s rows on the grouping values (see *group joins* above);
+        return the hidden columns the aggregate adds and their expressions."""
         n = len(self._groups)
         keys = tuple(f"{HIDDEN_PREFIX}k_{n}_{i}" for i in range(len(grouping)))
-        values = [self._column(self._unaliased(g)) for g in grouping]
-        members = self._frame(child.plan).select(*[v.alias(k) for v, k in zip(values, keys)], *child.rows)
-        group = GroupJoin(f"{HIDDEN_PREFIX}m_{n}", keys, members, ())
-        self._groups.append(group)
+        marker = f"{HIDDEN_PREFIX}m_{n}"
+        values = [self._column(self._unaliased(g)).alias(k) for g, k in zip(grouping, keys)]
+        self._groups.append(GroupJoin(marker, keys, self._frame(child.plan).select(*values, *child.rows), ()))
         # Computed before any is set: a grouping key keeps its input's id.
         deferred = {expr_id: frozenset((n, t) for t in self._terms_of(refs)) for expr_id, refs in grouped}
         self._deferred.update(deferred)
         self._terms.update({expr_id: frozenset() for expr_id in deferred})
-        return group
+        return (*keys, marker), [*values, F.lit(True).alias(marker)]
 
     @staticmethod
     def _unaliased(expr: Any) -> Any:
