@@ -469,15 +469,21 @@ def test_apply_in_pandas_and_map_in_pandas_are_black_boxes(spark: Any, store_pat
     assert {t["name"]: t["rows"] for t in open_store(store_path).tables().to_pylist()}["Nothing"] == 0
 
 
+def pandas_mean() -> Any:
+    """A pandas aggregate UDF (its function local: pickled by value for the workers)."""
+    def _mean(v):  # type: ignore[no-untyped-def]
+        return float(v.mean())
+
+    # Real (not string) hints: PySpark infers a grouped-aggregate pandas UDF from them.
+    _mean.__annotations__ = {"v": pd.Series, "return": float}
+    return F.pandas_udf(_mean, "double")
+
+
 def test_pandas_aggregate_udf_per_group(spark: Any, store_path: Path) -> None:
     """Spark plans a pandas aggregate UDF only beside other pandas aggregate
     UDFs, so its groups' provenance goes through a group join; where its
     input cannot be recomputed, it fails clearly."""
-    def _mean(v):  # type: ignore[no-untyped-def]
-        return float(v.mean())
-
-    _mean.__annotations__ = {"v": pd.Series, "return": float}
-    mean = F.pandas_udf(_mean, "double")
+    mean = pandas_mean()
 
     @provplug.step("PMean", output="Means")
     def means(df: Any) -> Any:
@@ -501,11 +507,7 @@ def test_pandas_aggregate_udf_per_group(spark: Any, store_path: Path) -> None:
 def test_pandas_window_udf_uses_its_frame_rows(spark: Any, store_path: Path) -> None:
     from pyspark.sql import Window
 
-    def _mean(v):  # type: ignore[no-untyped-def]
-        return float(v.mean())
-
-    _mean.__annotations__ = {"v": pd.Series, "return": float}
-    mean = F.pandas_udf(_mean, "double")
+    mean = pandas_mean()
 
     @provplug.step("PWin", output="CityMeans")
     def city_means(df: Any) -> Any:
