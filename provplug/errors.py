@@ -34,3 +34,11 @@ class LineageQueryError(ProvplugError):
 
 class IdSpaceError(ProvplugError):
     """A table, column or row number does not fit the value-id layout."""
+
+
+class DamagedStoreError(StoreError):
+    """A file of the store is truncated or unreadable (see provplug.storefiles)."""
+
+
+class DamagedIndexError(NotIndexedError):
+    """The lineage index is incomplete or damaged: re-run ``provplug index``."""

@@ -1,0 +1,97 @@
+"""The one place that reads files of a store: a damaged file becomes one line.
+
+A truncated Parquet file, a half-written JSON record or an unreadable byte is
+not the user's input: it is damage to the store (a crash, a full disk, a
+copy gone wrong). Every reader of store files goes through these functions,
+so such damage is a :class:`~provplug.errors.DamagedStoreError` naming the
+file, never an Arrow or JSON traceback, whichever command found it first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from .errors import DamagedStoreError
+
+# Errors that mean "the bytes are not what the format says", as opposed to a
+# missing file (FileNotFoundError), which callers handle themselves.
+_DAMAGE = (pa.ArrowInvalid, pa.ArrowNotImplementedError, json.JSONDecodeError, UnicodeDecodeError, EOFError)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+@contextlib.contextmanager
+def damage_reported(what: str) -> Iterator[None]:
+    """Turn a damaged-file error raised inside the block into a one-line
+    :class:`DamagedStoreError` about ``what`` (a path, or a named dataset).
+
+    For lazy readers (a pyarrow dataset fails when it is scanned, not when it
+    is opened) wrap the scan, not only the open.
+    """
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except _DAMAGE as exc:
+        raise DamagedStoreError(f"damaged store file {what}: {_one_line(exc)}") from exc
+    except OSError as exc:
+        # pyarrow reports some truncations (e.g. a short footer read) as OSError.
+        if isinstance(exc, pa.ArrowException):
+            raise DamagedStoreError(f"damaged store file {what}: {_one_line(exc)}") from exc
+        raise
+
+
+def read_text(fs: pafs.FileSystem, path: str) -> str:
+    with damage_reported(path), fs.open_input_stream(path) as f:
+        data: bytes = f.read()
+        return data.decode()
+
+
+def read_json(fs: pafs.FileSystem, path: str) -> Any:
+    """A JSON record of the store (marker, manifest, index metadata)."""
+    text = read_text(fs, path)
+    with damage_reported(path):
+        return json.loads(text)
+
+
+def read_parquet(fs: pafs.FileSystem, path: str, **kwargs: Any) -> pa.Table:
+    """One Parquet file or directory (``pq.read_table`` keyword arguments)."""
+    with damage_reported(path):
+        return pq.read_table(path, filesystem=fs, **kwargs)
+
+
+def parquet_metadata(fs: pafs.FileSystem, path: str) -> pq.FileMetaData:
+    with damage_reported(path), fs.open_input_file(path) as f:
+        return pq.ParquetFile(f).metadata
+
+
+def scan(
+    fs: pafs.FileSystem,
+    paths: str | Sequence[str],
+    what: str,
+    schema: pa.Schema | None = None,
+    **to_table: Any,
+) -> pa.Table:
+    """Read a Parquet dataset (one path or a list of files) eagerly, with
+    ``Dataset.to_table`` keyword arguments (``columns``, ``filter``)."""
+    with damage_reported(what):
+        source = paths if isinstance(paths, str) else list(paths)
+        dataset = pads.dataset(source, schema=schema, format="parquet", filesystem=fs)
+        return dataset.to_table(**to_table)
+
+
+def count_rows(fs: pafs.FileSystem, paths: str | Sequence[str], what: str) -> int:
+    with damage_reported(what):
+        source = paths if isinstance(paths, str) else list(paths)
+        return int(pads.dataset(source, format="parquet", filesystem=fs).count_rows())
