@@ -113,6 +113,34 @@ def test_where_clause_grammar(people: tuple[Path, dict[int, int]]) -> None:
         assert [q["value_id"] for q in answer.to_dict()["query"]] == sorted(packed[i] for i in names), predicate
 
 
+@pytest.mark.parametrize(
+    ("predicate", "message"),
+    [
+        ("1=0 UNION ALL SELECT 5", "adds to the query"),  # a set operation: row 5 does not exist
+        ("1=1; SELECT 7", "holds 2 statements"),
+        ("1=1; DROP TABLE provplug_rows", "holds other statements"),
+        ("1=1) UNION (SELECT 5", "syntax error"),
+        ("1=1 ORDER BY 1 LIMIT 1", "adds to the query"),
+        ("1=1 GROUP BY City", "adds to the query"),
+        ("Age IN (SELECT 5)", "holds a subquery"),
+        ("EXISTS (SELECT 1)", "holds a subquery"),
+        ("Age", "is of type"),  # DuckDB would cast a number to boolean silently
+        ("count(*) > 0", "cannot contain aggregates"),
+    ],
+)
+def test_where_is_one_boolean_expression(people: tuple[Path, dict[int, int]], predicate: str, message: str) -> None:
+    path, _ = people
+    with pytest.raises(LineageQueryError, match="--where") as caught:
+        provplug.open(path).lineage(table="Person2", column="Name", where=predicate)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_where_comment_cannot_hide_the_rest(people: tuple[Path, dict[int, int]]) -> None:
+    path, packed = people
+    answer = provplug.open(path).lineage(table="Person2", column="Name", where="Name = 'Mark' -- OR TRUE")
+    assert [q["value_id"] for q in answer.to_dict()["query"]] == [packed[16]]
+
+
 def test_cli_tree_groups_by_op_and_table_with_values(people: tuple[Path, dict[int, int]], cli: Any) -> None:
     path, _ = people
     result = cli("lineage", path, "AvgAge.Age", "--where", "City = 'NY'")
