@@ -17,11 +17,12 @@ from typing import Any, Literal
 
 import pyarrow.fs as pafs
 
+from .. import storefiles
 from ..errors import ProvplugError
 from ..plugins import Plugins, get_plugins
 from ..progress import SILENT, Progress
 from ..store import ParquetStore, open_store
-from . import layout
+from . import integrity, layout
 from .algorithm import InputStats, SetPlan
 from .generation import (
     PREVIOUS,
@@ -38,7 +39,8 @@ from .workflow import TableCatalogue, WorkflowGraph, infer_workflow
 DEFAULT_THETA = 25_000
 # engine="auto" indexes on one machine up to this many triples (~1.5 GB of arrays).
 LOCAL_MAX_TRIPLES = 30_000_000
-META_FORMAT = 1
+# 2: meta.json records the generation's files (provplug.index.integrity).
+META_FORMAT = 2
 
 Engine = Literal["auto", "local", "spark"]
 
@@ -111,6 +113,7 @@ def _build(
         counts = engine.build(plan, out)  # type: ignore[arg-type]
         _drop_scratch(store, gen_dir)
         meta = _meta(name, engine_name, theta, tree, source, workflow, runs, counts, time.monotonic() - t0)
+        meta[integrity.FILES] = integrity.listing(store.fs, gen_dir)  # checked when a query opens it
         store._write_text(f"{gen_dir}/{layout.META}", json.dumps(meta, indent=1))
         publish(store, name)
     except BaseException:
@@ -124,7 +127,7 @@ def _previous(store: ParquetStore) -> str | None:
     path = f"{index_root(store)}/{PREVIOUS}"
     if store.fs.get_file_info(path).type != pafs.FileType.File:
         return None
-    return store._read_text(path).strip() or None
+    return storefiles.read_text(store.fs, path).strip() or None
 
 
 def _make_engine(

@@ -23,9 +23,10 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from ..errors import NotIndexedError, StoreError
+from .. import storefiles
+from ..errors import DamagedStoreError, NotIndexedError, StoreError
 from ..store import ParquetStore
-from . import layout
+from . import integrity, layout
 
 LOCK = "_building.lock"
 PREVIOUS = "PREVIOUS"
@@ -40,7 +41,7 @@ def current_generation(store: ParquetStore) -> str | None:
     path = store.path(layout.INDEX_DIR, layout.CURRENT)
     if store.fs.get_file_info(path).type != pafs.FileType.File:
         return None
-    name = store._read_text(path).strip()
+    name = storefiles.read_text(store.fs, path).strip()
     return name or None
 
 
@@ -53,10 +54,25 @@ def current_dir(store: ParquetStore) -> str:
 
 
 def read_meta(store: ParquetStore) -> dict[str, Any] | None:
+    """The live generation's ``meta.json`` (None if the store was never
+    indexed; :class:`DamagedIndexError` if it is missing or unreadable)."""
     name = current_generation(store)
     if name is None:
         return None
-    return json.loads(store._read_text(store.path(layout.INDEX_DIR, name, layout.META)))
+    return generation_meta(store, name)
+
+
+def generation_meta(store: ParquetStore, name: str) -> dict[str, Any]:
+    with integrity.index_damage(store.uri, name):
+        meta = storefiles.read_json(store.fs, store.path(layout.INDEX_DIR, name, layout.META))
+    if not isinstance(meta, dict):
+        raise integrity.damaged(store.uri, name, f"{layout.META} is not a JSON object")
+    return meta
+
+
+def check_generation(store: ParquetStore, name: str, meta: dict[str, Any]) -> None:
+    """:class:`DamagedIndexError` unless generation ``name`` holds the files its meta records."""
+    integrity.check(store.fs, store.path(layout.INDEX_DIR, name), meta, store.uri)
 
 
 def new_generation_name() -> str:
@@ -104,8 +120,9 @@ def _stale(store: ParquetStore, path: str) -> bool:
     from ..store import _pid_alive
 
     try:
-        owner = json.loads(store._read_text(path) or "{}")
-    except (OSError, ValueError):
+        # Empty: its builder is writing it now. Unreadable: it died writing it.
+        owner = json.loads(storefiles.read_text(store.fs, path) or "{}")
+    except (OSError, ValueError, DamagedStoreError):
         return True
     return owner.get("host") == socket.gethostname() and not _pid_alive(int(owner.get("pid", -1)))
 

@@ -37,14 +37,17 @@ Details the builder guarantees (additions to the contract above):
   null for a component below theta; ``triples`` counts the triples whose
   ``dst`` is in the set (what CSProv reads for it). ``components.parquet``:
   ``triples`` counts the component's triples. Both are single files.
-* ``meta.json`` keys: ``format`` (1), ``generation``, ``created``, ``engine``
+* ``meta.json`` keys: ``format`` (2; 1 had no ``files``), ``generation``, ``created``, ``engine``
   (``local``/``spark``), ``theta``, ``splits`` (the completed ``--splits``
   document used), ``split_tree`` (``[{name, tables, children}]``),
   ``splits_source`` (``user``/``auto``), ``workflow`` (``{tables, edges}`` of
   ``G_wf``, by table name), ``runs`` (run ids indexed: the index is stale when
   the store has other committed runs), ``counts`` (``triples``, ``values``,
   ``components``, ``sets``, ``set_dependencies``), ``buckets``
-  (``{triples, setdeps, rsetdeps, value_sets}``), ``seconds``.
+  (``{triples, setdeps, rsetdeps, value_sets}``), ``seconds``, ``files``
+  (``{relative path: size}`` of every file of the generation but
+  ``meta.json``; queries check them when they open it, see
+  :mod:`provplug.index.integrity`, and read bucket files from this list).
 * Helpers: :func:`provplug.index.current_dir` (path of the live generation,
   ``NotIndexedError`` if none) and :func:`provplug.index.read_meta`.
 """

@@ -11,25 +11,41 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from .. import storefiles
+from ..errors import DamagedIndexError
 from ..store import ParquetStore
-from .generation import current_dir, read_meta
+from . import integrity, layout
+from .generation import check_generation, current_generation, generation_meta
 
 BIG_SET = 1_000
 
 
 def index_stats(store: ParquetStore) -> dict[str, Any]:
-    meta = read_meta(store)
-    if meta is None:
+    """The live index's statistics; for a damaged index, what is damaged
+    (``index_intact`` false and ``index_damage``: stats reports what it
+    finds, while queries refuse a damaged index)."""
+    name = current_generation(store)
+    if name is None:
         return {}
-    folder = current_dir(store)
-    sets = pq.read_table(f"{folder}/sets.parquet", filesystem=store.fs)
-    components = pq.read_table(f"{folder}/components.parquet", filesystem=store.fs)
+    try:
+        return _stats(store, name)
+    except DamagedIndexError as exc:
+        return {"indexed": True, "index_generation": name, "index_intact": False, "index_damage": str(exc)}
+
+
+def _stats(store: ParquetStore, name: str) -> dict[str, Any]:
+    meta = generation_meta(store, name)
+    check_generation(store, name, meta)
+    folder = store.path(layout.INDEX_DIR, name)
+    with integrity.index_damage(store.uri, name):
+        sets = storefiles.read_parquet(store.fs, f"{folder}/sets.parquet")
+        components = storefiles.read_parquet(store.fs, f"{folder}/components.parquet")
     counts = meta["counts"]
     indexed_runs = set(meta["runs"])
     return {
         "indexed": True,
+        "index_intact": True,
         "index_current": indexed_runs == {m["run_id"] for m in store.runs()},
         "index_generation": meta["generation"],
         "theta": meta["theta"],

@@ -8,7 +8,7 @@ set are one ``searchsorted`` range; value -> set and set dependencies likewise.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import threading
 from collections import OrderedDict
@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
+from .. import storefiles
 from ..errors import NotIndexedError
-from ..index import layout
+from ..index import integrity, layout
+from ..index.generation import check_generation, current_generation, generation_meta
 from ..store import ParquetStore
 from .driver import _gather_ranges
 from .model import Direction, Edges
@@ -95,11 +95,15 @@ class _ByteBudgetCache:
 
 
 _CACHE = _ByteBudgetCache(int(os.environ.get(CACHE_ENV, DEFAULT_CACHE_MB)) << 20)
+# Generations whose files were checked in this process: the check is a
+# listing (a few ms, as much as a warm query), so it is done once per process.
+_CHECKED: set[tuple[str, str]] = set()
 
 
 def clear_cache() -> None:
-    """Forget every cached index file (tests, or after re-indexing in-process)."""
+    """Forget every cached index file and check (tests, or after re-indexing in-process)."""
     _CACHE.clear()
+    _CHECKED.clear()
 
 
 @dataclass(frozen=True)
@@ -120,29 +124,40 @@ class _Sorted:
 
 
 class IndexReader:
-    """One published index generation of a store, read with pyarrow only."""
+    """One published index generation of a store, read with pyarrow only.
 
-    def __init__(self, store: ParquetStore, generation: str) -> None:
+    Its files are checked against the generation's record when it is first
+    opened in a process (:mod:`provplug.index.integrity`), and bucket files
+    are taken from that record: a file lost later is an error, not an empty
+    bucket."""
+
+    def __init__(self, store: ParquetStore, generation: str, meta: dict[str, Any] | None = None) -> None:
         self.store = store
         self.fs = store.fs
         self.generation = generation
         self.root = store.path(layout.INDEX_DIR, generation)
-        self.meta: dict[str, Any] = json.loads(store._read_text(f"{self.root}/{layout.META}"))
+        self.meta: dict[str, Any] = generation_meta(store, generation) if meta is None else meta
         self.triple_buckets = self._buckets("triples", layout.TRIPLE_BUCKETS)
         self.setdep_buckets = self._buckets("setdeps", layout.SETDEP_BUCKETS)
         self.value_buckets = self._buckets("value_sets", layout.VALUE_BUCKETS)
         self._key = (store.root, generation)
+        self._recorded = _recorded_folders(self.meta)
 
     @classmethod
     def current(cls, store: ParquetStore) -> IndexReader:
-        """The live generation (``CURRENT`` is resolved once, here)."""
+        """The live generation (``CURRENT`` is resolved once, here), checked."""
         pointer = store.path(layout.INDEX_DIR, layout.CURRENT)
         if store.fs.get_file_info(pointer).type != pafs.FileType.File:
             raise NotIndexedError(f"{store.uri} has no lineage index: run `provplug index {store.uri}` first")
-        generation = store._read_text(pointer).strip()
-        if store.fs.get_file_info(store.path(layout.INDEX_DIR, generation, layout.META)).type != pafs.FileType.File:
-            raise NotIndexedError(f"{store.uri}: index generation {generation!r} is incomplete; re-run `provplug index`")
-        return cls(store, generation)
+        generation = current_generation(store)
+        if generation is None:
+            raise integrity.damaged(store.uri, None, f"{pointer} is empty")
+        meta = generation_meta(store, generation)
+        key = (store.root, generation)
+        if key not in _CHECKED:
+            check_generation(store, generation, meta)
+            _CHECKED.add(key)
+        return cls(store, generation, meta)
 
     def _buckets(self, dataset: str, default: int) -> int:
         """Bucket count of ``dataset`` as written in meta.json (``buckets``)."""
@@ -162,17 +177,26 @@ class IndexReader:
         return f"{self.root}/{dataset}/bucket={bucket}"
 
     def _files(self, directory: str) -> list[str]:
-        try:
-            infos = self.fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
-        except FileNotFoundError:
-            return []
-        return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(".parquet"))
+        """Data files of ``directory``: from the generation's record, or (a
+        generation without one) a listing of a folder the layout guarantees."""
+        if self._recorded is not None:
+            return [f"{self.root}/{p}" for p in self._recorded.get(directory[len(self.root) + 1:], ())]
+        with self._damage():
+            infos = self.fs.get_file_info(pafs.FileSelector(directory))
+        return sorted(i.path for i in infos if i.type == pafs.FileType.File and integrity.is_data_file(i.path))
+
+    def _damage(self) -> contextlib.AbstractContextManager[None]:
+        return integrity.index_damage(self.store.uri, self.generation)
+
+    def _scan(self, files: list[str], **to_table: Any) -> pa.Table:
+        with self._damage():
+            return storefiles.scan(self.fs, files, files[0] if len(files) == 1 else f"{files[0]} (or a sibling)", **to_table)
 
     def _read(self, directory: str, columns: list[str]) -> pa.Table:
         files = self._files(directory)
         if not files:
             return pa.table({c: pa.array([], pa.int64()) for c in columns})
-        return pads.dataset(files, format="parquet", filesystem=self.fs).to_table(columns=columns)
+        return self._scan(files, columns=columns)
 
     def _sorted_bucket(self, dataset: str, bucket: int, key: str, columns: list[str]) -> _Sorted:
         def load() -> tuple[_Sorted, int]:
@@ -210,7 +234,9 @@ class IndexReader:
         """``sets.parquet`` sorted by csid (columns ccid, triples)."""
 
         def load() -> tuple[_Sorted, int]:
-            table = pq.read_table(f"{self.root}/sets.parquet", columns=["csid", "ccid", "triples"], filesystem=self.fs)
+            with self._damage():
+                path = f"{self.root}/sets.parquet"
+                table = storefiles.read_parquet(self.fs, path, columns=["csid", "ccid", "triples"])
             keys = table.column("csid").to_numpy().astype(np.int64, copy=False)
             cols = {c: table.column(c).to_numpy().astype(np.int64, copy=False) for c in ("ccid", "triples")}
             if len(keys) > 1 and not (keys[1:] >= keys[:-1]).all():  # the builder writes it sorted
@@ -295,12 +321,23 @@ class IndexReader:
         files = self._files(self.bucket_dir("triples", bucket))
         if not files:
             return Edges.empty()
-        table = pads.dataset(files, format="parquet", filesystem=self.fs).to_table(
-            columns=["src", "dst", "op"], filter=pc.field("dst_csid").isin(arrow_ids(csids))
-        )
+        table = self._scan(files, columns=["src", "dst", "op"], filter=pc.field("dst_csid").isin(arrow_ids(csids)))
         return Edges(*(table.column(c).to_numpy().astype(np.int64, copy=False) for c in ("src", "dst", "op")))
 
     def triple_bucket_files(self, csids: Iterable[int]) -> list[str]:
         """Parquet files of the buckets holding the triples of ``csids`` (for Spark)."""
         buckets = sorted({layout.bucket(int(c), self.triple_buckets) for c in csids})
         return [f for b in buckets for f in self._files(self.bucket_dir("triples", b))]
+
+
+
+def _recorded_folders(meta: dict[str, Any]) -> dict[str, list[str]] | None:
+    """The generation's recorded data files by folder, or None (no record)."""
+    recorded = meta.get(integrity.FILES)
+    if not isinstance(recorded, dict):
+        return None
+    folders: dict[str, list[str]] = {}
+    for path in sorted(recorded):
+        if integrity.is_data_file(path) and "/" in path:
+            folders.setdefault(path.rsplit("/", 1)[0], []).append(path)
+    return folders
