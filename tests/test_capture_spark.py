@@ -323,6 +323,107 @@ def test_union_and_union_by_name_by_position_and_name(spark: Any, store_path: Pa
     })
     assert labelled_triples(store_path) == want
 
+# -- keys and columns the analyzer casts (sides of different types) ---------------------
+# A CSV source's int key against a Parquet one's bigint: Spark compares and
+# unions them through a Cast (a join condition ``k = cast(k AS bigint)``, a
+# union branch under ``Project [cast(k AS bigint) AS k]``, a full outer key
+# ``coalesce(k, cast(k AS bigint)) AS k``); provenance must see through it.
+WIDE_ROWS = ([(1, "a"), (2, "b")], "k bigint, x string")
+NARROW_ROWS = ([(1, "p"), (1, "r"), (3, "q")], "k int, y string")
+
+
+def test_using_join_of_keys_of_different_types_merges_both_keys(spark: Any, store_path: Path) -> None:
+    @provplug.step("JT", output=("Inner", "Left", "Right", "Full", "InnerRev", "LeftRev", "FullRev", "TwoKeys"))
+    def joins(wide: Any, narrow: Any) -> Any:
+        both = [c.withColumn("j", F.col("k").cast(t)) for c, t in ((wide, "int"), (narrow, "bigint"))]
+        return (
+            wide.join(narrow, "k"),  # Join (k#l = cast(k#r AS bigint)); the merged key keeps k#l
+            wide.join(narrow, "k", "left"),
+            wide.join(narrow, "k", "right"),  # the merged key keeps the right side's k#r
+            wide.join(narrow, "k", "full"),  # coalesce(k#l, cast(k#r AS bigint)) AS k
+            narrow.join(wide, "k"),  # the cast on the left side: (cast(k#l AS bigint) = k#r)
+            narrow.join(wide, "k", "left"),
+            narrow.join(wide, "k", "full"),  # coalesce(cast(k#l AS bigint), k#r) AS k
+            both[0].join(both[1], ["k", "j"]),  # a cast on each side, one per key
+        )
+
+    capture(spark, store_path, {"W": WIDE_ROWS, "N": NARROW_ROWS}, lambda f: joins(f["W"], f["N"]))
+    matched = {y: {("k", y): [("W", "k", "a"), ("N", "k", y)], ("x", y): [("W", "x", "a")], ("y", y): [("N", "y", y)]}
+               for y in ("p", "r")}
+    inner = {c: ps for y in ("p", "r") for c, ps in matched[y].items()}
+    want = expect("JT", "Inner", inner) | expect("JT", "InnerRev", inner)
+    lone_w = {("k", None): [("W", "k", "b")], ("x", None): [("W", "x", "b")]}
+    lone_n = {("k", "q"): [("N", "k", "q")], ("y", "q"): [("N", "y", "q")]}
+    want |= expect("JT", "Left", {**inner, **lone_w})
+    want |= expect("JT", "Right", {**inner, **lone_n})
+    want |= expect("JT", "Full", {**inner, **lone_w, **lone_n})
+    want |= expect("JT", "LeftRev", {**inner, **lone_n})
+    want |= expect("JT", "FullRev", {**inner, **lone_n, **lone_w})
+    want |= expect("JT", "TwoKeys", {
+        **inner, **{("j", y): [("W", "k", "a"), ("N", "k", y)] for y in ("p", "r")},  # j was cast from k on both sides
+    })
+    outputs = ("Inner", "Left", "Right", "Full", "InnerRev", "LeftRev", "FullRev", "TwoKeys")
+    keys = {"W": ("x",), "N": ("y",), **{o: ("y",) for o in outputs}}
+    assert labelled_triples(store_path, keys) == want
+    assert {r["k"] for r in table_rows(store_path, "Full")} == {1, 2, 3}
+
+
+def test_group_by_a_using_join_key_of_different_types(spark: Any, store_path: Path, group_joins: Any) -> None:
+    @provplug.step("GT", output=("Inner", "Full"))
+    def per_key(wide: Any, narrow: Any) -> Any:
+        def counted(joined: Any) -> Any:
+            return joined.groupBy("k").agg(F.count("*").alias("n"), F.max("y").alias("top"))
+
+        return counted(wide.join(narrow, "k")), counted(wide.join(narrow, "k", "full"))
+
+    capture(spark, store_path, {"W": WIDE_ROWS, "N": NARROW_ROWS}, lambda f: per_key(f["W"], f["N"]))
+    one = [("W", "k", "a"), ("N", "k", "p"), ("N", "k", "r")]  # the group's merged key cells
+    group_1 = {("k", 1): one, ("n", 1): one, ("top", 1): [("N", "y", "p"), ("N", "y", "r")]}
+    want = expect("GT", "Inner", group_1)
+    want |= expect("GT", "Full", {
+        **group_1,
+        ("k", 2): [("W", "k", "b")], ("n", 2): [("W", "k", "b")],  # no right row: top is null
+        ("k", 3): [("N", "k", "q")], ("n", 3): [("N", "k", "q")], ("top", 3): [("N", "y", "q")],
+    })
+    assert labelled_triples(store_path, {"W": ("x",), "N": ("y",)}) == want
+
+
+def test_union_of_columns_of_different_types(spark: Any, store_path: Path, group_joins: Any) -> None:
+    """The analyzer widens a union's int column to bigint in a Project above
+    that branch (first or later), and unionByName(allowMissingColumns) adds
+    null columns beside the casts; grouping and deduplicating by the widened
+    column sees every branch's cells."""
+    @provplug.step("UT", output=("WideFirst", "NarrowFirst", "ByName", "Grouped", "Dedup"))
+    def unions(wide: Any, narrow: Any) -> Any:
+        narrow_x = narrow.withColumnRenamed("y", "x")
+        return (
+            wide.union(narrow_x),
+            narrow_x.union(wide),
+            wide.unionByName(narrow, allowMissingColumns=True),
+            wide.union(narrow_x).groupBy("k").agg(F.count("*").alias("n")),
+            narrow_x.union(wide).dropDuplicates(["k"]),
+        )
+
+    capture(spark, store_path, {"W": WIDE_ROWS, "N": NARROW_ROWS}, lambda f: unions(f["W"], f["N"]))
+    rows = {"W": ("a", "b"), "N": ("p", "r", "q")}
+    copied = {(c, v): [(t, "k" if c == "k" else ("x" if t == "W" else "y"), v)]
+              for t, vs in rows.items() for v in vs for c in ("k", "x")}
+    want = expect("UT", "WideFirst", copied) | expect("UT", "NarrowFirst", copied)
+    want |= expect("UT", "ByName", {  # keyed by (x, y); the missing column is a null literal: no parent
+        **{(c, (v, None)): [("W", c, v)] for v in rows["W"] for c in ("k", "x")},
+        **{(c, (None, v)): [("N", c, v)] for v in rows["N"] for c in ("k", "y")},
+    })
+    members = {1: [("W", "k", "a"), ("N", "k", "p"), ("N", "k", "r")], 2: [("W", "k", "b")], 3: [("N", "k", "q")]}
+    want |= expect("UT", "Grouped", {(c, k): m for k, m in members.items() for c in ("k", "n")})
+    kept = {r["k"]: r["x"] for r in table_rows(store_path, "Dedup")}
+    want |= expect("UT", "Dedup", {
+        **{("k", k): m for k, m in members.items()},
+        **{("x", k): [("W" if x in rows["W"] else "N", "x" if x in rows["W"] else "y", x)] for k, x in kept.items()},
+    })
+    keys = {"W": ("x",), "N": ("y",), "WideFirst": ("x",), "NarrowFirst": ("x",), "ByName": ("x", "y"),
+            "Grouped": ("k",), "Dedup": ("k",)}
+    assert labelled_triples(store_path, keys) == want
+
 
 def test_distinct_merges_rows_and_drop_duplicates_keeps_one_row(spark: Any, store_path: Path, group_joins: Any) -> None:
     @provplug.step("D", output=("Dist", "Dedup"))
@@ -527,6 +628,21 @@ def test_record_lambdas_fail_clearly_and_commit_nothing(spark: Any, store_path: 
 
     with pytest.raises(CaptureError, match="RDD"):
         capture(spark, store_path, {"T": T_ROWS}, lambda f: opaque(f["T"]))
+    assert not store_path.exists()
+
+
+def test_an_unregistered_driver_built_dataframe_is_named_as_such(spark: Any, store_path: Path) -> None:
+    """A DataFrame made with createDataFrame (an RDD of driver-side rows in
+    the plan) and not passed through run.source is not "an RDD lambda": the
+    error says what it is and how to register it."""
+    @provplug.step("Lookup", output="Out")
+    def lookup(df: Any, regions: Any) -> Any:
+        return df.join(regions, "k")
+
+    with pytest.raises(CaptureError, match=r"built in the driver \(createDataFrame.*run\.source\(df, name\)") as error:
+        capture(spark, store_path, {"T": T_ROWS},
+                lambda f: lookup(f["T"], spark.createDataFrame([(1, "east")], "k int, region string")))
+    assert "RDD (" not in str(error.value)
     assert not store_path.exists()
 
 

@@ -23,12 +23,15 @@ Rules per node (children rewritten first; ``terms(a)`` = the terms of attribute 
 * table leaf (a Parquet read of ``rows/<table>/``): one row-number column
   (the stored row number, or for copies of source files the file offset plus
   ``_metadata.row_index``); ``terms(c) = {(row, id(table, c, 0))}``. Other
-  leaves built inside the step (``createDataFrame``, ``range``) are literals:
-  no terms.
+  leaves built inside the step (``range``, ``createDataFrame`` of pandas
+  data: a ``LocalRelation``) are literals: no terms. ``createDataFrame`` of
+  rows (an RDD of driver-side rows) is refused: register it with
+  ``run.source``.
 * Filter / Sort / Limit / Sample / Repartition / hints / aliases: the node is
   kept with the rewritten child; row numbers pass through (copy).
 * Project: ``terms(e) = ∪ terms(a) for a in references(e)``; a ``using``
-  join's merged key also gets its partner key's terms.
+  join's merged key also gets its partner key's terms (keys of different
+  types are matched through the cast the analyzer puts on one side).
 * Aggregate / Distinct: ``terms(e) = ∪ terms(references(e))`` with each
   row-number column replaced by the list of the group's row numbers
   (``collect_list``, one per input row-number column); an aggregate function
@@ -141,6 +144,9 @@ INJECTIVE_NODES = {"LogicalRelation", "Relation", "Project", "Filter", "Sort", "
                    "View", "Subquery"} | CONSTANT_LEAVES
 # Joins whose output has the left side's columns only.
 LEFT_ONLY_JOINS = {"LeftSemi", "LeftAnti"}
+# Expressions that carry their one child's value (converted or renamed): the
+# analyzer wraps join keys and union columns of different types in them.
+VALUE_WRAPPERS = {"Cast", "UpCast", "Alias"}
 UDF_EXPRESSIONS = {"PythonUDF", "PythonUDAF", "ScalaUDF", "ScalaAggregator", "PythonUDTF"}
 RANK_LIKE = {"Rank", "DenseRank", "PercentRank", "CumeDist", "RowNumber", "NTile"}
 UNSUPPORTED_EXPRESSIONS = {
@@ -437,6 +443,9 @@ class PlanRewriter:
         state.note(name, self._node_expressions, table_read)
         stable = (deterministic and name not in UNSTABLE_NODES and not self._node_expressions & PER_QUERY_EXPRESSIONS
                   and all(c.stable for c in children))
+        if name == "LogicalRDD" and self._built_in_driver(node):
+            raise CaptureError("cannot capture a DataFrame built in the driver (createDataFrame / parallelize, plan "
+                               "node LogicalRDD) that is not a registered source: pass it through run.source(df, name)")
         if name in BLACK_BOX_NODES:
             raise CaptureError(f"cannot capture {BLACK_BOX_NODES[name]} (plan node {name}) exactly; "
                                "express the step with DataFrame operations or UDFs")
@@ -452,6 +461,24 @@ class PlanRewriter:
         else:
             raise CaptureError(f"cannot capture the Spark operation {name}: no provenance rule for it")
         return dataclasses.replace(new, stable=stable, injective=injective)
+
+    def _built_in_driver(self, node: Any, limit: int = 200) -> bool:
+        """Whether a LogicalRDD's rows come from the driver (createDataFrame of
+        local data, parallelize): every root of its RDD lineage is a
+        ParallelCollectionRDD, and no DataFrame's rows (a SQLExecutionRDD, as
+        in ``df.rdd.map(...).toDF()``) lie on the way."""
+        pending, seen = [node.rdd()], 0
+        while pending and seen < limit:
+            rdd = pending.pop()
+            seen += 1
+            kind = rdd.getClass().getSimpleName()
+            if kind == "SQLExecutionRDD":
+                return False
+            deps = self._items(rdd.dependencies())
+            if not deps and kind != "ParallelCollectionRDD":
+                return False
+            pending += [d.rdd() for d in deps]
+        return not pending
 
     def _with_children(self, node: Any, children: Sequence[_Node]) -> Any:
         return self._plan(self._frame(node.withNewChildren(self._seq([c.plan for c in children]))))
@@ -523,6 +550,8 @@ class PlanRewriter:
 
         Spark keeps one side's key attribute and hides the other (tagged
         ``hiddenOutputTag``); DESIGN §3 makes the merged key depend on both.
+        Keys of different types are compared through a cast of one side (or
+        both): ``k#1L = cast(k#2 AS bigint)``.
         """
         hidden = project.getTagValue(self._hidden_tag)
         child = project.child()
@@ -533,8 +562,8 @@ class PlanRewriter:
         for eq in self._conjuncts(child.condition().get()):
             if eq.nodeName() not in ("EqualTo", "EqualNullSafe"):
                 continue
-            left, right = eq.left(), eq.right()
-            if left.nodeName() != "AttributeReference" or right.nodeName() != "AttributeReference":
+            left, right = self._carried_attribute(eq.left()), self._carried_attribute(eq.right())
+            if left is None or right is None:
                 continue
             lid, rid = self._expr_id(left), self._expr_id(right)
             if rid in hidden_ids:
@@ -542,6 +571,15 @@ class PlanRewriter:
             if lid in hidden_ids:
                 partners[rid] = left
         return partners
+
+    @staticmethod
+    def _carried_attribute(expr: Any) -> Any | None:
+        """The attribute whose value ``expr`` is, seen through the casts and
+        aliases the analyzer adds (to compare or union columns of different
+        types); None for any other expression."""
+        while expr.nodeName() in VALUE_WRAPPERS:
+            expr = expr.child()
+        return expr if expr.nodeName() == "AttributeReference" else None
 
     def _conjuncts(self, cond: Any) -> Iterator[Any]:
         if cond.nodeName() == "And":
