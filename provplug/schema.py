@@ -74,3 +74,41 @@ def positional_offset(file_name: str) -> int | None:
     if not stem.startswith(POSITIONAL_PREFIX) or not digits.isdigit():
         return None
     return int(digits)
+
+
+# Arrow view types and their plain equivalents: Arrow-based writers (e.g.
+# tpchgen-cli) produce views, which few compute kernels (filter) accept.
+_PLAIN = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
+
+
+def plain_type(arrow_type: pa.DataType) -> pa.DataType:
+    """``arrow_type`` with every string/binary view, at any depth of lists,
+    structs and maps, replaced by plain string/binary. (List views are left
+    as they are: pyarrow cannot yet cast them to lists correctly.)"""
+    if arrow_type in _PLAIN:
+        return _PLAIN[arrow_type]
+    if pa.types.is_map(arrow_type):
+        return pa.map_(plain_field(arrow_type.key_field), plain_field(arrow_type.item_field), arrow_type.keys_sorted)
+    if pa.types.is_list(arrow_type):
+        return pa.list_(plain_field(arrow_type.value_field))
+    if pa.types.is_large_list(arrow_type):
+        return pa.large_list(plain_field(arrow_type.value_field))
+    if pa.types.is_fixed_size_list(arrow_type):
+        return pa.list_(plain_field(arrow_type.value_field), arrow_type.list_size)
+    if pa.types.is_struct(arrow_type):
+        return pa.struct([plain_field(arrow_type.field(i)) for i in range(arrow_type.num_fields)])
+    return arrow_type
+
+
+def plain_field(field: pa.Field) -> pa.Field:
+    return field.with_type(plain_type(field.type))
+
+
+def plain_schema(arrow_schema: pa.Schema) -> pa.Schema:
+    return pa.schema([plain_field(f) for f in arrow_schema], metadata=arrow_schema.metadata)
+
+
+def without_views(table: pa.Table) -> pa.Table:
+    """``table`` cast to :func:`plain_schema` (itself when it has no views)."""
+    target = plain_schema(table.schema)
+    return table if target == table.schema else table.cast(target)

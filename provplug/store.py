@@ -6,6 +6,7 @@ Layout (documented in the README)::
       provplug-store.json          format marker
       _ids/{tables,ops}/N          id reservations (exclusive create)
       _staging/RUN/                a run being written: invisible to readers
+        _owner.json  _reservations   its writer and its ids, until the commit
       runs/RUN/                    committed runs, never rewritten
         _manifest.json             written last: the run's commit record
         tables.parquet  ops.parquet  values.parquet (imports)
@@ -14,8 +15,17 @@ Layout (documented in the README)::
       index/                       the lineage index (``provplug index``)
 
 A run is staged under ``_staging`` and becomes visible by one rename into
-``runs/`` (atomic on local and POSIX filesystems); readers only see runs whose
-``_manifest.json`` exists, so a crash at any point leaves the store as it was.
+``runs/`` (atomic on local and POSIX filesystems), after its manifest is
+written: a crash at any point leaves the store as it was, and a folder under
+``runs/`` without a manifest is damage, never a run to skip.
+
+On local disk a new store appears whole (its skeleton is built beside it and
+renamed into place), and only its creator may remove it again, after a failed
+first write, once it has proved that no other writer uses it (see
+:meth:`ParquetStore.remove_if_unused`).
+
+Every store file is read through :mod:`provplug.storefiles`, so damage is a
+one-line :class:`~provplug.errors.DamagedStoreError` naming the file.
 """
 
 from __future__ import annotations
@@ -25,10 +35,12 @@ import datetime as dt
 import errno
 import json
 import os
+import shutil
 import socket
+import time
 import uuid
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -37,8 +49,8 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from . import schema
-from .errors import StoreError
+from . import schema, storefiles
+from .errors import DamagedStoreError, StoreError
 from .hookspecs import hookimpl
 from .model import OpInfo, TableInfo
 
@@ -50,6 +62,12 @@ OWNER = "_owner.json"
 RESERVATIONS = "_reservations"
 ID_KINDS = ("tables", "ops")
 SKELETON = (MARKER, "runs", "_staging", "_ids")
+# A staging folder without a readable owner record is a dead writer's once it
+# is this old: a live writer records itself right after making the folder.
+OWNERLESS_GRACE_S = 3600.0
+# Starting a run waits this long, at most, for a failed creator to finish
+# removing the store it made (a matter of a few system calls).
+START_TIMEOUT_S = 10.0
 
 
 @hookimpl(trylast=True)
@@ -82,6 +100,7 @@ class ParquetStore:
             self.fs, path = pafs.LocalFileSystem(), os.path.abspath(uri)
         self.local = isinstance(self.fs, pafs.LocalFileSystem)
         self.root = os.path.abspath(path) if self.local else path.rstrip("/")
+        self._root_was_empty_dir = False  # set by create(): restored by remove_if_unused()
 
     # -- paths ---------------------------------------------------------------
     def path(self, *parts: str) -> str:
@@ -103,7 +122,7 @@ class ParquetStore:
         if info.type != pafs.FileType.Directory:
             raise StoreError(f"store path {self.uri} is a file, not a store directory")
         if self._info(self.path(MARKER)).type != pafs.FileType.File:
-            # Only an empty dir, or a store another writer is creating right now, may become one.
+            # Only an empty dir (or, off local disk, a store being made in place) may become one.
             entries = {i.base_name for i in self.fs.get_file_info(pafs.FileSelector(self.root))}
             if entries - set(SKELETON):
                 raise StoreError(f"{self.uri} is a non-empty directory that is not a provplug store")
@@ -114,70 +133,152 @@ class ParquetStore:
         """Raise unless the store exists and has a format this code reads."""
         if not self.exists():
             raise StoreError(f"no provplug store at {self.uri}")
-        marker = json.loads(self._read_text(self.path(MARKER)))
+        marker = storefiles.read_json(self.fs, self.path(MARKER))
+        if not isinstance(marker, dict):
+            raise DamagedStoreError(f"damaged store file {self.path(MARKER)}: not a JSON object")
         if marker.get("format") != FORMAT or marker.get("version") != FORMAT_VERSION:
             raise StoreError(f"{self.uri}: unsupported store format {marker}")
 
     def create(self) -> bool:
-        """Create the store if missing; return True if this call created it."""
-        if self.exists():
-            self.check()
-            return False
-        self.fs.create_dir(self.root, recursive=True)
-        for sub in ("runs", "_staging", *(f"_ids/{k}" for k in ID_KINDS)):
-            self.fs.create_dir(self.path(sub), recursive=True)
-        self._write_text(self.path(MARKER), json.dumps({"format": FORMAT, "version": FORMAT_VERSION}))
-        return True
+        """Create the store if missing; return True if this call created it.
 
-    def remove_if_unused(self) -> None:
-        """Undo :meth:`create` after a failed first write, unless another
-        writer has started or committed a run in the meantime."""
-        busy = any(
-            self.fs.get_file_info(pafs.FileSelector(self.path(sub)))
-            for sub in ("runs", "_staging")
-        )
-        if not busy:
-            self.fs.delete_dir(self.root)
+        Writers racing to create one store all succeed and exactly one gets
+        True: on local disk the skeleton is renamed into place whole."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if self.exists():
+                self.check()
+                return False
+            if not self.local:
+                self._make_skeleton(self.root)
+                return True
+            if self._install_skeleton():
+                return True
+            # Another writer's store is in place (whole: it was renamed there
+            # with its marker), or a failed creator has just removed it: look again.
+            incomplete = self._info(self.path(MARKER)).type != pafs.FileType.File
+            if incomplete and self._info(self.root).type == pafs.FileType.Directory:
+                raise StoreError(f"{self.uri} holds an incomplete store (no {MARKER}): remove it")
+            if time.monotonic() > deadline:
+                raise StoreError(f"{self.uri}: cannot create the store, other writers keep replacing it")
+
+    def _make_skeleton(self, root: str) -> None:
+        for sub in ("runs", "_staging", *(f"_ids/{k}" for k in ID_KINDS)):
+            self.fs.create_dir(f"{root}/{sub}", recursive=True)
+        self._write_text(f"{root}/{MARKER}", json.dumps({"format": FORMAT, "version": FORMAT_VERSION}))
+
+    def _install_skeleton(self) -> bool:
+        """Build the skeleton beside the root and rename it into place; False
+        if the root is already a non-empty directory (another writer's store)."""
+        parent, name = os.path.split(self.root)
+        os.makedirs(parent, exist_ok=True)
+        self._root_was_empty_dir = os.path.isdir(self.root)
+        aside = os.path.join(parent, f".{name}.creating-{uuid.uuid4().hex[:12]}")
+        try:
+            self._make_skeleton(aside)
+            os.rename(aside, self.root)  # replaces an empty directory, fails on a non-empty one
+            return True
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                return False
+            raise
+        finally:
+            shutil.rmtree(aside, ignore_errors=True)
+
+    def remove_if_unused(self) -> bool:
+        """Undo :meth:`create` after a failed first write, unless another writer
+        has started or committed a run (or written anything) in the meantime;
+        return True if the store was removed.
+
+        On local disk, removing ``_staging`` (possible only while it is empty)
+        seals the store: no run is staged then, and none can start until the
+        store is gone (starting writers wait, see :meth:`transaction`) or
+        unsealed. Only a sealed store without runs is renamed away, at once.
+        """
+        if not self.local:
+            busy = any(self.fs.get_file_info(pafs.FileSelector(self.path(sub))) for sub in ("runs", "_staging"))
+            if not busy:
+                self.fs.delete_dir(self.root)
+            return not busy
+        try:
+            os.rmdir(self.path("_staging"))
+        except OSError:
+            return False  # a run is staged here: the store is in use
+        if os.listdir(self.path("runs")) or set(os.listdir(self.root)) - set(SKELETON):
+            os.mkdir(self.path("_staging"))  # unseal: another writer has committed (or written) here
+            return False
+        parent, name = os.path.split(self.root)
+        aside = os.path.join(parent, f".{name}.removing-{uuid.uuid4().hex[:12]}")
+        os.rename(self.root, aside)
+        shutil.rmtree(aside, ignore_errors=True)
+        if self._root_was_empty_dir:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(self.root)  # the empty directory was the user's, not ours
+        return True
 
     # -- small files ---------------------------------------------------------
     def _read_text(self, path: str) -> str:
-        with self.fs.open_input_stream(path) as f:
-            return f.read().decode()
+        """A small store file (kept for callers outside this module)."""
+        return storefiles.read_text(self.fs, path)
 
     def _write_text(self, path: str, text: str) -> None:
         with self.fs.open_output_stream(path) as f:
             f.write(text.encode())
 
+    def _write_text_atomic(self, path: str, text: str) -> None:
+        """Write a file that readers see whole or not at all (on local disk)."""
+        if not self.local:
+            self._write_text(path, text)
+            return
+        tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+        self._write_text(tmp, text)
+        os.rename(tmp, path)
+
     # -- id reservations -----------------------------------------------------
-    def reserve_id(self, kind: str, first: int = 1) -> int:
+    def reserve_id(
+        self, kind: str, first: int = 1, owner: str = "", announce: Callable[[int], None] | None = None
+    ) -> int:
         """Reserve the next free id of ``kind`` for this process, store-wide.
 
         Exclusive file creation makes concurrent writers safe on local/POSIX
         filesystems; on object stores provplug assumes one writer at a time.
+        The reservation holds ``owner`` (a run id), so that releasing it for a
+        dead writer can never free another's; ``announce(candidate)`` runs
+        before each attempt, so a writer can log a candidate before it may own it.
         """
         folder = self.path("_ids", kind)
         taken = [int(i.base_name) for i in self.fs.get_file_info(pafs.FileSelector(folder))]
         candidate = max([first - 1, *taken]) + 1
         while True:
-            if self._create_exclusive(f"{folder}/{candidate}"):
+            if announce is not None:
+                announce(candidate)
+            if self._create_exclusive(f"{folder}/{candidate}", owner):
                 return candidate
             candidate += 1
 
-    def release_id(self, kind: str, ident: int) -> None:
-        self.fs.delete_file(self.path("_ids", kind, str(ident)))
+    def release_id(self, kind: str, ident: int, owner: str | None = None) -> None:
+        """Free a reservation; with ``owner``, only if it is that run's."""
+        path = self.path("_ids", kind, str(ident))
+        if owner is not None and storefiles.read_text(self.fs, path) != owner:
+            return
+        self.fs.delete_file(path)
 
-    def _create_exclusive(self, path: str) -> bool:
+    def _create_exclusive(self, path: str, content: str = "") -> bool:
+        """Create ``path`` holding ``content`` unless it exists, atomically on
+        local disk (a hard link of a finished file: never seen empty)."""
         if self.local:
+            tmp = self.path("_ids", f".{uuid.uuid4().hex}.tmp")
+            self._write_text(tmp, content)
             try:
-                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                os.link(tmp, path)
                 return True
-            except OSError as exc:
-                if exc.errno == errno.EEXIST:
-                    return False
-                raise
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
         if self._info(path).type != pafs.FileType.NotFound:
             return False
-        self._write_text(path, "")
+        self._write_text(path, content)
         return True
 
     # -- writing -------------------------------------------------------------
@@ -186,11 +287,10 @@ class ParquetStore:
         """Stage a run; commit it if the block succeeds, else leave no trace.
 
         If the store did not exist it is created, and removed again when the
-        block fails, so a failed first write leaves nothing behind.
+        block fails and no other writer uses it, so a failed first write
+        leaves nothing behind.
         """
-        created = self.create()
-        self.collect_garbage()
-        txn = RunTransaction(self, kind)
+        created, txn = self._begin(kind)
         try:
             yield txn
             txn.commit()
@@ -200,37 +300,125 @@ class ParquetStore:
                 self.remove_if_unused()
             raise
 
+    def _begin(self, kind: str) -> tuple[bool, RunTransaction]:
+        """Create the store if needed and stage a run in it. A store that a
+        failed creator is removing (its ``_staging`` or root vanishes under us)
+        is waited for and then made afresh."""
+        created = False
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                created = self.create() or created
+                self.collect_garbage()
+                return created, RunTransaction(self, kind)
+            except FileNotFoundError:
+                if time.monotonic() > deadline:
+                    raise StoreError(
+                        f"{self.uri}: cannot stage a run: its _staging folder is missing "
+                        "(remove the store if it holds no runs and no provplug process is using it)"
+                    ) from None
+                time.sleep(0.01)
+
     def collect_garbage(self) -> list[str]:
-        """Remove runs left staged by writers that died (their process is gone)
-        and release their id reservations; return the removed run ids."""
+        """Remove runs left staged by writers that died and release their id
+        reservations; return the removed run ids.
+
+        A staged run is a dead writer's when its owner record names a process
+        of this host that is gone, or when it has no readable owner record
+        and is older than ``OWNERLESS_GRACE_S`` (a writer killed right after
+        making the folder, or a commit by a provplug older than this one).
+        """
         removed = []
         for info in self.fs.get_file_info(pafs.FileSelector(self.path("_staging"))):
-            owner = f"{info.path}/{OWNER}"
-            if self._info(owner).type != pafs.FileType.File:
+            run_id = self._dead_run(info) if info.type == pafs.FileType.Directory else None
+            if run_id is None:
                 continue
-            record = json.loads(self._read_text(owner))
-            if record.get("host") != socket.gethostname() or _pid_alive(int(record["pid"])):
-                continue
-            log = f"{info.path}/{RESERVATIONS}"
-            lines = self._read_text(log).split() if self._info(log).type == pafs.FileType.File else []
-            for line in lines:
-                kind, ident = line.split(":")
-                with contextlib.suppress(FileNotFoundError, OSError):
-                    self.release_id(kind, int(ident))
-            self.fs.delete_dir(info.path)
-            removed.append(info.base_name)
+            claimed = self._claim(info.path)
+            if claimed is None:
+                continue  # another writer is collecting it
+            for kind, ident in self._reservations(claimed):
+                with contextlib.suppress(OSError):
+                    self.release_id(kind, ident, owner=run_id)
+            self.fs.delete_dir(claimed)
+            removed.append(run_id)
         return removed
+
+    def _dead_run(self, info: pafs.FileInfo) -> str | None:
+        """The run id of a staging folder whose writer is dead, else None."""
+        try:
+            record = storefiles.read_json(self.fs, f"{info.path}/{OWNER}")
+            host, pid = record["host"], int(record["pid"])
+            run_id = str(record.get("run_id", info.base_name))
+        except (FileNotFoundError, DamagedStoreError, KeyError, TypeError, ValueError):
+            mtime = info.mtime.timestamp() if info.mtime is not None else time.time()
+            return info.base_name if time.time() - mtime > OWNERLESS_GRACE_S else None
+        return run_id if host == socket.gethostname() and not _pid_alive(pid) else None
+
+    def _claim(self, path: str) -> str | None:
+        """Rename a dead writer's staging folder to a name of our own, so that
+        of several collectors exactly one releases its ids (a second release
+        could free an id another writer has reserved since)."""
+        if not self.local:
+            return path
+        claimed = self.path("_staging", f".collecting-{uuid.uuid4().hex[:12]}")
+        try:
+            os.rename(path, claimed)
+        except FileNotFoundError:
+            return None
+        return claimed
+
+    def _reservations(self, staging: str) -> list[tuple[str, int]]:
+        try:
+            text = storefiles.read_text(self.fs, f"{staging}/{RESERVATIONS}")
+        except (FileNotFoundError, DamagedStoreError):
+            return []
+        out = []
+        for line in text.split():
+            kind, _, ident = line.partition(":")
+            if kind in ID_KINDS and ident.isdigit():
+                out.append((kind, int(ident)))
+        return out
 
     # -- reading -------------------------------------------------------------
     def runs(self) -> list[dict[str, Any]]:
-        """Manifests of committed runs, oldest first."""
+        """Manifests of committed runs, oldest first.
+
+        Every folder under ``runs/`` is a committed run (staging is renamed
+        there after its manifest is written), so one without a readable
+        manifest is damage, reported rather than skipped."""
         self.check()
-        manifests = []
-        for info in self.fs.get_file_info(pafs.FileSelector(self.path("runs"))):
-            manifest = f"{info.path}/{MANIFEST}"
-            if info.type == pafs.FileType.Directory and self._info(manifest).type == pafs.FileType.File:
-                manifests.append(json.loads(self._read_text(manifest)))
+        manifests = [
+            self._manifest(info)
+            for info in self._listing(self.path("runs"))
+            if info.type == pafs.FileType.Directory and not info.base_name.startswith(".")
+        ]
         return sorted(manifests, key=lambda m: (m["committed"], m["run_id"]))
+
+    def _listing(self, folder: str, recursive: bool = False) -> list[pafs.FileInfo]:
+        """The entries of a folder the store must have."""
+        try:
+            return list(self.fs.get_file_info(pafs.FileSelector(folder, recursive=recursive)))
+        except FileNotFoundError:
+            raise DamagedStoreError(f"damaged store {self.uri}: {folder} is missing") from None
+
+    def _manifest(self, run: pafs.FileInfo) -> dict[str, Any]:
+        path = f"{run.path}/{MANIFEST}"
+        try:
+            manifest = storefiles.read_json(self.fs, path)
+        except FileNotFoundError:
+            raise DamagedStoreError(
+                f"damaged store {self.uri}: run {run.base_name} has no {MANIFEST} (every committed run has one)"
+            ) from None
+        ok = (
+            isinstance(manifest, dict)
+            and manifest.get("run_id") == run.base_name
+            and isinstance(manifest.get("committed"), str)
+            and isinstance(manifest.get("datasets"), list)
+            and isinstance(manifest.get("counts"), dict)
+        )
+        if not ok:
+            raise DamagedStoreError(f"damaged store file {path}: not the manifest of run {run.base_name}")
+        return dict(manifest)
 
     def run_paths(self, dataset: str) -> list[str]:
         """Paths of ``dataset`` (e.g. ``"triples"``) in every committed run that has it."""
@@ -244,7 +432,14 @@ class ParquetStore:
         paths = self.run_paths(dataset)
         if not paths:
             return arrow_schema.empty_table()
-        return pa.concat_tables(pq.read_table(p, filesystem=self.fs, schema=arrow_schema) for p in paths)
+        return pa.concat_tables(self._read_required(p, schema=arrow_schema) for p in paths)
+
+    def _read_required(self, path: str, **kwargs: Any) -> pa.Table:
+        """A Parquet file a manifest lists: missing is damage too."""
+        try:
+            return storefiles.read_parquet(self.fs, path, **kwargs)
+        except FileNotFoundError:
+            raise DamagedStoreError(f"damaged store {self.uri}: {path} is missing") from None
 
     def tables(self) -> pa.Table:
         return self._concat("tables.parquet", schema.TABLES)
@@ -257,20 +452,38 @@ class ParquetStore:
 
     def triple_files(self) -> list[str]:
         """Every Parquet file of committed triples (filesystem paths, sorted)."""
-        return sorted(
+        return sorted(f for p in self.run_paths("triples") for f in self._parquet_files(p))
+
+    def _parquet_files(self, folder: str) -> list[str]:
+        """The Parquet files under ``folder``, skipping hidden and ``_``-named
+        files and folders (writers' temporaries), as pyarrow datasets do."""
+        return [
             f.path
-            for p in self.run_paths("triples")
-            for f in self.fs.get_file_info(pafs.FileSelector(p, recursive=True))
-            if f.path.endswith(".parquet") and not f.base_name.startswith(("_", "."))
-        )
+            for f in self._listing(folder, recursive=True)
+            if f.type == pafs.FileType.File
+            and f.path.endswith(".parquet")
+            and not any(part.startswith(("_", ".")) for part in f.path[len(folder) + 1:].split("/"))
+        ]
 
     def triples(self) -> pads.Dataset:
-        """All committed triples as one pyarrow dataset (read lazily)."""
-        return pads.dataset(self.triple_files(), schema=schema.TRIPLES, format="parquet", filesystem=self.fs)
+        """All committed triples as one pyarrow dataset (read lazily).
+
+        Every file's footer is read here, so a truncated file is a
+        :class:`DamagedStoreError` now; damage inside a file only shows when
+        the dataset is scanned, so consumers scan it inside
+        ``storefiles.damage_reported("triples of STORE")``."""
+        files = self.triple_files()
+        for f in files:
+            storefiles.parquet_metadata(self.fs, f)
+        return pads.dataset(files, schema=schema.TRIPLES, format="parquet", filesystem=self.fs)
 
     def read_rows(self, run_id: str, table_id: int, where: pc.Expression | None = None) -> pa.Table | None:
         """The stored rows of a table with their row numbers (ROW_COLUMN), in
-        either layout (see :mod:`provplug.schema`); None when none are stored."""
+        either layout (see :mod:`provplug.schema`); None when none are stored.
+
+        Arrow view types (``string_view``, ``binary_view``, as Arrow-based
+        writers produce) come back as ``string``/``binary``: few compute
+        kernels (filter, DuckDB, JSON) take views."""
         directory = self.path("runs", run_id, "rows", str(table_id))
         infos = self.fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True, recursive=True))
         files = sorted(i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(".parquet"))
@@ -278,21 +491,72 @@ class ParquetStore:
             return None
         offsets = [schema.positional_offset(f) for f in files]
         if None in offsets:
-            return pads.dataset(files, format="parquet", filesystem=self.fs).to_table(filter=where)
+            return self._read_numbered_rows(files, directory, where)
         parts = []
-        for path, offset in zip(files, offsets):
-            part = pq.read_table(path, filesystem=self.fs)
+        for path, offset in zip(files, offsets, strict=True):
+            part = schema.without_views(self._read_required(path))
             assert offset is not None
-            part = part.append_column(schema.ROW_COLUMN, pa.array(np.arange(offset, offset + part.num_rows, dtype=np.int64)))
+            numbers = pa.array(np.arange(offset, offset + part.num_rows, dtype=np.int64))
+            part = part.append_column(schema.ROW_COLUMN, numbers)
             parts.append(part if where is None else part.filter(where))
         return pa.concat_tables(parts, promote_options="default")
+
+    def _read_numbered_rows(self, files: list[str], directory: str, where: pc.Expression | None) -> pa.Table:
+        """Rows that carry ROW_COLUMN: the filter is pushed into the scan unless
+        a view-typed column must be cast first."""
+        with storefiles.damage_reported(directory):
+            dataset = pads.dataset(files, format="parquet", filesystem=self.fs)
+            plain = schema.plain_schema(dataset.schema)
+            if plain == dataset.schema:
+                return dataset.to_table(filter=where)
+            table = schema.without_views(dataset.to_table())
+            return table if where is None else table.filter(where)
 
     def stats(self) -> dict[str, int]:
         runs = self.runs()
         return {
             "runs": len(runs),
-            **{k: sum(int(m["counts"][k]) for m in runs) for k in ("tables", "ops", "values", "triples")},
+            **{k: sum(int(m["counts"].get(k, 0)) for m in runs) for k in ("tables", "ops", "values", "triples")},
         }
+
+    def verify(self) -> dict[str, int]:
+        """Check every committed run without reading its bulk data and return
+        :meth:`stats`; raise :class:`DamagedStoreError` naming the first damage.
+
+        Reads each manifest and catalogue file, and the Parquet footers of the
+        triples and stored rows (a truncated file has no footer); the
+        footers' triple counts must add up to the manifest's."""
+        runs = self.runs()
+        for manifest in runs:
+            self._verify_run(manifest)
+        return self.stats()
+
+    def _verify_run(self, manifest: dict[str, Any]) -> None:
+        run_id = manifest["run_id"]
+        for dataset in manifest["datasets"]:
+            path = self.path("runs", run_id, dataset)
+            if dataset in ("tables.parquet", "ops.parquet"):
+                self._read_required(path, schema=schema.TABLES if dataset == "tables.parquet" else schema.OPS)
+            elif dataset.endswith(".parquet"):
+                self._footer(path)
+            elif dataset.endswith(".json"):
+                storefiles.read_json(self.fs, path)
+            elif dataset == "triples":
+                found = sum(self._footer(f).num_rows for f in self._parquet_files(path))
+                expected = int(manifest["counts"].get("triples", 0))
+                if found != expected:
+                    raise DamagedStoreError(
+                        f"damaged store {self.uri}: run {run_id} holds {found:,} triples, its manifest says {expected:,}"
+                    )
+            else:
+                for f in self._parquet_files(path):
+                    self._footer(f)
+
+    def _footer(self, path: str) -> pq.FileMetaData:
+        try:
+            return storefiles.parquet_metadata(self.fs, path)
+        except FileNotFoundError:
+            raise DamagedStoreError(f"damaged store {self.uri}: {path} is missing") from None
 
 
 class RunTransaction:
@@ -304,8 +568,15 @@ class RunTransaction:
         self.started = _now()
         self.run_id = f"{self.started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
         self.staging = store.path("_staging", self.run_id)
-        store.fs.create_dir(self.staging, recursive=True)
-        store._write_text(self.path(OWNER), json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+        if store.local:
+            # Not recursive: a missing _staging means the store is being removed (see remove_if_unused).
+            os.mkdir(self.staging)
+        else:
+            store.fs.create_dir(self.staging, recursive=True)
+        # The owner record stays until the commit's rename: while it is here,
+        # garbage collection can tell whether this writer is alive.
+        owner = {"pid": os.getpid(), "host": socket.gethostname(), "run_id": self.run_id}
+        store._write_text_atomic(self.path(OWNER), json.dumps(owner))
         self.reserved: list[tuple[str, int]] = []
         self.tables: list[TableInfo] = []
         self.ops: list[OpInfo] = []
@@ -319,11 +590,16 @@ class RunTransaction:
         return self.store.spark_path("_staging", self.run_id, *parts)
 
     def reserve(self, kind: str) -> int:
-        ident = self.store.reserve_id(kind)
+        ident = self.store.reserve_id(kind, owner=self.run_id, announce=lambda c: self._log_reserved((kind, c)))
         self.reserved.append((kind, ident))
-        # Logged in the staging dir so garbage collection can release it if we die.
-        self.store._write_text(self.path(RESERVATIONS), "\n".join(f"{k}:{i}" for k, i in self.reserved))
         return ident
+
+    def _log_reserved(self, candidate: tuple[str, int]) -> None:
+        """Log our ids, and the one we are about to try, in the staging dir,
+        so garbage collection can release them if we die at any point (it
+        frees only reservations that hold our run id)."""
+        text = "\n".join(f"{k}:{i}" for k, i in (*self.reserved, candidate))
+        self.store._write_text_atomic(self.path(RESERVATIONS), text)
 
     def add_table(self, table: TableInfo) -> None:
         self.tables.append(table)
@@ -337,6 +613,10 @@ class RunTransaction:
 
     # -- commit / abort ------------------------------------------------------
     def commit(self) -> None:
+        """Write the catalogue and the manifest, then rename the staging
+        folder into ``runs/``: the commit point. The owner record and the
+        reservation log go along (so a crash before the rename leaves a
+        folder garbage collection recognises) and are dropped after it."""
         fs = self.store.fs
         self._write_catalogue()
         counts = {
@@ -354,15 +634,15 @@ class RunTransaction:
             "datasets": sorted(self.datasets),
             "counts": counts,
         }
-        for bookkeeping in (OWNER, RESERVATIONS):
-            if self.store._info(self.path(bookkeeping)).type == pafs.FileType.File:
-                fs.delete_file(self.path(bookkeeping))
         self.store._write_text(self.path(MANIFEST), json.dumps(manifest, indent=1))
         target = self.store.path("runs", self.run_id)
         if self.store.local:
             os.rename(self.staging, target)  # the commit point
         else:
             fs.move(self.staging, target)
+        for bookkeeping in (OWNER, RESERVATIONS):
+            with contextlib.suppress(OSError):  # readers ignore them; a leftover is harmless
+                fs.delete_file(f"{target}/{bookkeeping}")
 
     def _write_catalogue(self) -> None:
         fs = self.store.fs
@@ -373,7 +653,9 @@ class RunTransaction:
     def _row_count(self, dataset: str) -> int:
         if dataset not in self.datasets:
             return 0
-        return int(pads.dataset(self.path(dataset), format="parquet", filesystem=self.store.fs).count_rows())
+        # Counted as ParquetStore.verify counts them: the footers of the dataset's Parquet files.
+        files = self.store._parquet_files(self.path(dataset))
+        return sum(storefiles.parquet_metadata(self.store.fs, f).num_rows for f in files)
 
     def abort(self) -> None:
         with contextlib.suppress(FileNotFoundError, OSError):
@@ -427,5 +709,6 @@ def open_store(uri: str | os.PathLike[str]) -> ParquetStore:
     """The store for ``uri`` as chosen by the store-backend hook."""
     from .plugins import get_plugins
 
-    store = get_plugins().store(os.fspath(uri))
-    return store  # type: ignore[return-value]
+    # Backends implement the Store protocol; provplug's own callers use the
+    # ParquetStore methods beyond it, which a backend must then provide too.
+    return cast(ParquetStore, get_plugins().store(os.fspath(uri)))
