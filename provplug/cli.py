@@ -7,6 +7,7 @@ import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from .errors import ProvplugError
 from .progress import Progress
@@ -68,10 +69,28 @@ def _plain(value: object) -> str:
     return str(value)
 
 
+class UsageError(ProvplugError):
+    """A malformed command line (what argparse would print and exit on)."""
+
+    def __init__(self, message: str, parser: argparse.ArgumentParser) -> None:
+        super().__init__(message)
+        self.parser = parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """Raises usage errors instead of printing them, so that :func:`main`
+    reports them in the output format asked for (``--json``)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, self)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="provplug",
         description="Attribute-level provenance for PySpark and Beam pipelines, with fast lineage queries.",
+        epilog="Errors are one line on stderr, exit code 2; with --json that line is a JSON object "
+        '{"error": MESSAGE, "type": KIND}.',
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -98,19 +117,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    as_json = "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
     try:
+        args = build_parser().parse_args(argv)
         return int(args.func(args))
+    except UsageError as exc:
+        if not as_json:
+            exc.parser.print_usage(sys.stderr)
+        return _fail(f"{exc.parser.prog}: error:", str(exc), "UsageError", as_json)
     except ProvplugError as exc:
-        print(f"provplug: error: {exc}", file=sys.stderr)
-        return 2
+        return _fail("provplug: error:", str(exc), type(exc).__name__, as_json)
     except OSError as exc:
-        print(f"provplug: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
-        return 2
+        message = f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")
+        return _fail("provplug: error:", message, type(exc).__name__, as_json)
     except KeyboardInterrupt:
-        print("provplug: interrupted; the store is unchanged", file=sys.stderr)
-        return 130
+        return _fail("provplug:", "interrupted; the store is unchanged", "KeyboardInterrupt", as_json, code=130)
+
+
+def _fail(prefix: str, message: str, kind: str, as_json: bool, code: int = 2) -> int:
+    """Report an error on stderr: one line ``PREFIX MESSAGE``, or with
+    ``--json`` one JSON object ``{"error": MESSAGE, "type": KIND}``."""
+    print(json.dumps({"error": message, "type": kind}) if as_json else f"{prefix} {message}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -240,3 +240,50 @@ def test_a_splits_plugin_replaces_the_automatic_choice(store_path: Path) -> None
     build_index(store, theta=4, engine="local", plugins=plugins)
     assert seen == [["T1", "T2", "T3", "T4", "T5", "T6"]]
     _check_table7(read_index(store))
+
+
+def _store_with_an_undefined_table(path: Path) -> Any:
+    """One run whose triples name a table id the run reserved but never
+    recorded (as when a run's catalogue is lost)."""
+    import pyarrow as pa
+
+    from provplug import ids, schema
+    from provplug.model import OpInfo, TableInfo
+    from provplug.store import open_store
+
+    store = open_store(path)
+    with store.transaction("capture") as txn:
+        lost, kept = txn.reserve("tables"), txn.reserve("tables")
+        txn.add_table(TableInfo(kept, "B", txn.run_id, "output", ("x",), 3, False))
+        op = txn.reserve("ops")
+        txn.add_op(OpInfo(op, "f", txn.run_id, "builtin", (lost,), (kept,)))
+        Path(txn.path("triples")).mkdir()
+        triples = {
+            "src": pa.array([ids.value_id(lost, 0, r) for r in range(3)], pa.int64()),
+            "dst": pa.array([ids.value_id(kept, 0, r) for r in range(3)], pa.int64()),
+            "op": pa.array([op] * 3, pa.int64()),
+            "src_table": pa.array([lost] * 3, pa.int32()),
+            "dst_table": pa.array([kept] * 3, pa.int32()),
+        }
+        pq.write_table(pa.table(triples, schema=schema.TRIPLES), txn.path("triples", "part-0.parquet"))
+        txn.mark_dataset("triples")
+    return store
+
+
+def test_triples_of_an_undefined_table_are_store_damage_not_a_split_problem(cli, store_path: Path) -> None:
+    _store_with_an_undefined_table(store_path)
+    before = snapshot(store_path)
+    result = cli("index", store_path, "--local", "--quiet")
+    assert result.code == 2 and result.err.count("\n") == 1, result
+    assert "damaged store" in result.err and "no committed run defines" in result.err
+    assert "split" not in result.err
+    assert snapshot(store_path) == before
+
+
+def test_spark_engine_does_not_drop_triples_of_an_undefined_table(spark: Any, store_path: Path) -> None:
+    from provplug.errors import DamagedStoreError
+    from provplug.index import build_index
+
+    store = _store_with_an_undefined_table(store_path)
+    with pytest.raises(DamagedStoreError, match="triples name table id"):
+        build_index(store, engine="spark", spark=spark)

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .. import storefiles
 from ..progress import Progress
 from ..store import ParquetStore
 from . import layout
@@ -32,13 +33,13 @@ class LocalEngine:
     # -- input ---------------------------------------------------------------
     def load(self) -> InputStats:
         self.progress.done("reading triples")
-        t = self.store.triples().to_table()
+        with storefiles.damage_reported(f"triples of {self.store.uri}"):
+            t = self.store.triples().to_table()
         self.triples = t
-        codes = self.catalogue.id_to_code_array()
         src = t.column("src").to_numpy()
         dst = t.column("dst").to_numpy()
-        self.src_code = codes[t.column("src_table").to_numpy()]
-        self.dst_code = codes[t.column("dst_table").to_numpy()]
+        self.src_code = self.catalogue.codes(t.column("src_table").to_numpy(), self.store.uri)
+        self.dst_code = self.catalogue.codes(t.column("dst_table").to_numpy(), self.store.uri)
         m = len(src)
         self.nodes, inverse = np.unique(np.concatenate([src, dst]), return_inverse=True)
         self.si, self.di = inverse[:m].astype(np.int64), inverse[m:].astype(np.int64)

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from .. import storefiles
 from ..progress import Progress
 from ..store import ParquetStore
 from . import layout
@@ -78,9 +79,20 @@ class SparkEngine:
             table_values=table_values,
             pair_triples=sorted(pairs),
         )
+        self._check_tables(raw, stats.triples)
         self.values = stats.values
         self.progress.done("read triples (spark)", stats.triples, "triples")
         return stats
+
+    def _check_tables(self, raw: DataFrame, joined: int) -> None:
+        """The joins with the table codes drop triples of unknown tables:
+        compare with the files' row counts (metadata only) and name them."""
+        files = self.store.triple_files()
+        if joined == (storefiles.count_rows(self.store.fs, files, f"triples of {self.store.uri}") if files else 0):
+            return
+        ends = raw.select(F.col("src_table").alias("t")).union(raw.select(F.col("dst_table").alias("t")))
+        seen = {int(r["t"]) for r in ends.distinct().collect()}
+        raise self.catalogue.unknown_tables(sorted(seen - set(self.catalogue.code_of_id)), self.store.uri)
 
     # -- components and sets ---------------------------------------------------
     def build(self, plan: SetPlan, out_dir: tuple[str, str]) -> dict[str, int]:
@@ -276,9 +288,7 @@ def _spark_type(t: Any) -> str:
 
 
 def _rows(store: ParquetStore, path: str) -> int:
-    import pyarrow.dataset as pads
-
-    return int(pads.dataset(path, format="parquet", filesystem=store.fs).count_rows())
+    return storefiles.count_rows(store.fs, path, path)
 
 
 def _relative(store: ParquetStore, path: str) -> list[str]:

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 import numpy as np
 import pyarrow as pa
 
+from ..errors import DamagedStoreError
 from ..store import ParquetStore
 
 
@@ -41,6 +42,26 @@ class TableCatalogue:
         names = tuple(sorted({r["name"] for r in rows}))
         index = {n: i for i, n in enumerate(names)}
         return cls(names, {int(r["table_id"]): index[r["name"]] for r in rows})
+
+    def codes(self, table_ids: np.ndarray, uri: str) -> np.ndarray:
+        """The code of each table id; :class:`DamagedStoreError` if a triple
+        names a table no committed run defines (caught here: read as some
+        other table it would make the index blame the split chooser)."""
+        lookup = self.id_to_code_array()
+        table_ids = np.asarray(table_ids, dtype=np.int64)
+        known = (table_ids >= 0) & (table_ids < len(lookup))
+        out = np.full(len(table_ids), -1, dtype=np.int32)
+        out[known] = lookup[table_ids[known]]
+        if (out < 0).any():
+            raise self.unknown_tables(np.unique(table_ids[out < 0]).tolist(), uri)
+        return out
+
+    def unknown_tables(self, table_ids: list[int], uri: str) -> DamagedStoreError:
+        shown = ", ".join(str(t) for t in table_ids[:5]) + (" ..." if len(table_ids) > 5 else "")
+        return DamagedStoreError(
+            f"damaged store {uri}: triples name table id(s) {shown} that no committed run defines "
+            "(is a run's tables.parquet or _manifest.json missing?)"
+        )
 
     def id_to_code_array(self) -> np.ndarray:
         """Dense lookup array: ``arr[table_id] == code`` (-1 for unknown ids)."""

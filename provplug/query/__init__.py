@@ -35,7 +35,14 @@ The answer (``--json``; ``LineageAnswer.to_dict()``)::
 
 Imported values take table and column from the import's value mapping (table
 ``unknown`` when unlisted) and have ``row``/``value`` null. Dates, times and
-decimals in rows are given as text.
+decimals in rows are given as text. JSON has no NaN or infinity: a NaN, inf
+or -inf cell is null in ``row`` and ``value`` (the tree output shows ``nan``,
+``inf``), so the output is valid JSON for every parser.
+
+Errors: one line on stderr, exit code 2. With ``--json`` that line is a JSON
+object, ``{"error": MESSAGE, "type": KIND}`` (KIND: the exception's class,
+e.g. ``LineageQueryError``, ``DamagedIndexError``, ``UsageError``), and
+stdout stays empty.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -21,11 +22,12 @@ class LineageAnswer:
     stats: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
+        """The answer as valid JSON data (NaN and infinities become null)."""
         return {
-            "query": self.query,
+            "query": [finite(r) for r in self.query],
             "method": self.method,
             "direction": self.direction,
-            "lineage": self.lineage,
+            "lineage": [finite(r) for r in self.lineage],
             "edges": self.edges,
             "stats": self.stats,
         }
@@ -37,6 +39,18 @@ class LineageAnswer:
 
     def render(self, max_lines: int = MAX_TREE_LINES) -> str:
         return _TreeRenderer(self, max_lines).render()
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every NaN, inf and -inf float replaced by None: JSON has
+    no such numbers (``json.dumps`` would write the invalid ``NaN``)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return value
 
 
 def _label(record: dict[str, Any]) -> str:

@@ -91,8 +91,10 @@ class ProvenanceStore:
         column: str | None,
         where: str | None,
     ) -> np.ndarray:
-        if (value_id is None) == (table is None):
-            raise LineageQueryError("give either a value id or a table and column")
+        if value_id is None and table is None:
+            raise LineageQueryError("nothing to trace: give a value id, or a table and column")
+        if value_id is not None and table is not None:
+            raise LineageQueryError("give a value id or a table and column, not both")
         if value_id is not None:
             values = [value_id] if isinstance(value_id, (int, np.integer)) else list(value_id)
             if not values:

@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 
-from .. import ids, schema
+from .. import ids, schema, storefiles
 from ..errors import LineageQueryError
 from ..importer import UNKNOWN_TABLE
 from ..store import ParquetStore
@@ -39,11 +38,11 @@ class TableEntry:
 
 
 def jsonable(value: Any) -> Any:
-    """A cell value as JSON can carry it (dates as ISO text, decimals as text)."""
-    if value is None or isinstance(value, (bool, int, str)):
+    """A cell value as JSON can carry it (dates as ISO text, decimals as
+    text). Floats stay floats, NaN and infinities too: the tree shows them,
+    and :meth:`LineageAnswer.to_dict` turns them into null."""
+    if value is None or isinstance(value, (bool, int, str, float)):
         return value
-    if isinstance(value, float):
-        return value if np.isfinite(value) else str(value)
     if isinstance(value, (dt.date, dt.datetime, dt.time)):
         return value.isoformat()
     if isinstance(value, (decimal.Decimal, bytes)):
@@ -127,7 +126,7 @@ class Catalog:
             e = np.empty(0, np.int64)
             return e, e, e
         where = None if wanted is None else pc.field("value_id").isin(arrow_ids(wanted))
-        data = pads.dataset(paths, schema=schema.VALUES, format="parquet", filesystem=self.store.fs).to_table(filter=where)
+        data = storefiles.scan(self.store.fs, paths, f"value mapping of {self.store.uri}", schema=schema.VALUES, filter=where)
         ids_ = data.column("value_id").to_numpy()
         order = np.argsort(ids_, kind="stable")
         return (

@@ -28,7 +28,9 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
     from ..errors import LineageQueryError
     from .api import open as open_store
 
-    if (args.target is None) == (args.value_id is None):
+    if args.target is None and args.value_id is None:
+        raise LineageQueryError("nothing to trace: give TABLE.COLUMN (with --where) or --value-id N")
+    if args.target is not None and args.value_id is not None:
         raise LineageQueryError("give TABLE.COLUMN (with --where) or --value-id N, not both")
     if args.where is not None and args.target is None:
         raise LineageQueryError("--where needs TABLE.COLUMN")

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .. import storefiles
 from ..errors import NotIndexedError
 from ..hookspecs import hookimpl
 from ..store import ParquetStore
@@ -94,7 +95,8 @@ def _whole_table(store: ParquetStore) -> Edges:
     with _whole_lock:
         hit = _whole_tables.get(key)
     if hit is None:
-        table = store.triples().to_table(columns=["src", "dst", "op"])
+        with storefiles.damage_reported(f"triples of {store.uri}"):
+            table = store.triples().to_table(columns=["src", "dst", "op"])
         hit = Edges(*(table.column(c).to_numpy().astype(np.int64) for c in ("src", "dst", "op")))
         with _whole_lock:
             _whole_tables.clear()  # one store's table at a time: it can be large
