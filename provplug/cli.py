@@ -69,6 +69,22 @@ def _plain(value: object) -> str:
     return str(value)
 
 
+def whole_number(minimum: int, unit: str) -> Callable[[str], int]:
+    """An argparse ``type``: an integer of at least ``minimum`` (else a usage error)."""
+    kind = "positive" if minimum == 1 else "non-negative" if minimum == 0 else f">= {minimum}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a {kind} number of {unit}, not {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be a {kind} number of {unit}, not {value}")
+        return value
+
+    return parse
+
+
 class UsageError(ProvplugError):
     """A malformed command line (what argparse would print and exit on)."""
 

@@ -204,3 +204,31 @@ def _two_runs_the_second_reading_the_first(store: ParquetStore) -> None:
         }
         pq.write_table(pa.table(triples, schema=schema.TRIPLES), txn.path("triples", "part-0.parquet"))
         txn.mark_dataset("triples")
+
+
+# -- bad numbers are usage errors --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["lineage", "{store}", "--value-id", "23", "--tau", "-1"], "argument --tau: must be a non-negative number of triples, not -1"),
+        (["lineage", "{store}", "--value-id", "23", "--tau", "many"], "argument --tau: must be a non-negative number of triples, not 'many'"),
+        (["index", "{store}", "--theta", "-5"], "argument --theta: must be a positive number of values, not -5"),
+        (["index", "{store}", "--theta", "0"], "argument --theta: must be a positive number of values, not 0"),
+    ],
+)
+def test_negative_tau_and_theta_are_usage_errors(table4: Path, cli: Any, args: list[str], message: str) -> None:
+    before = snapshot(table4)
+    result = cli(*[a.format(store=table4) for a in args])
+    assert result.code == 2 and result.out == ""
+    assert result.err.splitlines()[-1] == f"provplug {args[0]}: error: {message}", result
+    assert snapshot(table4) == before
+
+
+def test_negative_tau_from_python(table4: Path) -> None:
+    import provplug
+    from provplug.errors import LineageQueryError
+
+    with pytest.raises(LineageQueryError, match="tau must be a non-negative number of triples"):
+        provplug.open(table4).lineage(value_id=23, tau=-1)

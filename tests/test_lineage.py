@@ -12,15 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import DATA, EXAMPLES, REPO, snapshot
+from test_lineage_support import write_paper_store_with_rows
 
 import provplug
 from provplug.errors import LineageQueryError, NotIndexedError
 from provplug.importer import import_provenance
 from provplug.index import build_index
 from provplug.store import open_store
-
-from conftest import DATA, EXAMPLES, REPO, snapshot
-from test_lineage_support import write_paper_store_with_rows
 
 METHODS = ("rq", "ccprov", "csprov", "auto")
 T7_SPLITS = [["T1", "T2"], ["T3", "T4"], ["T5", "T6"]]
@@ -139,6 +138,57 @@ def test_where_comment_cannot_hide_the_rest(people: tuple[Path, dict[int, int]])
     path, packed = people
     answer = provplug.open(path).lineage(table="Person2", column="Name", where="Name = 'Mark' -- OR TRUE")
     assert [q["value_id"] for q in answer.to_dict()["query"]] == [packed[16]]
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ("AvgAge.Age", ("AvgAge", "Age")),
+        ("sales.orders.amount", ("sales.orders", "amount")),  # bare: split at the last dot
+        ('"a.b"."c.d"', ("a.b", "c.d")),
+        ('a.b."c.d"', ("a.b", "c.d")),
+        ('"a.b".c', ("a.b", "c")),
+        ('"say ""hi""".C', ('say "hi"', "C")),
+        ('T.""""', ("T", '"')),
+    ],
+)
+def test_table_column_quoting(target: str, expected: tuple[str, str]) -> None:
+    from provplug.query.cli import parse_target
+
+    assert parse_target(target) == expected
+
+
+@pytest.mark.parametrize("target", ["Age", ".Age", "T.", '"a.b".c.d', '"a.b"', 'T."c', 'T.c"d', '"".c', 'a"b.c'])
+def test_bad_table_column_is_one_line(target: str) -> None:
+    from provplug.query.cli import parse_target
+
+    with pytest.raises(LineageQueryError, match=r"expected TABLE\.COLUMN"):
+        parse_target(target)
+
+
+def test_a_table_and_column_with_dots_can_be_addressed(tmp_path: Path, cli: Any) -> None:
+    from test_lineage_support import write_store_with_rows
+
+    path = tmp_path / "dots.prov"
+    # Table "a.b" (column "c.d") and table "a" (column "b.c.d" as well as "b.c"):
+    # every cell of "a.b"."c.d" derives from the same row's cell of a."b.c".
+    rows = [("x", 1), ("y", 2)]
+    write_store_with_rows(
+        open_store(path),
+        [("a.b", ("c.d", "n"), rows), ("a", ("b.c", "b.c.d"), rows)],
+        [((1, 0, r), (0, 0, r)) for r in range(2)],
+    )
+    build_index(path, engine="local")
+    for target in ('"a.b"."c.d"', 'a.b."c.d"'):
+        result = cli("lineage", path, target, "--where", "n = 2", "--json")
+        assert result.code == 0, result
+        answer = json.loads(result.out)
+        assert [(q["table"], q["column"], q["value"]) for q in answer["query"]] == [("a.b", "c.d", "y")]
+        assert [(r["table"], r["column"], r["value"]) for r in answer["lineage"]] == [("a", "b.c", "y")]
+    down = json.loads(cli("lineage", path, 'a."b.c"', "--direction", "down", "--json").out)
+    assert {(r["table"], r["column"]) for r in down["lineage"]} == {("a.b", "c.d")}
+    # bare, the last dot splits: a.b.c.d is column "d" of a table "a.b.c"
+    assert "unknown table 'a.b.c'" in cli("lineage", path, "a.b.c.d").err
 
 
 def test_cli_tree_groups_by_op_and_table_with_values(people: tuple[Path, dict[int, int]], cli: Any) -> None:

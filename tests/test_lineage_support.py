@@ -113,3 +113,38 @@ def write_paper_store_with_rows(store: ParquetStore, triples_csv: Path) -> dict[
         )
         txn.mark_dataset("triples")
     return packed
+
+
+def write_store_with_rows(
+    store: ParquetStore,
+    tables: Sequence[tuple[str, Sequence[str], Sequence[Sequence[object]]]],
+    edges: Sequence[tuple[tuple[int, int, int], tuple[int, int, int]]],
+) -> list[int]:
+    """One captured-like run: ``tables`` as ``(name, columns, rows)`` with
+    stored rows, and one op whose triples are ``edges`` between cells given
+    as ``(table index, column index, row)``. Return the tables' ids."""
+    with store.transaction("capture") as txn:
+        tids = [txn.reserve("tables") for _ in tables]
+        for tid, (name, columns, rows) in zip(tids, tables, strict=True):
+            txn.add_table(TableInfo(tid, name, txn.run_id, "source", tuple(columns), len(rows), True))
+            data: dict[str, list[object]] = {c: [r[i] for r in rows] for i, c in enumerate(columns)}
+            data[schema.ROW_COLUMN] = list(range(len(rows)))
+            folder = Path(txn.path("rows", str(tid)))
+            folder.mkdir(parents=True)
+            pq.write_table(pa.table(data), folder / "part-0.parquet")
+        txn.mark_dataset("rows")
+        op = txn.reserve("ops")
+        txn.add_op(OpInfo(op, "op", txn.run_id, "builtin", tuple(tids), tuple(tids)))
+        src = [ids.value_id(tids[t], c, r) for (t, c, r), _ in edges]
+        dst = [ids.value_id(tids[t], c, r) for _, (t, c, r) in edges]
+        Path(txn.path("triples")).mkdir()
+        triples = {
+            "src": pa.array(src, pa.int64()),
+            "dst": pa.array(dst, pa.int64()),
+            "op": pa.array([op] * len(edges), pa.int64()),
+            "src_table": pa.array([tids[s[0]] for s, _ in edges], pa.int32()),
+            "dst_table": pa.array([tids[d[0]] for _, d in edges], pa.int32()),
+        }
+        pq.write_table(pa.table(triples, schema=schema.TRIPLES), txn.path("triples", "part-0.parquet"))
+        txn.mark_dataset("triples")
+    return tids

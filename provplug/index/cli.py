@@ -7,12 +7,13 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
+    from ..cli import whole_number
     from .build import DEFAULT_THETA
 
     p = sub.add_parser("index", help="build the lineage index (components, splits, connected sets)")
     p.add_argument("store", metavar="STORE")
     p.add_argument(
-        "--theta", type=int, default=DEFAULT_THETA, metavar="N",
+        "--theta", type=whole_number(1, "values"), default=DEFAULT_THETA, metavar="N",
         help=f"components of at least N values are partitioned into sets (default {DEFAULT_THETA:,})",
     )
     p.add_argument(

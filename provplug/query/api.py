@@ -49,6 +49,8 @@ class ProvenanceStore:
         ``where`` holds. ``tau``: triples below which the recursion runs on the
         driver; ``spark``: the session for the Spark path (else a local one)."""
         started = time.perf_counter()
+        if tau is not None and (not isinstance(tau, (int, np.integer)) or isinstance(tau, bool) or tau < 0):
+            raise LineageQueryError(f"tau must be a non-negative number of triples, not {tau!r}")
         if direction not in DIRECTIONS:
             raise LineageQueryError(f"unknown direction {direction!r} (use up or down)")
         methods = self.plugins.query_methods()
