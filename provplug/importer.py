@@ -2,9 +2,13 @@
 
 Triples: Parquet or CSV with integer ``src``, ``dst`` and an ``op`` name.
 Values (optional): ``value_id, table`` and an optional ``column``; values not
-listed belong to the table ``unknown``. The triples are streamed in batches
-(bounded memory for the triples themselves); the value mapping is held as
-sorted NumPy arrays for lookups.
+listed belong to the table ``unknown``.
+
+The triples are held in memory as NumPy arrays (about 40 bytes a triple at
+the peak) because two checks need the whole file at once: duplicates are
+dropped across the whole file, and the cycle check is a topological sort
+over all values, including those of earlier imported runs that the new
+triples touch. Nothing is written until both have passed.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import pyarrow.csv as pacsv
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from . import ids, schema
+from . import ids, schema, storefiles
 from .errors import ImportInputError
 from .lifecycle import observed_run
 from .model import OpInfo, TableInfo
@@ -34,6 +38,10 @@ from .store import ParquetStore, RunTransaction
 UNKNOWN_TABLE = "unknown"
 BATCH_ROWS = 1 << 20
 FILE_ROWS = 1 << 24
+# Below this many values in the frontier, a NumPy round costs more than
+# relaxing the edges one by one in Python (long chains have frontiers of one).
+SMALL_FRONTIER = 64
+WALK_STEPS = 1 << 16
 
 
 def import_provenance(
@@ -45,12 +53,24 @@ def import_provenance(
 ) -> dict[str, int | str]:
     """Import one triples file (and its value mapping) as one atomic run."""
     triples = _open_input(os.fspath(triples_path), {"src": "int", "dst": "int", "op": "any"}, "triples")
-    mapping = _load_mapping(os.fspath(values_path)) if values_path is not None else ValueMapping.empty()
+    mapping = (
+        _load_mapping(os.fspath(values_path), progress) if values_path is not None else ValueMapping.empty()
+    )
     store.exists()  # fails early on a store path that is a regular file
     with observed_run(store, plugins or get_plugins(), "import", "import") as (txn, _):
-        written = _ImportWriter(txn, mapping, progress).run(triples)
+        graph = _read_triples(triples, os.fspath(triples_path), progress)
+        read = graph.size
+        graph = graph.deduplicated(progress)
+        node_tables = _table_codes(graph.nodes, mapping)
+        _check_acyclic(graph, node_tables, progress)
+        _check_no_cycle_with_earlier_runs(store, graph, progress)
+        written = _RunWriter(txn, mapping, progress).write(graph, node_tables)
+        progress.update("committing", written, "triples", force=True)
     progress.done("import committed", written, "triples")
-    return {"run_id": txn.run_id, "triples": written}
+    return {"run_id": txn.run_id, "triples": written, "duplicates": read - written}
+
+
+# -- input files ---------------------------------------------------------------
 
 
 def _input_format(path: str) -> str:
@@ -107,6 +127,23 @@ def _batches(dataset: pads.Dataset, columns: list[str], what: str) -> Iterator[p
         raise ImportInputError(f"malformed {what} file: {_arrow_message(exc, path)}") from exc
 
 
+def _check_id_range(values: np.ndarray, path: str) -> None:
+    bad = (values < 0) | (values >= ids.IMPORTED_ID_LIMIT)
+    if bad.any():
+        raise ImportInputError(
+            f"{path}: value id {values[bad][0]} outside the imported id range 0..{ids.IMPORTED_ID_LIMIT - 1}"
+        )
+
+
+def _check_names(names: list[str], what: str) -> None:
+    """Reject names a user could never type back (empty or whitespace only)."""
+    if any(not name.strip() for name in names):
+        raise ImportInputError(f"{what} is empty or blank for some row")
+
+
+# -- the value mapping ---------------------------------------------------------
+
+
 @dataclass
 class ValueMapping:
     """Imported value id -> (table name index, column name or None), sorted by id."""
@@ -130,13 +167,15 @@ class ValueMapping:
         return np.where(found, pos, -1)
 
 
-def _load_mapping(path: str) -> ValueMapping:
+def _load_mapping(path: str, progress: Progress) -> ValueMapping:
     dataset = _open_input(path, {"value_id": "int", "table": "any"}, "values")
     has_column = "column" in dataset.schema.names
     cols = ["value_id", "table", *(["column"] if has_column else [])]
-    table = pa.Table.from_batches(
-        list(_batches(dataset, cols, "values")), schema=pa.schema([dataset.schema.field(c) for c in cols])
-    )
+    batches = []
+    for batch in _batches(dataset, cols, "values"):
+        batches.append(batch)
+        progress.update("reading values", sum(b.num_rows for b in batches), "values")
+    table = pa.Table.from_batches(batches, schema=pa.schema([dataset.schema.field(c) for c in cols]))
     if table.column("table").null_count:
         raise ImportInputError(f"values file {path}: 'table' is empty for some value")
     value_ids = table.column("value_id").to_numpy().astype(np.int64)
@@ -144,156 +183,474 @@ def _load_mapping(path: str) -> ValueMapping:
     tables = table.column("table").cast(pa.string()).dictionary_encode().combine_chunks()
     table_codes = tables.indices.to_numpy(zero_copy_only=False).astype(np.int32)
     table_names: list[str] = tables.dictionary.to_pylist()
-    columns: list[list[str]] = [[] for _ in table_names]
-    column_codes = np.full(len(value_ids), -1, dtype=np.int32)
+    _check_names(table_names, f"values file {path}: 'table'")
     if has_column:
-        column_codes = _column_codes(table.column("column").cast(pa.string()), table_codes, columns)
+        column_codes, columns = _column_codes(table.column("column").cast(pa.string()), table_codes, len(table_names))
+    else:
+        column_codes, columns = np.full(len(value_ids), -1, dtype=np.int32), [[] for _ in table_names]
     order = np.argsort(value_ids, kind="stable")
     sorted_ids = value_ids[order]
     dup = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
     if len(dup):
         raise ImportInputError(f"values file {path}: value id {sorted_ids[dup[0]]} is listed more than once")
+    progress.done("read values", len(sorted_ids), "values")
     return ValueMapping(sorted_ids, table_codes[order], column_codes[order], table_names, columns)
 
 
-def _column_codes(column: pa.ChunkedArray, table_codes: np.ndarray, columns: list[list[str]]) -> np.ndarray:
-    """Index of each value's column within its own table's column list."""
-    names = column.to_pylist()
-    index: list[dict[str, int]] = [{} for _ in columns]
-    codes = np.full(len(names), -1, dtype=np.int32)
-    for i, (t, name) in enumerate(zip(table_codes.tolist(), names)):
-        if name is None:
-            continue
-        code = index[t].get(name)
-        if code is None:
-            code = index[t][name] = len(columns[t])
-            columns[t].append(name)
-        codes[i] = code
+def _column_codes(column: pa.ChunkedArray, table_codes: np.ndarray, n_tables: int) -> tuple[np.ndarray, list[list[str]]]:
+    """Index of each value's column within its own table's column list (in
+    order of first appearance), -1 for no column; and those lists."""
+    encoded = column.dictionary_encode().combine_chunks()
+    names: list[str] = encoded.dictionary.to_pylist()
+    name_codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    codes = np.full(len(name_codes), -1, dtype=np.int32)
+    columns: list[list[str]] = [[] for _ in range(n_tables)]
+    named = np.flatnonzero(name_codes >= 0)
+    if not len(named):
+        return codes, columns
+    pairs = table_codes[named].astype(np.int64) * len(names) + name_codes[named]
+    distinct, first_row, pair_index = np.unique(pairs, return_index=True, return_inverse=True)
+    code_of_distinct = np.empty(len(distinct), dtype=np.int32)
+    for k in np.argsort(first_row, kind="stable").tolist():
+        table, name = divmod(int(distinct[k]), len(names))
+        code_of_distinct[k] = len(columns[table])
+        columns[table].append(names[name])
+    codes[named] = code_of_distinct[pair_index]
+    return codes, columns
+
+
+def _table_codes(nodes: np.ndarray, mapping: ValueMapping) -> np.ndarray:
+    """Table code of each value: its index in ``mapping.tables``, or
+    ``len(mapping.tables)`` (the table ``unknown``) when it is not listed."""
+    pos = mapping.lookup(nodes)  # nodes are sorted: a cache-friendly search
+    codes = np.full(len(nodes), len(mapping.tables), dtype=np.int32)
+    listed = pos >= 0
+    codes[listed] = mapping.table_codes[pos[listed]]
     return codes
 
 
-def _check_id_range(values: np.ndarray, path: str) -> None:
-    bad = (values < 0) | (values >= ids.IMPORTED_ID_LIMIT)
-    if bad.any():
+# -- the triples in memory -----------------------------------------------------
+
+
+@dataclass
+class _Graph:
+    """The import's triples over dense value numbers: value ``k`` is
+    ``nodes[k]`` (sorted); ``op`` indexes ``op_names``."""
+
+    nodes: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    op: np.ndarray
+    op_names: list[str]
+
+    @property
+    def size(self) -> int:
+        return len(self.src)
+
+    def deduplicated(self, progress: Progress) -> _Graph:
+        """The unique triples, sorted by (src, dst, op): a sort, not a hash, so
+        tens of millions of triples need a few seconds and little memory."""
+        progress.update("deduplicating triples", self.size, "triples", force=True)
+        src, dst, op = _unique_triples(self.src, self.dst, self.op, len(self.nodes), len(self.op_names))
+        progress.done("deduplicated triples", len(src), f"unique triples ({self.size - len(src):,} duplicates)")
+        return _Graph(self.nodes, src, dst, op, self.op_names)
+
+
+def _read_triples(dataset: pads.Dataset, path: str, progress: Progress) -> _Graph:
+    srcs: list[np.ndarray] = []
+    dsts: list[np.ndarray] = []
+    ops: list[np.ndarray] = []
+    op_codes: dict[str, int] = {}
+    read = 0
+    for batch in _batches(dataset, ["src", "dst", "op"], "triples"):
+        src, dst, op = _checked_batch(batch, path, op_codes)
+        srcs.append(src)
+        dsts.append(dst)
+        ops.append(op)
+        read += len(src)
+        progress.update("reading triples", read, "triples")
+    if read == 0:
+        raise ImportInputError("the triples file holds no triple")
+    progress.done("read triples", read, "triples")
+    op = np.concatenate(ops)
+    del ops
+    nodes, src, dst = _number_values(srcs, dsts, progress)
+    return _Graph(nodes, src, dst, op, list(op_codes))
+
+
+def _checked_batch(
+    batch: pa.RecordBatch, path: str, op_codes: dict[str, int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    for name in ("src", "dst", "op"):
+        if batch.column(name).null_count:
+            raise ImportInputError(f"triples file {path}: '{name}' is empty in some row")
+    src = batch.column("src").to_numpy().astype(np.int64)
+    dst = batch.column("dst").to_numpy().astype(np.int64)
+    _check_id_range(src, f"triples file {path}")
+    _check_id_range(dst, f"triples file {path}")
+    loops = np.flatnonzero(src == dst)
+    if len(loops):
+        raise ImportInputError(f"triples file {path}: value {src[loops[0]]} is derived from itself (a cycle)")
+    encoded = pc.cast(batch.column("op"), pa.string()).dictionary_encode()
+    names: list[str] = encoded.dictionary.to_pylist()
+    _check_names(names, f"triples file {path}: 'op'")
+    for name in names:
+        op_codes.setdefault(name, len(op_codes))
+    local = np.array([op_codes[n] for n in names], dtype=np.int32)
+    return src, dst, local[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
+def _number_values(
+    srcs: list[np.ndarray], dsts: list[np.ndarray], progress: Progress
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Dense numbers 0..V-1 for the sparse 64-bit ids (one argsort; empties
+    the input lists to free their memory early)."""
+    both = np.concatenate(srcs + dsts)
+    srcs.clear()
+    dsts.clear()
+    progress.update("numbering values", len(both) // 2, "triples", force=True)
+    nodes, dense = _dense_numbers(both)
+    progress.done("numbered values", len(nodes), "values")
+    half = len(dense) // 2
+    return nodes, dense[:half], dense[half:]
+
+
+def _dense_numbers(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, index of each value among them).
+
+    Sorting keeps memory access sequential; np.unique without outputs hashes,
+    which on tens of millions of ids is dominated by cache misses."""
+    order = np.argsort(values)
+    ordered = values[order]
+    first = _run_starts(ordered)
+    nodes = ordered[first]
+    del ordered
+    index_type = np.int32 if len(values) < np.iinfo(np.int32).max else np.int64
+    dense = np.empty(len(values), dtype=index_type)
+    dense[order] = np.cumsum(first, dtype=index_type) - 1
+    return nodes, dense
+
+
+def _unique_triples(
+    src: np.ndarray, dst: np.ndarray, op: np.ndarray, n_values: int, n_ops: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (src, dst, op), sorted by src first."""
+    if n_values * n_values * max(n_ops, 1) < 1 << 63:
+        return _unique_by_key(src, dst, op, n_values, n_ops)
+    return _unique_by_lexsort(src, dst, op)
+
+
+def _unique_by_key(
+    src: np.ndarray, dst: np.ndarray, op: np.ndarray, n_values: int, n_ops: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One int64 key a triple, sorted in place: the fastest sort NumPy has."""
+    key = src.astype(np.int64) * n_values
+    key += dst
+    key *= n_ops
+    key += op
+    key.sort()
+    key = key[_run_starts(key)]
+    pair, op_u = np.divmod(key, n_ops)
+    src_u, dst_u = np.divmod(pair, n_values)
+    return src_u.astype(src.dtype), dst_u.astype(dst.dtype), op_u.astype(op.dtype)
+
+
+def _unique_by_lexsort(
+    src: np.ndarray, dst: np.ndarray, op: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For value counts whose keys would not fit 63 bits."""
+    order = np.lexsort((op, dst, src))
+    src, dst, op = src[order], dst[order], op[order]
+    keep = _run_starts(src) | _run_starts(dst) | _run_starts(op)
+    return src[keep], dst[keep], op[keep]
+
+
+def _run_starts(ordered: np.ndarray) -> np.ndarray:
+    """True where a sorted array holds a value not seen before."""
+    first = np.empty(len(ordered), dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return first
+
+
+# -- the cycle check -------------------------------------------------------------
+
+
+@dataclass
+class Ordering:
+    """What a topological sort did: values it could order, edges it relaxed."""
+
+    values: int
+    ordered: int
+    edges_relaxed: int
+    rounds: int
+    remaining_in_degree: np.ndarray
+
+    @property
+    def acyclic(self) -> bool:
+        return self.ordered == self.values
+
+
+def topological_order(
+    src: np.ndarray, dst: np.ndarray, n_values: int, progress: Progress = SILENT, stage: str = "ordering values"
+) -> Ordering:
+    """Kahn's algorithm over the edges ``src -> dst`` (values 0..n_values-1).
+
+    Each round takes the values whose predecessors are all ordered (the
+    frontier) and relaxes only their out-edges, so the whole sort touches
+    every edge once: O(values + edges) whatever the depth. Small frontiers
+    are walked in Python (a chain of a million is a million rounds)."""
+    indptr, targets = _csr(src, dst, n_values)
+    in_degree = np.bincount(targets, minlength=n_values).astype(np.int32)
+    frontier = np.flatnonzero(in_degree == 0).astype(targets.dtype)
+    ordered = relaxed = rounds = 0
+    while len(frontier):
+        rounds += 1
+        if len(frontier) < SMALL_FRONTIER:
+            frontier, walked, edges = _walk_small_frontier(frontier, indptr, targets, in_degree)
+            ordered += walked
+        else:
+            ordered += len(frontier)
+            frontier, edges = _relax_frontier(frontier, indptr, targets, in_degree)
+        relaxed += edges
+        progress.update(stage, ordered, "values")
+    return Ordering(n_values, ordered, relaxed, rounds, in_degree)
+
+
+def _csr(src: np.ndarray, dst: np.ndarray, n_values: int) -> tuple[np.ndarray, np.ndarray]:
+    """Out-edges of value v: ``targets[indptr[v]:indptr[v + 1]]``."""
+    if len(src) > 1 and not (src[1:] >= src[:-1]).all():
+        order = np.argsort(src, kind="stable")
+        src, dst = src[order], dst[order]
+    indptr = np.zeros(n_values + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n_values), out=indptr[1:])
+    return indptr, dst
+
+
+def _relax_frontier(
+    frontier: np.ndarray, indptr: np.ndarray, targets: np.ndarray, in_degree: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """One vectorised round: the next frontier and the edges relaxed."""
+    starts = indptr[frontier]
+    counts = indptr[frontier + 1] - starts
+    total = int(counts.sum())
+    if total == 0:
+        return frontier[:0], 0
+    # Positions of the frontier's out-edges: each start repeated, plus 0, 1, ...
+    positions = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total)
+    reached = targets[positions]
+    np.subtract.at(in_degree, reached, 1)
+    ready = reached[in_degree[reached] == 0]
+    # A value freed by several edges appears several times: tag each slot and
+    # keep the one whose tag survived (O(frontier), no sort). Ordered values
+    # are never read again, so their in-degree may hold the tag.
+    tags = -1 - np.arange(len(ready), dtype=in_degree.dtype)
+    in_degree[ready] = tags
+    return ready[in_degree[ready] == tags], total
+
+
+def _walk_small_frontier(
+    frontier: np.ndarray, indptr: np.ndarray, targets: np.ndarray, in_degree: np.ndarray
+) -> tuple[np.ndarray, int, int]:
+    """Kahn's algorithm one value at a time until the work list is wide again
+    (or a step budget is spent, so progress is still reported):
+    (next frontier, values ordered, edges relaxed)."""
+    # Memoryviews: indexing them yields Python ints, ten times faster than NumPy scalars.
+    starts, ends, reached, degree = (a.data for a in (indptr[:-1], indptr[1:], targets, in_degree))
+    work = frontier.tolist()
+    ordered = relaxed = 0
+    while work and len(work) < SMALL_FRONTIER and ordered < WALK_STEPS:
+        value = work.pop()
+        ordered += 1
+        first, last = starts[value], ends[value]
+        relaxed += last - first
+        for k in range(first, last):
+            target = reached[k]
+            left = degree[target] - 1
+            degree[target] = left
+            if left == 0:
+                work.append(target)
+    return np.array(work, dtype=targets.dtype), ordered, relaxed
+
+
+def a_value_on_a_cycle(src: np.ndarray, dst: np.ndarray, ordering: Ordering) -> int:
+    """A value that is among its own ancestors, given a failed ordering.
+
+    Every value left unordered has a predecessor left unordered; walking
+    predecessors must come back to a value already seen, which is on a cycle."""
+    left = ordering.remaining_in_degree > 0
+    both_left = left[src] & left[dst]
+    predecessor = np.full(ordering.values, -1, dtype=np.int64)
+    predecessor[dst[both_left]] = src[both_left]
+    step = predecessor.data
+    value = int(np.flatnonzero(left)[0])
+    seen = set()
+    while value not in seen:
+        seen.add(value)
+        value = step[value]
+    return value
+
+
+def _check_acyclic(graph: _Graph, node_tables: np.ndarray, progress: Progress) -> None:
+    """Values of distinct tables can only form a cycle if the tables do, so
+    the table graph decides alone when it is acyclic and has no edge inside
+    one table; otherwise a topological sort over the values decides."""
+    if _table_graph_is_acyclic(node_tables[graph.src], node_tables[graph.dst], progress):
+        return
+    ordering = topological_order(graph.src, graph.dst, len(graph.nodes), progress, "cycle check: ordering values")
+    progress.done("cycle check: ordered values", ordering.ordered, "values")
+    if not ordering.acyclic:
+        value = graph.nodes[a_value_on_a_cycle(graph.src, graph.dst, ordering)]
+        raise ImportInputError(f"the triples contain a cycle: value {value} is among its own ancestors")
+
+
+def _table_graph_is_acyclic(src_tables: np.ndarray, dst_tables: np.ndarray, progress: Progress) -> bool:
+    n_tables = int(max(src_tables.max(), dst_tables.max())) + 1
+    pairs = src_tables.astype(np.int64) * n_tables + dst_tables
+    pairs.sort()
+    pairs = pairs[_run_starts(pairs)]
+    src, dst = np.divmod(pairs, n_tables)
+    progress.done("cycle check: table graph", len(pairs), "table pairs")
+    return not (src == dst).any() and topological_order(src, dst, n_tables).acyclic
+
+
+def _check_no_cycle_with_earlier_runs(store: ParquetStore, graph: _Graph, progress: Progress) -> None:
+    """Reject triples that close a cycle through triples of earlier runs.
+
+    Captured ids carry a table in their high bits and imported ids may not,
+    so only earlier imported triples can share values with these; the two
+    sets are each acyclic, and a cycle through both passes through a shared
+    value, so their union needs a sort only when they share one."""
+    if not store.exists():
+        return
+    earlier_src, earlier_dst = _earlier_imported_triples(store, progress)
+    if not len(earlier_src):
+        return
+    earlier = np.concatenate([earlier_src, earlier_dst])
+    del earlier_src, earlier_dst
+    if not _shares_a_value(graph.nodes, earlier):
+        progress.done("cycle check: earlier imported triples share no value", len(earlier) // 2, "triples")
+        return
+    earlier_nodes, earlier_dense = _dense_numbers(earlier)
+    del earlier
+    nodes = np.concatenate([graph.nodes, earlier_nodes])
+    nodes.sort()
+    nodes = nodes[_run_starts(nodes)]
+    new_index = np.searchsorted(nodes, graph.nodes)
+    old_index = np.searchsorted(nodes, earlier_nodes)
+    half = len(earlier_dense) // 2
+    src = np.concatenate([new_index[graph.src], old_index[earlier_dense[:half]]])
+    dst = np.concatenate([new_index[graph.dst], old_index[earlier_dense[half:]]])
+    del earlier_dense
+    stage = "cycle check: ordering values with earlier runs"
+    ordering = topological_order(src, dst, len(nodes), progress, stage)
+    progress.done("cycle check: ordered values with earlier runs", ordering.ordered, "values")
+    if not ordering.acyclic:
+        value = nodes[a_value_on_a_cycle(src, dst, ordering)]
         raise ImportInputError(
-            f"{path}: value id {values[bad][0]} outside the imported id range 0..{ids.IMPORTED_ID_LIMIT - 1}"
+            f"the triples close a cycle with triples of earlier runs: value {value} is among its own ancestors"
         )
 
 
-class _ImportWriter:
-    """Streams triples into the staging dir, assigning table and op ids."""
+def _earlier_imported_triples(store: ParquetStore, progress: Progress) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) of committed imported triples, file by file (a damaged file
+    is named); the filter on src skips the row groups of captured triples by
+    their statistics."""
+    srcs, dsts, read = [], [], 0
+    imported = pc.field("src") < ids.IMPORTED_ID_LIMIT
+    dataset = pads.dataset(store.triple_files(), schema=schema.TRIPLES, format="parquet", filesystem=store.fs)
+    for fragment in dataset.get_fragments():
+        with storefiles.damage_reported(fragment.path):
+            part = fragment.to_table(schema=schema.TRIPLES, columns=["src", "dst"], filter=imported)
+        srcs.append(part.column("src").to_numpy())
+        dsts.append(part.column("dst").to_numpy())
+        read += part.num_rows
+        progress.update("cycle check: reading earlier imported triples", read, "triples")
+    progress.done("cycle check: read earlier imported triples", read, "triples")
+    empty = np.empty(0, dtype=np.int64)
+    return np.concatenate([empty, *srcs]), np.concatenate([empty, *dsts])
+
+
+def _shares_a_value(sorted_nodes: np.ndarray, values: np.ndarray) -> bool:
+    """Whether any of ``values`` is among ``sorted_nodes``; sorting the
+    queries first keeps the search cache-friendly."""
+    if not len(sorted_nodes) or not len(values):
+        return False
+    queries = np.sort(values)
+    pos = np.minimum(np.searchsorted(sorted_nodes, queries), len(sorted_nodes) - 1)
+    return bool((sorted_nodes[pos] == queries).any())
+
+
+# -- writing the run -------------------------------------------------------------
+
+
+class _RunWriter:
+    """Writes the checked triples, the catalogue and the values of one import."""
 
     def __init__(self, txn: RunTransaction, mapping: ValueMapping, progress: Progress) -> None:
         self.txn = txn
         self.mapping = mapping
         self.progress = progress
-        self.table_ids = np.array([txn.reserve("tables") for _ in mapping.tables], dtype=np.int32)
-        self.unknown_id: int | None = None
-        self.op_ids: dict[str, int] = {}
-        self.op_counts: dict[str, int] = {}
-        self.unlisted: list[np.ndarray] = []
-        self.table_pairs: set[tuple[int, int]] = set()
 
-    def run(self, triples: pads.Dataset) -> int:
-        self.txn.store.fs.create_dir(self.txn.path("triples"))
-        written, part, writer_rows = 0, 0, 0
-        writer: pq.ParquetWriter | None = None
-        try:
-            for batch in _batches(triples, ["src", "dst", "op"], "triples"):
-                if writer is None or writer_rows >= FILE_ROWS:
-                    if writer is not None:
-                        writer.close()
-                    writer = pq.ParquetWriter(self.txn.path("triples", f"part-{part:05d}.parquet"), schema.TRIPLES)
-                    part, writer_rows = part + 1, 0
-                out = self._convert(batch)
-                writer.write_table(out)
-                writer_rows += out.num_rows
-                written += out.num_rows
-                self.progress.update("importing triples", written, "triples")
-        finally:
-            if writer is not None:
-                writer.close()
-        if written == 0:
-            raise ImportInputError("the triples file holds no triple")
+    def write(self, graph: _Graph, node_tables: np.ndarray) -> int:
+        unknown = node_tables == len(self.mapping.tables)
+        table_ids = self._reserve_tables(bool(unknown.any()))
+        op_ids = np.array([self.txn.reserve("ops") for _ in graph.op_names], dtype=np.int64)
+        self._write_triples(graph, table_ids[node_tables], op_ids)
+        self._write_catalogue(graph, table_ids, op_ids)
+        self._write_values(graph.nodes[unknown], table_ids)
+        return graph.size
+
+    def _reserve_tables(self, any_unknown: bool) -> np.ndarray:
+        """Table ids by table code; the last code is ``unknown`` (0 if unused)."""
+        ids_ = [self.txn.reserve("tables") for _ in self.mapping.tables]
+        return np.array([*ids_, self.txn.reserve("tables") if any_unknown else 0], dtype=np.int32)
+
+    def _write_triples(self, graph: _Graph, node_tables: np.ndarray, op_ids: np.ndarray) -> None:
+        fs = self.txn.store.fs
+        fs.create_dir(self.txn.path("triples"))
+        for part, start in enumerate(range(0, graph.size, FILE_ROWS)):
+            path = self.txn.path("triples", f"part-{part:05d}.parquet")
+            with pq.ParquetWriter(path, schema.TRIPLES, filesystem=fs) as writer:
+                for first in range(start, min(start + FILE_ROWS, graph.size), BATCH_ROWS):
+                    rows = slice(first, min(first + BATCH_ROWS, graph.size))
+                    writer.write_table(self._triples_table(graph, rows, node_tables, op_ids))
+                    self.progress.update("writing triples", rows.stop, "triples")
         self.txn.mark_dataset("triples")
-        self._check_acyclic()
-        self._finish_catalogue()
-        return written
+        self.progress.done("wrote triples", graph.size, "triples")
 
-    def _convert(self, batch: pa.RecordBatch) -> pa.Table:
-        for name in ("src", "dst", "op"):
-            if batch.column(name).null_count:
-                raise ImportInputError(f"triples file: '{name}' is empty in some row")
-        src = batch.column("src").to_numpy().astype(np.int64)
-        dst = batch.column("dst").to_numpy().astype(np.int64)
-        _check_id_range(np.concatenate([src, dst]), "triples file")
-        loops = np.flatnonzero(src == dst)
-        if len(loops):
-            raise ImportInputError(f"triples file: value {src[loops[0]]} is derived from itself (a cycle)")
-        ops = self._op_ids(batch.column("op"))
-        src_table, dst_table = self._tables_of(src), self._tables_of(dst)
-        self.table_pairs.update(zip(*np.unique(np.stack([src_table, dst_table]), axis=1).tolist()))
+    @staticmethod
+    def _triples_table(graph: _Graph, rows: slice, node_tables: np.ndarray, op_ids: np.ndarray) -> pa.Table:
+        src, dst = graph.src[rows], graph.dst[rows]
         return pa.table(
-            {"src": src, "dst": dst, "op": ops, "src_table": src_table, "dst_table": dst_table},
+            {
+                "src": graph.nodes[src],
+                "dst": graph.nodes[dst],
+                "op": op_ids[graph.op[rows]],
+                "src_table": node_tables[src],
+                "dst_table": node_tables[dst],
+            },
             schema=schema.TRIPLES,
         )
 
-    def _op_ids(self, column: pa.Array) -> np.ndarray:
-        encoded = pc.cast(column, pa.string()).dictionary_encode()
-        names = encoded.dictionary.to_pylist()
-        for name in names:
-            if name not in self.op_ids:
-                self.op_ids[name] = self.txn.reserve("ops")
-        codes = encoded.indices.to_numpy(zero_copy_only=False)
-        per_name = np.bincount(codes, minlength=len(names))
-        for name, n in zip(names, per_name.tolist()):
-            self.op_counts[name] = self.op_counts.get(name, 0) + n
-        return np.array([self.op_ids[n] for n in names], dtype=np.int64)[codes]
-
-    def _tables_of(self, values: np.ndarray) -> np.ndarray:
-        pos = self.mapping.lookup(values)
-        listed = pos >= 0
-        out = np.empty(len(values), dtype=np.int32)
-        out[listed] = self.table_ids[self.mapping.table_codes[pos[listed]]]
-        if not listed.all():
-            if self.unknown_id is None:
-                self.unknown_id = self.txn.reserve("tables")
-            out[~listed] = self.unknown_id
-            self.unlisted.append(np.unique(values[~listed]))
-        return out
-
-    def _check_acyclic(self) -> None:
-        """Values of distinct tables can only form a cycle if the tables do;
-        only then (or with edges inside one table) check value by value."""
-        pairs = {(s, d) for s, d in self.table_pairs}
-        if all(s != d for s, d in pairs) and _is_acyclic(np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)):
-            return
-        edges = pads.dataset(self.txn.path("triples"), format="parquet", filesystem=self.txn.store.fs)
-        table = edges.to_table(columns=["src", "dst"])
-        pairs_arr = np.stack([table.column("src").to_numpy(), table.column("dst").to_numpy()], axis=1)
-        if not _is_acyclic(pairs_arr):
-            raise ImportInputError("the triples contain a cycle: a value is among its own ancestors")
-
-    def _finish_catalogue(self) -> None:
+    def _write_catalogue(self, graph: _Graph, table_ids: np.ndarray, op_ids: np.ndarray) -> None:
         txn, m = self.txn, self.mapping
-        for name, table_id in zip(m.tables, self.table_ids.tolist()):
-            txn.add_table(TableInfo(table_id, name, txn.run_id, "imported", tuple(m.columns[m.tables.index(name)])))
-        if self.unknown_id is not None:
-            txn.add_table(TableInfo(self.unknown_id, UNKNOWN_TABLE, txn.run_id, "imported"))
+        for code, name in enumerate(m.tables):
+            txn.add_table(TableInfo(int(table_ids[code]), name, txn.run_id, "imported", tuple(m.columns[code])))
+        if table_ids[-1]:
+            txn.add_table(TableInfo(int(table_ids[-1]), UNKNOWN_TABLE, txn.run_id, "imported"))
         now = dt.datetime.now(dt.timezone.utc)
-        for name, op_id in self.op_ids.items():
-            txn.add_op(OpInfo(op_id, name, txn.run_id, "imported", started=now, finished=now, triples=self.op_counts[name]))
-        self._write_values()
+        counts = np.bincount(graph.op, minlength=len(graph.op_names)).tolist()
+        for name, op_id, n in zip(graph.op_names, op_ids.tolist(), counts, strict=True):
+            txn.add_op(OpInfo(op_id, name, txn.run_id, "imported", started=now, finished=now, triples=n))
 
-    def _write_values(self) -> None:
+    def _write_values(self, unlisted: np.ndarray, table_ids: np.ndarray) -> None:
         m = self.mapping
-        unlisted = np.unique(np.concatenate(self.unlisted)) if self.unlisted else np.empty(0, np.int64)
+        self.progress.update("writing values", len(m.ids) + len(unlisted), "values", force=True)
         values = pa.table(
             {
                 "value_id": np.concatenate([m.ids, unlisted]),
-                "table_id": np.concatenate(
-                    [self.table_ids[m.table_codes], np.full(len(unlisted), self.unknown_id or 0, np.int32)]
-                ).astype(np.int32),
+                "table_id": np.concatenate([table_ids[m.table_codes], np.full(len(unlisted), table_ids[-1], np.int32)]),
                 "column_id": pa.array(
                     np.concatenate([m.column_codes, np.full(len(unlisted), -1, np.int32)]),
                     mask=np.concatenate([m.column_codes < 0, np.ones(len(unlisted), bool)]),
@@ -304,20 +661,4 @@ class _ImportWriter:
         pq.write_table(values, self.txn.path("values.parquet"), filesystem=self.txn.store.fs)
         self.txn.mark_dataset("values.parquet")
         self.txn.values_count = values.num_rows
-
-
-def _is_acyclic(edges: np.ndarray) -> bool:
-    """Kahn's algorithm, vectorised: peel zero in-degree nodes until none remain."""
-    if len(edges) == 0:
-        return True
-    nodes, inverse = np.unique(edges, return_inverse=True)
-    src, dst = inverse.reshape(edges.shape).T
-    alive = np.ones(len(src), dtype=bool)
-    while alive.any():
-        indeg = np.bincount(dst[alive], minlength=len(nodes))
-        ready = indeg == 0
-        removable = alive & ready[src]
-        if not removable.any():
-            return False
-        alive &= ~removable
-    return True
+        self.progress.done("wrote values", values.num_rows, "values")

@@ -10,10 +10,10 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import DATA, snapshot
 
 TABLE4 = DATA / "paper_table4_triples.csv"
@@ -122,7 +122,7 @@ def test_bad_values_file(cli, store_path: Path, tmp_path: Path) -> None:
     assert cli("import", store_path, "--triples", TABLE4, "--quiet").code == 0
     before = snapshot(store_path)
     for text in ("value_id,tbl\n1,A\n", "value_id,table\n1,A\n1,B\n", "value_id,table\nq,A\n"):
-        r = cli("import", store_path, "--triples", TABLE4, "--values", _write(tmp_path / "v.csv", text))
+        r = cli("import", store_path, "--triples", TABLE4, "--values", _write(tmp_path / "v.csv", text), "--quiet")
         assert r.code != 0 and r.err.count("\n") == 1, r
     assert snapshot(store_path) == before
 
@@ -205,3 +205,217 @@ def provplug_store(path: Path):
     import provplug
 
     return provplug.open_store(path)
+
+
+# -- issue 18: an O(triples) cycle check, also across runs; progress; duplicates
+
+def _reachable(n: int, src: np.ndarray, dst: np.ndarray, start: int) -> set[int]:
+    succ: dict[int, list[int]] = {}
+    for s, d in zip(src.tolist(), dst.tolist(), strict=True):
+        succ.setdefault(s, []).append(d)
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in succ.get(todo.pop(), []):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def _reference_acyclic(n: int, src: np.ndarray, dst: np.ndarray) -> bool:
+    return all(v not in _reachable(n, src, dst, v) for v in range(n))
+
+
+@pytest.mark.parametrize("small_frontier", [1, 8, 10**9], ids=["vectorised", "mixed", "walked"])
+def test_topological_order_agrees_with_a_reference(monkeypatch, small_frontier: int) -> None:
+    from provplug import importer
+
+    monkeypatch.setattr(importer, "SMALL_FRONTIER", small_frontier)
+    rng = np.random.default_rng(small_frontier)
+    for _ in range(300):
+        n = int(rng.integers(1, 30))
+        src, dst = rng.integers(0, n, int(rng.integers(0, 60))), rng.integers(0, n, int(rng.integers(0, 60)))
+        src, dst = src[: min(len(src), len(dst))], dst[: min(len(src), len(dst))]
+        if rng.random() < 0.5:  # a DAG: edges go forward in a random order of the values
+            rank = rng.permutation(n)
+            forward = rank[src] < rank[dst]
+            src, dst = src[forward], dst[forward]
+        ordering = importer.topological_order(src, dst, n)
+        assert ordering.acyclic == _reference_acyclic(n, src, dst)
+        if ordering.acyclic:
+            assert ordering.ordered == n and ordering.edges_relaxed == len(src)
+        else:
+            value = importer.a_value_on_a_cycle(src, dst, ordering)
+            assert value in _reachable(n, src, dst, value)
+
+
+def test_the_cycle_check_relaxes_each_edge_once_whatever_the_depth() -> None:
+    """The old check made one pass over all edges per level of the graph
+    (O(depth x edges)); the topological sort touches each edge once."""
+    from provplug.importer import a_value_on_a_cycle, topological_order
+
+    n = 300_000  # a chain: depth 300,000
+    src = np.arange(n - 1)
+    ordering = topological_order(src, src + 1, n)
+    assert ordering.acyclic and ordering.edges_relaxed == n - 1
+    width, depth = 100, 3_000  # a ladder: each value fed by its own chain and the next one
+    level, chain = np.divmod(np.arange(width, width * depth), width)
+    lsrc = np.concatenate([(level - 1) * width + chain, (level - 1) * width + (chain + 1) % width])
+    ldst = np.concatenate([level * width + chain, level * width + chain])
+    ordering = topological_order(lsrc, ldst, width * depth)
+    assert ordering.acyclic and ordering.edges_relaxed == len(lsrc) and ordering.rounds == depth
+    # A cycle closed at the far end of the chain is found, and a value on it named.
+    csrc, cdst = np.append(src, n - 1), np.append(src + 1, 0)
+    ordering = topological_order(csrc, cdst, n)
+    assert not ordering.acyclic and ordering.ordered == 0
+    assert 0 <= a_value_on_a_cycle(csrc, cdst, ordering) < n
+
+
+def test_import_of_a_deep_chain_within_one_table(cli, store_path: Path, tmp_path: Path) -> None:
+    chain = tmp_path / "chain.parquet"
+    ids_ = np.arange(1, 200_001)
+    pq.write_table(pa.table({"src": ids_[:-1], "dst": ids_[1:], "op": ["S"] * (len(ids_) - 1)}), chain)
+    assert cli("import", store_path, "--triples", chain, "--quiet").code == 0
+    assert json.loads(cli("stats", store_path, "--json").out)["triples"] == 199_999
+
+
+PHASES = (
+    "reading values", "read values", "reading triples", "read triples", "numbering values", "numbered values",
+    "deduplicating triples", "deduplicated triples", "cycle check: table graph", "cycle check: ordering values",
+    "cycle check: ordered values", "cycle check: reading earlier imported triples",
+    "cycle check: read earlier imported triples", "cycle check: ordering values with earlier runs",
+    "cycle check: ordered values with earlier runs", "writing triples", "wrote triples", "writing values",
+    "wrote values", "committing", "import committed",
+)
+
+
+def test_import_reports_progress_through_every_phase(store_path: Path, tmp_path: Path, monkeypatch) -> None:
+    """Each phase of a long import says what it does (at most once a second
+    by default; here every update is printed)."""
+    import io
+
+    from provplug import importer
+    from provplug.progress import Progress
+
+    monkeypatch.setattr(importer, "BATCH_ROWS", 1000)
+    importer.import_provenance(provplug_store(store_path), TABLE4, TABLE4_VALUES)
+    # A chain inside one table (so values are ordered one by one) from value
+    # 23 of the earlier run (so the earlier run's triples are ordered too).
+    ids_ = np.array([23, *range(1000, 6000)])
+    triples, values = tmp_path / "t.parquet", tmp_path / "v.parquet"
+    pq.write_table(pa.table({"src": ids_[:-1], "dst": ids_[1:], "op": ["S"] * (len(ids_) - 1)}), triples,
+                   row_group_size=1000)
+    pq.write_table(pa.table({"value_id": ids_, "table": ["T"] * len(ids_)}), values, row_group_size=1000)
+    stream = io.StringIO()
+    importer.import_provenance(provplug_store(store_path), triples, values, progress=Progress(stream=stream, every=0))
+    lines = stream.getvalue().splitlines()
+    first = {}
+    for k, line in enumerate(lines):
+        assert line.startswith("[provplug] "), line
+        first.setdefault(line[len("[provplug] "):].rsplit(":", 1)[0], k)
+    missing = [p for p in PHASES if p not in first]
+    assert not missing, lines
+    assert [first[p] for p in PHASES] == sorted(first[p] for p in PHASES), lines
+    assert sum(line.startswith("[provplug] reading triples:") for line in lines) == 5  # one a batch
+
+
+CROSS_RUN_CYCLES = {
+    # name: (earlier imports, the import that closes a cycle); values are "id:table" lists
+    "two runs, two values": ([("1,2", "")], ("2,1", "")),
+    "through values only an earlier run holds": ([("1,2 2,3 3,4", "")], ("4,1", "")),
+    "across three runs": ([("1,2", ""), ("2,3", "")], ("3,1", "")),
+    "tables acyclic within each run": ([("1,2", "1:A 2:B")], ("2,1", "2:B 1:A")),
+}
+
+
+def _import_files(tmp_path: Path, name: str, edges: str, values: str) -> list[Path]:
+    triples = _write(tmp_path / f"{name}.csv", "src,dst,op\n" + "".join(f"{e},{name}\n" for e in edges.split()))
+    if not values:
+        return [triples]
+    rows = "".join(f"{v.replace(':', ',')}\n" for v in values.split())
+    return [triples, _write(tmp_path / f"{name}-values.csv", "value_id,table\n" + rows)]
+
+
+def _import_args(files: list[Path]) -> list[str | Path]:
+    return ["--triples", files[0], *(["--values", files[1]] if len(files) > 1 else [])]
+
+
+@pytest.mark.parametrize("case", sorted(CROSS_RUN_CYCLES))
+def test_an_import_closing_a_cycle_with_earlier_runs_is_rejected(cli, store_path: Path, tmp_path: Path,
+                                                                 case: str) -> None:
+    earlier, closing = CROSS_RUN_CYCLES[case]
+    for k, (edges, values) in enumerate(earlier):
+        r = cli("import", store_path, *_import_args(_import_files(tmp_path, f"E{k}", edges, values)), "--quiet")
+        assert r.code == 0, r
+    before = snapshot(store_path)
+    r = cli("import", store_path, *_import_args(_import_files(tmp_path, "N", *closing)), "--quiet")
+    assert r.code == 2 and r.err.count("\n") == 1, r
+    assert "cycle with triples of earlier runs" in r.err and "among its own ancestors" in r.err
+    assert snapshot(store_path) == before
+
+
+def test_an_import_sharing_values_with_earlier_runs_without_a_cycle_is_accepted(cli, store_path: Path,
+                                                                               tmp_path: Path) -> None:
+    assert cli("import", store_path, *_import_args(_import_files(tmp_path, "E", "1,2 2,3", "")), "--quiet").code == 0
+    r = cli("import", store_path, *_import_args(_import_files(tmp_path, "N", "0,1 3,4 1,3", "")), "--quiet")
+    assert r.code == 0, r
+    assert json.loads(cli("stats", store_path, "--json").out)["triples"] == 5
+
+
+def test_duplicate_triples_are_stored_and_counted_once(store_path: Path, tmp_path: Path, monkeypatch) -> None:
+    from provplug import importer
+
+    monkeypatch.setattr(importer, "BATCH_ROWS", 2)  # duplicates fall into different batches
+    rows = [(1, 2, "R"), (2, 3, "R"), (1, 2, "R"), (1, 2, "S"), (2, 3, "R"), (1, 2, "R"), (3, 4, "S")]
+    triples = tmp_path / "dup.parquet"
+    pq.write_table(pa.table({k: [r[i] for r in rows] for i, k in enumerate(("src", "dst", "op"))}), triples,
+                   row_group_size=2)
+    store = provplug_store(store_path)
+    result = importer.import_provenance(store, triples)
+    assert result["triples"] == 4 and result["duplicates"] == 3
+    assert store.stats()["triples"] == 4
+    ops = {r["op_id"]: r["name"] for r in store.ops().to_pylist()}
+    stored = [(t["src"], t["dst"], ops[t["op"]]) for t in store.triples().to_table().to_pylist()]
+    assert sorted(stored) == sorted(set(rows))
+    assert {r["name"]: r["triples"] for r in store.ops().to_pylist()} == {"R": 2, "S": 2}
+
+
+def test_the_two_deduplications_agree() -> None:
+    from provplug.importer import _unique_by_key, _unique_by_lexsort
+
+    rng = np.random.default_rng(0)
+    src, dst, op = rng.integers(0, 50, 5000), rng.integers(0, 50, 5000), rng.integers(0, 3, 5000)
+    by_key = _unique_by_key(src, dst, op, 50, 3)
+    by_lexsort = _unique_by_lexsort(src, dst, op)
+    assert all(np.array_equal(a, b) for a, b in zip(by_key, by_lexsort, strict=True))
+    assert len(by_key[0]) == len(set(zip(src.tolist(), dst.tolist(), op.tolist(), strict=True)))
+
+
+BLANK_NAMES = {
+    "empty table name": ("values", "value_id,table\n1,A\n2,\n"),
+    "blank table name": ("values", 'value_id,table\n1,A\n2,"  "\n'),
+    "empty op name": ("triples", "src,dst,op\n1,2,R\n2,3,\n"),
+    "blank op name": ("triples", 'src,dst,op\n1,2,R\n2,3," "\n'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BLANK_NAMES))
+def test_blank_table_and_op_names_are_rejected(cli, store_path: Path, tmp_path: Path, case: str) -> None:
+    assert cli("import", store_path, "--triples", TABLE4, "--quiet").code == 0
+    before = snapshot(store_path)
+    which, text = BLANK_NAMES[case]
+    bad = _write(tmp_path / f"{which}.csv", text)
+    good = _write(tmp_path / "good.csv", "src,dst,op\n1,2,R\n")
+    args = ("--triples", good, "--values", bad) if which == "values" else ("--triples", bad)
+    r = cli("import", store_path, *args, "--quiet")
+    assert r.code == 2 and r.err.count("\n") == 1, r
+    assert str(bad) in r.err and "empty" in r.err
+    assert snapshot(store_path) == before
+
+
+def test_blank_table_name_in_parquet_values(cli, store_path: Path, tmp_path: Path) -> None:
+    values = tmp_path / "v.parquet"
+    pq.write_table(pa.table({"value_id": [1, 2], "table": ["A", ""]}), values)
+    r = cli("import", store_path, "--triples", _write(tmp_path / "t.csv", "src,dst,op\n1,2,R\n"), "--values", values, "--quiet")
+    assert r.code == 2 and str(values) in r.err and r.err.count("\n") == 1, r
+    assert not store_path.exists()
