@@ -7,10 +7,13 @@ import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .errors import ProvplugError
 from .progress import Progress
+
+if TYPE_CHECKING:
+    from .store import ParquetStore
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -43,16 +46,23 @@ def _cmd_import(args: argparse.Namespace) -> int:
 def _cmd_stats(args: argparse.Namespace) -> int:
     from .store import open_store
 
-    from .index.stats import index_stats
-
-    store = open_store(args.store)
-    stats: dict[str, object] = {**store.stats(), **index_stats(store)}
+    stats = _stats_sections(open_store(args.store))
     if args.json:
         print(json.dumps(stats, indent=2))
     else:
         for key, value in stats.items():
             print(f"{key:<18} {_plain(value)}")
     return 0
+
+
+def _stats_sections(store: ParquetStore) -> dict[str, object]:
+    """What ``provplug stats`` reports, section after section, each a dict of
+    keys: the store's counts, then its index's (``index_intact`` says whether
+    the index's files are as built)."""
+    from .index.stats import index_stats
+
+    sections: tuple[dict[str, Any], ...] = (store.stats(), index_stats(store))
+    return {key: value for section in sections for key, value in section.items()}
 
 
 def _plain(value: object) -> str:

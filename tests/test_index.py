@@ -11,7 +11,6 @@ from typing import Any
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import DATA, snapshot
 
 TABLE4 = (DATA / "paper_table4_triples.csv", DATA / "paper_table4_values.csv")
@@ -170,8 +169,7 @@ def test_missing_store_and_bad_theta(cli, tmp_path: Path, store_path: Path) -> N
 
 
 def test_crash_during_build_keeps_the_old_index(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from provplug.index import build_index, current_generation
-    from provplug.index import local_engine
+    from provplug.index import build_index, current_generation, local_engine
 
     store = imported(store_path, TABLE7)
     build_index(store, theta=4, splits=TABLE7_SPLITS, engine="local")
@@ -190,9 +188,9 @@ def test_crash_during_build_keeps_the_old_index(store_path: Path, monkeypatch: p
 
 def test_reindex_after_new_import_equals_indexing_from_scratch(tmp_path: Path) -> None:
     """Two imports indexed in between and after == both imports indexed once."""
-    from provplug.index import build_index
-    from provplug.importer import import_provenance
     import provplug
+    from provplug.importer import import_provenance
+    from provplug.index import build_index
 
     extra_triples = tmp_path / "more.csv"
     extra_triples.write_text("src,dst,op\n12,30,op2\n30,31,op2\n40,41,op2\n")

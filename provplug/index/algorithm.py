@@ -13,6 +13,7 @@ splits of one depth processed together instead of one call per component.
 from __future__ import annotations
 
 import dataclasses
+from typing import Protocol
 
 from .splits import CompiledSplits
 
@@ -31,3 +32,26 @@ class InputStats:
 class SetPlan:
     theta: int
     splits: CompiledSplits
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputDir:
+    """Where an engine writes a generation: its path on the store's
+    filesystem (pyarrow) and the same folder as Spark addresses it."""
+
+    path: str
+    spark_path: str
+
+
+class IndexEngine(Protocol):
+    """What :func:`provplug.index.build_index` asks of an engine (local or Spark)."""
+
+    name: str
+
+    def load(self) -> InputStats:
+        """Read the committed triples; return the counts the split choice needs."""
+        ...
+
+    def build(self, plan: SetPlan, out: OutputDir) -> dict[str, int]:
+        """Write the generation's data files into ``out``; return ``meta.json``'s counts."""
+        ...

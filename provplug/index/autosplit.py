@@ -31,6 +31,7 @@ Strategy (the same at every level, recursively, down to single tables):
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -125,7 +126,7 @@ class _Chooser:
         while True:  # relax the balance cap until k stretches fit (at cap >= total they do)
             bounds = _best_cuts(prefix, crossing, k, cap)
             if bounds is not None:
-                return [list(order[a:b]) for a, b in zip(bounds, bounds[1:])]
+                return [list(order[a:b]) for a, b in itertools.pairwise(bounds)]
             cap *= BALANCE
 
 

@@ -23,7 +23,7 @@ from ..plugins import Plugins, get_plugins
 from ..progress import SILENT, Progress
 from ..store import ParquetStore, open_store
 from . import integrity, layout
-from .algorithm import InputStats, SetPlan
+from .algorithm import IndexEngine, InputStats, OutputDir, SetPlan
 from .generation import (
     PREVIOUS,
     build_lock,
@@ -109,8 +109,7 @@ def _build(
         tree, source = _choose(spec, workflow, catalogue, stats, theta, plugins or get_plugins())
         progress.done(f"splits ({source}): {json.dumps(splits_to_spec(tree))}")
         plan = SetPlan(theta, compile_splits(tree, catalogue.names))
-        out = (gen_dir, store.spark_path(layout.INDEX_DIR, name)) if engine_name == "spark" else gen_dir
-        counts = engine.build(plan, out)  # type: ignore[arg-type]
+        counts = engine.build(plan, OutputDir(gen_dir, store.spark_path(layout.INDEX_DIR, name)))
         _drop_scratch(store, gen_dir)
         meta = _meta(name, engine_name, theta, tree, source, workflow, runs, counts, time.monotonic() - t0)
         meta[integrity.FILES] = integrity.listing(store.fs, gen_dir)  # checked when a query opens it
@@ -132,7 +131,7 @@ def _previous(store: ParquetStore) -> str | None:
 
 def _make_engine(
     store: ParquetStore, catalogue: TableCatalogue, progress: Progress, engine: str, spark: Any, gen: str
-) -> Any:
+) -> IndexEngine:
     if engine == "local":
         from .local_engine import LocalEngine
 

@@ -16,7 +16,7 @@ from .. import storefiles
 from ..progress import Progress
 from ..store import ParquetStore
 from . import layout
-from .algorithm import InputStats, SetPlan
+from .algorithm import InputStats, OutputDir, SetPlan
 from .localwcc import wcc_labels
 from .splits import CompiledSplits
 from .workflow import TableCatalogue
@@ -61,13 +61,13 @@ class LocalEngine:
         )
 
     # -- components and sets ---------------------------------------------------
-    def build(self, plan: SetPlan, out_dir: str) -> dict[str, int]:
+    def build(self, plan: SetPlan, out: OutputDir) -> dict[str, int]:
         n = len(self.nodes)
         comp = wcc_labels(n, self.si, self.di)
         comp_nodes = np.bincount(comp, minlength=n)
         self.progress.done("components", int((comp_nodes > 0).sum()), "components")
         labels, split_id = self._partition(comp, comp_nodes, plan.theta, plan.splits)
-        return self._write(comp, labels, split_id, plan.splits, out_dir)
+        return self._write(comp, labels, split_id, plan.splits, out.path)
 
     def _partition(
         self, comp: np.ndarray, comp_nodes: np.ndarray, theta: int, splits: CompiledSplits
@@ -130,7 +130,7 @@ class LocalEngine:
         set_nodes = np.bincount(labels, minlength=n)
         set_triples = np.bincount(labels[self.di], minlength=n)
         roots = np.flatnonzero(set_nodes)
-        names = np.array(splits.names + ("",), dtype=object)
+        names = np.array((*splits.names, ""), dtype=object)
         split_names = pa.array(names[split_id[roots]], type=pa.string(), mask=split_id[roots] < 0)
         sets = pa.table(
             {

@@ -1,6 +1,6 @@
 """Weakly connected components on one machine, vectorised with NumPy.
 
-Hook-and-compress (Shiloach–Vishkin style) over dense node indices:
+Hook-and-compress (Shiloach-Vishkin style) over dense node indices:
 every round each edge whose endpoints have different roots hooks the larger
 root under the smaller one (``np.minimum.at``: all proposals for one root are
 resolved to the smallest), then parents are compressed to roots by pointer

@@ -21,7 +21,7 @@ from .. import storefiles
 from ..progress import Progress
 from ..store import ParquetStore
 from . import layout
-from .algorithm import InputStats, SetPlan
+from .algorithm import InputStats, OutputDir, SetPlan
 from .sparkwcc import empty_labels, grouped_wcc, spark_wcc, tune
 from .splits import CompiledSplits
 from .workflow import TableCatalogue
@@ -95,7 +95,7 @@ class SparkEngine:
         raise self.catalogue.unknown_tables(sorted(seen - set(self.catalogue.code_of_id)), self.store.uri)
 
     # -- components and sets ---------------------------------------------------
-    def build(self, plan: SetPlan, out_dir: tuple[str, str]) -> dict[str, int]:
+    def build(self, plan: SetPlan, out: OutputDir) -> dict[str, int]:
         edges = self.triples.select("src", "dst")
         comp = self._wcc(edges, "components")
         state = self.nodes.join(comp, self.nodes["v"] == comp["node"], "left").select(
@@ -115,7 +115,7 @@ class SparkEngine:
         )
         self.progress.done("components")
         state = self._partition(state, edges, plan)
-        return self._write(state, plan.splits, out_dir)
+        return self._write(state, plan.splits, out)
 
     def _wcc(self, edges: DataFrame, what: str) -> DataFrame:
         def on_round(k: int) -> None:
@@ -128,12 +128,13 @@ class SparkEngine:
         current set, so sets small enough for one task are solved in memory
         there (one shuffle); otherwise large-star/small-star on Spark."""
         kept = self._save(kept, "kept")
-        largest = kept.groupBy("grp").count().agg(F.max("count")).first()[0]
+        row = kept.groupBy("grp").count().agg(F.max("count")).first()
+        largest = None if row is None else row[0]
         if largest is None:
             return empty_labels(self.spark)
         if largest <= GROUP_EDGE_LIMIT:
             self.progress.done(f"{what}: in-task union-find", int(largest), "edges in the largest set")
-            partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions", "8"))
+            partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 8)
             return grouped_wcc(kept, partitions)
         return self._wcc(kept.select("src", "dst"), what)
 
@@ -187,8 +188,8 @@ class SparkEngine:
         )
 
     # -- output ----------------------------------------------------------------
-    def _write(self, state: DataFrame, splits: CompiledSplits, out_dir: tuple[str, str]) -> dict[str, int]:
-        fs_dir, spark_dir = out_dir
+    def _write(self, state: DataFrame, splits: CompiledSplits, out: OutputDir) -> dict[str, int]:
+        fs_dir, spark_dir = out.path, out.spark_path
         src_side = state.select(F.col("v").alias("src"), F.col("label").alias("src_csid"))
         dst_side = state.select(F.col("v").alias("dst"), F.col("label").alias("dst_csid"), "ccid")
         indexed = self._save(

@@ -60,7 +60,7 @@ class ProvenanceStore:
         catalog.queries += 1
         seeds = self._seeds(catalog, value_id, table, column, where)
         context = QueryContext(self.store, DEFAULT_TAU if tau is None else int(tau), spark)
-        result = methods[method].run(context, seeds, direction)  # type: ignore[attr-defined]
+        result = methods[method].run(context, seeds, direction)
         edges = result.walk.edges
         # One catalogue lookup for query and lineage values together (one scan when cold).
         records = catalog.records(np.concatenate([seeds, result.walk.lineage]))
@@ -71,7 +71,7 @@ class ProvenanceStore:
             lineage=records[len(seeds):],
             edges=[
                 {"src": s, "dst": d, "op": catalog.op_name(o)}
-                for s, d, o in zip(edges.src.tolist(), edges.dst.tolist(), edges.op.tolist())
+                for s, d, o in zip(edges.src.tolist(), edges.dst.tolist(), edges.op.tolist(), strict=True)
             ],
             stats={
                 "sets_read": int(result.sets_read),
@@ -128,7 +128,7 @@ class ProvenanceStore:
         return np.unique(np.array([ids.value_id(entry.table_id, col, int(r)) for r in selected], dtype=np.int64))
 
 
-def open(store: str | os.PathLike[str]) -> ProvenanceStore:  # noqa: A001 - provplug.open mirrors builtins.open
+def open(store: str | os.PathLike[str]) -> ProvenanceStore:
     """Open ``store`` for lineage queries (it must exist)."""
     opened = open_store(store)
     if not isinstance(opened, ParquetStore):

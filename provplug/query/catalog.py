@@ -139,7 +139,7 @@ class Catalog:
         """Raise unless every id names a cell of a known table."""
         arr = np.fromiter(values, dtype=np.int64)
         table, column, row = self.locate(arr)
-        for v, t, c, r in zip(arr.tolist(), table.tolist(), column.tolist(), row.tolist()):
+        for v, t, c, r in zip(arr.tolist(), table.tolist(), column.tolist(), row.tolist(), strict=True):
             entry = self.tables.get(t)
             bad = entry is None or (
                 ids.is_packed(v)
@@ -154,7 +154,7 @@ class Catalog:
         table, column, row = self.locate(values)
         rows = self._rows(table, row)
         out = []
-        for v, t, c, r in zip(values.tolist(), table.tolist(), column.tolist(), row.tolist()):
+        for v, t, c, r in zip(values.tolist(), table.tolist(), column.tolist(), row.tolist(), strict=True):
             entry = self.tables.get(t)
             name = entry.name if entry else UNKNOWN_TABLE
             col = entry.columns[c] if entry and 0 <= c < len(entry.columns) else None
@@ -180,7 +180,7 @@ class Catalog:
             data = self.read_rows(entry, pc.field(schema.ROW_COLUMN).isin(arrow_ids(wanted)))
             numbers = data.column(schema.ROW_COLUMN).to_pylist()
             cells = data.drop_columns([schema.ROW_COLUMN]).to_pylist()
-            for n, cell in zip(numbers, cells):
+            for n, cell in zip(numbers, cells, strict=True):
                 found[(t, int(n))] = {k: jsonable(x) for k, x in cell.items()}
         return found
 

@@ -14,7 +14,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +28,8 @@ from ..index.generation import check_generation, current_generation, generation_
 from ..store import ParquetStore
 from .driver import _gather_ranges
 from .model import Direction, Edges
+
+_T = TypeVar("_T")
 
 CACHE_ENV = "PROVPLUG_QUERY_CACHE_MB"
 DEFAULT_CACHE_MB = 2048
@@ -52,12 +54,12 @@ class _ByteBudgetCache:
         self.touched: set[tuple[Any, ...]] = set()
         self.lock = threading.Lock()
 
-    def get(self, key: tuple[Any, ...], load: Callable[[], tuple[Any, int]]) -> Any:
+    def get(self, key: tuple[Any, ...], load: Callable[[], tuple[_T, int]]) -> _T:
         with self.lock:
             hit = self.items.get(key)
             if hit is not None:
                 self.items.move_to_end(key)
-                return hit[0]
+                return hit[0]  # what this key's load returned
         value, size = load()
         return self.put(key, value, size)
 
@@ -80,7 +82,7 @@ class _ByteBudgetCache:
         with self.lock:
             return self.used < self.budget
 
-    def put(self, key: tuple[Any, ...], value: Any, size: int) -> Any:
+    def put(self, key: tuple[Any, ...], value: _T, size: int) -> _T:
         with self.lock:
             if key not in self.items and self.used + size <= self.budget:
                 self.items[key] = (value, size)
@@ -209,7 +211,7 @@ class IndexReader:
             sorted_ = _Sorted(keys, cols)
             return sorted_, sorted_.nbytes()
 
-        return _CACHE.get((*self._key, dataset, bucket, key), load)  # type: ignore[no-any-return]
+        return _CACHE.get((*self._key, dataset, bucket, key), load)
 
     # -- value -> set ----------------------------------------------------------
     def sets_of(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -245,7 +247,7 @@ class IndexReader:
             s = _Sorted(keys, cols)
             return s, s.nbytes()
 
-        return _CACHE.get((*self._key, "sets"), load)  # type: ignore[no-any-return]
+        return _CACHE.get((*self._key, "sets"), load)
 
     def sets_by_component(self) -> _Sorted:
         """``sets.parquet`` sorted by ccid (column csid)."""
@@ -256,7 +258,7 @@ class IndexReader:
             s = _Sorted(sets.cols["ccid"][order], {"csid": sets.key[order]})
             return s, s.nbytes()
 
-        return _CACHE.get((*self._key, "sets_by_ccid"), load)  # type: ignore[no-any-return]
+        return _CACHE.get((*self._key, "sets_by_ccid"), load)
 
     def component_sets(self, ccids: np.ndarray) -> np.ndarray:
         by_cc = self.sets_by_component()
