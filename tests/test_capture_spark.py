@@ -215,7 +215,7 @@ def group_joins(request: Any, spark: Any, mocker: Any) -> Any:
     default) and group joins (``spark.provplug.groupJoins=always``). Yields a
     spy on the group-join writer."""
     from provplug_spark import session as spark_session
-    from provplug_spark.jvm import GROUP_JOINS_CONF
+    from provplug_spark.groupjoin import GROUP_JOINS_CONF
 
     spark.conf.set(GROUP_JOINS_CONF, request.param)
     yield request.param, mocker.spy(spark_session.SparkCaptureSession, "_write_groups")
@@ -246,7 +246,7 @@ def test_groupby_agg_keys_aggregates_and_count_star(spark: Any, store_path: Path
 
 
 def test_group_joins_setting_must_be_known(spark: Any, store_path: Path) -> None:
-    from provplug_spark.jvm import GROUP_JOINS_CONF
+    from provplug_spark.groupjoin import GROUP_JOINS_CONF
 
     spark.conf.set(GROUP_JOINS_CONF, "sometimes")
     try:
@@ -699,7 +699,7 @@ def test_step_with_two_outputs_and_two_chained_steps(spark: Any, store_path: Pat
         return df.select("k", (F.col("b") + 1).alias("b1"))
 
     def body(f: dict[str, Any]) -> Any:
-        big, small = split(f["T"])
+        big, _small = split(f["T"])
         assert big.columns == ["k", "a", "b"]  # no visible row-number column
         return inc(big)
 
@@ -949,7 +949,7 @@ def test_parquet_source_is_stored_as_copies_numbered_by_position(spark: Any, sto
     folder = tmp_path / "people"
     folder.mkdir()
     for i, rows in enumerate(parts):
-        table = pa.Table.from_pylist([dict(zip(("name", "city", "age"), r)) for r in rows],
+        table = pa.Table.from_pylist([dict(zip(("name", "city", "age"), r, strict=True)) for r in rows],
                                      schema=pa.schema([("name", pa.string()), ("city", pa.string()), ("age", pa.int64())]))
         pq.write_table(table, folder / f"part-{i}.parquet")
 

@@ -4,7 +4,7 @@ user's function.
 
 DESIGN §3: a function that receives a group or a partition of whole records
 is a black box, each of whose output cells depends on every input cell it
-received. The rewrite (:mod:`.jvm`) passes the function the row-number
+received. The rewrite (:mod:`.rules`) passes the function the row-number
 columns of its input beside the data; a wrapper hands the user's function
 the data alone and appends to each output row, per row-number column, the
 list of row numbers the function had received when it produced the row: the
@@ -50,13 +50,13 @@ def _tagged(out: pd.DataFrame, carried: Carried, received: dict[str, list[int]])
         out = out.set_axis(list(carried.fields[: len(out.columns)]), axis=1)
     # Object series, explicitly: an empty list would become a float column Arrow cannot make lists of.
     return out.assign(**{name: pd.Series([received[rows]] * len(out), index=out.index, dtype=object)
-                         for rows, name in zip(carried.rows, carried.lists)})
+                         for rows, name in zip(carried.rows, carried.lists, strict=True)})
 
 
 def group_function(func: Callable[..., pd.DataFrame], with_key: bool, carried: Carried,
                    key: Any, pdf: pd.DataFrame) -> pd.DataFrame:
     """applyInPandas body: every output row of a group received the whole group."""
-    received = {rows: _numbers(pdf[rows], scalar) for rows, scalar in zip(carried.rows, carried.scalar)}
+    received = {rows: _numbers(pdf[rows], scalar) for rows, scalar in zip(carried.rows, carried.scalar, strict=True)}
     data = pdf.drop(columns=list(carried.rows))
     return _tagged(func(key, data) if with_key else func(data), carried, received)
 
@@ -68,7 +68,7 @@ def partition_function(func: Callable[[Iterator[pd.DataFrame]], Iterator[pd.Data
 
     def data() -> Iterator[pd.DataFrame]:
         for pdf in batches:
-            for rows, scalar in zip(carried.rows, carried.scalar):
+            for rows, scalar in zip(carried.rows, carried.scalar, strict=True):
                 received[rows] += _numbers(pdf[rows], scalar)
             yield pdf.drop(columns=list(carried.rows))
 

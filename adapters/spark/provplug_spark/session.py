@@ -8,14 +8,14 @@ those stored rows.
   files are copied into the store and a row's number is its file's offset
   (in the copy's name) plus its position (``_metadata.row_index`` for Spark),
   see :mod:`provplug.schema`. Any other source is written like an output.
-* A step output is rewritten by :mod:`.jvm` (its rows carry the row numbers
+* A step output is rewritten by :mod:`.rewrite` (its rows carry the row numbers
   of the input rows they came from) and written by ONE Spark job
   (:mod:`.writer`), in the background: each task numbers its rows and writes
   them, and the triples their row-number columns expand to. Rows and triples
   come from the same task, so they cannot disagree even when the plan is
   nondeterministic (sample, limit after shuffle, ...). The step returns a
-  :class:`~.jvm.PendingFrame` at once; its first use waits for the job.
-* Group joins (:mod:`.triples`) join the stored grouping values of an
+  :class:`~._jvm.PendingFrame` at once; its first use waits for the job.
+* Group joins (:mod:`.groupjoin`) join the stored grouping values of an
   aggregate back to its recomputed input rows, also in the background.
   :meth:`SparkCaptureSession.close` waits for every job, records the tables
   and completes the ops; a failure there fails the run.
@@ -35,7 +35,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
@@ -44,8 +43,10 @@ from provplug import ids, schema
 from provplug.errors import CaptureError
 from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin
 
-from .jvm import PendingFrame, PlanRewriter, Rewritten, TableLeaf, parquet_files
-from .triples import group_jobs
+from ._jvm import PendingFrame
+from .groupjoin import group_jobs
+from .rewrite import PlanRewriter, Rewritten
+from .sources import TableLeaf, parquet_files, parquet_parts
 from .writer import (
     RESULT_SCHEMA,
     OutputLayout,
@@ -103,29 +104,13 @@ class SparkCaptureSession:
         frame = data if isinstance(data, DataFrame) else self.spark.createDataFrame(data)
         columns = self._checked_columns(frame.columns, name)
         table = self.run.new_table(name, "source", columns)
-        files = self._parquet_parts(parquet_files(frame), columns)
+        files = parquet_parts(parquet_files(frame), columns)
         if files is not None:  # immutable input files: stored as copies, rows numbered by position
             rows = self._copy_positional(files, table.table_id)
             return self._publish(table, "source", rows, frame.schema, positional=True)
         layout = OutputLayout(tuple(columns), (), ())
         rows, _ = self._write(frame.select(*[_quoted(c) for c in columns]), layout, table.table_id, 0)
         return self._publish(table, "source", rows, frame.schema)
-
-    @staticmethod
-    def _parquet_parts(uris: Sequence[str] | None, columns: Sequence[str]) -> list[tuple[pafs.FileSystem, str, int]] | None:
-        """(filesystem, path, rows) of each file, when every file holds exactly
-        the table's columns (a read with a narrower schema is written instead,
-        so stored rows show only the table); else None."""
-        if uris is None:
-            return None
-        parts = []
-        for uri in uris:
-            source_fs, path = pafs.FileSystem.from_uri(uri)
-            metadata = pq.ParquetFile(source_fs.open_input_file(path)).metadata
-            if set(metadata.schema.to_arrow_schema().names) != set(columns):
-                return None
-            parts.append((source_fs, path, metadata.num_rows))
-        return parts
 
     def _copy_positional(self, parts: Sequence[tuple[pafs.FileSystem, str, int]], table_id: int) -> int:
         fs = self.run.txn.store.fs
@@ -213,9 +198,9 @@ class SparkCaptureSession:
         # capture leaves no file behind, even if the caller goes on.
         rewrites = [self.rewriter.rewrite(frame) for frame in outputs]
         tables = [self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
-                  for name, frame in zip(step.outputs, outputs)]
+                  for name, frame in zip(step.outputs, outputs, strict=True)]
         jobs, frames = [], []
-        for frame, rewritten, table in zip(outputs, rewrites, tables):
+        for frame, rewritten, table in zip(outputs, rewrites, tables, strict=True):
             # Registered now: a downstream rewrite can only meet this table once its rows are written.
             self.rewriter.register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
             jobs.append(self.steps.submit(self._materialise, table, rewritten, op_id, frame))
@@ -236,7 +221,7 @@ class SparkCaptureSession:
         outputs = list(result) if len(step.outputs) > 1 and isinstance(result, (tuple, list)) else [result]
         if len(outputs) != len(step.outputs):
             raise CaptureError(f"step {step.name!r} declares outputs {list(step.outputs)} but returned {len(outputs)} value(s)")
-        for name, out in zip(step.outputs, outputs):
+        for name, out in zip(step.outputs, outputs, strict=True):
             if not isinstance(out, DataFrame):
                 raise CaptureError(f"step {step.name!r} returned {type(out).__name__} for {name!r}, not a Spark DataFrame")
         return outputs
@@ -257,7 +242,7 @@ class SparkCaptureSession:
 
     def _write_groups(self, keys: DataFrame, rewritten: Rewritten, table_id: int, op_id: int) -> tuple[int, dt.datetime]:
         written = 0
-        for g, (frame, cells) in enumerate(group_jobs(keys, rewritten)):
+        for g, (frame, cells) in enumerate(group_jobs(keys, rewritten.groups)):
             target = Target(self.run.txn.store.fs, table_id, op_id, None, self.run.txn.path("triples"), job=f"group{g}")
             job = frame.mapInArrow(functools.partial(write_pairs, target, cells), RESULT_SCHEMA)
             written += self._run_writer(job, target).get("triples", 0)

@@ -148,7 +148,7 @@ def _task() -> tuple[int, int]:
 
 
 def _result(written: Sequence[tuple[str, str, int]]) -> pa.RecordBatch:
-    columns = list(zip(*written)) if written else [[], [], []]
+    columns: list[Sequence[Any]] = [list(c) for c in zip(*written, strict=True)] if written else [[], [], []]
     return pa.RecordBatch.from_arrays(
         [pa.array(columns[0], pa.string()), pa.array(columns[1], pa.string()), pa.array(columns[2], pa.int64())],
         names=["dataset", "path", "rows"],

@@ -1,0 +1,113 @@
+"""Group joins: an aggregate's provenance deferred to a join after the write.
+
+An aggregate without grouping keys puts every input row in its one group,
+so a list of its members would have to fit one row. When (a) no row-merging
+node (aggregate, distinct, window) lies above it inside the step, and (b)
+its input rows are *stable* — recomputing its rewritten child yields the
+same rows with the same row numbers (no limit, sample, nondeterministic
+expression, window or aggregate below) — and come from distinct input rows,
+its provenance is *deferred* instead (:func:`defer`, at rewrite time): it
+emits a marker (``__pgm_<n>``, non-null on the rows it produced) and its
+grouping values (``__pgk_<n>_<i>``) that travel to the step output like data.
+
+After the output is materialised, :func:`group_jobs` joins the stored output
+rows the aggregate produced (found by the marker) back to the recomputed
+child rows on the grouping values (null-safe equality; a global aggregate's
+one group holds every input row: a cross join). Each joined (output row,
+member row numbers) row goes to :func:`.writer.write_pairs`, which expands it
+to triples. Row ids stay those of the single materialisation; (b) makes the
+recomputation deterministic. A column mixing deferred and per-row provenance
+(or two aggregates' deferred provenance) could not be written by one join,
+so such a step is rewritten again without group joins (:mod:`.rewrite`).
+
+Which aggregates defer is set by ``spark.provplug.groupJoins``: ``global``
+(those without grouping keys; the default) or ``always`` (every one whose
+input can be recomputed exactly: for groups too large to list in one row).
+A pandas aggregate UDF always defers when it can (Spark plans it only beside
+other pandas aggregate UDFs, so no list can be collected beside it).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from provplug import schema
+from provplug.errors import CaptureError
+
+from .state import HIDDEN_PREFIX, Context, GroupJoin, Node
+from .writer import Cell
+
+GROUP_JOINS_CONF = "spark.provplug.groupJoins"
+MODES = ("global", "always")
+MEMBER_KEY = "__member_key_"
+
+
+def mode(spark: SparkSession) -> str:
+    """The session's group-join setting (one of MODES)."""
+    setting = spark.conf.get(GROUP_JOINS_CONF, "global") or "global"
+    if setting not in MODES:
+        raise CaptureError(f"{GROUP_JOINS_CONF} must be 'global' or 'always', not {setting!r}")
+    return setting
+
+
+# -- at rewrite time ------------------------------------------------------------------
+def may_defer(ctx: Context, grouping: Sequence[Any], child: Node, keyed: bool = False) -> bool:
+    """Whether an aggregate over ``child`` may defer its provenance to a group
+    join (``keyed``: even with grouping keys, whatever the setting)."""
+    state = ctx.state
+    return (state.allow_groups and (not grouping or keyed or state.group_joins == "always") and not ctx.merging_above
+            and child.stable and child.injective and not child.hidden and all(g.deterministic() for g in grouping))
+
+
+def defer(ctx: Context, grouping: Sequence[Any], grouped: Sequence[tuple[int, Sequence[Any]]],
+          child: Node) -> tuple[tuple[str, ...], list[Column]]:
+    """Defer the provenance of the ``grouped`` attributes (expression id, the
+    child attributes it depends on in every member row) to a join of the
+    output rows with ``child``'s rows on the grouping values; return the
+    hidden columns the aggregate adds and their expressions."""
+    state, jvm = ctx.state, ctx.jvm
+    n = len(state.groups)
+    keys = tuple(f"{HIDDEN_PREFIX}k_{n}_{i}" for i in range(len(grouping)))
+    marker = f"{HIDDEN_PREFIX}m_{n}"
+    values = [jvm.column(_unaliased(g)).alias(k) for g, k in zip(grouping, keys, strict=True)]
+    state.groups.append(GroupJoin(marker, keys, jvm.frame(child.plan).select(*values, *child.rows), ()))
+    # Computed before any is set: a grouping key keeps its input's id.
+    deferred = {expr_id: frozenset((n, t) for t in state.terms_of(refs)) for expr_id, refs in grouped}
+    state.deferred.update(deferred)
+    state.terms.update({expr_id: frozenset() for expr_id in deferred})
+    return (*keys, marker), [*values, F.lit(True).alias(marker)]
+
+
+def _unaliased(expr: Any) -> Any:
+    return expr.child() if expr.nodeName() == "Alias" else expr
+
+
+# -- after the output is written ----------------------------------------------------------
+def group_jobs(stored: DataFrame, groups: Sequence[GroupJoin]) -> list[tuple[DataFrame, tuple[Cell, ...]]]:
+    """Per group join with output cells: the frame its triples come from and
+    the cells to expand it by. ``stored`` holds the stored output rows'
+    numbers and hidden group-join columns."""
+    jobs = []
+    for group in groups:
+        if group.cells:
+            used = sorted({t.rows for cell in group.cells for t in cell.terms})
+            jobs.append((_joined(stored, group).select(schema.ROW_COLUMN, *used), group.cells))
+    return jobs
+
+
+def _joined(stored: DataFrame, group: GroupJoin) -> DataFrame:
+    """The stored output rows of ``group``'s aggregate joined to its members."""
+    out = stored.filter(F.col(group.marker).isNotNull()).select(schema.ROW_COLUMN, *group.keys)
+    renamed = [f"{MEMBER_KEY}{i}" for i in range(len(group.keys))]
+    members = group.child.select(*[F.col(k).alias(r) for k, r in zip(group.keys, renamed, strict=True)],
+                                 *[c for c in group.child.columns if c not in group.keys])
+    if not group.keys:  # a global aggregate: its (at most one) row has every input row
+        return out.crossJoin(members)
+    condition = functools.reduce(Column.__and__, [F.col(k).eqNullSafe(F.col(r))
+                                                  for k, r in zip(group.keys, renamed, strict=True)])
+    return out.join(members, condition)

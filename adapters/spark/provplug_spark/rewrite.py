@@ -1,0 +1,134 @@
+"""Provenance rewriting of a step output's logical plan: the traversal.
+
+Given the DataFrame a step returned, :class:`PlanRewriter` walks its analyzed
+logical plan bottom-up and rebuilds it so that its rows carry the **row
+numbers** of the step-input rows they were derived from, in a few extra
+columns (``__pv_<n>``), while *which* input columns each output column
+depends on is worked out statically, in Python (DESIGN §3), node by node by
+the rules of :mod:`.rules`. The provenance of an output cell is a set of
+:class:`~.writer.Term` s: "the ids ``base + r`` for each row number ``r``
+that row-number column ``__pv_<n>`` holds in this row", where ``base`` is the
+value id of row 0 of one input column. So a step over a 19-column table
+carries ONE row number per row, not 19 value ids, and an aggregate collects
+one list of member row numbers per input table, not one per column;
+:mod:`.writer` expands terms into triples with NumPy. This is
+Perm/GProM-style provenance rewriting: the original Catalyst nodes and
+expressions are reused as they are (wrapped back into Columns), so Spark's
+own semantics compute the data, and only row-number columns are added.
+
+Each rewrite has its own :class:`~.state.RewriteState`; what the traversal
+learns about a node on the way (whether a row-merging node lies above it,
+whether its rows are stable and come from distinct input rows) goes to the
+rule in a :class:`~.state.Context` or on the returned :class:`~.state.Node`.
+Aggregates may defer their provenance to a group join (:mod:`.groupjoin`);
+a step whose output column would mix deferred and per-row provenance is
+rewritten again without them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from provplug.errors import CaptureError
+
+from . import groupjoin, rules
+from ._jvm import Catalyst
+from .sources import TableLeaf, Tables
+from .state import HIDDEN_PREFIX, PROV_PREFIX, Context, GroupJoin, Node, RewriteState
+from .writer import Cell
+
+
+@dataclasses.dataclass
+class Rewritten:
+    """The row-number-carrying DataFrame of a step output and what it used."""
+
+    frame: DataFrame  # the output's columns, the row-number columns ``cells`` use, then the hidden columns
+    cells: list[Cell]  # per-row provenance of the output columns (columns without any are left out)
+    groups: list[GroupJoin]  # deferred provenance: the output's cells that each group join fills in
+    hidden: list[str]
+    inputs: set[int]
+    operations: list[str]
+    uses_udf: bool
+
+
+class PlanRewriter:
+    """Rewrites step outputs over the tables of one capture run."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.jvm = Catalyst(spark)
+        self.tables = Tables()
+        self.group_joins = groupjoin.mode(spark)
+        self._names: Iterator[int] = itertools.count()  # row-number column numbers, unique in the run
+
+    def register(self, leaf: TableLeaf) -> None:
+        """A table of the run that later steps may read."""
+        self.tables.register(leaf)
+
+    def rewrite(self, frame: DataFrame) -> Rewritten:
+        plan = self.jvm.plan(frame)
+        out_attrs = self.jvm.items(plan.output())
+        names = [a.name() for a in out_attrs]
+        if len(set(names)) != len(names):
+            raise CaptureError(f"a step output has duplicate column names {names}: rename them before returning")
+        if any(n.startswith((PROV_PREFIX, HIDDEN_PREFIX)) for n in names):
+            raise CaptureError(f"a step output has a column named {PROV_PREFIX}* or {HIDDEN_PREFIX}*, which provplug reserves")
+        result = self._rewrite_output(plan, out_attrs, allow_groups=True)
+        if result is None:  # a column would mix group-join and per-row provenance
+            result = self._rewrite_output(plan, out_attrs, allow_groups=False)
+        assert result is not None
+        return result
+
+    def _rewrite_output(self, plan: Any, out_attrs: list[Any], allow_groups: bool) -> Rewritten | None:
+        """One rewrite of ``plan``; None when an output column would mix
+        group-join and per-row provenance (or two group joins')."""
+        jvm = self.jvm
+        state = RewriteState(jvm, self.tables, self.group_joins, allow_groups, self._names)
+        node = _walk(state, plan, merging_above=False)
+        cells: list[Cell] = []
+        deferred: dict[int, list[Cell]] = {}
+        for j, attr in enumerate(out_attrs):
+            expr_id = jvm.expr_id(attr)
+            terms, parts = state.terms.get(expr_id, frozenset()), state.deferred.get(expr_id, frozenset())
+            groups = {g for g, _ in parts}
+            if len(groups) > 1 or (groups and terms):
+                return None
+            if terms:
+                cells.append(state.cell(j, terms))
+            if groups:
+                deferred.setdefault(groups.pop(), []).append(state.cell(j, frozenset(t for _, t in parts)))
+        used = sorted({t.rows for c in cells for t in c.terms})
+        result = jvm.frame(node.plan).select(
+            *[jvm.column(a) for a in out_attrs], *[F.col(r) for r in used], *[F.col(h) for h in node.hidden]
+        )
+        group_joins = [dataclasses.replace(g, cells=tuple(deferred.get(n, ()))) for n, g in enumerate(state.groups)]
+        return Rewritten(result, cells, group_joins, list(node.hidden), state.inputs, state.operations, state.uses_udf)
+
+
+def _walk(state: RewriteState, node: Any, merging_above: bool) -> Node:
+    """Rewrite ``node`` after its children (bottom-up) with its rule."""
+    jvm = state.jvm
+    name = node.nodeName()
+    below_merging = merging_above or name in rules.MERGING_NODES
+    children = [_walk(state, c, below_merging) for c in jvm.items(node.children())]
+    table_read = rules.is_table_read(node, jvm)
+    # A table read (or provplug's column selection on it) has only attributes:
+    # skip the expression walks, each a series of py4j round trips.
+    deterministic = table_read or all(e.deterministic() for e in jvm.items(node.expressions()))
+    injective = name in rules.INJECTIVE_NODES and all(c.injective for c in children)
+    expressions = frozenset() if table_read else jvm.expression_names(node)
+    rules.check_expressions(expressions)
+    if expressions & rules.UDF_EXPRESSIONS:
+        state.uses_udf = True
+    if not table_read and name not in state.operations:
+        state.operations.append(name)
+    stable = (deterministic and name not in rules.UNSTABLE_NODES and not expressions & rules.PER_QUERY_EXPRESSIONS
+              and all(c.stable for c in children))
+    rule = rules.rule_for(node, jvm)
+    new = rule(node, children, Context(state, merging_above, expressions))
+    return dataclasses.replace(new, stable=stable, injective=injective)

@@ -1,0 +1,599 @@
+"""How each Spark plan node propagates provenance: one rule per operation.
+
+A rule is a function ``(node, children, context) -> Node``: it gets an
+analyzed Catalyst plan node, its children already rewritten (:class:`.Node`:
+the child plan carrying row-number columns) and a :class:`.Context`; it
+returns the node rebuilt over the rewritten children, its row-number
+columns, and records in ``context.state`` the terms (see :mod:`.state`) of
+every attribute the node outputs. The original Catalyst nodes and
+expressions are reused as they are, so Spark's own semantics compute the
+data. ``rule_for(node)`` picks the rule (DESIGN §3 in Catalyst terms;
+``terms(a)`` = the terms of attribute ``a``):
+
+=============================  =====================================================
+plan node                      rule
+=============================  =====================================================
+``LogicalRelation``            ``table_read``: a stored table of the run; one
+                               row-number column, ``terms(c) = {(row, id(table,
+                               c, 0))}``
+``LocalRelation``, ``Range``   ``constant``: built inside the step: literals, no
+                               terms
+``Filter``, ``Sort``,          ``copy``: kept over the rewritten child; row
+``*Limit``, ``Sample``,        numbers pass through
+``Repartition*``, hints,
+aliases
+``Project``                    ``project``: ``terms(e)`` = the union of the terms
+                               of ``references(e)``; a ``using`` join's merged
+                               key also gets its partner key's terms
+``Join``                       ``join``: each side keeps its row numbers
+``Generate``                   ``generate``: generator outputs <- the generator's
+                               references; other columns copy
+``Union``                      ``union``: positional; every branch projected to
+                               the same row-number columns (null where a branch
+                               has none)
+``Aggregate``                  ``aggregate``: the terms of ``references(e)`` over
+                               the group's rows (member lists, or a group join:
+                               :mod:`.groupjoin`); an aggregate with no
+                               references: the grouping keys'
+``Deduplicate``,               ``deduplicate`` / ``distinct``: keys as aggregate;
+``Distinct``                   other columns from the kept row (``first``, in
+                               lock-step)
+``Window``                     ``window``: ``collect_list`` of the referenced row
+                               numbers over the same window (rank-like: the
+                               order-by cells)
+``FlatMapGroupsInPandas``,     ``apply_in_pandas`` / ``map_in_pandas``: black
+``MapInPandas``                boxes; the function is wrapped (:mod:`.blackbox`)
+                               to list the row numbers it received
+=============================  =====================================================
+
+Nodes in :data:`BLACK_BOX_NODES` and nodes without a rule raise
+:class:`CaptureError` naming the operation: never capture wrongly.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.functions import pandas_udf
+from pyspark.sql.types import ArrayType, LongType, StructField, StructType
+from pyspark.util import PythonEvalType
+
+from provplug import ids
+from provplug.errors import CaptureError
+from provplug.schema import POSITIONAL_PREFIX, ROW_COLUMN
+
+from . import groupjoin
+from ._jvm import Catalyst
+from .blackbox import Carried, group_function, partition_function, takes_key
+from .state import ROW_LIST_TYPE, ROWS_TYPE, Context, Node, RowColumn
+from .writer import Term
+
+Rule = Callable[[Any, list[Node], Context], Node]
+
+RAW_PREFIX = "__pvraw_"  # a window's lists before flattening
+TABLE_LEAVES = {"LogicalRelation", "Relation"}
+# Nodes whose output is their child's output, row for row or a subset/reordering.
+COPY_NODES = {
+    "Filter", "Sort", "GlobalLimit", "LocalLimit", "Offset", "Tail", "Sample",
+    "Repartition", "RepartitionByExpression", "RebalancePartitions", "ResolvedHint",
+    "SubqueryAlias", "View", "Subquery",
+}
+CONSTANT_LEAVES = {"LocalRelation", "Range", "OneRowRelation"}
+# Black boxes whose finest exposed granularity is a group or partition of
+# whole records; capturing them exactly needs the function's input, which the
+# plan does not expose per output row.
+BLACK_BOX_NODES = {
+    "FlatMapCoGroupsInPandas": "cogroup().applyInPandas",
+    "MapInArrow": "mapInArrow",
+    "FlatMapGroupsInArrow": "applyInArrow",
+    "FlatMapGroupsInPandasWithState": "applyInPandasWithState",
+    "LogicalRDD": "an RDD (rdd.map / toDF / checkpoint)",
+    "ExternalRDD": "an RDD (rdd.map / toDF)",
+    "MapPartitions": "mapPartitions",
+    "MapElements": "map",
+    "SerializeFromObject": "an RDD/Dataset lambda",
+    "DeserializeToObject": "an RDD/Dataset lambda",
+    "Expand": "rollup/cube/grouping sets",
+}
+# Group and partition functions captured as black boxes (:mod:`.blackbox`):
+# node -> (operation, PySpark eval type of the function it supports).
+WRAPPED_FUNCTION_NODES = {
+    "FlatMapGroupsInPandas": ("applyInPandas", PythonEvalType.SQL_GROUPED_MAP_PANDAS_UDF),
+    "MapInPandas": ("mapInPandas", PythonEvalType.SQL_MAP_PANDAS_ITER_UDF),
+}
+# Nodes that merge rows (or pass only data columns to a function): an
+# aggregate below one cannot defer its provenance.
+MERGING_NODES = {"Aggregate", "Distinct", "Deduplicate", "Window", *WRAPPED_FUNCTION_NODES}
+# Nodes whose recomputation may yield other rows (or other values of the same
+# row): an aggregate above one collects lists.
+UNSTABLE_NODES = {"GlobalLimit", "LocalLimit", "Offset", "Tail", "Sample", "Deduplicate", "Window", "Aggregate",
+                  *WRAPPED_FUNCTION_NODES}
+# Expressions Catalyst calls deterministic but fixes once per query: another
+# query (a group join's recomputation) sees other values.
+PER_QUERY_EXPRESSIONS = {"CurrentTimestamp", "CurrentDate", "Now", "LocalTimestamp", "CurrentTimeZone",
+                         "CurrentBatchTimestamp", "CurrentTime"}
+# Nodes under which every row comes from a different input row (or from a
+# literal): a row number cannot repeat across the rows of a group.
+INJECTIVE_NODES = {"LogicalRelation", "Relation", "Project", "Filter", "Sort", "Repartition",
+                   "RepartitionByExpression", "RebalancePartitions", "ResolvedHint", "SubqueryAlias",
+                   "View", "Subquery"} | CONSTANT_LEAVES
+# Joins whose output has the left side's columns only.
+LEFT_ONLY_JOINS = {"LeftSemi", "LeftAnti"}
+# Expressions that carry their one child's value (converted or renamed): the
+# analyzer wraps join keys and union columns of different types in them.
+VALUE_WRAPPERS = {"Cast", "UpCast", "Alias"}
+UDF_EXPRESSIONS = {"PythonUDF", "PythonUDAF", "ScalaUDF", "ScalaAggregator", "PythonUDTF"}
+RANK_LIKE = {"Rank", "DenseRank", "PercentRank", "CumeDist", "RowNumber", "NTile"}
+UNSUPPORTED_EXPRESSIONS = {
+    "PivotFirst": "pivot",
+    "ScalarSubquery": "a scalar subquery",
+    "LateralSubquery": "a lateral subquery",
+}
+
+
+def check_expressions(names: frozenset[str]) -> None:
+    """Refuse a node whose expressions have no provenance rule."""
+    for expr_name, operation in UNSUPPORTED_EXPRESSIONS.items():
+        if expr_name in names:
+            raise CaptureError(f"cannot capture {operation} (expression {expr_name}) exactly")
+
+
+def is_table_read(node: Any, jvm: Catalyst) -> bool:
+    """A table leaf, or the column selection provplug put on it: not user operations."""
+    name = node.nodeName()
+    if name in TABLE_LEAVES:
+        return True
+    return (
+        name == "Project"
+        and node.child().nodeName() in TABLE_LEAVES
+        and all(e.nodeName() == "AttributeReference" for e in jvm.items(node.projectList()))
+    )
+
+
+# -- leaves --------------------------------------------------------------------------
+def table_read(node: Any, children: list[Node], ctx: Context) -> Node:
+    """A stored table of the run (a Parquet read of ``rows/<table>/``).
+
+    DESIGN §3: "A value with no parents (source cells, literals) has no
+    incoming triple": a step input cell is the parent the step's triples
+    point to, so ``terms(c) = {(row, id(table, c, 0))}`` with one row-number
+    column: the stored row number, or for copies of source files the file
+    offset plus ``_metadata.row_index``.
+    """
+    jvm, state = ctx.jvm, ctx.state
+    try:
+        paths = [str(p) for p in jvm.items(node.relation().location().rootPaths())]
+    except Exception as exc:  # py4j: not a file relation
+        raise CaptureError(f"cannot capture a read of {node.toString().strip()}: register inputs with run.source()") from exc
+    leaf = state.tables.read_by(paths)
+    state.inputs.add(leaf.table_id)
+    attrs = [(a.name(), jvm.expr_id(a)) for a in jvm.items(node.output())]
+    if leaf.positional:
+        # The copy's name holds its first row number (provplug.schema.positional_name).
+        start = len(POSITIONAL_PREFIX) + 1
+        row = f"CAST(substring(_metadata.file_name, {start}, 12) AS BIGINT) + _metadata.row_index"
+    elif ROW_COLUMN in {n for n, _ in attrs}:
+        row = f"CAST(`{ROW_COLUMN}` AS BIGINT)"
+    else:
+        raise CaptureError(f"input {leaf.path} has no {ROW_COLUMN} column")
+    rows = state.new_rows(RowColumn(leaf.table_id, scalar=True, may_repeat=False))
+    for name, expr_id in attrs:
+        if name != ROW_COLUMN:  # a source cell: its own id
+            state.terms[expr_id] = frozenset({Term(rows, True, ids.value_id(leaf.table_id, leaf.columns.index(name), 0))})
+    return Node(jvm.plan(jvm.frame(node).selectExpr("*", f"{row} AS `{rows}`")), (rows,), ())
+
+
+def constant(node: Any, children: list[Node], ctx: Context) -> Node:
+    """A leaf built inside the step (``range``; ``createDataFrame`` of pandas
+    data: a LocalRelation).
+
+    DESIGN §3: "A value with no parents (source cells, literals) has no
+    incoming triple": its cells are literals, with no terms.
+    """
+    for attr in ctx.jvm.items(node.output()):
+        ctx.state.terms[ctx.jvm.expr_id(attr)] = frozenset()
+    return Node(node, (), ())
+
+
+# -- row-wise ----------------------------------------------------------------------------
+def copy(node: Any, children: list[Node], ctx: Context) -> Node:
+    """Filter, Sort, limits, Sample, Repartition, hints and aliases: the node
+    kept over its rewritten child; row numbers pass through.
+
+    DESIGN §3, filter / where: "the same column of the same input row (copy).
+    Predicate columns are not parents"; orderBy / sort / limit / sample /
+    repartition / coalesce / cache: "copy, as filter".
+    """
+    return Node(ctx.jvm.with_children(node, [c.plan for c in children]), children[0].rows, children[0].hidden)
+
+
+def project(node: Any, children: list[Node], ctx: Context) -> Node:
+    """A Project: ``terms(e)`` = the union of ``terms(a)`` for ``a`` in ``references(e)``; a
+    ``using`` join's merged key also gets its partner key's terms.
+
+    DESIGN §3, select / withColumn / selectExpr / cast / rename / drop: "the
+    cells of r's input row in the columns that c's expression references (a
+    literal-only column has no parent)"; join: "A merged ``using`` key
+    column: the key cells of both matched rows".
+    """
+    jvm, state = ctx.jvm, ctx.state
+    partners = _using_join_partners(node, jvm)
+    projections = jvm.items(node.projectList())
+    for expr in projections:
+        if expr.nodeName() == "AttributeReference":
+            expr_id = jvm.expr_id(expr)
+            if expr_id in partners:  # the merged key: both sides' key cells
+                state.derive(expr_id, [expr, partners[expr_id]])
+            continue  # a column kept as it is keeps its terms (same expression id)
+        refs = jvm.references(expr)
+        refs += [partners[jvm.expr_id(a)] for a in refs if jvm.expr_id(a) in partners]
+        state.derive(jvm.expr_id(expr.toAttribute()), refs)
+    child = children[0]
+    plan = jvm.plan(jvm.frame(child.plan).select(
+        *[jvm.column(e) for e in projections], *[F.col(c) for c in (*child.rows, *child.hidden)]
+    ))
+    return Node(plan, child.rows, child.hidden)
+
+
+def _using_join_partners(project: Any, jvm: Catalyst) -> dict[int, Any]:
+    """For the Project a ``join(..., on="k")`` adds: merged key -> the other side's key.
+
+    Spark keeps one side's key attribute and hides the other (tagged
+    ``hiddenOutputTag``). Keys of different types are compared through a
+    cast of one side (or both): ``k#1L = cast(k#2 AS bigint)``.
+    """
+    hidden = jvm.hidden_output(project)
+    child = project.child()
+    if not hidden or child.nodeName() != "Join" or child.condition().isEmpty():
+        return {}
+    hidden_ids = {jvm.expr_id(a) for a in hidden}
+    partners: dict[int, Any] = {}
+    for eq in _conjuncts(child.condition().get()):
+        if eq.nodeName() not in ("EqualTo", "EqualNullSafe"):
+            continue
+        left, right = _carried_attribute(eq.left()), _carried_attribute(eq.right())
+        if left is None or right is None:
+            continue
+        lid, rid = jvm.expr_id(left), jvm.expr_id(right)
+        if rid in hidden_ids:
+            partners[lid] = right
+        if lid in hidden_ids:
+            partners[rid] = left
+    return partners
+
+
+def _carried_attribute(expr: Any) -> Any | None:
+    """The attribute whose value ``expr`` is, seen through the casts and
+    aliases the analyzer adds (to compare or union columns of different
+    types); None for any other expression."""
+    while expr.nodeName() in VALUE_WRAPPERS:
+        expr = expr.child()
+    return expr if expr.nodeName() == "AttributeReference" else None
+
+
+def _conjuncts(cond: Any) -> Iterator[Any]:
+    if cond.nodeName() == "And":
+        yield from _conjuncts(cond.left())
+        yield from _conjuncts(cond.right())
+    else:
+        yield cond
+
+
+def join(node: Any, children: list[Node], ctx: Context) -> Node:
+    """A Join of the rewritten sides: each side keeps its row numbers (a
+    semi or anti join only the left side's: the right's are not parents).
+
+    DESIGN §3, join (all types): "a column coming from one side: that side's
+    matched row's cell" (the merged ``using`` key: :func:`project`).
+    """
+    left, right = children
+    plan = ctx.jvm.with_children(node, [left.plan, right.plan])
+    if node.joinType().toString() in LEFT_ONLY_JOINS:
+        return Node(plan, left.rows, left.hidden)
+    return Node(plan, left.rows + right.rows, left.hidden + right.hidden)
+
+
+def generate(node: Any, children: list[Node], ctx: Context) -> Node:
+    """Generate (explode, posexplode, ...): generator outputs <- the
+    generator's referenced terms; other columns copy.
+
+    DESIGN §3, explode / posexplode: "the exploded array cell of r's input
+    row; other columns copy".
+    """
+    jvm = ctx.jvm
+    refs = jvm.references(node.generator())
+    for attr in jvm.items(node.generatorOutput()):
+        ctx.state.derive(jvm.expr_id(attr), refs)
+    return Node(jvm.with_children(node, [c.plan for c in children]), children[0].rows, children[0].hidden)
+
+
+def union(node: Any, children: list[Node], ctx: Context) -> Node:
+    """Union, positional: every branch projected to the same row-number
+    columns (null where a branch has none) and group-join columns.
+
+    DESIGN §3, union / unionByName: "the corresponding cell of the row it
+    came from" (unionByName and the analyzer's widening casts are Projects
+    below the Union).
+    """
+    jvm, state = ctx.jvm, ctx.state
+    originals = [jvm.items(o.output()) for o in jvm.items(node.children())]
+    for pos, attr in enumerate(originals[0]):  # the union's output keeps the first branch's ids
+        state.derive(jvm.expr_id(attr), [branch[pos] for branch in originals])
+    rows = tuple(dict.fromkeys(r for c in children for r in c.rows))
+    hidden = tuple(dict.fromkeys(h for c in children for h in c.hidden))
+    types = {f.name: f.dataType for c in children if c.hidden for f in jvm.frame(c.plan).schema.fields if f.name in hidden}
+    aligned = []
+    for attrs, child in zip(originals, children, strict=True):
+        aligned.append(jvm.plan(jvm.frame(child.plan).select(
+            *[jvm.column(a) for a in attrs],
+            *[F.col(r) if r in child.rows else _null(r, state.rows[r].scalar) for r in rows],
+            # a group's columns are null on the rows of the other branches
+            *[F.col(h) if h in child.hidden else F.lit(None).cast(types[h]).alias(h) for h in hidden],
+        )))
+    return Node(jvm.with_children(node, aligned), rows, hidden)
+
+
+def _null(name: str, scalar: bool) -> Column:
+    return F.lit(None).cast(ROWS_TYPE if scalar else ROW_LIST_TYPE).alias(name)
+
+
+# -- row-merging ------------------------------------------------------------------------
+def aggregate(node: Any, children: list[Node], ctx: Context) -> Node:
+    """Aggregate: ``terms(e)`` = the union of ``terms(references(e))`` over every row of the
+    group; an aggregate function with no references adds the grouping keys'
+    references (no keys: every column).
+
+    DESIGN §3, groupBy(keys).agg: "key column: that key column's cells of
+    every row in the group. Aggregate ``f(expr)``: the cells of expr's
+    referenced columns of every row in the group. An aggregate that
+    references no column (``count(*)``): the group's key cells; with no
+    keys, every cell of every row".
+    """
+    jvm = ctx.jvm
+    grouping = jvm.items(node.groupingExpressions())
+    keys = [a for g in grouping for a in jvm.references(g)]
+    if not grouping:
+        keys = jvm.items(node.child().output())
+    outputs = jvm.items(node.aggregateExpressions())
+    grouped = []
+    for expr in outputs:
+        refs = jvm.references(expr)
+        if _has_reference_free_aggregate(expr, jvm):
+            refs = refs + keys
+        grouped.append((jvm.expr_id(expr.toAttribute()), refs))
+    return _aggregate(ctx, grouping, outputs, grouped, children[0])
+
+
+def _has_reference_free_aggregate(expr: Any, jvm: Catalyst) -> bool:
+    return any(
+        e.nodeName() in ("AggregateExpression", "PythonUDAF") and e.references().isEmpty()
+        for e in jvm.walk_expressions(expr)
+    )
+
+
+def distinct(node: Any, children: list[Node], ctx: Context) -> Node:
+    """Distinct: every column is a key.
+
+    DESIGN §3, distinct: "the same column's cells of all input rows merged
+    into r".
+    """
+    jvm = ctx.jvm
+    attrs = jvm.items(node.child().output())
+    return _aggregate(ctx, attrs, attrs, [(jvm.expr_id(a), [a]) for a in attrs], children[0])
+
+
+def deduplicate(node: Any, children: list[Node], ctx: Context) -> Node:
+    """Deduplicate (``distinct``, ``dropDuplicates(subset)``): keys as an
+    aggregate; other columns from the kept row (``first`` of the row
+    numbers, evaluated in lock-step with ``first`` of the values).
+
+    DESIGN §3, distinct / dropDuplicates(subset): "the same column's cells of
+    all input rows merged into r (for columns outside ``subset``: the kept
+    row's cell)".
+    """
+    jvm = ctx.jvm
+    keys = jvm.items(node.keys())
+    key_ids = {jvm.expr_id(k) for k in keys}
+    outputs, grouped, kept = [], [], []
+    for attr in jvm.items(node.child().output()):
+        if jvm.expr_id(attr) in key_ids:
+            outputs.append(attr)
+            grouped.append((jvm.expr_id(attr), [attr]))
+        else:
+            outputs.append(jvm.alias_as(jvm.expression(F.first(jvm.column(attr))), attr))
+            kept.append(attr)
+    return _aggregate(ctx, keys, outputs, grouped, children[0], kept)
+
+
+def _aggregate(ctx: Context, grouping: list[Any], outputs: list[Any], grouped: list[tuple[int, list[Any]]],
+               child: Node, kept: Sequence[Any] = ()) -> Node:
+    """An Aggregate of ``outputs`` over ``child``. The attribute ``expr_id``
+    of each ``grouped`` entry depends on its references in every row of
+    the group (a group join when allowed, else lists of row numbers);
+    ``kept`` attributes come from one kept row of the group."""
+    jvm, state = ctx.jvm, ctx.state
+    for _, refs in grouped:
+        state.check_not_deferred(refs)
+    extra: list[Column] = []
+    rows: tuple[str, ...] = ()
+    hidden: tuple[str, ...] = ()
+    # Spark plans a pandas aggregate UDF only beside other pandas aggregate
+    # UDFs: no list can be collected in the same aggregate.
+    pandas_aggregate = "PythonUDAF" in ctx.expressions
+    if groupjoin.may_defer(ctx, grouping, child, keyed=pandas_aggregate):
+        hidden, extra = groupjoin.defer(ctx, grouping, grouped, child)
+    elif pandas_aggregate:
+        raise CaptureError("cannot capture a pandas aggregate UDF here: its input rows cannot be recomputed exactly "
+                           "(a limit, sample, window or aggregate below it, or a row-merging operation above it "
+                           "in the step); move it to a step of its own")
+    else:
+        lists: dict[str, str] = {}
+        # Terms are set after relisting every entry: a grouping key keeps its input's id.
+        new = {expr_id: state.relisted(state.terms_of(refs), lists, child.injective) for expr_id, refs in grouped}
+        state.terms.update(new)
+        state.deferred.update({expr_id: frozenset() for expr_id in new})
+        extra += [_list_of(r, state.rows[r].scalar).alias(name) for r, name in lists.items()]
+        rows = tuple(lists.values())
+    rows += _kept_rows(ctx, kept, extra)
+    named = [*outputs, *[jvm.expression(c) for c in extra]]
+    return Node(jvm.plan(jvm.frame(jvm.aggregate(grouping, named, child.plan))), rows, hidden)
+
+
+def _kept_rows(ctx: Context, kept: Sequence[Any], columns: list[Column]) -> tuple[str, ...]:
+    """Row numbers of the row a Deduplicate keeps: ``first`` of each, which
+    advances in lock-step with ``first`` of the values in one aggregate."""
+    state = ctx.state
+    firsts: dict[str, str] = {}
+    for attr in kept:
+        expr_id, terms = ctx.jvm.expr_id(attr), set()
+        for term in state.terms.get(expr_id, frozenset()):
+            if term.rows not in firsts:
+                firsts[term.rows] = state.new_rows(state.rows[term.rows])
+                columns.append(F.first(F.col(term.rows)).alias(firsts[term.rows]))
+            terms.add(Term(firsts[term.rows], term.scalar, term.base))
+        state.terms[expr_id] = frozenset(terms)
+    return tuple(firsts.values())
+
+
+def _list_of(name: str, scalar: bool) -> Column:
+    return F.collect_list(name) if scalar else F.flatten(F.collect_list(name))
+
+
+def window(node: Any, children: list[Node], ctx: Context) -> Node:
+    """Window: ``collect_list`` of the referenced row numbers over the same
+    window spec and frame (rank-like functions: the order-by cells).
+
+    DESIGN §3, window functions: "the referenced columns' cells of the rows
+    in r's window frame (rank-like functions: the order-by cells of those
+    rows)".
+    """
+    jvm, state = ctx.jvm, ctx.state
+    child = children[0]
+    window_exprs = jvm.items(node.windowExpressions())
+    raw: list[Any] = []
+    lists: list[tuple[str, str, bool]] = []  # (raw window column, list column, collects arrays)
+    for alias in window_exprs:
+        wexpr = alias.child()
+        if wexpr.nodeName() != "WindowExpression":
+            raise CaptureError(f"cannot capture window expression {alias.toString()}")
+        func, spec = wexpr.windowFunction(), wexpr.windowSpec()
+        refs = ([a for o in jvm.items(spec.orderSpec()) for a in jvm.references(o)]
+                if func.nodeName() in RANK_LIKE else jvm.references(func))
+        state.check_not_deferred(refs)
+        mine: dict[str, str] = {}
+        state.terms[jvm.expr_id(alias.toAttribute())] = state.relisted(state.terms_of(refs), mine, child.injective)
+        for source, name in mine.items():
+            windowed = jvm.window_expression(jvm.expression(F.collect_list(source)), spec)
+            raw.append(jvm.expression(jvm.column(windowed).alias(f"{RAW_PREFIX}{name}")))
+            lists.append((f"{RAW_PREFIX}{name}", name, not state.rows[source].scalar))
+    # The lists in a Window of their own below the user's (same partitioning,
+    # ordering and frames, so no extra shuffle): Spark does not mix pandas
+    # window UDFs with other window functions in one node.
+    below = node.copy(jvm.seq(raw), node.partitionSpec(), node.orderSpec(), child.plan, node.hint()) if raw else child.plan
+    windowed_plan = jvm.plan(jvm.frame(node.copy(jvm.seq(window_exprs), node.partitionSpec(), node.orderSpec(),
+                                                 below, node.hint())))
+    kept = [a for a in jvm.items(windowed_plan.output()) if not a.name().startswith(RAW_PREFIX)]
+    finals = [(F.flatten(F.col(r)) if arrays else F.col(r)).alias(name) for r, name, arrays in lists]
+    plan = jvm.plan(jvm.frame(windowed_plan).select(*[jvm.column(a) for a in kept], *finals))
+    return Node(plan, child.rows + tuple(name for _, name, _ in lists), child.hidden)
+
+
+# -- black boxes --------------------------------------------------------------------------
+def apply_in_pandas(node: Any, children: list[Node], ctx: Context) -> Node:
+    """FlatMapGroupsInPandas (``groupBy().applyInPandas``): every output cell
+    of a group depends on every cell of the group the function received.
+
+    DESIGN §3, applyInPandas / mapInPandas / RDD lambdas (black box): "every
+    input cell of the group / record the function received, at the finest
+    granularity the engine exposes".
+    """
+    def rebuilt(function: Any, output: Any, child: Any) -> Any:
+        return node.copy(node.groupingAttributes(), function, output, child)
+
+    return _black_box(node, children[0], ctx, rebuilt,
+                      lambda f, carried: functools.partial(group_function, f, takes_key(f), carried))
+
+
+def map_in_pandas(node: Any, children: list[Node], ctx: Context) -> Node:
+    """MapInPandas: every output cell of a batch depends on every cell of the
+    partition's batches the function had read.
+
+    DESIGN §3, applyInPandas / mapInPandas / RDD lambdas (black box): "every
+    input cell of the group / record the function received, at the finest
+    granularity the engine exposes".
+    """
+    def rebuilt(function: Any, output: Any, child: Any) -> Any:
+        return node.copy(function, output, child, node.isBarrier(), node.profile())
+
+    return _black_box(node, children[0], ctx, rebuilt,
+                      lambda f, carried: functools.partial(partition_function, f, carried))
+
+
+def _black_box(node: Any, child: Node, ctx: Context, rebuilt: Callable[[Any, Any, Any], Any],
+               wrap: Callable[[Callable[..., Any], Carried], Callable[..., Any]]) -> Node:
+    """A group/partition function node whose function is wrapped to carry
+    the row numbers it receives (:mod:`.blackbox`): each output cell
+    depends on every cell the function received."""
+    jvm, state = ctx.jvm, ctx.state
+    operation, eval_type = WRAPPED_FUNCTION_NODES[node.nodeName()]
+    udf = node.functionExpr()
+    if udf.evalType() != eval_type:
+        raise CaptureError(f"cannot capture {operation} with this kind of function (PySpark eval type "
+                           f"{udf.evalType()}); pass a function of pandas DataFrames")
+    func, schema = jvm.python_function(udf, operation)
+    args = jvm.references(udf)
+    state.check_not_deferred(args)
+    lists: dict[str, str] = {}
+    terms = state.relisted(state.terms_of(args), lists, child.injective)
+    carried = Carried(tuple(lists), tuple(state.rows[r].scalar for r in lists), tuple(lists.values()),
+                      tuple(schema.fieldNames()))
+    returned = StructType([*schema.fields, *[StructField(name, ArrayType(LongType())) for name in lists.values()]])
+    wrapped: Callable[..., Column] = pandas_udf(  # type: ignore[call-overload]  # stubs overload on Literal eval types; this one is chosen per node
+        wrap(func, carried), returnType=returned, functionType=eval_type)
+    function = jvm.expression(wrapped(*[jvm.column(a) for a in args], *[F.col(r) for r in lists]))
+    outputs = jvm.items(node.output())
+    for attr in outputs:
+        state.terms[jvm.expr_id(attr)] = terms
+    # Fresh attributes for the lists: a projection's outputs, typed as the wrapper returns them.
+    extra = jvm.items(jvm.plan(jvm.frame(child.plan).select(
+        *[F.lit(None).cast(ROW_LIST_TYPE).alias(name) for name in lists.values()])).output())
+    plan = jvm.plan(jvm.frame(rebuilt(function, jvm.seq([*outputs, *extra]), child.plan)))
+    return Node(plan, tuple(lists.values()), ())
+
+
+# -- the table --------------------------------------------------------------------------
+RULES: dict[str, Rule] = {
+    **dict.fromkeys(TABLE_LEAVES, table_read),
+    **dict.fromkeys(CONSTANT_LEAVES, constant),
+    **dict.fromkeys(COPY_NODES, copy),
+    "Project": project,
+    "Join": join,
+    "Generate": generate,
+    "Union": union,
+    "Aggregate": aggregate,
+    "Distinct": distinct,
+    "Deduplicate": deduplicate,
+    "Window": window,
+    "FlatMapGroupsInPandas": apply_in_pandas,
+    "MapInPandas": map_in_pandas,
+}
+
+
+def rule_for(node: Any, jvm: Catalyst) -> Rule:
+    """The rule of plan node ``node``; CaptureError for a node whose
+    provenance cannot be captured exactly."""
+    name = node.nodeName()
+    if name == "LogicalRDD" and jvm.built_in_driver(node):
+        raise CaptureError("cannot capture a DataFrame built in the driver (createDataFrame / parallelize, plan "
+                           "node LogicalRDD) that is not a registered source: pass it through run.source(df, name)")
+    if name in BLACK_BOX_NODES:
+        raise CaptureError(f"cannot capture {BLACK_BOX_NODES[name]} (plan node {name}) exactly; "
+                           "express the step with DataFrame operations or UDFs")
+    rule = RULES.get(name)
+    if rule is None:
+        raise CaptureError(f"cannot capture the Spark operation {name}: no provenance rule for it")
+    return rule

@@ -1,0 +1,135 @@
+"""What one rewrite of a step output knows, and what a rule is given.
+
+The provenance of an attribute (by Catalyst expression id) is a set of
+:class:`~.writer.Term` s: "the ids ``base + r`` for each row number ``r``
+that row-number column ``__pv_<n>`` holds in this row". A
+:class:`RewriteState` holds them for one rewrite, beside the row-number
+columns made so far and the aggregates whose provenance is deferred to a
+group join (:mod:`.groupjoin`); a rule (:mod:`.rules`) gets a
+:class:`Context`: that state and the facts about the one node it rewrites.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from provplug.errors import CaptureError
+
+from ._jvm import Catalyst
+from .sources import Tables
+from .writer import Cell, Term
+
+PROV_PREFIX = "__pv_"  # row-number columns
+HIDDEN_PREFIX = "__pg"  # group-join keys (__pgk_<n>_<i>) and markers (__pgm_<n>); never __pv_
+ROWS_TYPE = "bigint"
+ROW_LIST_TYPE = "array<bigint>"
+
+
+@dataclasses.dataclass(frozen=True)
+class RowColumn:
+    """What a row-number column of the rewritten plan holds."""
+
+    table_id: int
+    scalar: bool  # one row number (or null), not an array of them
+    may_repeat: bool  # an array may hold one row number several times
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    """A rewritten plan node and what the rewrite knows about its rows."""
+
+    plan: Any
+    rows: tuple[str, ...]  # its row-number columns
+    hidden: tuple[str, ...]  # its group-join columns
+    stable: bool = True  # recomputation yields the same rows with the same row numbers
+    injective: bool = True  # every row comes from distinct input rows
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupJoin:
+    """The deferred provenance of one aggregate (see :mod:`.groupjoin`)."""
+
+    marker: str  # hidden output column: non-null on the rows this aggregate produced
+    keys: tuple[str, ...]  # hidden output columns holding the grouping values (none: a global aggregate)
+    child: DataFrame  # the recomputed input rows: the same ``keys`` columns, then their row-number columns
+    cells: tuple[Cell, ...]  # the aggregate's output cells over the child's row-number columns
+
+
+class RewriteState:
+    """The provenance derived so far in one rewrite of a step output, and
+    what the rewrite saw (input tables, operations, UDF use). Made afresh for
+    each rewrite (and for its retry without group joins)."""
+
+    def __init__(self, jvm: Catalyst, tables: Tables, group_joins: str, allow_groups: bool,
+                 names: Iterator[int]) -> None:
+        self.jvm = jvm
+        self.tables = tables
+        self.group_joins = group_joins  # "global" or "always" (see .groupjoin)
+        self.allow_groups = allow_groups  # False: the retry of a step whose group joins could not be written
+        self._names = names  # numbers of new row-number columns, shared by the run's rewrites
+        self.terms: dict[int, frozenset[Term]] = {}  # expression id -> per-row provenance
+        self.deferred: dict[int, frozenset[tuple[int, Term]]] = {}  # expression id -> {(group, child term)}
+        self.rows: dict[str, RowColumn] = {}
+        self.groups: list[GroupJoin] = []
+        self.inputs: set[int] = set()
+        self.operations: list[str] = []
+        self.uses_udf = False
+
+    def new_rows(self, kind: RowColumn) -> str:
+        """The name of a new row-number column holding ``kind``."""
+        name = f"{PROV_PREFIX}{next(self._names)}"
+        self.rows[name] = kind
+        return name
+
+    def terms_of(self, attrs: Iterable[Any]) -> frozenset[Term]:
+        return frozenset().union(*[self.terms.get(self.jvm.expr_id(a), frozenset()) for a in attrs])
+
+    def deferred_of(self, attrs: Iterable[Any]) -> frozenset[tuple[int, Term]]:
+        return frozenset().union(*[self.deferred.get(self.jvm.expr_id(a), frozenset()) for a in attrs])
+
+    def derive(self, expr_id: int, refs: Sequence[Any]) -> None:
+        """The attribute ``expr_id`` := a function of ``refs`` in the same row."""
+        self.terms[expr_id] = self.terms_of(refs)
+        self.deferred[expr_id] = self.deferred_of(refs)
+
+    def check_not_deferred(self, refs: Sequence[Any]) -> None:
+        if self.deferred_of(refs):  # excluded by the merging-above rule
+            raise CaptureError("internal: row-merging operation over deferred aggregate provenance")
+
+    def relisted(self, terms: Iterable[Term], lists: dict[str, str], injective: bool) -> frozenset[Term]:
+        """``terms`` with each row-number column replaced by a list of the row
+        numbers it holds over a group or window (``lists``: row column ->
+        list column, added to for row columns not listed yet)."""
+        out = set()
+        for term in terms:
+            if term.rows not in lists:
+                source = self.rows[term.rows]
+                # A list of one number per member repeats one only when members
+                # can share an input row, or when it joins lists.
+                lists[term.rows] = self.new_rows(RowColumn(source.table_id, False, not injective or not source.scalar))
+            out.add(Term(lists[term.rows], False, term.base))
+        return frozenset(out)
+
+    def cell(self, column: int, terms: frozenset[Term]) -> Cell:
+        """How output column ``column`` gets its triples from ``terms``."""
+        ordered = tuple(sorted(terms, key=lambda t: (t.rows, t.base)))
+        tables = [self.rows[r].table_id for r in {t.rows for t in ordered}]
+        dedupe = any(self.rows[t.rows].may_repeat for t in ordered) or len(tables) != len(set(tables))
+        return Cell(column, ordered, dedupe)
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What a rule is given besides the node and its rewritten children."""
+
+    state: RewriteState
+    merging_above: bool  # a row-merging node (aggregate, distinct, window, ...) lies above this one in the step
+    expressions: frozenset[str]  # the node names of this node's expressions
+
+    @property
+    def jvm(self) -> Catalyst:
+        return self.state.jvm
