@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .capture import capture, current_run, step
 from .errors import (
     CaptureError,
     ImportInputError,
@@ -11,10 +12,9 @@ from .errors import (
     ProvplugError,
     StoreError,
 )
-from .capture import capture, current_run, step
-from .hookspecs import hookimpl
-from .store import open_store
-from .query.api import open  # noqa: A004 - provplug.open(STORE) for lineage queries
+from .markers import hookimpl
+from .plugins import open_store
+from .query.api import open
 
 __version__ = "0.1.0"
 
@@ -26,11 +26,10 @@ __all__ = [
     "PluginError",
     "ProvplugError",
     "StoreError",
-    "hookimpl",
-    "step",
     "capture",
     "current_run",
-    "open_store",
+    "hookimpl",
     "open",
+    "open_store",
+    "step",
 ]
-

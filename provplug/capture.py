@@ -3,7 +3,10 @@
 ``with provplug.capture(engine, store=...) as run:`` picks the capture adapter
 that accepts ``engine`` (through the adapter hook), stages everything in one
 store transaction and fires the lifecycle hooks. Decorated steps called inside
-the block are captured; outside any capture they run unchanged.
+the block are captured; outside any capture they run unchanged. When the block
+ends, the adapter's session closes, the run finishes (see
+:meth:`provplug.recorder.StagedRun.finish`) and the transaction commits; when
+it raises, the session closes with the error and nothing is committed.
 """
 
 from __future__ import annotations
@@ -13,37 +16,32 @@ import contextvars
 import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .errors import CaptureError
 from .lifecycle import observed_run
-from .model import OpInfo, RunInfo, StepInfo, TableInfo, TableOrigin
+from .model import RunInfo, StepInfo
 from .plugins import Plugins, get_plugins
-from .protocols import AdapterSession
-from .store import ParquetStore, RunTransaction
+from .protocols import AdapterSession, Store, Transaction
+from .recorder import StagedRun
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _active_run: contextvars.ContextVar[ActiveRun | None] = contextvars.ContextVar("provplug_run", default=None)
 
 
-class ActiveRun:
-    """A capture run in progress: what adapters stage into and users call."""
+class ActiveRun(StagedRun):
+    """A capture run in progress: what users call (:meth:`source`) and what
+    the adapter's session stages into (the :class:`~provplug.protocols.RunRecorder`
+    methods of :class:`~provplug.recorder.StagedRun`)."""
 
     def __init__(
-        self, store: ParquetStore, txn: RunTransaction, info: RunInfo, plugins: Plugins, store_rows: bool
+        self, store: Store[Transaction], txn: Transaction, info: RunInfo, plugins: Plugins, store_rows: bool
     ) -> None:
-        self.store = store
-        self.txn = txn
+        super().__init__(store, txn, store_rows=store_rows)
         self.info = info
         self.plugins = plugins
-        self.store_rows = store_rows
         self.session: AdapterSession | None = None
-        self._names: set[str] = set()
-
-    @property
-    def run_id(self) -> str:
-        return self.txn.run_id
 
     # -- user API ------------------------------------------------------------
     def source(self, data: Any, name: str) -> Any:
@@ -51,35 +49,7 @@ class ActiveRun:
         assert self.session is not None
         return self.session.source(data, name)
 
-    # -- adapter API ---------------------------------------------------------
-    def new_table(self, name: str, origin: TableOrigin, columns: Sequence[str]) -> TableInfo:
-        """Reserve a table id for ``name``; the adapter records it once written."""
-        if name in self._names:
-            raise CaptureError(f"table {name!r} is produced twice in one run")
-        self._names.add(name)
-        return TableInfo(self.txn.reserve("tables"), name, self.run_id, origin, tuple(columns))
-
-    def new_op_id(self) -> int:
-        return self.txn.reserve("ops")
-
-    def record_table(self, table: TableInfo) -> None:
-        self.txn.add_table(table)
-
-    def record_op(self, op: OpInfo) -> None:
-        self.txn.add_op(op)
-
-    def update_op(self, op: OpInfo) -> None:
-        """Replace the staged op with ``op.op_id`` (engines that run lazily,
-        like Beam, learn an op's triple count and end time after the step)."""
-        for i, staged in enumerate(self.txn.ops):
-            if staged.op_id == op.op_id:
-                self.txn.ops[i] = op
-                return
-        raise CaptureError(f"op {op.op_id} is not staged in this run")
-
-    def mark_dataset(self, name: str) -> None:
-        self.txn.mark_dataset(name)
-
+    # -- called by @step -----------------------------------------------------
     def call_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         assert self.session is not None
         self.plugins.step_started(self.info, step)
@@ -117,8 +87,8 @@ def step(name: str, *, output: str | Sequence[str], **params: Any) -> Callable[[
                 return func(*args, **kwargs)
             return run.call_step(StepInfo(name, (), outputs, params), func, args, kwargs)
 
-        wrapper.provplug_step = StepInfo(name, (), outputs, params)  # type: ignore[attr-defined]
-        return wrapper  # type: ignore[return-value]
+        wrapper.__dict__["provplug_step"] = StepInfo(name, (), outputs, params)  # what the step declares
+        return cast(F, wrapper)  # functools.wraps keeps func's signature; mypy cannot see it
 
     return decorate
 
@@ -139,17 +109,19 @@ def capture(
         raise CaptureError("a capture run is already active in this context")
     plugins = plugins or get_plugins()
     adapter = plugins.adapter_for(engine)
-    target: ParquetStore = plugins.store(os.fspath(store))  # type: ignore[assignment]
+    target = plugins.store(os.fspath(store))
     with observed_run(target, plugins, "capture", adapter.name) as (txn, info):
         run = ActiveRun(target, txn, info, plugins, store_rows)
         token = _active_run.set(run)
         try:
             run.session = adapter.open(engine, run)
             yield run
-            run.session.close(None)
         except BaseException as exc:
             if run.session is not None:
                 run.session.close(exc)
             raise
+        else:
+            run.session.close(None)  # a failure here fails the run; the session has closed
+            run.finish()
         finally:
             _active_run.reset(token)

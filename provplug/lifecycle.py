@@ -4,23 +4,20 @@ when ``provplug_run_started`` / ``provplug_run_finished`` fire."""
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 from collections.abc import Iterator
-from typing import Literal
+from typing import Literal, TypeVar
 
-from .model import RunInfo
+from .model import RunInfo, utc_now
 from .plugins import Plugins
-from .store import ParquetStore, RunTransaction
+from .protocols import Store, Transaction
 
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+TransactionT = TypeVar("TransactionT", bound=Transaction)
 
 
 @contextlib.contextmanager
 def observed_run(
-    store: ParquetStore, plugins: Plugins, kind: Literal["capture", "import"], engine: str
-) -> Iterator[tuple[RunTransaction, RunInfo]]:
+    store: Store[TransactionT], plugins: Plugins, kind: Literal["capture", "import"], engine: str
+) -> Iterator[tuple[TransactionT, RunInfo]]:
     """Stage a run in ``store``; fire ``run_started`` once it is open and
     ``run_finished`` after it is committed, or after it is rolled back."""
     info: RunInfo | None = None
@@ -31,9 +28,9 @@ def observed_run(
             yield txn, info
     except BaseException as exc:
         if info is not None:
-            info.status, info.finished = "failed", _now()
+            info.status, info.finished = "failed", utc_now()
             plugins.run_finished(info, exc)
         raise
     assert info is not None
-    info.status, info.finished = "committed", _now()
+    info.status, info.finished = "committed", utc_now()
     plugins.run_finished(info, None)

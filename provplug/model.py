@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Literal
 
 OpKind = Literal["builtin", "udf", "imported"]
 TableOrigin = Literal["source", "output", "imported"]
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware in UTC: every timestamp of a record."""
+    return datetime.now(timezone.utc)
 
 
 @dataclasses.dataclass(frozen=True)

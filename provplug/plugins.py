@@ -1,34 +1,36 @@
-"""Plugin loading, and :class:`Plugins`: the one place that calls ``pm.hook.*``.
+"""Plugin loading, and :class:`Plugins`: the one place that calls the hooks.
 
 Nothing here runs at import time: a manager is built on first use (or
 explicitly with :func:`make_plugin_manager` in tests and embedding code).
+Loading checks every hook implementation against its specification, and the
+names plugins register (adapters, query methods) for clashes.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable, Iterable, Mapping
-from importlib import metadata
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from . import hookspecs
 from .errors import PluginError
+from .markers import PROJECT_NAME
+from .protocols import Store
 
 if TYPE_CHECKING:
     from .model import OpInfo, RunInfo, StepInfo
-    from .protocols import CaptureAdapter, QueryMethod, Store, WorkflowGraph
+    from .protocols import CaptureAdapter, Transaction, WorkflowGraph
+    from .query.methods import QueryMethod
 
-ENTRY_POINT_GROUP = "provplug"
+ENTRY_POINT_GROUP = PROJECT_NAME
 DISABLE_AUTOLOAD_ENV = "PROVPLUG_DISABLE_PLUGIN_AUTOLOAD"
 BLOCK_ENV = "PROVPLUG_BLOCK_PLUGINS"
 
 # Core behaviour, registered through the same hookimpl path as any plugin.
 BUILTIN_PLUGINS: tuple[str, ...] = ("provplug.store", "provplug.query.methods", "provplug.index.autosplit")
-
-T = TypeVar("T")
 
 
 def make_plugin_manager(
@@ -44,7 +46,7 @@ def make_plugin_manager(
         autoload = os.environ.get(DISABLE_AUTOLOAD_ENV, "") not in ("1", "true", "yes")
     if blocked is None:
         blocked = [b.strip() for b in os.environ.get(BLOCK_ENV, "").split(",") if b.strip()]
-    pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
+    pm = pluggy.PluginManager(PROJECT_NAME)
     pm.add_hookspecs(hookspecs)
     for name in blocked:
         pm.set_blocked(name)
@@ -63,46 +65,79 @@ def make_plugin_manager(
     return pm
 
 
-def _collect(register_hook: Callable[..., Any]) -> list[Any]:
-    items: list[Any] = []
-    register_hook(register=items.append)
-    return items
-
-
 class Plugins:
-    """Typed access to the hooks (the only caller of ``pm.hook``)."""
+    """Typed access to the hooks (the only caller of ``pm.hook``).
+
+    Building one (:meth:`load`) also collects the registered adapters and
+    query methods once, so that two plugins registering one name fail at
+    load time rather than one silently replacing the other.
+    """
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self.pm = pm
+        self.adapters()
+        self.query_methods()
 
     @classmethod
     def load(cls, **kwargs: Any) -> Plugins:
+        """Plugins from a new manager (see :func:`make_plugin_manager`)."""
         return cls(make_plugin_manager(**kwargs))
 
     # -- discovery -----------------------------------------------------------
     def adapters(self) -> list[CaptureAdapter]:
-        return _collect(self.pm.hook.provplug_register_adapters)
+        """The registered capture adapters, in the order the hook returns them."""
+        return _unique(self._registered("provplug_register_adapters"), "capture adapter")
 
     def adapter_for(self, engine: object) -> CaptureAdapter:
-        for adapter in self.adapters():
+        """The first adapter that accepts ``engine``."""
+        adapters = self.adapters()
+        for adapter in adapters:
             if adapter.accepts(engine):
                 return adapter
         raise PluginError(
             f"no capture adapter accepts a {type(engine).__name__} "
-            f"(loaded: {', '.join(a.name for a in self.adapters()) or 'none'})"
+            f"(loaded: {', '.join(a.name for a in adapters) or 'none'})"
         )
 
     def query_methods(self) -> dict[str, QueryMethod]:
-        return {m.name: m for m in _collect(self.pm.hook.provplug_register_query_methods)}
+        """The registered query methods by name."""
+        methods: list[QueryMethod] = _unique(self._registered("provplug_register_query_methods"), "query method")
+        return {m.name: m for m in methods}
 
-    def store(self, uri: str) -> Store:
+    def store(self, uri: str) -> Store[Transaction]:
+        """The store for ``uri``, as the first store backend to answer gives it."""
         store = self.pm.hook.provplug_store_backend(uri=uri)
         if store is None:
             raise PluginError(f"no store backend accepts {uri!r}")
-        return store  # type: ignore[no-any-return]
+        if not isinstance(store, Store):
+            raise PluginError(
+                f"the store backend for {uri!r} returned a {type(store).__name__}, "
+                "which lacks what provplug.protocols.Store requires"
+            )
+        return store
 
     def choose_splits(self, workflow: WorkflowGraph, stats: Mapping[str, Any]) -> list[Any] | None:
-        return self.pm.hook.provplug_choose_splits(workflow=workflow, stats=stats)  # type: ignore[no-any-return]
+        """The splits of the first split chooser to answer, or None."""
+        answer: list[Any] | None = self.pm.hook.provplug_choose_splits(workflow=workflow, stats=stats)
+        return answer
+
+    def _registered(self, hook_name: str) -> list[tuple[str, Any]]:
+        """(plugin name, item) for every ``register(item)`` call of a register
+        hook, in the order pluggy calls its implementations."""
+        caller: pluggy.HookCaller = getattr(self.pm.hook, hook_name)
+        found: list[tuple[str, Any]] = []
+        # pluggy calls the implementations last-registered first (tryfirst and
+        # trylast respected), which is reversed(get_hookimpls()). Each is called
+        # here on its own so that every registered item can name its plugin.
+        for impl in reversed(caller.get_hookimpls()):
+            if impl.hookwrapper or impl.wrapper:
+                raise PluginError(f"plugin {impl.plugin_name!r}: {hook_name} cannot be a hook wrapper")
+
+            def register(item: Any, plugin: str = impl.plugin_name) -> None:
+                found.append((plugin, item))
+
+            impl.function(**({"register": register} if "register" in impl.argnames else {}))
+        return found
 
     # -- lifecycle -----------------------------------------------------------
     def run_started(self, run: RunInfo) -> None:
@@ -133,7 +168,7 @@ class Plugins:
                 {
                     "name": name,
                     "module": getattr(plugin, "__name__", type(plugin).__name__),
-                    "distribution": _dist_label(dist) if dist else "provplug (built-in)",
+                    "distribution": f"{dist.project_name} {dist.version}" if dist else "provplug (built-in)",
                     "hooks": ", ".join(
                         sorted(h.name for h in self.pm.get_hookcallers(plugin) or [])
                     ),
@@ -142,8 +177,19 @@ class Plugins:
         return rows
 
 
-def _dist_label(dist: metadata.Distribution) -> str:
-    return f"{dist.metadata['Name']} {dist.version}"
+def _unique(registered: list[tuple[str, Any]], what: str) -> list[Any]:
+    """The registered items, after checking that no two share a ``name``."""
+    owner: dict[str, str] = {}
+    for plugin, item in registered:
+        name = getattr(item, "name", None)
+        if not isinstance(name, str) or not name:
+            raise PluginError(f"plugin {plugin!r} registered a {what} without a name: {item!r}")
+        if name in owner:
+            first = owner[name]
+            by = f"twice by plugin {plugin!r}" if first == plugin else f"by plugins {first!r} and {plugin!r}"
+            raise PluginError(f"{what} name {name!r} is registered {by}")
+        owner[name] = plugin
+    return [item for _, item in registered]
 
 
 _default: Plugins | None = None
@@ -161,3 +207,9 @@ def reset_plugins(plugins: Plugins | None = None) -> None:
     """Replace (or forget) the process-wide plugins; for tests and embedding."""
     global _default
     _default = plugins
+
+
+def open_store(uri: str | os.PathLike[str], plugins: Plugins | None = None) -> Store[Transaction]:
+    """The store for ``uri`` as chosen by the store-backend hook
+    (``provplug.open_store``)."""
+    return (plugins or get_plugins()).store(os.fspath(uri))

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from conftest import EXAMPLES
 
 import provplug
 from provplug import hookspecs
 from provplug.errors import PluginError
 from provplug.plugins import BUILTIN_PLUGINS, Plugins, make_plugin_manager
-
-from conftest import EXAMPLES
 
 RECORDS_SRC = EXAMPLES / "records_adapter"
 
@@ -60,7 +61,7 @@ def test_no_plugin_manager_is_built_at_import_time() -> None:
 
 def test_third_party_adapter_is_discovered_and_called_like_builtins(records_installed: None, cli, store_path: Path) -> None:
     r = cli("plugins")
-    line = next(l for l in r.out.splitlines() if l.startswith("records"))
+    line = next(row for row in r.out.splitlines() if row.startswith("records"))
     assert "provplug-records 0.1.0" in line
     assert "provplug_register_adapters" in line
 
@@ -106,9 +107,8 @@ def test_failed_run_commits_nothing_and_reports_failure(records_installed: None,
     def boom(records: rec.Records) -> list[dict[str, str]]:
         raise RuntimeError("boom")
 
-    with pytest.raises(RuntimeError, match="boom"):
-        with provplug.capture(rec.RecordsEngine(), store=store_path) as run:
-            boom(run.source([{"a": 1}], "A"))
+    with pytest.raises(RuntimeError, match="boom"), provplug.capture(rec.RecordsEngine(), store=store_path) as run:
+        boom(run.source([{"a": 1}], "A"))
     assert rec.EVENTS[-2:] == [("session_closed", "error"), ("run_finished", "failed")]
     assert not store_path.exists()  # the store did not exist before: nothing is left
 
@@ -129,7 +129,7 @@ def test_misspelled_hook_implementation_fails_loudly(tmp_path: Path, monkeypatch
 def test_wrong_hook_arguments_fail_loudly() -> None:
     class Bad:
         @provplug.hookimpl
-        def provplug_run_started(self, run, extra):  # type: ignore[no-untyped-def]
+        def provplug_run_started(self, run, extra):  # type: ignore[no-untyped-def]  # a deliberately bad hook
             pass
 
     pm = make_plugin_manager(autoload=False)
@@ -146,17 +146,109 @@ def test_autoload_can_be_disabled_and_plugins_blocked(monkeypatch: pytest.Monkey
 
 
 def test_no_adapter_for_an_unknown_engine_is_a_clear_error(store_path: Path) -> None:
-    with pytest.raises(PluginError, match="no capture adapter accepts a dict"):
-        with provplug.capture({}, store=store_path):
-            pass
+    with pytest.raises(PluginError, match="no capture adapter accepts a dict"), provplug.capture({}, store=store_path):
+        pass
     assert not store_path.exists()
 
 
 def test_every_hookspec_is_documented_and_prefixed() -> None:
+    """Each hook's docstring is its reference, pytest-style: every parameter
+    under ``:param name:``, and ``:returns:`` for hooks that return a value."""
     specs = [n for n in dir(hookspecs) if n.startswith("provplug_")]
     assert len(specs) >= 9
     for name in specs:
-        assert getattr(hookspecs, name).__doc__, name
+        hook = getattr(hookspecs, name)
+        doc = inspect.getdoc(hook)
+        assert doc, name
+        signature = inspect.signature(hook)
+        for param in signature.parameters:
+            assert f":param {param}:" in doc, f"{name}: {param} is not documented"
+        returns = signature.return_annotation not in ("None", None)
+        assert (":returns:" in doc) == returns, f"{name}: :returns: {'missing' if returns else 'for no value'}"
+
+
+class _NamedThing:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.description = name
+
+    def accepts(self, engine: object) -> bool:
+        return False
+
+
+def _adapters(*names: str) -> object:
+    class Adapters:
+        @provplug.hookimpl
+        def provplug_register_adapters(self, register: Callable[[Any], None]) -> None:
+            for name in names:
+                register(_NamedThing(name))
+
+    return Adapters()
+
+
+def test_two_plugins_registering_one_adapter_name_fail_at_load() -> None:
+    pm = make_plugin_manager(autoload=False)
+    pm.register(_adapters("records"), name="first-plugin")
+    pm.register(_adapters("records"), name="second-plugin")
+    with pytest.raises(PluginError, match=r"capture adapter name 'records' is registered by plugins "
+                                         r"'second-plugin' and 'first-plugin'"):
+        Plugins(pm)
+
+
+def test_one_plugin_registering_a_name_twice_fails_at_load() -> None:
+    pm = make_plugin_manager(autoload=False)
+    pm.register(_adapters("x", "x"), name="twice")
+    with pytest.raises(PluginError, match="registered twice by plugin 'twice'"):
+        Plugins(pm)
+
+
+def test_a_third_party_adapter_cannot_take_a_builtin_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "src"
+    pkg.mkdir()
+    (pkg / "fake_spark.py").write_text(
+        "import provplug\n\n"
+        "class Fake:\n    name = 'spark'\n    def accepts(self, engine):\n        return False\n\n"
+        "@provplug.hookimpl\ndef provplug_register_adapters(register):\n    register(Fake())\n"
+    )
+    install_entry_point(tmp_path / "site", "provplug-fake", "fake", "fake_spark")
+    monkeypatch.syspath_prepend(str(pkg))
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    with pytest.raises(PluginError, match=r"'spark' is registered by plugins '(spark|fake)' and '(spark|fake)'"):
+        Plugins.load()
+
+
+def test_a_query_method_name_clash_names_both_plugins() -> None:
+    class Methods:
+        @provplug.hookimpl
+        def provplug_register_query_methods(self, register: Callable[[Any], None]) -> None:
+            register(_NamedThing("rq"))
+
+    pm = make_plugin_manager(autoload=False)
+    pm.register(Methods(), name="my-methods")
+    with pytest.raises(PluginError, match=r"query method name 'rq' is registered by plugins "
+                                         r"'my-methods' and 'provplug\.query\.methods'"):
+        Plugins(pm)
+
+
+def test_registered_items_keep_the_hook_call_order() -> None:
+    pm = make_plugin_manager(autoload=False)
+    pm.register(_adapters("a1", "a2"), name="a")
+    pm.register(_adapters("b1"), name="b")
+    called: list[Any] = []
+    pm.hook.provplug_register_adapters(register=called.append)  # pluggy's own order: last registered first
+    assert [a.name for a in Plugins(pm).adapters()] == [a.name for a in called] == ["b1", "a1", "a2"]
+
+
+def test_a_store_backend_must_return_a_store() -> None:
+    class Broken:
+        @provplug.hookimpl
+        def provplug_store_backend(self, uri: str) -> object:
+            return object()
+
+    plugins = Plugins.load(autoload=False)
+    plugins.pm.register(Broken())
+    with pytest.raises(PluginError, match=r"returned a object, which lacks what provplug\.protocols\.Store requires"):
+        provplug.open_store("anything", plugins)
 
 
 def test_a_store_backend_plugin_answers_before_the_builtin(tmp_path: Path) -> None:

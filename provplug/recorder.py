@@ -1,0 +1,140 @@
+""":class:`StagedRun`: the :class:`~provplug.protocols.RunRecorder` over a
+store transaction.
+
+It is the only code that knows where a run's files go: ``rows/<table>/``,
+``triples/`` and a scratch directory in the run's staging area (see
+:mod:`provplug.store`). It hands out :class:`~provplug.writers.Destination`
+objects and writers on them, and when the run ends (:meth:`StagedRun.finish`)
+removes the scratch files, drops rows the run does not keep, and records the
+datasets it handed out.
+
+:class:`provplug.capture.ActiveRun` is a ``StagedRun`` with the capture
+hooks; an import stages through one directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .errors import CaptureError
+from .model import OpInfo, TableInfo, TableOrigin, utc_now
+from .protocols import Store, Transaction
+from .writers import Destination, RowsWriter, TripleWriter, copy_positional
+
+ROWS = "rows"
+TRIPLES = "triples"
+SCRATCH = "_scratch"
+# Names of the store's own files in a run's directory (see provplug.store).
+RESERVED = frozenset({ROWS, TRIPLES, "tables.parquet", "ops.parquet", "values.parquet"})
+
+
+class StagedRun:
+    """A run being staged in ``store`` through ``txn`` (implements RunRecorder)."""
+
+    def __init__(self, store: Store[Transaction], txn: Transaction, *, store_rows: bool = True) -> None:
+        self.store = store
+        self.txn = txn
+        self._store_rows = store_rows
+        self._names: set[str] = set()
+        self._used: set[str] = set()  # top-level directories handed out
+
+    # -- identity --------------------------------------------------------------
+    @property
+    def run_id(self) -> str:
+        return self.txn.run_id
+
+    @property
+    def store_rows(self) -> bool:
+        return self._store_rows
+
+    # -- reserve ---------------------------------------------------------------
+    def new_table(self, name: str, origin: TableOrigin, columns: Sequence[str]) -> TableInfo:
+        """Reserve a table id for ``name``; the adapter records it once written."""
+        if name in self._names:
+            raise CaptureError(f"table {name!r} is produced twice in one run")
+        self._names.add(name)
+        return TableInfo(self.txn.reserve("tables"), name, self.run_id, origin, tuple(columns))
+
+    def new_op_id(self) -> int:
+        return self.txn.reserve("ops")
+
+    # -- record ----------------------------------------------------------------
+    def record_table(self, table: TableInfo) -> None:
+        self.txn.add_table(table)
+
+    def record_op(self, op: OpInfo) -> None:
+        self.txn.add_op(op)
+
+    def finish_op(self, op_id: int, *, triples: int, finished: dt.datetime | None = None) -> OpInfo:
+        """Complete the staged op ``op_id`` (engines that write lazily learn
+        an op's triple count and end time after the step)."""
+        for i, staged in enumerate(self.txn.ops):
+            if staged.op_id == op_id:
+                done = dataclasses.replace(staged, triples=triples, finished=finished or utc_now())
+                self.txn.ops[i] = done
+                return done
+        raise CaptureError(f"op {op_id} is not staged in this run")
+
+    # -- write -----------------------------------------------------------------
+    def _destination(self, top: str, *parts: str) -> Destination:
+        self._used.add(top)
+        destination = Destination(self.store.uri, self.txn.path(top, *parts), self.txn.spark_path(top, *parts))
+        destination.create()
+        return destination
+
+    def rows_destination(self, table_id: int) -> Destination:
+        return self._destination(ROWS, str(table_id))
+
+    def triples_destination(self) -> Destination:
+        return self._destination(TRIPLES)
+
+    def scratch_destination(self, *parts: str) -> Destination:
+        return self._destination(SCRATCH, *parts)
+
+    def rows_writer(self, table_id: int, stem: str | None = None) -> RowsWriter:
+        return RowsWriter(self.rows_destination(table_id), stem)
+
+    def triples_writer(self, stem: str | None = None) -> TripleWriter:
+        return TripleWriter(self.triples_destination(), stem)
+
+    def copy_positional_rows(self, table_id: int, files: Iterable[tuple[Any, str, int]]) -> int:
+        return copy_positional(self.rows_destination(table_id), files)
+
+    def attach_text(self, name: str, text: str) -> None:
+        if not name or "/" in name or name.startswith((".", "_")) or name in RESERVED:
+            raise ValueError(f"{name!r} cannot name a file attached to a run")
+        Destination(self.store.uri, self.txn.path(), self.txn.spark_path()).write_text(name, text)
+        self.txn.mark_dataset(name)
+
+    # -- end -------------------------------------------------------------------
+    def finish(self) -> None:
+        """The adapter is done and the run is about to commit: remove the
+        scratch directory, drop the rows when the run keeps none, and record
+        the ``rows`` and ``triples`` datasets handed out."""
+        root = Destination(self.store.uri, self.txn.path(), self.txn.spark_path())
+        if SCRATCH in self._used:
+            root.child(SCRATCH).delete()
+        if ROWS in self._used:
+            if self.store_rows:
+                self.txn.mark_dataset(ROWS)
+            else:  # written only for the adapter's own use while the run lasted
+                root.child(ROWS).delete()
+        if TRIPLES in self._used:
+            self.txn.mark_dataset(TRIPLES)
+
+    # -- kept while adapters move to the methods above --------------------------
+    def update_op(self, op: OpInfo) -> None:
+        """Replace the staged op with ``op.op_id`` (prefer :meth:`finish_op`)."""
+        for i, staged in enumerate(self.txn.ops):
+            if staged.op_id == op.op_id:
+                self.txn.ops[i] = op
+                return
+        raise CaptureError(f"op {op.op_id} is not staged in this run")
+
+    def mark_dataset(self, name: str) -> None:
+        """Record that dataset ``name`` was written (the destinations do it for
+        ``rows`` and ``triples``; :meth:`attach_text` for other files)."""
+        self.txn.mark_dataset(name)
