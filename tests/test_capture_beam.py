@@ -15,12 +15,11 @@ import pytest
 beam = pytest.importorskip("apache_beam")
 
 import pyarrow.parquet as pq  # noqa: E402
+from conftest import DATA, EXAMPLES  # noqa: E402
 
 import provplug  # noqa: E402
 from provplug import ids, schema  # noqa: E402
 from provplug.plugins import Plugins, make_plugin_manager  # noqa: E402
-
-from conftest import DATA, EXAMPLES  # noqa: E402
 
 PEOPLE = [
     {"Name": "Steve", "City": "NY", "Age": 30},
@@ -432,9 +431,11 @@ def broken(people: Any) -> Any:
 def test_a_step_failing_while_building_commits_nothing(tmp_path: Path) -> None:
     store, recorder = tmp_path / "s.prov", Recorder()
     pipeline = beam.Pipeline()
-    with pytest.raises(ValueError, match="bad step"):
-        with provplug.capture(pipeline, store=store, plugins=_plugins(recorder)) as run:
-            broken(s_filter(run.source(PEOPLE, "People")))
+    with (
+        pytest.raises(ValueError, match="bad step"),
+        provplug.capture(pipeline, store=store, plugins=_plugins(recorder)) as run,
+    ):
+        broken(s_filter(run.source(PEOPLE, "People")))
     assert not store.exists()  # the store was created by this run: removed again
     assert recorder.events[-2:] == [("step_failed", "Broken"), ("run_finished", "failed")]
     with pytest.raises(provplug.CaptureError):
@@ -455,9 +456,11 @@ def test_a_step_failing_while_running_commits_nothing(tmp_path: Path) -> None:
     _capture_filter(store, PEOPLE)
     before = provplug.open_store(store).runs()
     recorder = Recorder()
-    with pytest.raises(Exception, match="cannot handle"):
-        with provplug.capture(beam.Pipeline(), store=store, plugins=_plugins(recorder)) as run:
-            explodes(run.source(PEOPLE, "People"))
+    with (
+        pytest.raises(Exception, match="cannot handle"),
+        provplug.capture(beam.Pipeline(), store=store, plugins=_plugins(recorder)) as run,
+    ):
+        explodes(run.source(PEOPLE, "People"))
     assert provplug.open_store(store).runs() == before
     assert not any((store / "_staging").iterdir())
     assert recorder.events[-1] == ("run_finished", "failed")

@@ -118,7 +118,7 @@ def group_by_fields(transform: beam.GroupBy) -> list[tuple[str, Callable[[Any], 
 
 def group_by_key_func(transform: beam.GroupBy, force_tuple: bool) -> Callable[[Any], Any]:
     grouping = transform.force_tuple_keys(True) if force_tuple else transform
-    return grouping._key_func()  # type: ignore[no-any-return]
+    return grouping._key_func()
 
 
 def is_group_and_aggregate(transform: Any) -> bool:
@@ -134,7 +134,7 @@ def result_type(fields: Sequence[str]) -> Callable[..., Any]:
     """The picklable named tuple Beam's ``GroupBy.aggregate_field`` emits."""
     from apache_beam.transforms.core import _dynamic_named_tuple
 
-    return _dynamic_named_tuple("Result", tuple(fields))  # type: ignore[no-any-return]
+    return _dynamic_named_tuple("Result", tuple(fields))
 
 
 def select_fields(transform: beam.Select) -> list[tuple[str, Callable[[Any], Any], str | None]]:

@@ -37,7 +37,7 @@ def named_cells(value: Any) -> dict[str, Any]:
         return {str(k): v for k, v in value.items()}
     if _is_row(value):
         return dict(value.as_dict())
-    return dict(zip(value._fields, value))
+    return dict(zip(value._fields, value, strict=True))
 
 
 def is_kv(value: Any) -> bool:

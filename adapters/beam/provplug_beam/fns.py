@@ -6,19 +6,20 @@ wrapper derives the provenance of what it returns (see :mod:`.elements`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.transforms.window import TimestampedValue
 
 from provplug.errors import CaptureError
 
 from .elements import Ids, Prov, Traced, black_box, union
 
-_PASS_THROUGH = (beam.pvalue.TaggedOutput, beam.window.TimestampedValue)
+_PASS_THROUGH = (beam.pvalue.TaggedOutput, TimestampedValue)
 
 
-class TracedDoFn(beam.DoFn):  # type: ignore[misc]
+class TracedDoFn(beam.DoFn):
     """Runs ``inner`` on the value of each traced element.
 
     ``copy=True`` (``Filter``): outputs keep the element's provenance.
@@ -35,7 +36,7 @@ class TracedDoFn(beam.DoFn):  # type: ignore[misc]
     def start_bundle(self) -> None:
         self.inner.start_bundle()
 
-    def process(self, element, *args, **kwargs):  # type: ignore[no-untyped-def]  # unannotated: Beam reads hints from it
+    def process(self, element, *args, **kwargs):  # unannotated: Beam reads type hints from it
         value, prov = element
         outputs = self.inner.process(value, *args, **kwargs)
         for out in outputs or ():
@@ -51,7 +52,7 @@ class TracedDoFn(beam.DoFn):  # type: ignore[misc]
         self.inner.teardown()
 
 
-class TracedCombineFn(beam.CombineFn):  # type: ignore[misc]
+class TracedCombineFn(beam.CombineFn):
     """Combines ``(value, id groups)`` inputs: ``inner`` combines the values,
     each of the ``slots`` id groups is unioned across the combined inputs.
 
@@ -71,7 +72,7 @@ class TracedCombineFn(beam.CombineFn):  # type: ignore[misc]
     def add_input(self, acc: tuple[Any, list[set[int]]], element: tuple[Any, Sequence[Ids]]) -> tuple[Any, list[set[int]]]:
         inner_acc, groups = acc
         value, ids = element
-        for group, new in zip(groups, ids):
+        for group, new in zip(groups, ids, strict=True):
             group.update(new)
         return self.inner.add_input(inner_acc, value), groups
 
@@ -90,14 +91,16 @@ class TracedCombineFn(beam.CombineFn):  # type: ignore[misc]
         self.inner.teardown(*args, **kwargs)
 
 
-class MergeEqualFn(beam.CombineFn):  # type: ignore[misc]
+class MergeEqualFn(beam.CombineFn):
     """``Distinct``: keeps one of the equal values; each attribute <- that
     attribute's cells of every merged element."""
 
     def create_accumulator(self) -> tuple[bool, Any, dict[str, set[int]]]:
         return False, None, {}
 
-    def add_input(self, acc: tuple[bool, Any, dict[str, set[int]]], element: Traced) -> tuple[bool, Any, dict[str, set[int]]]:
+    def add_input(
+        self, acc: tuple[bool, Any, dict[str, set[int]]], element: tuple[Any, Mapping[str, Iterable[int]]]
+    ) -> tuple[bool, Any, dict[str, set[int]]]:
         seen, value, prov = acc
         new_value, new_prov = element
         for a, ids in new_prov.items():

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provplug import hookimpl
+
+if TYPE_CHECKING:
+    from provplug.protocols import AdapterSession, RunRecorder
 
 
 class BeamAdapter:
@@ -22,8 +25,12 @@ class BeamAdapter:
             return False
         return isinstance(engine, Pipeline)
 
-    def open(self, engine: Any, run: Any) -> Any:
+    def open(self, engine: object, run: RunRecorder) -> AdapterSession:
+        from apache_beam import Pipeline
+
         from .session import BeamSession
+
+        assert isinstance(engine, Pipeline)  # accepts() said so
 
         return BeamSession(engine, run)
 

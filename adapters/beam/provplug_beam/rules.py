@@ -53,7 +53,7 @@ class Rule:
     expand: Expand
 
 
-class Expansion(beam.PTransform):  # type: ignore[misc]
+class Expansion(beam.PTransform):
     """Applies a rule's expansion under the user's label."""
 
     def __init__(self, rule: Rule) -> None:
@@ -253,7 +253,7 @@ def _group_and_aggregate(transform: Any) -> Rule:
 
     def from_combined(kv: Any) -> Traced:
         key, (out, ids) = kv
-        return result(*(tuple(key) + tuple(out))), dict(zip(result_fields, ids))
+        return result(*(tuple(key) + tuple(out))), dict(zip(result_fields, ids, strict=True))
 
     def expand(pc: Any) -> Any:
         return (

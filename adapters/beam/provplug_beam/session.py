@@ -15,10 +15,12 @@ from apache_beam.metrics.metric import Lineage
 
 from provplug.errors import CaptureError
 from provplug.model import OpInfo, StepInfo, TableInfo
+from provplug.protocols import RunRecorder
+from provplug.writers import Destination
 
 from . import _internals as internals
 from .rules import Expansion, rule_for
-from .tables import Materialize, NumberByContent, TableTarget, number_list, summary_path
+from .tables import Materialize, NumberByContent, TableTarget, number_list, summary_name
 
 
 def _now() -> dt.datetime:
@@ -46,7 +48,7 @@ class StepScope:
 class BeamSession:
     """The :class:`provplug.protocols.AdapterSession` of a Beam ``Pipeline``."""
 
-    def __init__(self, pipeline: beam.Pipeline, run: Any) -> None:
+    def __init__(self, pipeline: beam.Pipeline, run: RunRecorder) -> None:
         self.pipeline = pipeline
         self.run = run
         self._traces: dict[int, tuple[Any, Trace]] = {}
@@ -58,6 +60,7 @@ class BeamSession:
         self._tokens = itertools.count(1)
         self._result: Any = None
         self._closed = False  # close() ran
+        self._scratch: Destination | None = None
         self._original_apply = internals.install(pipeline, self._apply)
         self._original_run = internals.replace_run(pipeline, self._run_once)
 
@@ -96,7 +99,7 @@ class BeamSession:
         if len(results) != len(step.outputs):
             raise CaptureError(f"step {step.name} returned {len(results)} outputs for {len(step.outputs)} names")
         op_id = self.run.new_op_id()
-        outputs = [self._output(step, name, out, op_id, scope) for name, out in zip(step.outputs, results)]
+        outputs = [self._output(step, name, out, op_id, scope) for name, out in zip(step.outputs, results, strict=True)]
         op = OpInfo(
             op_id, step.name, self.run.run_id, "udf" if scope.black_box else "builtin",
             tuple(sorted(scope.tables)), tuple(t.table_id for t, _ in outputs), tuple(scope.operations),
@@ -136,23 +139,16 @@ class BeamSession:
         return self._result
 
     def _record_results(self) -> None:
-        fs = self.run.txn.store.fs
         finished = _now()
         counts: dict[int, dict[str, Any]] = {}
         for table in self._tables:
-            with fs.open_input_stream(summary_path(self.run.txn.path(), table.table_id)) as f:
-                counts[table.table_id] = json.loads(f.read().decode())
-            summary = counts[table.table_id]
+            assert self._scratch is not None  # handed out with the first table
+            counts[table.table_id] = summary = json.loads(self._scratch.read_text(summary_name(table.table_id)))
             self.run.record_table(dataclasses.replace(table, columns=tuple(summary["columns"]), rows=summary["rows"]))
         for op in self._ops:
             triples = sum(counts[t]["triples"] for t in op.outputs)
-            self.run.update_op(dataclasses.replace(op, finished=finished, triples=triples))
-        fs.delete_dir(self.run.txn.path("_beam"))
+            self.run.finish_op(op.op_id, triples=triples, finished=finished)
         self._record_lineage()
-        if self.run.store_rows and self._tables:
-            self.run.mark_dataset("rows")
-        if self._ops:
-            self.run.mark_dataset("triples")
 
     def _record_lineage(self) -> None:
         """Beam's own Lineage metrics (sources read, sinks written), kept beside the run."""
@@ -161,17 +157,20 @@ class BeamSession:
             found = {label: sorted(Lineage.query(metrics, label)) for label in (Lineage.SOURCE, Lineage.SINK)}
         except (AttributeError, NotImplementedError, ValueError):
             return  # a runner without metrics: nothing to keep
-        with self.run.txn.store.fs.open_output_stream(self.run.txn.path("beam_lineage.json")) as out:
-            out.write(json.dumps({"sources": found[Lineage.SOURCE], "sinks": found[Lineage.SINK]}, indent=1).encode())
-        self.run.mark_dataset("beam_lineage.json")
+        self.run.attach_text(
+            "beam_lineage.json", json.dumps({"sources": found[Lineage.SOURCE], "sinks": found[Lineage.SINK]}, indent=1)
+        )
 
     # -- tables ------------------------------------------------------------------
     def _materialize(self, numbered: Any, table: TableInfo, op_id: int | None, label: str) -> Any:
-        fs = self.run.txn.store.fs
-        staging = self.run.txn.path()
-        for folder in (f"rows/{table.table_id}", "triples", "_beam"):
-            fs.create_dir(f"{staging}/{folder}", recursive=True)
-        target = TableTarget(self.run.store.uri, staging, table.table_id, table.name, op_id, self.run.store_rows)
+        if self._scratch is None:
+            self._scratch = self.run.scratch_destination("beam")
+        target = TableTarget(
+            table.table_id, table.name, op_id,
+            self.run.rows_destination(table.table_id) if self.run.store_rows else None,
+            self.run.triples_destination() if op_id is not None else None,
+            self._scratch,
+        )
         with self._internal():
             rebased = numbered | f"{label}/Materialize" >> Materialize(target)
         self._tables.append(dataclasses.replace(table, stored_rows=self.run.store_rows))
@@ -270,7 +269,7 @@ class BeamSession:
         return BeamSession._Internal(self)
 
 
-class _StepTransform(beam.PTransform):  # type: ignore[misc]
+class _StepTransform(beam.PTransform):
     """A step's transforms, grouped in the pipeline graph under its name."""
 
     def __init__(self, build: Callable[[], Any]) -> None:
@@ -300,10 +299,7 @@ def _pcollections(pvalueish: Any) -> Iterator[Any]:
     elif isinstance(pvalueish, dict):
         for v in pvalueish.values():
             yield from _pcollections(v)
-    elif isinstance(pvalueish, (tuple, list)):
-        for v in pvalueish:
-            yield from _pcollections(v)
-    elif isinstance(pvalueish, beam.pvalue.DoOutputsTuple):
+    elif isinstance(pvalueish, (tuple, list, beam.pvalue.DoOutputsTuple)):
         for v in pvalueish:
             yield from _pcollections(v)
 

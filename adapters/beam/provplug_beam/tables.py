@@ -1,10 +1,12 @@
 """Turning a traced PCollection into a table of the store, inside the pipeline.
 
 ``Materialize`` numbers the rows, derives the columns (and their Arrow types)
-from the elements, writes the rows to ``rows/<table_id>/`` and the triples to
-``triples/``, writes a small summary (row and triple counts, columns) for the
-driver, and returns the elements *rebased* on the new table: each attribute's
-provenance becomes the id of its own cell, so later steps link to this table.
+from the elements, writes the rows and the triples through the run's writers
+(:class:`provplug.writers.RowsWriter`, :class:`provplug.writers.TripleWriter`
+on the destinations the run handed out), writes a small summary (row and
+triple counts, columns) into the run's scratch directory for the driver, and
+returns the elements *rebased* on the new table: each attribute's provenance
+becomes the id of its own cell, so later steps link to this table.
 
 Row numbers are deterministic: a source given as a list keeps its order; any
 other PCollection is ordered by content (hash bucket, then a canonical
@@ -21,13 +23,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
-import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from apache_beam.metrics.metric import Lineage
 
-from provplug import ids, schema
+from provplug import ids
 from provplug.errors import CaptureError
+from provplug.writers import Destination, RowsWriter, TripleWriter
 
 from .elements import Prov, Traced, bucket, cells, element_key, triple_count
 
@@ -39,36 +40,26 @@ FLUSH_ROWS = 100_000
 
 @dataclasses.dataclass(frozen=True)
 class TableTarget:
-    """Where one table's files go (picklable: shipped to the workers)."""
+    """Where one table's files go (picklable: shipped to the workers).
 
-    store_uri: str
-    staging: str
+    ``rows`` is None when the run keeps no rows; ``triples`` is None for a
+    source (no op, no triples). ``summary`` is the run's scratch directory.
+    """
+
     table_id: int
     name: str
     op_id: int | None
-    store_rows: bool
+    rows: Destination | None
+    triples: Destination | None
+    summary: Destination
 
     @property
-    def rows_dir(self) -> str:
-        return f"{self.staging}/rows/{self.table_id}"
-
-    @property
-    def triples_dir(self) -> str:
-        return f"{self.staging}/triples"
-
-    @property
-    def summary_path(self) -> str:
-        return summary_path(self.staging, self.table_id)
+    def summary_name(self) -> str:
+        return summary_name(self.table_id)
 
 
-def summary_path(staging: str, table_id: int) -> str:
-    return f"{staging}/_beam/table-{table_id}.json"
-
-
-def _filesystem(store_uri: str) -> Any:
-    from provplug.store import ParquetStore
-
-    return ParquetStore(store_uri).fs
+def summary_name(table_id: int) -> str:
+    return f"table-{table_id}.json"
 
 
 # -- numbering -------------------------------------------------------------------
@@ -77,7 +68,7 @@ def number_list(pipeline: beam.Pipeline, rows: Sequence[Any], label: str) -> Any
     return pipeline | label >> beam.Create([(i, r, None) for i, r in enumerate(rows)], reshuffle=False)
 
 
-class NumberByContent(beam.PTransform):  # type: ignore[misc]
+class NumberByContent(beam.PTransform):
     """``(value, prov)`` -> ``(row, value, prov)`` with rows 0..n-1 in content order."""
 
     def expand(self, traced: Any) -> Any:
@@ -131,7 +122,7 @@ def arrow_type(cell: Any) -> pa.DataType:
         return pa.string()  # stored as its str()
 
 
-class LayoutFn(beam.CombineFn):  # type: ignore[misc]
+class LayoutFn(beam.CombineFn):
     """Columns in order of first appearance (by row, then position) and their
     Arrow types, unified across all elements."""
 
@@ -177,31 +168,37 @@ def _unify(kinds: set[pa.DataType]) -> pa.DataType:
 
 
 # -- writing ---------------------------------------------------------------------
-class WriteTable(beam.DoFn):  # type: ignore[misc]
-    """Writes one Parquet file of rows and one of triples per bundle (or per
-    ``FLUSH_ROWS`` rows) into the run's staging directory."""
+class WriteTable(beam.DoFn):
+    """Writes the rows and the triples of each bundle through the run's
+    writers (a new part every ``FLUSH_ROWS`` rows)."""
 
     def __init__(self, target: TableTarget) -> None:
         super().__init__()
         self.target = target
 
-    def setup(self) -> None:
-        self.fs = _filesystem(self.target.store_uri)
-
     def start_bundle(self) -> None:
         self.rows: list[dict[str, Any]] = []
+        self.numbers: list[int] = []
         self.src: list[int] = []
         self.dst: list[int] = []
         self.layout: Layout | None = None
         self.index: dict[str, int] = {}
+        stem = uuid.uuid4().hex
+        target = self.target
+        self.rows_writer = RowsWriter(target.rows, f"part-{stem}") if target.rows is not None else None
+        self.triples_writer = (
+            TripleWriter(target.triples, f"op-{target.op_id}-{stem}")
+            if target.triples is not None and target.op_id is not None else None
+        )
 
     def process(self, element: Numbered, layout: Layout) -> None:
         row, value, prov = element
         if self.layout is None:
             self.layout, self.index = layout, {c: i for i, c in enumerate(layout[0])}
-        if self.target.store_rows:
-            self.rows.append(_record(value, layout[1], row))
-        if prov and self.target.op_id is not None:
+        if self.rows_writer is not None:
+            self.rows.append(_record(value, layout[1]))
+            self.numbers.append(row)
+        if prov and self.triples_writer is not None:
             for attr, parents in prov.items():
                 if attr not in self.index:
                     raise CaptureError(f"table {self.target.name}: provenance for unknown attribute {attr!r}")
@@ -213,30 +210,22 @@ class WriteTable(beam.DoFn):  # type: ignore[misc]
 
     def finish_bundle(self) -> None:
         self._flush()
+        for writer in (self.rows_writer, self.triples_writer):
+            if writer is not None:
+                writer.close()
 
     def _flush(self) -> None:
-        name = f"part-{uuid.uuid4().hex}.parquet"
-        if self.rows and self.layout is not None:
-            arrow_schema = self.layout[1].append(pa.field(schema.ROW_COLUMN, pa.int64(), nullable=False))
-            pq.write_table(pa.Table.from_pylist(self.rows, schema=arrow_schema), f"{self.target.rows_dir}/{name}", filesystem=self.fs)
-            Lineage.sinks().add("provplug", Lineage.wrap_segment(self.target.store_uri), Lineage.wrap_segment(self.target.name))
-        if self.src:
-            src = np.asarray(self.src, dtype=np.int64)
-            table = pa.table(
-                {
-                    "src": src,
-                    "dst": np.asarray(self.dst, dtype=np.int64),
-                    "op": np.full(len(src), self.target.op_id, dtype=np.int64),
-                    "src_table": (src >> ids.TABLE_SHIFT).astype(np.int32),
-                    "dst_table": np.full(len(src), self.target.table_id, dtype=np.int32),
-                },
-                schema=schema.TRIPLES,
+        if self.rows and self.layout is not None and self.rows_writer is not None:
+            self.rows_writer.write(pa.RecordBatch.from_pylist(self.rows, schema=self.layout[1]), self.numbers)
+            Lineage.sinks().add(
+                "provplug", Lineage.wrap_segment(self.target.summary.filesystem_uri), Lineage.wrap_segment(self.target.name)
             )
-            pq.write_table(table, f"{self.target.triples_dir}/op-{self.target.op_id}-{name}", filesystem=self.fs)
-        self.rows, self.src, self.dst = [], [], []
+        if self.src and self.triples_writer is not None:
+            self.triples_writer.write(self.src, self.dst, self.target.op_id, dst_table=self.target.table_id)
+        self.rows, self.numbers, self.src, self.dst = [], [], [], []
 
 
-def _record(value: Any, arrow_schema: pa.Schema, row: int) -> dict[str, Any]:
+def _record(value: Any, arrow_schema: pa.Schema) -> dict[str, Any]:
     row_cells = cells(value)
     record: dict[str, Any] = {}
     for field in arrow_schema:
@@ -244,15 +233,12 @@ def _record(value: Any, arrow_schema: pa.Schema, row: int) -> dict[str, Any]:
         if field.type == pa.string() and cell is not None and not isinstance(cell, str):
             cell = str(cell)
         record[field.name] = cell
-    record[schema.ROW_COLUMN] = row
     return record
 
 
 def _write_summary(counts: tuple[int, int], layout: Layout, target: TableTarget) -> None:
-    fs = _filesystem(target.store_uri)
     summary = {"rows": counts[0], "triples": counts[1], "columns": list(layout[0])}
-    with fs.open_output_stream(target.summary_path) as out:
-        out.write(json.dumps(summary).encode())
+    target.summary.write_text(target.summary_name, json.dumps(summary))
 
 
 def _sum_pairs(pairs: Iterable[tuple[int, int]]) -> tuple[int, int]:
@@ -268,7 +254,7 @@ def _rebase(element: Numbered, layout: Layout, table_id: int) -> Traced:
     return value, {c: (ids.value_id(table_id, i, row),) for i, c in enumerate(layout[0]) if c in present}
 
 
-class Materialize(beam.PTransform):  # type: ignore[misc]
+class Materialize(beam.PTransform):
     """Numbered elements -> files of table ``target``; returns them rebased."""
 
     def __init__(self, target: TableTarget) -> None:
