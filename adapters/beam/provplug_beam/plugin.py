@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -17,13 +18,14 @@ class BeamAdapter:
     name = "beam"
 
     def accepts(self, engine: object) -> bool:
-        if type(engine).__name__ != "Pipeline":
-            return False
-        try:
-            from apache_beam import Pipeline
-        except ImportError:
-            return False
-        return isinstance(engine, Pipeline)
+        """Any ``apache_beam.Pipeline``, subclasses included (``TestPipeline``).
+
+        Beam is not imported to answer: an engine that is a Beam pipeline
+        was built by an already imported Beam.
+        """
+        beam = sys.modules.get("apache_beam")
+        pipeline = getattr(beam, "Pipeline", None)
+        return isinstance(pipeline, type) and isinstance(engine, pipeline)
 
     def open(self, engine: object, run: RunRecorder) -> AdapterSession:
         from apache_beam import Pipeline
