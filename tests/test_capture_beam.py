@@ -494,3 +494,180 @@ def test_pcollection_source_and_select(tmp_path: Path) -> None:
         expected += [("Named", "Name", out, [("People", "Name", p)]), ("Named", "Older", out, _all("People", p))]
     assert got.lineage("S_select") == expect(*expected)
     assert got.ops["S_select"]["kind"] == "udf"
+
+
+# -- Beam's own patterns, with type checks on (issue 11) ------------------------------
+def _typed_pipeline() -> Any:
+    """Beam checks types while building (its default) and while running."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    return beam.Pipeline(options=PipelineOptions(pipeline_type_check=True, runtime_type_check=True))
+
+
+def _capture(store: Path, build: Any, pipeline: Any = None) -> Captured:
+    with provplug.capture(pipeline or _typed_pipeline(), store=store) as run:
+        build(run)
+    return Captured(store)
+
+
+WORDS = ["a", "b", "a", "c"]
+
+
+def _word(w: str) -> dict[str, Any]:
+    return {"value": w}
+
+
+@provplug.step("CountWords", output="WordCounts")
+def count_words(words: Any) -> Any:
+    return words | beam.combiners.Count.PerElement()
+
+
+def _per_element_expected(table: str, source: str, words: list[str]) -> collections.Counter:
+    # Count.PerElement = Map(w -> (w, None)) (black box) + CombinePerKey(count):
+    # key and count of each word <- the word's cells.
+    entries = []
+    for w in sorted(set(words)):
+        row, parents = {"key": w, "value": words.count(w)}, [(source, "value", _word(w))] * words.count(w)
+        entries += [(table, "key", row, parents), (table, "value", row, parents)]
+    return expect(*entries)
+
+
+def test_count_per_element(tmp_path: Path) -> None:
+    got = _capture(tmp_path / "s.prov", lambda run: count_words(run.source(WORDS, "Words")))
+    assert got.lineage() == _per_element_expected("WordCounts", "Words", WORDS)
+    assert len(got.triples) == 8
+    assert got.ops["CountWords"]["operations"] == ["Map", "CombinePerKey"]
+
+
+@provplug.step("CountAll", output="Total")
+def count_all(words: Any) -> Any:
+    return words | beam.combiners.Count.Globally()
+
+
+def test_count_globally(tmp_path: Path) -> None:
+    got = _capture(tmp_path / "s.prov", lambda run: count_all(run.source(WORDS, "Words")))
+    assert got.lineage() == expect(("Total", "value", {"value": 4}, [("Words", "value", _word(w)) for w in WORDS]))
+
+
+@provplug.step("TopTwo", output="Top")
+def top_two(numbers: Any) -> Any:
+    return numbers | beam.combiners.Top.Of(2)
+
+
+def test_top_of(tmp_path: Path) -> None:
+    numbers = [3, 1, 4, 1, 5]
+    got = _capture(tmp_path / "s.prov", lambda run: top_two(run.source(numbers, "Numbers")))
+    # An aggregate: the list of the two largest <- every input cell.
+    assert got.lineage() == expect(("Top", "value", {"value": [5, 4]}, [("Numbers", "value", {"value": n}) for n in numbers]))
+    assert got.ops["TopTwo"]["operations"] == ["Top.Of"]
+
+
+def test_a_test_pipeline_is_captured(tmp_path: Path) -> None:
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+
+    def build(run: Any) -> None:
+        counted = count_words(run.source(WORDS, "Words"))
+        assert_that(counted, equal_to([("a", 2), ("b", 1), ("c", 1)]))  # plain values outside the step
+
+    pipeline = TestPipeline(options=PipelineOptions(runtime_type_check=True))
+    got = _capture(tmp_path / "s.prov", build, pipeline)
+    assert got.lineage() == _per_element_expected("WordCounts", "Words", WORDS)
+
+
+def test_a_step_called_twice(tmp_path: Path) -> None:
+    def build(run: Any) -> None:
+        count_words(run.source(WORDS, "Words"))
+        count_words(run.source(["x", "x"], "More"))
+
+    got = _capture(tmp_path / "s.prov", build)
+    # The second call is labelled, and names its table, "<name>#2".
+    assert got.lineage() == _per_element_expected("WordCounts", "Words", WORDS) + _per_element_expected(
+        "WordCounts#2", "More", ["x", "x"]
+    )
+    ops = got.store.ops().to_pylist()
+    assert [o["name"] for o in ops] == ["CountWords", "CountWords"]
+    assert [o["outputs"] for o in ops] == [[got.tables["WordCounts"]["table_id"]], [got.tables["WordCounts#2"]["table_id"]]]
+
+
+class CityKey:
+    """A key type with its own coder (no pickling, deterministic)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CityKey) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"CityKey({self.name!r})"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CityKeyCoder(beam.coders.Coder):  # type: ignore[misc]
+    def encode(self, value: CityKey) -> bytes:
+        return value.name.encode()
+
+    def decode(self, encoded: bytes) -> CityKey:
+        return CityKey(encoded.decode())
+
+    def is_deterministic(self) -> bool:
+        return True
+
+
+@provplug.step("SumPerCity", output="CitySums")
+def sum_per_city(visits: Any) -> Any:
+    return visits | beam.CombinePerKey(sum)
+
+
+def test_combine_per_key_keeps_a_registered_key_coder(tmp_path: Path) -> None:
+    beam.coders.registry.register_coder(CityKey, CityKeyCoder)
+    visits = [(CityKey(c), a) for c, a in VISITS]
+    got = _capture(tmp_path / "s.prov", lambda run: sum_per_city(run.source(visits, "Visits")))
+    ny, la = [_kv("NY", a) for a in (30, 40, 20)], [_kv("LA", 40)]
+    assert got.lineage() == expect(
+        ("CitySums", "key", _kv("NY", 90), [("Visits", "key", v) for v in ny]),
+        ("CitySums", "value", _kv("NY", 90), [("Visits", "value", v) for v in ny]),
+        ("CitySums", "key", _kv("LA", 40), [("Visits", "key", v) for v in la]),
+        ("CitySums", "value", _kv("LA", 40), [("Visits", "value", v) for v in la]),
+    )
+
+
+@provplug.step("SumWords", output="WordSums")
+def sum_words(pairs: Any) -> Any:
+    return pairs | beam.CombinePerKey(sum)
+
+
+def test_a_transform_outside_any_step_is_part_of_the_lineage(tmp_path: Path) -> None:
+    lines = ["a b", "b"]
+
+    def build(run: Any) -> None:
+        pairs = run.source(lines, "Lines") | "Split" >> beam.FlatMap(str.split) | "Pair" >> beam.Map(lambda w: (w, 1))
+        sum_words(pairs)
+
+    got = _capture(tmp_path / "s.prov", build)
+    # Split and Pair are black boxes; the step's CombinePerKey groups them.
+    ab, b = {"value": "a b"}, {"value": "b"}
+    assert got.lineage() == expect(
+        ("WordSums", "key", _kv("a", 1), [("Lines", "value", ab)]),
+        ("WordSums", "value", _kv("a", 1), [("Lines", "value", ab)]),
+        ("WordSums", "key", _kv("b", 2), [("Lines", "value", ab), ("Lines", "value", b)]),
+        ("WordSums", "value", _kv("b", 2), [("Lines", "value", ab), ("Lines", "value", b)]),
+    )
+    op = got.ops["SumWords"]
+    assert op["operations"] == ["FlatMap", "Map", "CombinePerKey"] and op["kind"] == "udf"
+    assert op["inputs"] == [got.tables["Lines"]["table_id"]]
+
+
+def test_an_untraceable_transform_outside_any_step_fails_instead_of_cutting(tmp_path: Path) -> None:
+    with (
+        pytest.raises(provplug.CaptureError, match="Shuffle"),
+        provplug.capture(_typed_pipeline(), store=tmp_path / "s.prov") as run,
+    ):
+        sum_words(run.source([("a", 1)], "Pairs") | "Shuffle" >> beam.Reshuffle())

@@ -30,8 +30,21 @@ and ``value`` or the value's fields)::
   ``ParDo`` black box, ``Filter`` copy, ``GroupByKey``/``CombinePerKey``/
   ``CombineGlobally``/``GroupBy(...).aggregate_field`` as groupBy/agg,
   ``CoGroupByKey`` join, ``Flatten`` union, ``Distinct``, ``Select``).
-  Composite transforms are traced through the transforms they expand to; a
-  primitive the adapter does not know raises :class:`provplug.CaptureError`.
+  Composite transforms (``Count.PerElement``, ...) are traced through the
+  transforms they expand to, without their type hints (they describe plain
+  values); a primitive the adapter does not know raises
+  :class:`provplug.CaptureError`. Grouping keys keep the type Beam knows for
+  the plain values, so a coder registered for the key type is used.
+* Transforms applied *outside* any step to captured data (between a source
+  and a step, or between steps) need no decorator: one the adapter can
+  trace is traced, and the step that reads its result takes it into its op
+  (its operations, its input tables), so the lineage runs through it. Any
+  other transform there sees plain values (sinks, ``Map(print)``, asserts);
+  a step that reads its result fails with a ``CaptureError`` naming it
+  rather than silently losing the lineage.
+* A step called again is labelled, and names its tables, ``<name>#2``,
+  ``#3``, ... (its ops keep the step's name).
+* Any ``Pipeline``, ``TestPipeline`` included, can be captured.
 * Provenance travels *with the data*: every element is ``(value, provenance)``
   inside the pipeline, and the pipeline itself numbers the rows and writes
   ``rows/<table_id>/`` and ``triples/`` into the run's staging directory; the

@@ -16,9 +16,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.transforms import combiners as _combiners
 from apache_beam.transforms import ptransform as _ptransform
 from apache_beam.transforms import util as _util
 from apache_beam.transforms.core import _GroupAndAggregate
+from apache_beam.typehints import typehints
 
 Apply = Callable[..., Any]
 
@@ -140,3 +142,47 @@ def result_type(fields: Sequence[str]) -> Callable[..., Any]:
 def select_fields(transform: beam.Select) -> list[tuple[str, Callable[[Any], Any], str | None]]:
     """``(output name, function, source field or None)`` per field of a ``Select``."""
     return [(name, fn, expr_field(fn)) for name, fn in transform._fields]
+
+
+# -- plain element types --------------------------------------------------------------
+def created_type(rows: Sequence[Any]) -> Any:
+    """The element type Beam gives ``beam.Create(rows)``."""
+    try:
+        return beam.Create(rows).infer_output_type(None)
+    except Exception:  # type inference is best effort, as in Beam
+        return typehints.Any
+
+
+def output_type(transform: Any, input_type: Any) -> Any:
+    """The element type Beam gives ``transform``'s output for plain input of
+    ``input_type`` (its declared hints, bound to the input, else inferred);
+    ``Any`` when it cannot tell. As ``Pipeline._infer_result_type`` does."""
+    try:
+        hints = transform.get_type_hints()
+        declared = hints.simple_output_type(transform.label)
+        if declared:
+            inputs = hints.input_types
+            if inputs and inputs[0]:
+                bindings = typehints.match_type_variables(inputs[0][0], input_type)
+                declared = typehints.bind_type_variables(declared, bindings)
+            result = declared
+        else:
+            result = transform.infer_output_type(input_type)
+        return typehints.bind_type_variables(result, {"*": typehints.Any}) or typehints.Any
+    except Exception:  # type inference is best effort, as in Beam
+        return typehints.Any
+
+
+def key_type(element_type: Any) -> Any:
+    """``K`` of a ``Tuple[K, V]`` element type, else ``Any``."""
+    if isinstance(element_type, typehints.TupleConstraint) and len(element_type.tuple_types) == 2:
+        return element_type.tuple_types[0]
+    return typehints.Any
+
+
+# -- combiners -----------------------------------------------------------------------
+def top_of(transform: Any) -> tuple[int, Any, bool] | None:
+    """``(n, key, reverse)`` of a ``Top.Of`` (also behind ``Top.Largest``/``Smallest``)."""
+    if isinstance(transform, _combiners.Top.Of):
+        return transform._n, transform._key, transform._reverse
+    return None

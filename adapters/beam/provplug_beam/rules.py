@@ -12,6 +12,7 @@ adapter understands (DESIGN §3 in Beam terms), or ``None``:
 ``CombinePerKey``            as ``GroupByKey``; the combined value's attributes
                              <- the value cells of the group
 ``CombineGlobally``          the result <- every cell of every element
+``Top.Of``                   as ``CombineGlobally`` (the list <- every cell)
 ``GroupBy(fields)``          ``key`` <- the key fields' cells of the group
 ``GroupBy.aggregate_field``  key field <- that field's cells of the group;
                              aggregate <- the aggregated field's cells
@@ -25,6 +26,10 @@ adapter understands (DESIGN §3 in Beam terms), or ``None``:
 
 A key or aggregate given as a callable instead of a field name sees the whole
 element, so it is a black box over the element's cells.
+
+Grouping keys keep the type Beam knows for the plain input (``Tuple[K, V]``),
+so a coder registered for ``K`` groups the traced elements as it groups the
+plain ones.
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.transforms.combiners import TupleCombineFn
+from apache_beam.transforms.combiners import TopCombineFn, TupleCombineFn
+from apache_beam.typehints.typehints import Any as AnyType
+from apache_beam.typehints.typehints import Tuple
 
 from provplug.errors import CaptureError
 
@@ -72,19 +79,24 @@ class Expansion(beam.PTransform):
         return self.rule.expand(pvalueish)
 
 
-def rule_for(transform: Any, label: str, plain: Callable[[Any], Any]) -> Rule | None:
+def rule_for(transform: Any, label: str, plain: Callable[[Any], Any], input_type: Any = AnyType) -> Rule | None:
     """The traced form of ``transform``; ``plain`` strips provenance from a
-    traced PCollection used as a side input."""
+    traced PCollection used as a side input; ``input_type`` is the Beam type
+    of the (first) input's plain values."""
+    key = internals.key_type(input_type)
     if isinstance(transform, beam.ParDo):
         return _pardo(transform, label, plain)
     if isinstance(transform, beam.GroupByKey):
-        return Rule("GroupByKey", False, _group_by_key)
+        return Rule("GroupByKey", False, lambda pc: _group_by_key(pc, key))
     if isinstance(transform, beam.CombinePerKey):
-        return _combine_per_key(transform, label)
+        return _combine_per_key(transform, label, key)
     if isinstance(transform, beam.CombineGlobally):
         return _combine_globally(transform, label)
+    top = internals.top_of(transform)
+    if top is not None:
+        return _combine_globally_with(TopCombineFn(*top), getattr(transform, "has_defaults", True), "Top.Of")
     if isinstance(transform, beam.CoGroupByKey):
-        return Rule("CoGroupByKey", False, _co_group_by_key)
+        return Rule("CoGroupByKey", False, lambda pcolls: _co_group_by_key(pcolls, key))
     if isinstance(transform, beam.Flatten):
         return Rule("Flatten", False, lambda pcolls: pcolls | "Flatten" >> beam.Flatten())
     if internals.is_distinct(transform):
@@ -135,15 +147,28 @@ def _from_grouped(kv: tuple[Any, Any]) -> Traced:
     return value, kv_prov(value, union(i[1] for i in items), union(i[2] for i in items))
 
 
-def _group_by_key(pc: Any) -> Any:
-    return pc | "ToKV" >> beam.Map(_to_kv) | "GroupByKey" >> beam.GroupByKey() | "WithProv" >> beam.Map(_from_grouped)
+def _keyed(key: Any) -> Any:
+    """The type of ``(key, anything)``: Beam picks the key's coder from it."""
+    return Tuple[key, AnyType]
 
 
-def _co_group_by_key(pcolls: Any) -> Any:
+def _group_by_key(pc: Any, key: Any) -> Any:
+    return (
+        pc
+        | "ToKV" >> beam.Map(_to_kv).with_output_types(_keyed(key))
+        | "GroupByKey" >> beam.GroupByKey()
+        | "WithProv" >> beam.Map(_from_grouped)
+    )
+
+
+def _co_group_by_key(pcolls: Any, key: Any) -> Any:
+    def to_kv(pc: Any, i: int) -> Any:
+        return pc | f"ToKV{i}" >> beam.Map(_to_kv).with_output_types(_keyed(key))
+
     if isinstance(pcolls, dict):
-        tagged: Any = {tag: pc | f"ToKV{i}" >> beam.Map(_to_kv) for i, (tag, pc) in enumerate(pcolls.items())}
+        tagged: Any = {tag: to_kv(pc, i) for i, (tag, pc) in enumerate(pcolls.items())}
     else:
-        tagged = tuple(pc | f"ToKV{i}" >> beam.Map(_to_kv) for i, pc in enumerate(pcolls))
+        tagged = tuple(to_kv(pc, i) for i, pc in enumerate(pcolls))
     return tagged | "CoGroupByKey" >> beam.CoGroupByKey() | "WithProv" >> beam.Map(_from_co_grouped)
 
 
@@ -161,7 +186,7 @@ def _from_co_grouped(kv: tuple[Any, Any]) -> Traced:
     return value, kv_prov(value, union(i[1] for i in every), union(i[2] for i in every), by_attribute)
 
 
-def _combine_per_key(transform: beam.CombinePerKey, label: str) -> Rule:
+def _combine_per_key(transform: beam.CombinePerKey, label: str, key: Any) -> Rule:
     if transform.args or transform.kwargs:
         raise CaptureError(f"{label}: CombinePerKey with extra arguments cannot be captured")
     fn = TracedCombineFn(as_combine_fn(transform.fn), 2)
@@ -169,7 +194,7 @@ def _combine_per_key(transform: beam.CombinePerKey, label: str) -> Rule:
     def expand(pc: Any) -> Any:
         return (
             pc
-            | "ToKV" >> beam.Map(_to_combine_kv)
+            | "ToKV" >> beam.Map(_to_combine_kv).with_output_types(_keyed(key))
             | "CombinePerKey" >> beam.CombinePerKey(fn)
             | "WithProv" >> beam.Map(_from_combined)
         )
@@ -191,15 +216,19 @@ def _from_combined(kv: tuple[Any, Any]) -> Traced:
 def _combine_globally(transform: beam.CombineGlobally, label: str) -> Rule:
     if transform.args or transform.kwargs or getattr(transform, "as_view", False):
         raise CaptureError(f"{label}: CombineGlobally with arguments or as a view cannot be captured")
-    fn = TracedCombineFn(as_combine_fn(transform.fn), 1)
+    return _combine_globally_with(as_combine_fn(transform.fn), getattr(transform, "has_defaults", True), "CombineGlobally")
+
+
+def _combine_globally_with(combine_fn: beam.CombineFn, has_defaults: bool, operation: str) -> Rule:
+    fn = TracedCombineFn(combine_fn, 1)
     combine = beam.CombineGlobally(fn)
-    if not getattr(transform, "has_defaults", True):
+    if not has_defaults:
         combine = combine.without_defaults()
 
     def expand(pc: Any) -> Any:
         return pc | "ToInput" >> beam.Map(_to_global_input) | "CombineGlobally" >> combine | "WithProv" >> beam.Map(_from_global)
 
-    return Rule("CombineGlobally", False, expand)
+    return Rule(operation, False, expand)
 
 
 def _to_global_input(element: Traced) -> tuple[Any, tuple[tuple[int, ...]]]:

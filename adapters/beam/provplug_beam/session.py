@@ -12,6 +12,7 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics.metric import Lineage
+from apache_beam.typehints import typehints
 
 from provplug.errors import CaptureError
 from provplug.model import OpInfo, StepInfo, TableInfo
@@ -30,10 +31,16 @@ def _now() -> dt.datetime:
 @dataclasses.dataclass(frozen=True)
 class Trace:
     """What the session knows about a traced PCollection: the tables its
-    provenance points into and the step it is private to (None for a table)."""
+    provenance points into, the step it is private to (None for a table and
+    for transforms applied outside any step), the Beam type of its plain
+    values, and the operations applied outside any step since the last table
+    (they become part of the op of the step that reads it)."""
 
     tables: frozenset[int]
     step: int | None
+    plain_type: Any = typehints.Any
+    operations: tuple[str, ...] = ()
+    black_box: bool = False
 
 
 @dataclasses.dataclass
@@ -43,6 +50,16 @@ class StepScope:
     tables: set[int] = dataclasses.field(default_factory=set)
     operations: list[str] = dataclasses.field(default_factory=list)
     black_box: bool = False
+    implicit: set[int] = dataclasses.field(default_factory=set)  # ids of outside PCollections read
+
+    def read(self, pcoll: Any, trace: Trace) -> None:
+        """The step reads ``pcoll``: its tables are inputs, and transforms
+        applied to it outside any step are part of this step."""
+        self.tables |= trace.tables
+        if trace.step is None and trace.operations and id(pcoll) not in self.implicit:
+            self.implicit.add(id(pcoll))
+            self.operations.extend(trace.operations)
+            self.black_box |= trace.black_box
 
 
 class BeamSession:
@@ -58,6 +75,8 @@ class BeamSession:
         self._step: StepScope | None = None
         self._bypass = 0
         self._tokens = itertools.count(1)
+        self._calls: dict[str, int] = {}  # step name -> times called
+        self._cut: dict[int, tuple[Any, str]] = {}  # PCollection id -> (it, the untraced transform it comes from)
         self._result: Any = None
         self._closed = False  # close() ran
         self._scratch: Destination | None = None
@@ -72,34 +91,44 @@ class BeamSession:
             if isinstance(data, beam.pvalue.PCollection):
                 if self._trace(data) is not None:
                     raise CaptureError(f"source {name!r} is already a captured table")
+                plain_type = data.element_type
                 numbered = data | f"{label}/Trace" >> beam.Map(lambda v: (v, {})) | f"{label}/Number" >> NumberByContent()
             elif isinstance(data, beam.PTransform):
                 read = self.pipeline | f"{label}/Read" >> data
+                plain_type = read.element_type
                 numbered = read | f"{label}/Trace" >> beam.Map(lambda v: (v, {})) | f"{label}/Number" >> NumberByContent()
             else:
-                numbered = number_list(self.pipeline, _rows_of(data), f"{label}/Create")
-        return self._materialize(numbered, table, None, label)
+                rows = _rows_of(data)
+                plain_type = internals.created_type(rows)
+                numbered = number_list(self.pipeline, rows, f"{label}/Create")
+        return self._materialize(numbered, table, None, label, plain_type)
 
     def run_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         started = _now()
-        scope = StepScope(next(self._tokens), step.name)
+        # A step called again is labelled, and names its tables, "<name>#<n>".
+        calls = self._calls[step.name] = self._calls.get(step.name, 0) + 1
+        suffix = "" if calls == 1 else f"#{calls}"
+        scope = StepScope(next(self._tokens), step.name + suffix)
         for arg in _pcollections((args, kwargs)):
+            self._check_not_cut(arg, scope)
             trace = self._trace(arg)
             if trace is not None:
-                scope.tables |= trace.tables
+                scope.read(arg, trace)
         self._step = scope
         try:
             # Under one composite labelled with the step's name, as Beam users
             # label their own composites (and so two steps' labels never clash).
             step_transform = _StepTransform(lambda: func(*args, **kwargs))
-            result = self._original_apply(step_transform, beam.pvalue.PBegin(self.pipeline), step.name)
+            result = self._original_apply(step_transform, beam.pvalue.PBegin(self.pipeline), scope.name)
         finally:
             self._step = None
         results = (result,) if len(step.outputs) == 1 else tuple(result)
         if len(results) != len(step.outputs):
             raise CaptureError(f"step {step.name} returned {len(results)} outputs for {len(step.outputs)} names")
         op_id = self.run.new_op_id()
-        outputs = [self._output(step, name, out, op_id, scope) for name, out in zip(step.outputs, results, strict=True)]
+        outputs = [
+            self._output(step, name + suffix, out, op_id, scope) for name, out in zip(step.outputs, results, strict=True)
+        ]
         op = OpInfo(
             op_id, step.name, self.run.run_id, "udf" if scope.black_box else "builtin",
             tuple(sorted(scope.tables)), tuple(t.table_id for t, _ in outputs), tuple(scope.operations),
@@ -162,7 +191,7 @@ class BeamSession:
         )
 
     # -- tables ------------------------------------------------------------------
-    def _materialize(self, numbered: Any, table: TableInfo, op_id: int | None, label: str) -> Any:
+    def _materialize(self, numbered: Any, table: TableInfo, op_id: int | None, label: str, plain_type: Any) -> Any:
         if self._scratch is None:
             self._scratch = self.run.scratch_destination("beam")
         target = TableTarget(
@@ -174,72 +203,142 @@ class BeamSession:
         with self._internal():
             rebased = numbered | f"{label}/Materialize" >> Materialize(target)
         self._tables.append(dataclasses.replace(table, stored_rows=self.run.store_rows))
-        self._register(rebased, Trace(frozenset({table.table_id}), None))
+        self._register(rebased, Trace(frozenset({table.table_id}), None, plain_type or typehints.Any))
         return rebased
 
     def _output(self, step: StepInfo, name: str, out: Any, op_id: int, scope: StepScope) -> tuple[TableInfo, Any]:
         if not isinstance(out, beam.pvalue.PCollection):
             raise CaptureError(f"step {step.name} must return a PCollection for {name!r}, not {type(out).__name__}")
+        self._check_not_cut(out, scope)
         trace = self._trace(out)
         label = f"provplug:{name}"
+        plain_type = out.element_type
         with self._internal():
             if trace is None:  # built without reading a captured table: no parents
                 out = out | f"{label}/Trace" >> beam.Map(lambda v: (v, {}))
             else:
-                scope.tables |= trace.tables
+                scope.read(out, trace)
+                plain_type = trace.plain_type
             numbered = out | f"{label}/Number" >> NumberByContent()
         table = self.run.new_table(name, "output", ())
-        return table, self._materialize(numbered, table, op_id, label)
+        return table, self._materialize(numbered, table, op_id, label, plain_type)
 
     # -- the apply interceptor -----------------------------------------------------
     def _apply(self, original: Callable[..., Any], transform: Any, pvalueish: Any, label: str | None) -> Any:
         if self._bypass:
             return original(transform, pvalueish, label)
         transform, label = internals.unname(transform, label)
-        traced = [pc for pc in _pcollections(pvalueish) if self._trace(pc) is not None]
-        if not traced:
+        if isinstance(transform, _Composite):  # Beam re-applies a labelled transform
             return original(transform, pvalueish, label)
-        if self._step is None:  # plain Beam code reading a captured table
-            return original(transform, _replace(pvalueish, self._plain_of), label)
         scope = self._step
-        self._check_inputs(pvalueish, scope)
-        tables = frozenset().union(*(self._trace(pc).tables for pc in traced))  # type: ignore[union-attr]
-        scope.tables |= tables
+        inputs = list(_pcollections(pvalueish))
+        traced = [pc for pc in inputs if self._trace(pc) is not None]
+        if not traced:
+            if scope is not None:
+                for pc in inputs:
+                    self._check_not_cut(pc, scope)
+            result = original(transform, pvalueish, label)
+            cut = next((self._cut[id(pc)][1] for pc in inputs if self._is_cut(pc)), None)
+            if cut is not None:
+                self._mark_cut(result, cut)
+            return result
         name = label or transform.label
-        rule = rule_for(transform, f"step {scope.name}: {name}", self._plain_of)
+        if scope is None:
+            return self._apply_outside(original, transform, pvalueish, name, traced)
+        self._check_inputs(pvalueish, scope)
+        for pc in traced:
+            scope.read(pc, self._trace_of(pc))
+        tables = frozenset().union(*(self._trace_of(pc).tables for pc in traced))
+        input_type = self._trace_of(traced[0]).plain_type
+        rule = rule_for(transform, f"step {scope.name}: {name}", self._plain_of, input_type)
         if rule is None:
-            return self._expand_composite(original, transform, pvalueish, label, scope, tables)
+            return self._expand_composite(original, transform, pvalueish, label, scope)
         with self._internal():
             result = original(Expansion(rule), pvalueish, name)
         scope.operations.append(rule.operation)
         scope.black_box |= rule.black_box
-        self._register(result, Trace(tables, scope.token))
+        self._register(result, Trace(tables, scope.token, internals.output_type(transform, input_type)))
+        return result
+
+    def _apply_outside(self, original: Callable[..., Any], transform: Any, pvalueish: Any, name: str,
+                       traced: list[Any]) -> Any:
+        """A transform outside any step reading captured data. One the
+        adapter can trace is traced (the step that reads its result takes
+        it into its op); any other sees plain values, and a step reading its
+        result fails (:meth:`_check_not_cut`) instead of losing the lineage."""
+        traces = [self._trace_of(pc) for pc in traced]
+        input_type = traces[0].plain_type
+        rule = None
+        if len(traced) == len(list(_pcollections(pvalueish))):
+            try:
+                rule = rule_for(transform, name, self._plain_of, input_type)
+            except CaptureError:
+                rule = None  # e.g. a DoFn asking for windows: plain Beam code, not traced
+        if rule is None:
+            result = original(transform, _replace(pvalueish, self._plain_of), name)
+            self._mark_cut(result, f"{name} ({type(transform).__name__})")
+            return result
+        with self._internal():
+            result = original(Expansion(rule), pvalueish, name)
+        self._register(result, Trace(
+            frozenset().union(*(t.tables for t in traces)), None, internals.output_type(transform, input_type),
+            (*(op for t in traces for op in t.operations), rule.operation),
+            any(t.black_box for t in traces) or rule.black_box,
+        ))
         return result
 
     def _expand_composite(self, original: Callable[..., Any], transform: Any, pvalueish: Any, label: str | None,
-                          scope: StepScope, tables: frozenset[int]) -> Any:
+                          scope: StepScope) -> Any:
         """An unknown transform is expanded with this interceptor still on:
-        a composite of understood transforms is traced through its parts."""
-        result = original(transform, pvalueish, label)
+        a composite of understood transforms is traced through its parts.
+        It is applied through a wrapper without the composite's type hints
+        (they describe plain values, not traced ones)."""
+        name = label or transform.label
+        result = original(_Composite(transform), pvalueish, name)
         outputs = list(_pcollections(result))
         if not outputs or any(self._trace(pc) is None for pc in outputs):
-            raise CaptureError(
-                f"step {scope.name}: {label or transform.label} ({type(transform).__name__}) cannot be captured"
-            )
+            raise CaptureError(f"step {scope.name}: {name} ({type(transform).__name__}) cannot be captured")
+        input_types = [t.plain_type for pc in _pcollections(pvalueish) if (t := self._trace(pc)) is not None]
+        for pc in outputs:  # the composite's declared output type, as Beam gives it
+            inner = self._trace_of(pc)
+            if inner.plain_type == typehints.Any and input_types:
+                plain = internals.output_type(transform, input_types[0])
+                self._register(pc, dataclasses.replace(inner, plain_type=plain))
         return result
 
     def _check_inputs(self, pvalueish: Any, scope: StepScope) -> None:
         for pc in _pcollections(pvalueish):
+            self._check_not_cut(pc, scope)
             trace = self._trace(pc)
             if trace is None:
                 raise CaptureError(f"step {scope.name}: a transform mixes captured and uncaptured PCollections")
             if trace.step not in (None, scope.token):
                 raise CaptureError(f"step {scope.name} uses an intermediate PCollection of another step")
 
+    def _check_not_cut(self, pcoll: Any, scope: StepScope) -> None:
+        if self._is_cut(pcoll):
+            raise CaptureError(
+                f"step {scope.name} reads captured data through {self._cut[id(pcoll)][1]}, a transform "
+                "applied outside any step that provplug cannot trace; apply it inside a step"
+            )
+
+    def _is_cut(self, pcoll: Any) -> bool:
+        entry = self._cut.get(id(pcoll))
+        return entry is not None and entry[0] is pcoll
+
+    def _mark_cut(self, result: Any, transform: str) -> None:
+        for pc in _pcollections(result):
+            self._cut[id(pc)] = (pc, transform)
+
     # -- bookkeeping ---------------------------------------------------------------
     def _register(self, pcoll: Any, trace: Trace) -> None:
         for pc in _pcollections(pcoll):
             self._traces[id(pc)] = (pc, trace)
+
+    def _trace_of(self, pcoll: Any) -> Trace:
+        trace = self._trace(pcoll)
+        assert trace is not None
+        return trace
 
     def _trace(self, pcoll: Any) -> Trace | None:
         entry = self._traces.get(id(pcoll))
@@ -278,6 +377,20 @@ class _StepTransform(beam.PTransform):
 
     def expand(self, pbegin: Any) -> Any:
         return self.build()
+
+
+class _Composite(beam.PTransform):
+    """A user's composite expanded as is, without its type hints."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def _extract_input_pvalues(self, pvalueish: Any) -> Any:
+        return self.inner._extract_input_pvalues(pvalueish)
+
+    def expand(self, pvalueish: Any) -> Any:
+        return self.inner.expand(pvalueish)
 
 
 def _refuse_run(*args: Any, **kwargs: Any) -> Any:
