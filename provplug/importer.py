@@ -42,6 +42,8 @@ FILE_ROWS = 1 << 24
 # relaxing the edges one by one in Python (long chains have frontiers of one).
 SMALL_FRONTIER = 64
 WALK_STEPS = 1 << 16
+# Ids are sorted in parts of about this many, with a progress line between.
+PART_ROWS = 1 << 22
 
 
 def import_provenance(
@@ -303,25 +305,26 @@ def _checked_batch(
 def _number_values(
     srcs: list[np.ndarray], dsts: list[np.ndarray], progress: Progress
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Dense numbers 0..V-1 for the sparse 64-bit ids (one argsort; empties
-    the input lists to free their memory early)."""
+    """Dense numbers 0..V-1 for the sparse 64-bit ids (empties the input
+    lists to free their memory early)."""
     both = np.concatenate(srcs + dsts)
     srcs.clear()
     dsts.clear()
     progress.update("numbering values", len(both) // 2, "triples", force=True)
-    nodes, dense = _dense_numbers(both)
+    nodes, dense = _dense_numbers(both, progress, "numbering values")
     progress.done("numbered values", len(nodes), "values")
     half = len(dense) // 2
     return nodes, dense[:half], dense[half:]
 
 
-def _dense_numbers(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _dense_numbers(
+    values: np.ndarray, progress: Progress = SILENT, stage: str = "numbering values"
+) -> tuple[np.ndarray, np.ndarray]:
     """(sorted distinct values, index of each value among them).
 
     Sorting keeps memory access sequential; np.unique without outputs hashes,
     which on tens of millions of ids is dominated by cache misses."""
-    order = np.argsort(values)
-    ordered = values[order]
+    order, ordered = _argsort_in_parts(values, progress, stage)
     first = _run_starts(ordered)
     nodes = ordered[first]
     del ordered
@@ -329,6 +332,31 @@ def _dense_numbers(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     dense = np.empty(len(values), dtype=index_type)
     dense[order] = np.cumsum(first, dtype=index_type) - 1
     return nodes, dense
+
+
+def _argsort_in_parts(values: np.ndarray, progress: Progress, stage: str) -> tuple[np.ndarray, np.ndarray]:
+    """(order, values[order]), sorted one value range at a time (ranges cut at
+    sampled quantiles, about PART_ROWS values each) so that progress can be
+    reported between them; as fast as one argsort."""
+    parts = -(-len(values) // PART_ROWS)
+    if parts <= 1:
+        order = np.argsort(values)
+        return order, values[order]
+    sample = np.sort(values[:: max(1, len(values) // (parts * 256))])
+    bounds = sample[np.arange(1, parts) * len(sample) // parts]
+    part = np.searchsorted(bounds, values, side="right").astype(np.uint16 if parts < 1 << 16 else np.uint32)
+    order = np.argsort(part, kind="stable")  # a radix sort on 16-bit keys
+    ends = np.cumsum(np.bincount(part, minlength=parts)).tolist()
+    del part
+    ordered = values[order]
+    start = 0
+    for end in ends:
+        within = np.argsort(ordered[start:end])
+        order[start:end] = order[start:end][within]
+        ordered[start:end] = ordered[start:end][within]
+        start = end
+        progress.update(stage, start, "ids sorted")
+    return order, ordered
 
 
 def _unique_triples(
@@ -400,6 +428,7 @@ def topological_order(
     frontier) and relaxes only their out-edges, so the whole sort touches
     every edge once: O(values + edges) whatever the depth. Small frontiers
     are walked in Python (a chain of a million is a million rounds)."""
+    progress.update(stage, 0, "values", force=True)
     indptr, targets = _csr(src, dst, n_values)
     in_degree = np.bincount(targets, minlength=n_values).astype(np.int32)
     frontier = np.flatnonzero(in_degree == 0).astype(targets.dtype)
@@ -518,32 +547,25 @@ def _check_no_cycle_with_earlier_runs(store: ParquetStore, graph: _Graph, progre
     """Reject triples that close a cycle through triples of earlier runs.
 
     Captured ids carry a table in their high bits and imported ids may not,
-    so only earlier imported triples can share values with these; the two
-    sets are each acyclic, and a cycle through both passes through a shared
-    value, so their union needs a sort only when they share one."""
+    so only earlier imported triples can share values with these. Both sets
+    are acyclic, and a cycle through both passes through a shared value, so
+    their union is sorted only when they share one (then all of the earlier
+    triples count: a path between shared values may run through any)."""
     if not store.exists():
         return
-    earlier_src, earlier_dst = _earlier_imported_triples(store, progress)
-    if not len(earlier_src):
+    earlier_src, earlier_dst, shared = _earlier_imported_triples(store, graph.nodes, progress)
+    if not shared:
         return
-    earlier = np.concatenate([earlier_src, earlier_dst])
+    stage = "cycle check: numbering values with earlier runs"
+    progress.update(stage, len(earlier_src) + graph.size, "triples", force=True)
+    nodes, dense = _dense_numbers(np.concatenate([earlier_src, earlier_dst, graph.nodes]), progress, stage)
+    n_earlier = len(earlier_src)
     del earlier_src, earlier_dst
-    if not _shares_a_value(graph.nodes, earlier):
-        progress.done("cycle check: earlier imported triples share no value", len(earlier) // 2, "triples")
-        return
-    earlier_nodes, earlier_dense = _dense_numbers(earlier)
-    del earlier
-    nodes = np.concatenate([graph.nodes, earlier_nodes])
-    nodes.sort()
-    nodes = nodes[_run_starts(nodes)]
-    new_index = np.searchsorted(nodes, graph.nodes)
-    old_index = np.searchsorted(nodes, earlier_nodes)
-    half = len(earlier_dense) // 2
-    src = np.concatenate([new_index[graph.src], old_index[earlier_dense[:half]]])
-    dst = np.concatenate([new_index[graph.dst], old_index[earlier_dense[half:]]])
-    del earlier_dense
-    stage = "cycle check: ordering values with earlier runs"
-    ordering = topological_order(src, dst, len(nodes), progress, stage)
+    new_index = dense[2 * n_earlier:]
+    src = np.concatenate([new_index[graph.src], dense[:n_earlier]])
+    dst = np.concatenate([new_index[graph.dst], dense[n_earlier:2 * n_earlier]])
+    del dense, new_index
+    ordering = topological_order(src, dst, len(nodes), progress, "cycle check: ordering values with earlier runs")
     progress.done("cycle check: ordered values with earlier runs", ordering.ordered, "values")
     if not ordering.acyclic:
         value = nodes[a_value_on_a_cycle(src, dst, ordering)]
@@ -552,11 +574,14 @@ def _check_no_cycle_with_earlier_runs(store: ParquetStore, graph: _Graph, progre
         )
 
 
-def _earlier_imported_triples(store: ParquetStore, progress: Progress) -> tuple[np.ndarray, np.ndarray]:
-    """(src, dst) of committed imported triples, file by file (a damaged file
-    is named); the filter on src skips the row groups of captured triples by
-    their statistics."""
-    srcs, dsts, read = [], [], 0
+def _earlier_imported_triples(
+    store: ParquetStore, nodes: np.ndarray, progress: Progress
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(src, dst) of committed imported triples, and whether any of their
+    values is among ``nodes``. Read file by file, so a damaged file is named;
+    the filter on src skips the row groups of captured triples by their
+    statistics."""
+    srcs, dsts, read, shared = [], [], 0, False
     imported = pc.field("src") < ids.IMPORTED_ID_LIMIT
     dataset = pads.dataset(store.triple_files(), schema=schema.TRIPLES, format="parquet", filesystem=store.fs)
     for fragment in dataset.get_fragments():
@@ -564,11 +589,13 @@ def _earlier_imported_triples(store: ParquetStore, progress: Progress) -> tuple[
             part = fragment.to_table(schema=schema.TRIPLES, columns=["src", "dst"], filter=imported)
         srcs.append(part.column("src").to_numpy())
         dsts.append(part.column("dst").to_numpy())
+        shared = shared or _shares_a_value(nodes, np.concatenate([srcs[-1], dsts[-1]]))
         read += part.num_rows
         progress.update("cycle check: reading earlier imported triples", read, "triples")
-    progress.done("cycle check: read earlier imported triples", read, "triples")
+    unit = "triples (sharing values)" if shared else "triples (sharing no value)"
+    progress.done("cycle check: read earlier imported triples", read, unit)
     empty = np.empty(0, dtype=np.int64)
-    return np.concatenate([empty, *srcs]), np.concatenate([empty, *dsts])
+    return np.concatenate([empty, *srcs]), np.concatenate([empty, *dsts]), shared
 
 
 def _shares_a_value(sorted_nodes: np.ndarray, values: np.ndarray) -> bool:

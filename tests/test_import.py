@@ -283,7 +283,8 @@ PHASES = (
     "reading values", "read values", "reading triples", "read triples", "numbering values", "numbered values",
     "deduplicating triples", "deduplicated triples", "cycle check: table graph", "cycle check: ordering values",
     "cycle check: ordered values", "cycle check: reading earlier imported triples",
-    "cycle check: read earlier imported triples", "cycle check: ordering values with earlier runs",
+    "cycle check: read earlier imported triples", "cycle check: numbering values with earlier runs",
+    "cycle check: ordering values with earlier runs",
     "cycle check: ordered values with earlier runs", "writing triples", "wrote triples", "writing values",
     "wrote values", "committing", "import committed",
 )
@@ -380,6 +381,20 @@ def test_duplicate_triples_are_stored_and_counted_once(store_path: Path, tmp_pat
     assert {r["name"]: r["triples"] for r in store.ops().to_pylist()} == {"R": 2, "S": 2}
 
 
+@pytest.mark.parametrize("part_rows", [7, 1000, 1 << 22])
+def test_values_are_numbered_densely_in_order(monkeypatch, part_rows: int) -> None:
+    """Sorting in parts (for progress lines) numbers values as one sort would."""
+    from provplug import importer
+
+    monkeypatch.setattr(importer, "PART_ROWS", part_rows)
+    rng = np.random.default_rng(part_rows)
+    values = np.concatenate([rng.integers(0, 2**46, 3000), np.full(500, 12345), rng.integers(0, 50, 500)])
+    rng.shuffle(values)
+    nodes, dense = importer._dense_numbers(values)
+    expected_nodes, expected_dense = np.unique(values, return_inverse=True)
+    assert np.array_equal(nodes, expected_nodes) and np.array_equal(dense, expected_dense)
+
+
 def test_the_two_deduplications_agree() -> None:
     from provplug.importer import _unique_by_key, _unique_by_lexsort
 
@@ -419,3 +434,26 @@ def test_blank_table_name_in_parquet_values(cli, store_path: Path, tmp_path: Pat
     r = cli("import", store_path, "--triples", _write(tmp_path / "t.csv", "src,dst,op\n1,2,R\n"), "--values", values, "--quiet")
     assert r.code == 2 and str(values) in r.err and r.err.count("\n") == 1, r
     assert not store_path.exists()
+
+
+def test_only_imported_triples_of_earlier_runs_are_read_for_the_cycle_check(store_path: Path, tmp_path: Path) -> None:
+    """Captured ids carry their table in the high bits: they never meet imported ids."""
+    import io
+
+    from provplug import ids
+    from provplug.importer import import_provenance
+    from provplug.progress import Progress
+    from provplug.schema import TRIPLES
+
+    store = provplug_store(store_path)
+    import_provenance(store, _write(tmp_path / "e.csv", "src,dst,op\n1,2,A\n"))
+    captured = [ids.value_id(7, 0, r) for r in range(4)]
+    with store.transaction("capture") as txn:
+        store.fs.create_dir(txn.path("triples"))
+        pq.write_table(pa.table({"src": captured[:3], "dst": captured[1:], "op": [1] * 3, "src_table": [7] * 3,
+                                 "dst_table": [7] * 3}, schema=TRIPLES), txn.path("triples", "part-0.parquet"))
+        txn.mark_dataset("triples")
+    stream = io.StringIO()
+    import_provenance(store, _write(tmp_path / "n.csv", "src,dst,op\n2,3,B\n"), progress=Progress(stream=stream))
+    assert "read earlier imported triples: 1 triples (sharing values)" in stream.getvalue()
+    assert store.stats()["triples"] == 5
