@@ -3,22 +3,26 @@
 A step takes one ``Records`` and returns a list of dicts, row ``i`` of the
 output made from row ``i`` of the input by an opaque function, so the black-box
 rule applies: every output cell of row ``i`` <- every input cell of row ``i``.
-It exists to show (and test) how an adapter plugs into provplug.
+It exists to show (and test) how an adapter plugs into provplug: an adapter
+registers itself through a hook, types its run against
+:class:`provplug.protocols.RunRecorder`, and writes rows and triples only
+through the run's writers (never the store's files directly).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 import provplug
-from provplug import ids, schema
-from provplug.model import OpInfo, StepInfo, TableInfo
+from provplug import ids
+from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin
+from provplug.protocols import RunRecorder
 
 EVENTS: list[tuple[str, str]] = []  # (hook, detail): what this plugin observed
 
@@ -27,7 +31,7 @@ class RecordsEngine:
     """Marker object: ``provplug.capture(RecordsEngine(), store=...)``."""
 
 
-@dataclass
+@dataclasses.dataclass
 class Records:
     rows: list[dict[str, Any]]
     table: TableInfo
@@ -39,12 +43,12 @@ class RecordsAdapter:
     def accepts(self, engine: object) -> bool:
         return isinstance(engine, RecordsEngine)
 
-    def open(self, engine: object, run: Any) -> RecordsSession:
+    def open(self, engine: object, run: RunRecorder) -> RecordsSession:
         return RecordsSession(run)
 
 
 class RecordsSession:
-    def __init__(self, run: Any) -> None:
+    def __init__(self, run: RunRecorder) -> None:
         self.run = run
 
     def source(self, data: list[dict[str, Any]], name: str) -> Records:
@@ -66,39 +70,27 @@ class RecordsSession:
     def close(self, error: BaseException | None) -> None:
         EVENTS.append(("session_closed", "error" if error else "ok"))
 
-    def _write_table(self, name: str, origin: Any, rows: list[dict[str, Any]]) -> Records:
+    def _write_table(self, name: str, origin: TableOrigin, rows: list[dict[str, Any]]) -> Records:
         columns = list(rows[0]) if rows else []
         table = self.run.new_table(name, origin, columns)
-        table = TableInfo(table.table_id, name, self.run.run_id, origin, tuple(columns), len(rows), True)
-        data = pa.Table.from_pylist([{**r, schema.ROW_COLUMN: i} for i, r in enumerate(rows)])
-        self.run.txn.store.fs.create_dir(self.run.txn.path("rows", str(table.table_id)))
-        pq.write_table(data, self.run.txn.path("rows", str(table.table_id), "part-0.parquet"))
-        self.run.mark_dataset("rows")
+        with self.run.rows_writer(table.table_id) as writer:
+            writer.write(pa.Table.from_pylist(rows), np.arange(len(rows)))
+        table = dataclasses.replace(table, rows=len(rows), stored_rows=self.run.store_rows)
         self.run.record_table(table)
         return Records(rows, table)
 
     def _write_triples(self, op_id: int, src: Records, dst: Records) -> int:
+        """Black box, row for row: every output cell <- every input cell of its row."""
         t_in, t_out = src.table, dst.table
-        edges = [
-            (ids.value_id(t_in.table_id, ci, r), ids.value_id(t_out.table_id, co, r))
-            for r in range(min(len(src.rows), len(dst.rows)))
-            for ci in range(len(t_in.columns))
-            for co in range(len(t_out.columns))
-        ]
-        table = pa.table(
-            {
-                "src": [e[0] for e in edges],
-                "dst": [e[1] for e in edges],
-                "op": [op_id] * len(edges),
-                "src_table": [t_in.table_id] * len(edges),
-                "dst_table": [t_out.table_id] * len(edges),
-            },
-            schema=schema.TRIPLES,
-        )
-        self.run.txn.store.fs.create_dir(self.run.txn.path("triples"))
-        pq.write_table(table, self.run.txn.path("triples", f"op-{op_id}.parquet"))
-        self.run.mark_dataset("triples")
-        return len(edges)
+        rows = np.arange(min(len(src.rows), len(dst.rows)), dtype=np.int64)
+        pairs = [(ci, co) for ci in range(len(t_in.columns)) for co in range(len(t_out.columns))]
+        if not pairs:
+            return 0
+        srcs = [ids.value_id(t_in.table_id, ci, 0) + rows for ci, _ in pairs]
+        dsts = [ids.value_id(t_out.table_id, co, 0) + rows for _, co in pairs]
+        with self.run.triples_writer(f"op-{op_id}") as writer:
+            writer.write(np.concatenate(srcs), np.concatenate(dsts), op_id, dst_table=t_out.table_id)
+        return int(writer.rows)
 
 
 @provplug.hookimpl
