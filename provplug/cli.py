@@ -34,7 +34,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     from .importer import import_provenance
-    from .store import open_store
+    from .plugins import open_store
 
     result = import_provenance(
         open_store(args.store), args.triples, args.values, progress=Progress(enabled=not args.quiet)
@@ -44,7 +44,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    from .store import open_store
+    from .plugins import open_store
 
     stats = _stats_sections(open_store(args.store))
     if args.json:
@@ -61,7 +61,7 @@ def _stats_sections(store: ParquetStore) -> dict[str, object]:
     the index's files are as built)."""
     from .index.stats import index_stats
 
-    sections: tuple[dict[str, Any], ...] = (store.stats(), index_stats(store))
+    sections: tuple[dict[str, Any], ...] = (store.verify(), index_stats(store))
     return {key: value for section in sections for key, value in section.items()}
 
 

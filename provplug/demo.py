@@ -54,7 +54,7 @@ def add_parser(sub: Any) -> None:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .index.build import build_index
     from .sparksession import local_spark
-    from .store import open_store
+    from .plugins import open_store
 
     store = open_store(args.store)
     if store.exists():

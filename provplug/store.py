@@ -51,7 +51,7 @@ import pyarrow.parquet as pq
 
 from . import schema, storefiles
 from .errors import DamagedStoreError, StoreError
-from .hookspecs import hookimpl
+from .markers import hookimpl
 from .model import OpInfo, TableInfo
 
 FORMAT = "provplug-store"

@@ -27,7 +27,8 @@ _DAMAGE = (pa.ArrowInvalid, pa.ArrowNotImplementedError, json.JSONDecodeError, U
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    printable = "".join(c if c.isprintable() else " " for c in str(exc))
+    text = " ".join(printable.split()) or type(exc).__name__
     return text if len(text) <= 200 else text[:197] + "..."
 
 
@@ -46,8 +47,10 @@ def damage_reported(what: str) -> Iterator[None]:
     except _DAMAGE as exc:
         raise DamagedStoreError(f"damaged store file {what}: {_one_line(exc)}") from exc
     except OSError as exc:
-        # pyarrow reports some truncations (e.g. a short footer read) as OSError.
-        if isinstance(exc, pa.ArrowException):
+        # pyarrow reports some damage as an OSError of its own: a short footer
+        # read (an ArrowException), or a page that does not deserialize (a
+        # plain OSError without errno). An errno means the OS refused: not damage.
+        if isinstance(exc, pa.ArrowException) or exc.errno is None:
             raise DamagedStoreError(f"damaged store file {what}: {_one_line(exc)}") from exc
         raise
 
@@ -85,10 +88,22 @@ def scan(
 ) -> pa.Table:
     """Read a Parquet dataset (one path or a list of files) eagerly, with
     ``Dataset.to_table`` keyword arguments (``columns``, ``filter``)."""
-    with damage_reported(what):
-        source = paths if isinstance(paths, str) else list(paths)
-        dataset = pads.dataset(source, schema=schema, format="parquet", filesystem=fs)
-        return dataset.to_table(**to_table)
+    source = paths if isinstance(paths, str) else list(paths)
+    try:
+        with damage_reported(what):
+            dataset = pads.dataset(source, schema=schema, format="parquet", filesystem=fs)
+            return dataset.to_table(**to_table)
+    except DamagedStoreError:
+        if isinstance(source, list):
+            _name_the_damaged_file(fs, source)
+        raise
+
+
+def _name_the_damaged_file(fs: pafs.FileSystem, files: Sequence[str]) -> None:
+    """A dataset scan does not say which file failed: read them one by one
+    (only on this error path) so the error names it."""
+    for path in files:
+        read_parquet(fs, path)
 
 
 def count_rows(fs: pafs.FileSystem, paths: str | Sequence[str], what: str) -> int:

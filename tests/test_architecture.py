@@ -186,7 +186,6 @@ def test_the_cycle_finder_finds_a_planted_cycle() -> None:
     assert "a -> b -> c -> a" in _describe(graph, cycles(graph))
 
 
-@pytest.mark.xfail(strict=True, reason=PENDING_IN_OTHER_MODULES)
 def test_no_import_cycle_type_checking_imports_included() -> None:
     graph = import_graph()
     found = cycles(graph)

@@ -18,7 +18,8 @@ from provplug import ids, schema
 from provplug.importer import import_provenance
 from provplug.index import build_index
 from provplug.model import OpInfo, TableInfo
-from provplug.store import ParquetStore, open_store
+from provplug.plugins import open_store
+from provplug.store import ParquetStore
 
 
 @pytest.fixture
@@ -232,3 +233,27 @@ def test_negative_tau_from_python(table4: Path) -> None:
 
     with pytest.raises(LineageQueryError, match="tau must be a non-negative number of triples"):
         provplug.open(table4).lineage(value_id=23, tau=-1)
+
+
+def _scramble_pages(path: Path) -> None:
+    """Overwrite the data pages but keep the footer: the file opens, its
+    pages do not decode."""
+    data = bytearray(path.read_bytes())
+    footer = int.from_bytes(data[-8:-4], "little") + 8
+    for i in range(4, len(data) - footer):
+        data[i] = 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_stats_reports_a_truncated_triples_file(table4: Path, cli: Any) -> None:
+    damaged = next(_run_file(table4, "triples").rglob("*.parquet"))
+    _truncate(damaged)
+    err = _one_line(cli("stats", table4))
+    assert "damaged store" in err and damaged.name in err, err
+
+
+def test_scrambled_pages_behind_an_intact_footer_are_one_line_naming_the_file(table4: Path, cli: Any) -> None:
+    damaged = next(_run_file(table4, "triples").rglob("*.parquet"))
+    _scramble_pages(damaged)
+    err = _one_line(cli("lineage", table4, "--value-id", "23", "--method", "rq"))
+    assert "damaged store" in err and damaged.name in err, err

@@ -247,7 +247,7 @@ def _store_with_an_undefined_table(path: Path) -> Any:
 
     from provplug import ids, schema
     from provplug.model import OpInfo, TableInfo
-    from provplug.store import open_store
+    from provplug.plugins import open_store
 
     store = open_store(path)
     with store.transaction("capture") as txn:

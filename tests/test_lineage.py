@@ -19,7 +19,7 @@ import provplug
 from provplug.errors import LineageQueryError, NotIndexedError
 from provplug.importer import import_provenance
 from provplug.index import build_index
-from provplug.store import open_store
+from provplug.plugins import open_store
 
 METHODS = ("rq", "ccprov", "csprov", "auto")
 T7_SPLITS = [["T1", "T2"], ["T3", "T4"], ["T5", "T6"]]

@@ -13,7 +13,7 @@ import pytest
 import provplug
 from provplug.importer import import_provenance
 from provplug.index import build_index, read_meta
-from provplug.store import open_store
+from provplug.plugins import open_store
 
 from test_lineage_support import bfs, layered_dag
 

@@ -110,7 +110,8 @@ def _racing_import(store: str, triples: str, start: object, delay: float) -> Non
     """A child process: wait for the others, then import (exit 3 on bad input)."""
     from provplug.errors import ImportInputError
     from provplug.importer import import_provenance
-    from provplug.store import ParquetStore, open_store
+    from provplug.plugins import open_store
+    from provplug.store import ParquetStore
 
     # A slow listing of _staging widens the window between finding the store
     # and staging a run in it, which a failed creator's cleanup must respect.

@@ -44,7 +44,7 @@ from pyspark.sql import functions as F
 
 import provplug
 from provplug.sparksession import local_spark
-from provplug.store import open_store
+from provplug.plugins import open_store
 from provplug_spark.jvm import GROUP_JOINS_CONF
 
 HERE = Path(__file__).resolve().parent

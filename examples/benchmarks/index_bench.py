@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from provplug.index.stats import index_stats
-    from provplug.store import open_store
+    from provplug.plugins import open_store
 
     path = Path(args.store or HERE / "data" / f"trace-{args.scale:g}-{args.seed}.prov")
     if not path.exists():

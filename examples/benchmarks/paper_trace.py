@@ -236,7 +236,7 @@ def generate(path: str | os.PathLike[str], scale: float = 1.0, seed: int = 0, pr
     """Create a store at ``path`` holding the trace (one import run)."""
     from provplug.importer import import_provenance
     from provplug.progress import SILENT
-    from provplug.store import open_store
+    from provplug.plugins import open_store
 
     with tempfile.TemporaryDirectory(prefix="provplug-trace-") as tmp:
         tp, vp = write_files(tmp, scale, seed)

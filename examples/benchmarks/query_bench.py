@@ -38,7 +38,7 @@ sys.path.insert(0, str(HERE))
 import provplug  # noqa: E402
 from provplug.index import build_index, current_dir, read_meta  # noqa: E402
 from provplug.query.driver import _gather_ranges  # noqa: E402
-from provplug.store import open_store  # noqa: E402
+from provplug.plugins import open_store  # noqa: E402
 
 CLASSES = {"SC-SL": (100, 200), "LC-SL": (100, 200), "LC-LL": (5_000, 10_000)}
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ..hookspecs import hookimpl
+from ..markers import hookimpl
 from .workflow import WorkflowGraph, weak_pieces
 
 # A stretch may hold at most this many times its fair share of the values.

@@ -19,9 +19,9 @@ import pyarrow.fs as pafs
 
 from .. import storefiles
 from ..errors import ProvplugError
-from ..plugins import Plugins, get_plugins
+from ..plugins import Plugins, get_plugins, open_store
 from ..progress import SILENT, Progress
-from ..store import ParquetStore, open_store
+from ..store import ParquetStore
 from . import integrity, layout
 from .algorithm import IndexEngine, InputStats, OutputDir, SetPlan
 from .generation import (

@@ -32,7 +32,7 @@ def add_parser(sub: Any) -> None:
 
 def _cmd_index(args: argparse.Namespace) -> int:
     from ..progress import Progress
-    from ..store import open_store
+    from ..plugins import open_store
     from .build import build_index
 
     meta = build_index(

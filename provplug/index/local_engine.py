@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .. import storefiles
+from .. import schema, storefiles
 from ..progress import Progress
 from ..store import ParquetStore
 from . import layout
@@ -33,8 +33,7 @@ class LocalEngine:
     # -- input ---------------------------------------------------------------
     def load(self) -> InputStats:
         self.progress.done("reading triples")
-        with storefiles.damage_reported(f"triples of {self.store.uri}"):
-            t = self.store.triples().to_table()
+        t = storefiles.scan(self.store.fs, self.store.triple_files(), f"triples of {self.store.uri}", schema.TRIPLES)
         self.triples = t
         src = t.column("src").to_numpy()
         dst = t.column("dst").to_numpy()

@@ -11,8 +11,8 @@ import numpy as np
 
 from .. import ids, schema
 from ..errors import LineageQueryError, StoreError
-from ..plugins import Plugins, get_plugins
-from ..store import ParquetStore, open_store
+from ..plugins import Plugins, get_plugins, open_store
+from ..store import ParquetStore
 from .answer import LineageAnswer
 from .catalog import Catalog, catalog_for
 from .methods import DEFAULT_TAU, QueryContext

@@ -27,9 +27,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .. import storefiles
+from .. import schema, storefiles
 from ..errors import NotIndexedError
-from ..hookspecs import hookimpl
+from ..markers import hookimpl
 from ..store import ParquetStore
 from .driver import walk
 from .index_reader import IndexReader
@@ -95,8 +95,9 @@ def _whole_table(store: ParquetStore) -> Edges:
     with _whole_lock:
         hit = _whole_tables.get(key)
     if hit is None:
-        with storefiles.damage_reported(f"triples of {store.uri}"):
-            table = store.triples().to_table(columns=["src", "dst", "op"])
+        table = storefiles.scan(
+            store.fs, store.triple_files(), f"triples of {store.uri}", schema.TRIPLES, columns=["src", "dst", "op"]
+        )
         hit = Edges(*(table.column(c).to_numpy().astype(np.int64) for c in ("src", "dst", "op")))
         with _whole_lock:
             _whole_tables.clear()  # one store's table at a time: it can be large
