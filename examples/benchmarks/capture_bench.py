@@ -45,7 +45,7 @@ from pyspark.sql import functions as F
 import provplug
 from provplug.sparksession import local_spark
 from provplug.plugins import open_store
-from provplug_spark.jvm import GROUP_JOINS_CONF
+from provplug_spark.groupjoin import GROUP_JOINS_CONF
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"

@@ -19,7 +19,7 @@ import pytest
 
 import provplug
 from provplug import ids, schema
-from provplug.store import open_store
+from provplug.plugins import open_store
 
 F = pytest.importorskip("pyspark.sql.functions")
 

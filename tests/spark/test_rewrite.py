@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import provplug
-from provplug.store import open_store
+from provplug.plugins import open_store
 
 from .helpers import (
     L_ROWS,
