@@ -39,13 +39,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from provplug_spark.groupjoin import GROUP_JOINS_CONF
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import provplug
-from provplug.sparksession import local_spark
 from provplug.plugins import open_store
-from provplug_spark.groupjoin import GROUP_JOINS_CONF
+from provplug.sparksession import local_spark
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
