@@ -40,7 +40,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -704,11 +704,3 @@ def _ops_table(ops: Sequence[OpInfo]) -> pa.Table:
         schema=schema.OPS,
     )
 
-
-def open_store(uri: str | os.PathLike[str]) -> ParquetStore:
-    """The store for ``uri`` as chosen by the store-backend hook."""
-    from .plugins import get_plugins
-
-    # Backends implement the Store protocol; provplug's own callers use the
-    # ParquetStore methods beyond it, which a backend must then provide too.
-    return cast(ParquetStore, get_plugins().store(os.fspath(uri)))

@@ -38,14 +38,6 @@ PACKAGES = {
     "provplug_spark": REPO / "adapters" / "spark",
     "provplug_beam": REPO / "adapters" / "beam",
 }
-PENDING_IN_OTHER_MODULES = (
-    "store.py, query/methods.py and index/autosplit.py still import hookimpl from provplug.hookspecs "
-    "(which names the protocol types): they must import it from provplug.markers"
-)
-PENDING_OPEN_STORE = (
-    f"{PENDING_IN_OTHER_MODULES}; and store.open_store still calls back into provplug.plugins "
-    "(callers must use provplug.open_store / provplug.plugins.open_store, and store.py drop it)"
-)
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -209,7 +201,6 @@ def test_no_import_cycle_among_the_core_modules() -> None:
     assert graph["provplug.protocols"] <= {"provplug.model", "provplug.writers"}
 
 
-@pytest.mark.xfail(strict=True, reason=PENDING_OPEN_STORE)
 def test_function_local_imports_close_no_cycle_either() -> None:
     graph = import_graph(function_local=True)
     found = cycles(graph)
