@@ -4,11 +4,12 @@ Triples: Parquet or CSV with integer ``src``, ``dst`` and an ``op`` name.
 Values (optional): ``value_id, table`` and an optional ``column``; values not
 listed belong to the table ``unknown``.
 
-The triples are held in memory as NumPy arrays (about 40 bytes a triple at
-the peak) because two checks need the whole file at once: duplicates are
-dropped across the whole file, and the cycle check is a topological sort
-over all values, including those of earlier imported runs that the new
-triples touch. Nothing is written until both have passed.
+The triples are held in memory as NumPy arrays (the peak is about 110 bytes
+a triple: 2.2 GiB for 20M, see examples/benchmarks/import.md) because two
+checks need the whole file at once: duplicates are dropped across the whole
+file, and the cycle check is a topological sort over all values, joined by
+the triples of earlier imported runs when these share a value with them.
+Nothing is written until both checks have passed.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ FILE_ROWS = 1 << 24
 # Below this many values in the frontier, a NumPy round costs more than
 # relaxing the edges one by one in Python (long chains have frontiers of one).
 SMALL_FRONTIER = 64
+# Values walked one by one before returning to the caller (for progress lines).
 WALK_STEPS = 1 << 16
 # Ids are sorted in parts of about this many, with a progress line between.
 PART_ROWS = 1 << 22
@@ -170,14 +172,7 @@ class ValueMapping:
 
 
 def _load_mapping(path: str, progress: Progress) -> ValueMapping:
-    dataset = _open_input(path, {"value_id": "int", "table": "any"}, "values")
-    has_column = "column" in dataset.schema.names
-    cols = ["value_id", "table", *(["column"] if has_column else [])]
-    batches = []
-    for batch in _batches(dataset, cols, "values"):
-        batches.append(batch)
-        progress.update("reading values", sum(b.num_rows for b in batches), "values")
-    table = pa.Table.from_batches(batches, schema=pa.schema([dataset.schema.field(c) for c in cols]))
+    table = _read_values(path, progress)
     if table.column("table").null_count:
         raise ImportInputError(f"values file {path}: 'table' is empty for some value")
     value_ids = table.column("value_id").to_numpy().astype(np.int64)
@@ -186,17 +181,28 @@ def _load_mapping(path: str, progress: Progress) -> ValueMapping:
     table_codes = tables.indices.to_numpy(zero_copy_only=False).astype(np.int32)
     table_names: list[str] = tables.dictionary.to_pylist()
     _check_names(table_names, f"values file {path}: 'table'")
-    if has_column:
+    if "column" in table.column_names:
         column_codes, columns = _column_codes(table.column("column").cast(pa.string()), table_codes, len(table_names))
     else:
         column_codes, columns = np.full(len(value_ids), -1, dtype=np.int32), [[] for _ in table_names]
-    order = np.argsort(value_ids, kind="stable")
-    sorted_ids = value_ids[order]
+    del table
+    progress.update("sorting values", len(value_ids), "values", force=True)
+    order, sorted_ids = _argsort_in_parts(value_ids, progress, "sorting values")
     dup = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
     if len(dup):
         raise ImportInputError(f"values file {path}: value id {sorted_ids[dup[0]]} is listed more than once")
     progress.done("read values", len(sorted_ids), "values")
     return ValueMapping(sorted_ids, table_codes[order], column_codes[order], table_names, columns)
+
+
+def _read_values(path: str, progress: Progress) -> pa.Table:
+    dataset = _open_input(path, {"value_id": "int", "table": "any"}, "values")
+    columns = [c for c in ("value_id", "table", "column") if c in dataset.schema.names]
+    batches = []
+    for batch in _batches(dataset, columns, "values"):
+        batches.append(batch)
+        progress.update("reading values", sum(b.num_rows for b in batches), "values")
+    return pa.Table.from_batches(batches, schema=pa.schema([dataset.schema.field(c) for c in columns]))
 
 
 def _column_codes(column: pa.ChunkedArray, table_codes: np.ndarray, n_tables: int) -> tuple[np.ndarray, list[list[str]]]:
@@ -208,16 +214,14 @@ def _column_codes(column: pa.ChunkedArray, table_codes: np.ndarray, n_tables: in
     codes = np.full(len(name_codes), -1, dtype=np.int32)
     columns: list[list[str]] = [[] for _ in range(n_tables)]
     named = np.flatnonzero(name_codes >= 0)
-    if not len(named):
-        return codes, columns
-    pairs = table_codes[named].astype(np.int64) * len(names) + name_codes[named]
-    distinct, first_row, pair_index = np.unique(pairs, return_index=True, return_inverse=True)
-    code_of_distinct = np.empty(len(distinct), dtype=np.int32)
-    for k in np.argsort(first_row, kind="stable").tolist():
-        table, name = divmod(int(distinct[k]), len(names))
-        code_of_distinct[k] = len(columns[table])
+    # Arrow lists a dictionary in order of first appearance, in one hashing pass.
+    pairs = pa.array(table_codes[named].astype(np.int64) * max(len(names), 1) + name_codes[named]).dictionary_encode()
+    code_of_pair = np.empty(len(pairs.dictionary), dtype=np.int32)
+    for k, pair in enumerate(pairs.dictionary.to_pylist()):
+        table, name = divmod(pair, len(names))
+        code_of_pair[k] = len(columns[table])
         columns[table].append(names[name])
-    codes[named] = code_of_distinct[pair_index]
+    codes[named] = code_of_pair[pairs.indices.to_numpy(zero_copy_only=False)]
     return codes, columns
 
 

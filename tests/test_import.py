@@ -280,7 +280,7 @@ def test_import_of_a_deep_chain_within_one_table(cli, store_path: Path, tmp_path
 
 
 PHASES = (
-    "reading values", "read values", "reading triples", "read triples", "numbering values", "numbered values",
+    "reading values", "sorting values", "read values", "reading triples", "read triples", "numbering values", "numbered values",
     "deduplicating triples", "deduplicated triples", "cycle check: table graph", "cycle check: ordering values",
     "cycle check: ordered values", "cycle check: reading earlier imported triples",
     "cycle check: read earlier imported triples", "cycle check: numbering values with earlier runs",
