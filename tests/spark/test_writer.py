@@ -23,9 +23,9 @@ def test_rows_and_triples_keep_only_the_files_of_used_task_attempts(spark: Any, 
     real = spark_session.SparkCaptureSession._run_writer
 
     def with_stray(self: Any, job: Any, target: Any) -> Any:
-        for folder in (target.rows_dir, target.triples_dir):
-            if folder is not None:
-                stray = Path(folder, target.file_name(0, 7))
+        for destination in (target.rows, target.triples):
+            if destination is not None:
+                stray = Path(destination.file(f"{target.stem(0, 7)}-00000.parquet"))
                 stray.write_bytes(b"half a file from a lost attempt")
                 strays.append(stray)
         return real(self, job, target)
@@ -35,5 +35,5 @@ def test_rows_and_triples_keep_only_the_files_of_used_task_attempts(spark: Any, 
             lambda f: count_per_key(f["T"]))
     assert strays and not any(p.exists() for p in strays)
     run_dir = Path(open_store(store_path).run_paths("rows")[0]).parent
-    assert not [p for p in run_dir.rglob("*-a7.parquet")]
+    assert not [p for p in run_dir.rglob("*-a7-*.parquet")]
     assert ops(store_path)["Count"]["triples"] == len(open_store(store_path).triples().to_table())

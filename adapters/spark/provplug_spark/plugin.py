@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provplug import hookimpl
+
+if TYPE_CHECKING:
+    from provplug.protocols import AdapterSession, RunRecorder
 
 
 class SparkAdapter:
@@ -21,7 +24,7 @@ class SparkAdapter:
 
         return isinstance(engine, SparkSession)
 
-    def open(self, engine: Any, run: Any) -> Any:
+    def open(self, engine: Any, run: RunRecorder) -> AdapterSession:
         from .session import SparkCaptureSession
 
         return SparkCaptureSession(engine, run)

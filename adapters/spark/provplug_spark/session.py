@@ -34,7 +34,6 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-import pyarrow.fs as pafs
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
@@ -42,21 +41,15 @@ from pyspark.sql.types import LongType, StructField, StructType
 from provplug import ids, schema
 from provplug.errors import CaptureError
 from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin
+from provplug.protocols import RunRecorder
 
 from ._jvm import PendingFrame
 from .groupjoin import group_jobs
 from .rewrite import PlanRewriter, Rewritten
 from .sources import TableLeaf, parquet_files, parquet_parts
-from .writer import (
-    RESULT_SCHEMA,
-    OutputLayout,
-    Target,
-    keep_only,
-    write_output,
-    write_pairs,
-)
+from .writer import RESULT_SCHEMA, OutputLayout, Target, write_output, write_pairs
 
-WORK_DIR = "_work"
+KEYS_DIR = "keys"  # scratch: row numbers beside an aggregate's hidden group-join columns
 
 
 def _now() -> dt.datetime:
@@ -85,11 +78,10 @@ def _frame_of(job: Future[_Written]) -> DataFrame:
 class SparkCaptureSession:
     """The Spark adapter's state for one capture run (AdapterSession protocol)."""
 
-    def __init__(self, spark: SparkSession, run: Any) -> None:
+    def __init__(self, spark: SparkSession, run: RunRecorder) -> None:
         self.spark = spark
         self.run = run
         self.rewriter = PlanRewriter(spark)
-        self.wrote_rows = False
         # A step output is written by a Spark job in the background while the
         # pipeline goes on (its DataFrame waits for it when first used), and so
         # are group-join triples: Spark jobs here are mostly latency (planning,
@@ -106,26 +98,11 @@ class SparkCaptureSession:
         table = self.run.new_table(name, "source", columns)
         files = parquet_parts(parquet_files(frame), columns)
         if files is not None:  # immutable input files: stored as copies, rows numbered by position
-            rows = self._copy_positional(files, table.table_id)
+            rows = self.run.copy_positional_rows(table.table_id, files)
             return self._publish(table, "source", rows, frame.schema, positional=True)
         layout = OutputLayout(tuple(columns), (), ())
         rows, _ = self._write(frame.select(*[_quoted(c) for c in columns]), layout, table.table_id, 0)
         return self._publish(table, "source", rows, frame.schema)
-
-    def _copy_positional(self, parts: Sequence[tuple[pafs.FileSystem, str, int]], table_id: int) -> int:
-        fs = self.run.txn.store.fs
-        folder = self.run.txn.path("rows", str(table_id))
-        fs.create_dir(folder, recursive=True)
-        offset = 0
-        for source_fs, path, rows in parts:
-            if rows == 0:
-                continue  # no row to number; two files must not share an offset
-            pafs.copy_files(path, f"{folder}/{schema.positional_name(offset)}",
-                            source_filesystem=source_fs, destination_filesystem=fs)
-            offset += rows
-        if offset > ids.MAX_ROWS:
-            raise CaptureError(f"source has {offset} rows; at most {ids.MAX_ROWS} fit a value id")
-        return offset
 
     @staticmethod
     def _checked_columns(columns: Sequence[str], name: str) -> list[str]:
@@ -138,12 +115,11 @@ class SparkCaptureSession:
         return list(columns)
 
     def _rows_path(self, table_id: int) -> str:
-        return self.run.txn.spark_path("rows", str(table_id))
+        return self.run.rows_destination(table_id).spark_path
 
     def _publish(self, table: TableInfo, origin: TableOrigin, rows: int, data_schema: StructType,
                  positional: bool = False) -> DataFrame:
         """Record ``table`` (now stored) and return its rows as the user sees them."""
-        self.wrote_rows = True
         self.run.record_table(self._counted(table, origin, rows))
         self.rewriter.register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id), positional))
         return self._read_back(table, data_schema, positional)
@@ -164,15 +140,9 @@ class SparkCaptureSession:
                keys: bool = False) -> tuple[int, int]:
         """Write ``frame`` as the rows (and per-row triples) of ``table_id`` in
         one Spark job; return (rows, triples)."""
-        txn = self.run.txn
-        fs = txn.store.fs
-        target = Target(fs, table_id, op_id, txn.path("rows", str(table_id)), txn.path("triples"),
-                        txn.path(WORK_DIR, str(table_id)) if keys else None)
-        for folder in (target.rows_dir, target.triples_dir, target.keys_dir):
-            if folder is not None:
-                fs.create_dir(folder, recursive=True)
+        target = Target(table_id, op_id, self.run.rows_destination(table_id), self.run.triples_destination(),
+                        self.run.scratch_destination(KEYS_DIR, str(table_id)) if keys else None)
         written = self._run_writer(frame.mapInArrow(functools.partial(write_output, target, layout), RESULT_SCHEMA), target)
-        self.run.mark_dataset("triples")
         return written.get("rows", 0), written.get("triples", 0)
 
     def _run_writer(self, job: DataFrame, target: Target) -> dict[str, int]:
@@ -182,10 +152,9 @@ class SparkCaptureSession:
         for r in results:
             counts[r["dataset"]] = counts.get(r["dataset"], 0) + r["rows"]
         kept = {r["path"] for r in results}
-        fs = target.fs
-        for folder in (target.rows_dir, target.triples_dir, target.keys_dir):
-            if folder is not None:
-                keep_only(fs, folder, target.prefix, kept)
+        for destination in (target.rows, target.triples, target.keys):
+            if destination is not None:
+                destination.discard_files(target.prefix, kept)
         return counts
 
     # -- steps -----------------------------------------------------------------
@@ -205,7 +174,6 @@ class SparkCaptureSession:
             self.rewriter.register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
             jobs.append(self.steps.submit(self._materialise, table, rewritten, op_id, frame))
             frames.append(PendingFrame(self.spark, functools.partial(_frame_of, jobs[-1])))
-        self.wrote_rows = True
         operations = list(dict.fromkeys(o for r in rewrites for o in r.operations))
         op = OpInfo(
             op_id, step.name, self.run.run_id, "udf" if any(r.uses_udf for r in rewrites) else "builtin",
@@ -236,14 +204,15 @@ class SparkCaptureSession:
         if deferred:
             keys_schema = StructType([StructField(schema.ROW_COLUMN, LongType())]
                                      + [rewritten.frame.schema[h] for h in rewritten.hidden])
-            keys = self.spark.read.schema(keys_schema).parquet(self.run.txn.spark_path(WORK_DIR, str(table.table_id)))
+            keys = self.spark.read.schema(keys_schema).parquet(
+                self.run.scratch_destination(KEYS_DIR, str(table.table_id)).spark_path)
             groups = self.triples.submit(self._write_groups, keys, rewritten, table.table_id, op_id)
         return _Written(self._counted(table, "output", rows), self._read_back(table, frame.schema), triples, _now(), groups)
 
     def _write_groups(self, keys: DataFrame, rewritten: Rewritten, table_id: int, op_id: int) -> tuple[int, dt.datetime]:
         written = 0
         for g, (frame, cells) in enumerate(group_jobs(keys, rewritten.groups)):
-            target = Target(self.run.txn.store.fs, table_id, op_id, None, self.run.txn.path("triples"), job=f"group{g}")
+            target = Target(table_id, op_id, None, self.run.triples_destination(), job=f"group{g}")
             job = frame.mapInArrow(functools.partial(write_pairs, target, cells), RESULT_SCHEMA)
             written += self._run_writer(job, target).get("triples", 0)
         return written, _now()
@@ -264,16 +233,10 @@ class SparkCaptureSession:
             groups = [o.groups.result() for o in outputs if o.groups is not None]
             for out in outputs:
                 self.run.record_table(out.table)
-            self.run.update_op(dataclasses.replace(
-                op, finished=max([o.finished for o in outputs] + [g[1] for g in groups]),
-                triples=sum(o.triples for o in outputs) + sum(g[0] for g in groups),
-            ))
-        fs = self.run.txn.store.fs
-        if fs.get_file_info(self.run.txn.path(WORK_DIR)).type != pafs.FileType.NotFound:
-            fs.delete_dir(self.run.txn.path(WORK_DIR))
-        if not self.wrote_rows:
-            return
-        if self.run.store_rows:
-            self.run.mark_dataset("rows")
-        else:  # rows were only the fixed ids' carrier for downstream steps
-            fs.delete_dir(self.run.txn.path("rows"))
+            self.run.finish_op(
+                op.op_id, triples=sum(o.triples for o in outputs) + sum(g[0] for g in groups),
+                finished=max([o.finished for o in outputs] + [g[1] for g in groups]),
+            )
+        # The run's finish() (after close) removes the scratch files, drops the
+        # rows of a run that keeps none (they were only the fixed ids' carrier
+        # for downstream steps) and records the rows and triples datasets.

@@ -21,6 +21,7 @@ from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame
 
 from provplug.errors import CaptureError
+from provplug.writers import SourceFile
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +71,7 @@ def parquet_files(frame: DataFrame) -> list[str] | None:
     return sorted(frame.inputFiles())
 
 
-def parquet_parts(uris: Sequence[str] | None, columns: Sequence[str]) -> list[tuple[pafs.FileSystem, str, int]] | None:
+def parquet_parts(uris: Sequence[str] | None, columns: Sequence[str]) -> list[SourceFile] | None:
     """(filesystem, path, rows) of each file, when every file holds exactly
     the table's columns (a read with a narrower schema is written instead,
     so stored rows show only the table); else None."""
@@ -82,5 +83,5 @@ def parquet_parts(uris: Sequence[str] | None, columns: Sequence[str]) -> list[tu
         metadata = pq.ParquetFile(source_fs.open_input_file(path)).metadata
         if set(metadata.schema.to_arrow_schema().names) != set(columns):
             return None
-        parts.append((source_fs, path, metadata.num_rows))
+        parts.append(SourceFile(source_fs, path, metadata.num_rows))
     return parts

@@ -8,14 +8,21 @@ directory:
 * ``triples/`` — the triples its row-number columns expand to: a
   :class:`Cell` says which input columns' ids each output column gets from
   which row-number column (NumPy does the expansion);
-* ``_work/<table>/`` — row numbers beside the hidden group-join columns, when
-  an aggregate's provenance is deferred to a group join.
+* the run's scratch directory ``keys/<table>/`` — row numbers beside the
+  hidden group-join columns, when an aggregate's provenance is deferred to a
+  group join.
+
+The directories are :class:`~provplug.writers.Destination` objects the run
+hands out (strings only: they pickle into the tasks, which open the store's
+filesystem themselves), and the files are written by provplug's own writers
+(:mod:`provplug.writers`).
 
 Row numbers are given by the task that writes the rows, so the rows and the
 triples of one task always agree, however Spark recomputes the plan. Files
 are named after the partition AND the attempt, and each task returns the
 names it wrote; the driver keeps exactly the files of the attempts Spark
-used (:func:`keep_only`), so a failed or duplicate attempt leaves nothing.
+used (:meth:`~provplug.writers.Destination.discard_files`), so a failed or
+duplicate attempt leaves nothing.
 Spark's own file committer (a job-commit rename per dataset, about 0.15 s
 each) is not used: the run's staging directory is already committed
 atomically as a whole.
@@ -25,50 +32,40 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from provplug import ids, schema
 from provplug.errors import CaptureError
+from provplug.writers import Destination, PartWriter, RowsWriter, TripleWriter, WrittenFile
 
 # Row numbers are (Spark partition << ROW_IN_PARTITION_BITS) | index in partition.
 PARTITION_BITS = 10
 ROW_IN_PARTITION_BITS = ids.ROW_BITS - PARTITION_BITS
-# Arrow batches are buffered to row groups of this many rows (Spark sends 10k-row batches).
-ROW_GROUP_ROWS = 1 << 20
 RESULT_SCHEMA = "dataset string, path string, rows long"
-TRIPLE_ENCODING = {
-    "use_dictionary": ["op", "src_table", "dst_table"],
-    "column_encoding": {"src": "DELTA_BINARY_PACKED", "dst": "DELTA_BINARY_PACKED"},
-    "compression": "zstd",
-    "data_page_version": "2.0",
-}
 
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """Where one output's files go (store-filesystem paths), shipped to the tasks."""
+    """Where one output's files go (picklable destinations), shipped to the tasks."""
 
-    fs: pafs.FileSystem
     table_id: int
     op_id: int
-    rows_dir: str | None  # None: the job writes triples only
-    triples_dir: str
-    keys_dir: str | None = None
+    rows: Destination | None  # None: the job writes triples only
+    triples: Destination
+    keys: Destination | None = None  # row numbers beside hidden group-join columns
     job: str = "rows"  # one writer job per (output, job): their files never share a prefix
 
     @property
     def prefix(self) -> str:
-        """Every file this job writes starts with it (see :func:`keep_only`)."""
+        """Every file this job writes starts with it (see :meth:`Destination.discard_files`)."""
         return f"t{self.table_id}-{self.job}-"
 
-    def file_name(self, partition: int, attempt: int) -> str:
-        return f"{self.prefix}p{partition:05d}-a{attempt}.parquet"
+    def stem(self, partition: int, attempt: int) -> str:
+        """The stem of the parts one task attempt writes (``<stem>-<n>.parquet``)."""
+        return f"{self.prefix}p{partition:05d}-a{attempt}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,42 +96,6 @@ class OutputLayout:
     hidden: tuple[str, ...]
 
 
-class _Buffered:
-    """A Parquet file written lazily in row groups of ROW_GROUP_ROWS."""
-
-    def __init__(self, fs: pafs.FileSystem, path: str, dataset: str, **options: Any) -> None:
-        self.fs, self.path, self.dataset, self.options = fs, path, dataset, options
-        self.pending: list[pa.Table] = []
-        self.pending_rows = 0
-        self.rows = 0
-        self.writer: pq.ParquetWriter | None = None
-
-    def add(self, table: pa.Table) -> None:
-        if table.num_rows == 0:
-            return
-        self.pending.append(table)
-        self.pending_rows += table.num_rows
-        if self.pending_rows >= ROW_GROUP_ROWS:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self.pending:
-            return
-        table = pa.concat_tables(self.pending)
-        if self.writer is None:
-            self.writer = pq.ParquetWriter(self.path, table.schema, filesystem=self.fs, **self.options)
-        self.writer.write_table(table, row_group_size=table.num_rows)
-        self.rows += table.num_rows
-        self.pending, self.pending_rows = [], 0
-
-    def close(self) -> list[tuple[str, str, int]]:
-        self._flush()
-        if self.writer is None:
-            return []
-        self.writer.close()
-        return [(self.dataset, self.path, self.rows)]
-
-
 def _task() -> tuple[int, int]:
     from pyspark import TaskContext
 
@@ -147,25 +108,11 @@ def _task() -> tuple[int, int]:
     return partition, ctx.attemptNumber()
 
 
-def _result(written: Sequence[tuple[str, str, int]]) -> pa.RecordBatch:
-    columns: list[Sequence[Any]] = [list(c) for c in zip(*written, strict=True)] if written else [[], [], []]
+def _result(written: Sequence[WrittenFile]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
-        [pa.array(columns[0], pa.string()), pa.array(columns[1], pa.string()), pa.array(columns[2], pa.int64())],
+        [pa.array([w.dataset for w in written], pa.string()), pa.array([w.path for w in written], pa.string()),
+         pa.array([w.rows for w in written], pa.int64())],
         names=["dataset", "path", "rows"],
-    )
-
-
-def triples_table(src: np.ndarray, dst: np.ndarray, op_id: int, table_id: int) -> pa.Table:
-    n = len(src)
-    return pa.Table.from_arrays(
-        [
-            pa.array(src, pa.int64()),
-            pa.array(dst, pa.int64()),
-            pa.array(np.full(n, op_id, np.int64)),
-            pa.array((src >> ids.TABLE_SHIFT).astype(np.int32)),
-            pa.array(np.full(n, table_id, np.int32)),
-        ],
-        schema=schema.TRIPLES,
     )
 
 
@@ -212,26 +159,25 @@ def _row_numbers(column: pa.Array, scalar: bool) -> tuple[np.ndarray, np.ndarray
 def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: number the task's rows, write rows, triples and keys."""
     partition, attempt = _task()
-    name = target.file_name(partition, attempt)
-    assert target.rows_dir is not None
-    rows_file = _Buffered(target.fs, f"{target.rows_dir}/{name}", "rows", compression="zstd")
-    triples_file = _Buffered(target.fs, f"{target.triples_dir}/{name}", "triples", **TRIPLE_ENCODING)
-    keys_file = _Buffered(target.fs, f"{target.keys_dir}/{name}", "keys") if target.keys_dir else None
+    stem = target.stem(partition, attempt)
+    if target.rows is None:  # pragma: no cover - write_output always has rows to write
+        raise CaptureError("provplug: an output written without a rows destination")
+    rows_file = RowsWriter(target.rows, stem)
+    triples_file = TripleWriter(target.triples, stem)
+    keys_file = PartWriter(target.keys, stem, dataset="keys") if target.keys is not None else None
     count = 0
     for batch in batches:
         if count + batch.num_rows > 1 << ROW_IN_PARTITION_BITS:
             raise CaptureError(f"provplug: more than {1 << ROW_IN_PARTITION_BITS} rows in one partition; repartition the output")
         rows = np.arange(count, count + batch.num_rows, dtype=np.int64) | (partition << ROW_IN_PARTITION_BITS)
         count += batch.num_rows
-        row_array = pa.array(rows, pa.int64())
-        rows_file.add(pa.Table.from_arrays(
-            [batch.column(c) for c in layout.data] + [row_array], names=[*layout.data, schema.ROW_COLUMN]
-        ))
+        rows_file.write(pa.Table.from_arrays([batch.column(c) for c in layout.data], names=list(layout.data)), rows)
         src, dst = cell_pairs(batch, rows, layout.cells, target.table_id)
-        triples_file.add(triples_table(src, dst, target.op_id, target.table_id))
+        triples_file.write(src, dst, target.op_id, dst_table=target.table_id)
         if keys_file is not None:
-            keys_file.add(pa.Table.from_arrays(
-                [row_array] + [batch.column(h) for h in layout.hidden], names=[schema.ROW_COLUMN, *layout.hidden]
+            keys_file.write_table(pa.Table.from_arrays(
+                [pa.array(rows, pa.int64())] + [batch.column(h) for h in layout.hidden],
+                names=[schema.ROW_COLUMN, *layout.hidden],
             ))
     written = rows_file.close() + triples_file.close() + (keys_file.close() if keys_file else [])
     yield _result(written)
@@ -241,17 +187,9 @@ def write_pairs(target: Target, cells: Sequence[Cell], batches: Iterator[pa.Reco
     """mapInArrow body: write the triples of rows holding an output row
     number (ROW_COLUMN) and the row-number columns ``cells`` name."""
     partition, attempt = _task()
-    triples_file = _Buffered(target.fs, f"{target.triples_dir}/{target.file_name(partition, attempt)}",
-                             "triples", **TRIPLE_ENCODING)
+    triples_file = TripleWriter(target.triples, target.stem(partition, attempt))
     for batch in batches:
         rows = batch.column(schema.ROW_COLUMN).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
         src, dst = cell_pairs(batch, rows, cells, target.table_id)
-        triples_file.add(triples_table(src, dst, target.op_id, target.table_id))
+        triples_file.write(src, dst, target.op_id, dst_table=target.table_id)
     yield _result(triples_file.close())
-
-
-def keep_only(fs: pafs.FileSystem, folder: str, prefix: str, kept: set[str]) -> None:
-    """Delete the files under ``folder`` named ``prefix*`` that no used attempt wrote."""
-    for info in fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True)):
-        if info.base_name.startswith(prefix) and info.path not in kept:
-            fs.delete_file(info.path)
