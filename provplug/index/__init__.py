@@ -1,4 +1,5 @@
-"""The lineage index: components, workflow graph, splits, connected sets (DESIGN §4).
+"""The lineage index: components, workflow graph, splits, connected sets
+(README, "Indexing and lineage queries").
 
 Public API::
 

@@ -1,4 +1,5 @@
-"""Lineage queries: RQ, CCProv, CSProv and auto (DESIGN §5).
+"""Lineage queries: RQ, CCProv, CSProv and auto (README, "Indexing and lineage
+queries").
 
 Python::
 
