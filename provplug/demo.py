@@ -53,8 +53,8 @@ def add_parser(sub: Any) -> None:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .index.build import build_index
-    from .sparksession import local_spark
     from .plugins import open_store
+    from .sparksession import local_spark
 
     store = open_store(args.store)
     if store.exists():

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from test_index import read_index
 
 SEEDS = range(8)
@@ -195,7 +194,7 @@ def test_index_matches_union_find_and_algorithm3(tmp_path: Path, seed: int) -> N
 
     # sets.parquet / components.parquet sizes.
     dst_count: dict[int, int] = defaultdict(int)
-    for s, d, _ in triples:
+    for _, d, _ in triples:
         dst_count[vs[d]["csid"]] += 1
     assert {r["csid"]: (r["nodes"], r["triples"]) for r in idx["sets"]} == {
         c: (len(m), dst_count[c]) for c, m in sets.items()
@@ -297,5 +296,5 @@ def test_wcc_local_matches_union_find_on_random_graphs() -> None:
         src = [rng.randrange(n) for _ in range(m)]
         dst = [rng.randrange(n) for _ in range(m)]
         labels = wcc_labels(n, np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64))
-        uf = union_find(zip(src, dst))
+        uf = union_find(zip(src, dst, strict=True))
         assert [uf.get(i, i) for i in range(n)] == labels.tolist()

@@ -121,8 +121,8 @@ def _racing_import(store: str, triples: str, start: object, delay: float) -> Non
         time.sleep(delay)
         return real_gc(self)
 
-    ParquetStore.collect_garbage = slow_gc  # type: ignore[method-assign]
-    start.wait()  # type: ignore[attr-defined]
+    ParquetStore.collect_garbage = slow_gc  # type: ignore[method-assign]  # patched in this child process only
+    start.wait()  # type: ignore[attr-defined]  # a multiprocessing Event, typed object to pickle
     time.sleep(delay)
     try:
         import_provenance(open_store(store), triples)
@@ -168,20 +168,20 @@ def _crash_in_commit(store: str, at: str) -> None:
 
     from provplug import store as store_module
 
-    real_write, real_rename = store_module.ParquetStore._write_text, os.rename
+    real_write, real_rename = store_module.ParquetStore.write_text, os.rename
 
     def write(self: object, path: str, text: str) -> None:
         if at == "manifest" and path.endswith(store_module.MANIFEST):
             os._exit(9)
-        real_write(self, path, text)  # type: ignore[arg-type]
+        real_write(self, path, text)  # type: ignore[arg-type]  # self is the ParquetStore it patches
 
     def rename(src: str, dst: str) -> None:
         if at == "rename" and "/runs/" in dst:
             os._exit(9)
         real_rename(src, dst)
 
-    store_module.ParquetStore._write_text = write  # type: ignore[method-assign]
-    os.rename = rename  # type: ignore[assignment]
+    store_module.ParquetStore.write_text = write  # type: ignore[method-assign]  # the crash is injected here
+    os.rename = rename  # type: ignore[assignment]  # a child process that dies: never restored
     with _store(Path(store)).transaction("import") as txn:
         _stage_one_table(txn)
         txn.reserve("ops")
@@ -339,7 +339,7 @@ def _run_with_rows(path: Path, files: dict[str, object]):
         for name, table in files.items():
             pq.write_table(table, folder / name)
         txn.mark_dataset("rows")
-        columns = tuple(next(iter(files.values())).column_names)  # type: ignore[attr-defined]
+        columns = tuple(next(iter(files.values())).column_names)  # type: ignore[attr-defined]  # values are pyarrow Tables
         txn.add_table(TableInfo(table_id, "src", txn.run_id, "source", columns, rows=4, stored_rows=True))
     return store, txn.run_id, table_id
 

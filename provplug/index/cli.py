@@ -31,8 +31,8 @@ def add_parser(sub: Any) -> None:
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
-    from ..progress import Progress
     from ..plugins import open_store
+    from ..progress import Progress
     from .build import build_index
 
     meta = build_index(
