@@ -13,7 +13,7 @@ from .errors import ProvplugError
 from .progress import Progress
 
 if TYPE_CHECKING:
-    from .store import ParquetStore
+    from .protocols import Store
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -55,7 +55,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stats_sections(store: ParquetStore) -> dict[str, object]:
+def _stats_sections(store: Store) -> dict[str, object]:
     """What ``provplug stats`` reports, section after section, each a dict of
     keys: the store's counts, then its index's (``index_intact`` says whether
     the index's files are as built)."""

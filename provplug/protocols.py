@@ -256,6 +256,25 @@ class Store(Protocol[TransactionT_co]):
         """The same location as a URI Spark can read and write."""
         ...
 
+    def to_spark_path(self, path: str) -> str:
+        """A path on ``fs`` (e.g. one of :meth:`triple_files`) as Spark addresses it."""
+        ...
+
+    def read_text(self, path: str) -> str:
+        """A small text file on ``fs`` (:class:`provplug.errors.DamagedStoreError`
+        if it cannot be decoded)."""
+        ...
+
+    def write_text(self, path: str, text: str) -> None:
+        """Write (or replace) a small text file on ``fs``."""
+        ...
+
+    def create_exclusive(self, path: str, text: str = "") -> bool:
+        """Create the file ``path`` holding ``text`` unless it exists; True if
+        this call created it (the store's lock primitive: atomic wherever
+        the store supports concurrent writers)."""
+        ...
+
     def exists(self) -> bool: ...
 
     def check(self) -> None:
@@ -304,6 +323,12 @@ class Store(Protocol[TransactionT_co]):
 
     def stats(self) -> dict[str, int]:
         """Counts of ``runs``, ``tables``, ``ops``, ``values`` and ``triples``."""
+        ...
+
+    def verify(self) -> dict[str, int]:
+        """Check every committed run's files without reading bulk data and
+        return :meth:`stats`; :class:`provplug.errors.DamagedStoreError`
+        names the first damage."""
         ...
 
 

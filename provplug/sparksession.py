@@ -1,10 +1,17 @@
-"""The embedded default engine: a local SparkSession, made only when needed."""
+"""The embedded default engine: a local SparkSession, made only when needed;
+and the Spark form of the store's Arrow schemas.
+
+PySpark is imported only inside :func:`local_spark`: importing this module
+starts nothing.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 from typing import Any
+
+import pyarrow as pa
 
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
@@ -33,3 +40,41 @@ def local_spark(app_name: str = "provplug", master: str | None = None, **conf: s
     session = builder.appName(app_name).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+# Spark SQL type names of the Arrow types the store's and the index's schemas use.
+_SPARK_TYPES = {
+    pa.int8(): "tinyint",
+    pa.int16(): "smallint",
+    pa.int32(): "int",
+    pa.int64(): "bigint",
+    pa.float32(): "float",
+    pa.float64(): "double",
+    pa.bool_(): "boolean",
+    pa.string(): "string",
+    pa.large_string(): "string",
+    pa.binary(): "binary",
+}
+
+
+def spark_type(arrow_type: pa.DataType) -> str:
+    """The Spark SQL type (DDL) of ``arrow_type``: ``int64`` -> ``bigint``,
+    ``list<int32>`` -> ``array<int>``, a UTC timestamp -> ``timestamp``."""
+    if arrow_type in _SPARK_TYPES:
+        return _SPARK_TYPES[arrow_type]
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return f"array<{spark_type(arrow_type.value_type)}>"
+    if pa.types.is_timestamp(arrow_type):
+        return "timestamp"
+    raise TypeError(f"no Spark type for the Arrow type {arrow_type}")
+
+
+def spark_ddl(arrow_schema: pa.Schema) -> str:
+    """``arrow_schema`` as a Spark DDL schema string (``"src bigint, dst bigint, ..."``),
+    for ``spark.read.schema(...)`` and ``createDataFrame([], ...)``: Spark
+    reads the store's Parquet files with the types the Arrow schema gives them."""
+    return ", ".join(f"`{_quoted(f.name)}` {spark_type(f.type)}" for f in arrow_schema)
+
+
+def _quoted(name: str) -> str:
+    return name.replace("`", "``")

@@ -31,12 +31,10 @@ one-line :class:`~provplug.errors.DamagedStoreError` naming the file.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import errno
 import json
 import os
 import shutil
-import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -52,7 +50,7 @@ import pyarrow.parquet as pq
 from . import schema, storefiles
 from .errors import DamagedStoreError, StoreError
 from .markers import hookimpl
-from .model import OpInfo, TableInfo
+from .model import OpInfo, TableInfo, utc_now
 
 FORMAT = "provplug-store"
 FORMAT_VERSION = 1
@@ -75,20 +73,6 @@ def provplug_store_backend(uri: str) -> ParquetStore:
     return ParquetStore(uri)
 
 
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class ParquetStore:
     """A provenance store in a directory (local path or filesystem URI)."""
 
@@ -108,8 +92,12 @@ class ParquetStore:
 
     def spark_path(self, *parts: str) -> str:
         """The same location as a URI Spark can read and write."""
-        p = self.path(*parts)
-        return p if self.local else f"{self.uri.split('://', 1)[0]}://{p}"
+        return self.to_spark_path(self.path(*parts))
+
+    def to_spark_path(self, path: str) -> str:
+        """A path on :attr:`fs` (such as :meth:`triple_files` lists) as Spark
+        addresses it: the one conversion from the store's paths to Spark's."""
+        return path if self.local else f"{self.uri.split('://', 1)[0]}://{path}"
 
     def _info(self, path: str) -> pafs.FileInfo:
         return self.fs.get_file_info(path)
@@ -165,7 +153,7 @@ class ParquetStore:
     def _make_skeleton(self, root: str) -> None:
         for sub in ("runs", "_staging", *(f"_ids/{k}" for k in ID_KINDS)):
             self.fs.create_dir(f"{root}/{sub}", recursive=True)
-        self._write_text(f"{root}/{MARKER}", json.dumps({"format": FORMAT, "version": FORMAT_VERSION}))
+        self.write_text(f"{root}/{MARKER}", json.dumps({"format": FORMAT, "version": FORMAT_VERSION}))
 
     def _install_skeleton(self) -> bool:
         """Build the skeleton beside the root and rename it into place; False
@@ -217,22 +205,47 @@ class ParquetStore:
         return True
 
     # -- small files ---------------------------------------------------------
-    def _read_text(self, path: str) -> str:
-        """A small store file (kept for callers outside this module)."""
+    def read_text(self, path: str) -> str:
+        """A small text file of the store (damage is a :class:`DamagedStoreError`)."""
         return storefiles.read_text(self.fs, path)
 
-    def _write_text(self, path: str, text: str) -> None:
+    def write_text(self, path: str, text: str) -> None:
+        """Write (or replace) a small text file of the store."""
         with self.fs.open_output_stream(path) as f:
             f.write(text.encode())
 
     def _write_text_atomic(self, path: str, text: str) -> None:
         """Write a file that readers see whole or not at all (on local disk)."""
         if not self.local:
-            self._write_text(path, text)
+            self.write_text(path, text)
             return
         tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-        self._write_text(tmp, text)
+        self.write_text(tmp, text)
         os.rename(tmp, path)
+
+    def create_exclusive(self, path: str, text: str = "") -> bool:
+        """Create the file ``path`` holding ``text`` unless it exists; return
+        True if this call created it. The store's one lock primitive (id
+        reservations, the index build lock).
+
+        On local disk it is atomic and the file is never seen empty or half
+        written: a finished file is hard-linked into place. On other
+        filesystems it is a check, then a write: provplug assumes one writer
+        at a time there."""
+        if self.local:
+            tmp = self.path("_ids", f".{uuid.uuid4().hex}.tmp")
+            self.write_text(tmp, text)
+            try:
+                os.link(tmp, path)
+                return True
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
+        if self._info(path).type != pafs.FileType.NotFound:
+            return False
+        self.write_text(path, text)
+        return True
 
     # -- id reservations -----------------------------------------------------
     def reserve_id(
@@ -252,7 +265,7 @@ class ParquetStore:
         while True:
             if announce is not None:
                 announce(candidate)
-            if self._create_exclusive(f"{folder}/{candidate}", owner):
+            if self.create_exclusive(f"{folder}/{candidate}", owner):
                 return candidate
             candidate += 1
 
@@ -262,24 +275,6 @@ class ParquetStore:
         if owner is not None and storefiles.read_text(self.fs, path) != owner:
             return
         self.fs.delete_file(path)
-
-    def _create_exclusive(self, path: str, content: str = "") -> bool:
-        """Create ``path`` holding ``content`` unless it exists, atomically on
-        local disk (a hard link of a finished file: never seen empty)."""
-        if self.local:
-            tmp = self.path("_ids", f".{uuid.uuid4().hex}.tmp")
-            self._write_text(tmp, content)
-            try:
-                os.link(tmp, path)
-                return True
-            except FileExistsError:
-                return False
-            finally:
-                os.unlink(tmp)
-        if self._info(path).type != pafs.FileType.NotFound:
-            return False
-        self._write_text(path, content)
-        return True
 
     # -- writing -------------------------------------------------------------
     @contextlib.contextmanager
@@ -352,7 +347,7 @@ class ParquetStore:
         except (FileNotFoundError, DamagedStoreError, KeyError, TypeError, ValueError):
             mtime = info.mtime.timestamp() if info.mtime is not None else time.time()
             return info.base_name if time.time() - mtime > OWNERLESS_GRACE_S else None
-        return run_id if host == socket.gethostname() and not _pid_alive(pid) else None
+        return run_id if storefiles.process_gone(host, pid) else None
 
     def _claim(self, path: str) -> str | None:
         """Rename a dead writer's staging folder to a name of our own, so that
@@ -565,7 +560,7 @@ class RunTransaction:
     def __init__(self, store: ParquetStore, kind: str) -> None:
         self.store = store
         self.kind = kind
-        self.started = _now()
+        self.started = utc_now()
         self.run_id = f"{self.started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
         self.staging = store.path("_staging", self.run_id)
         if store.local:
@@ -575,8 +570,7 @@ class RunTransaction:
             store.fs.create_dir(self.staging, recursive=True)
         # The owner record stays until the commit's rename: while it is here,
         # garbage collection can tell whether this writer is alive.
-        owner = {"pid": os.getpid(), "host": socket.gethostname(), "run_id": self.run_id}
-        store._write_text_atomic(self.path(OWNER), json.dumps(owner))
+        store._write_text_atomic(self.path(OWNER), storefiles.process_record(run_id=self.run_id))
         self.reserved: list[tuple[str, int]] = []
         self.tables: list[TableInfo] = []
         self.ops: list[OpInfo] = []
@@ -630,11 +624,11 @@ class RunTransaction:
             "run_id": self.run_id,
             "kind": self.kind,
             "started": self.started.isoformat(),
-            "committed": _now().isoformat(),
+            "committed": utc_now().isoformat(),
             "datasets": sorted(self.datasets),
             "counts": counts,
         }
-        self.store._write_text(self.path(MANIFEST), json.dumps(manifest, indent=1))
+        self.store.write_text(self.path(MANIFEST), json.dumps(manifest, indent=1))
         target = self.store.path("runs", self.run_id)
         if self.store.local:
             os.rename(self.staging, target)  # the commit point

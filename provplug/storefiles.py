@@ -5,12 +5,18 @@ not the user's input: it is damage to the store (a crash, a full disk, a
 copy gone wrong). Every reader of store files goes through these functions,
 so such damage is a :class:`~provplug.errors.DamagedStoreError` naming the
 file, never an Arrow or JSON traceback, whichever command found it first.
+
+Also here: the owner records that say which process holds part of a store
+(a staged run's ``_owner.json``, the index build lock), and whether that
+process is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import socket
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -110,3 +116,29 @@ def count_rows(fs: pafs.FileSystem, paths: str | Sequence[str], what: str) -> in
     with damage_reported(what):
         source = paths if isinstance(paths, str) else list(paths)
         return int(pads.dataset(source, format="parquet", filesystem=fs).count_rows())
+
+
+# -- owner records -------------------------------------------------------------
+
+
+def process_record(**extra: Any) -> str:
+    """A JSON record naming this process (``pid``, ``host``, then ``extra``),
+    for a file that says who holds part of the store."""
+    return json.dumps({"pid": os.getpid(), "host": socket.gethostname(), **extra})
+
+
+def process_gone(host: str, pid: int) -> bool:
+    """True when ``host``/``pid`` (as :func:`process_record` wrote them) is a
+    process of this host that no longer runs; a process of another host is
+    never known to be gone."""
+    return host == socket.gethostname() and not _pid_alive(pid)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -285,3 +285,56 @@ def test_spark_engine_does_not_drop_triples_of_an_undefined_table(spark: Any, st
     store = _store_with_an_undefined_table(store_path)
     with pytest.raises(DamagedStoreError, match="triples name table id"):
         build_index(store, engine="spark", spark=spark)
+
+
+def test_one_index_build_at_a_time(store_path: Path) -> None:
+    """The build lock is created as id reservations are (``Store.create_exclusive``):
+    a live builder's lock refuses a second build; a dead builder's is taken over;
+    a finished build leaves none."""
+    import subprocess
+    import sys
+
+    from provplug import storefiles
+    from provplug.errors import StoreError
+    from provplug.index import build_index
+    from provplug.index.generation import LOCK
+
+    store = imported(store_path, TABLE7)
+    lock = store_path / "index" / LOCK
+    lock.parent.mkdir()
+    lock.write_text(storefiles.process_record())  # this process: alive
+    with pytest.raises(StoreError, match="another provplug index build is running"):
+        build_index(store, theta=4, splits=TABLE7_SPLITS, engine="local")
+    assert lock.exists() and not (store_path / "index" / "CURRENT").exists()
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
+    lock.write_text(json.dumps({"pid": int(dead.stdout), "host": json.loads(storefiles.process_record())["host"]}))
+    build_index(store, theta=4, splits=TABLE7_SPLITS, engine="local")
+    assert not lock.exists()
+    _check_table7(read_index(store))
+
+
+def test_storefiles_process_record_names_this_process() -> None:
+    import os
+
+    from provplug import storefiles
+
+    record = json.loads(storefiles.process_record(run_id="r1"))
+    assert record["pid"] == os.getpid() and record["run_id"] == "r1"
+    assert not storefiles.process_gone(record["host"], record["pid"])
+    assert not storefiles.process_gone("another-host", 2**22 + 12345)  # never known to be gone
+
+
+def test_spark_ddl_is_derived_from_the_arrow_schemas() -> None:
+    import pyarrow as pa
+
+    from provplug import schema
+    from provplug.index import layout
+    from provplug.query.spark_rq import INDEXED_TRIPLES_DDL, TRIPLE_COLUMNS_DDL
+    from provplug.sparksession import spark_ddl
+
+    assert TRIPLE_COLUMNS_DDL == "`src` bigint, `dst` bigint, `op` bigint, `src_table` int, `dst_table` int"
+    assert spark_ddl(layout.INDEXED_TRIPLES) == INDEXED_TRIPLES_DDL
+    assert "`inputs` array<int>" in spark_ddl(schema.OPS) and "`started` timestamp" in spark_ddl(schema.OPS)
+    with pytest.raises(TypeError, match="no Spark type"):
+        spark_ddl(pa.schema([pa.field("d", pa.decimal128(10, 2))]))

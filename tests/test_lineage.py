@@ -369,3 +369,37 @@ def test_methods_are_registered_through_the_hook_and_a_plugin_can_add_one(table4
     assert "flipped" in plugins.query_methods()
     answer = provplug.open(table4).lineage(value_id=3, method="flipped")
     assert answer.value_ids == {15, 23} and answer.method == "flipped"
+
+
+def test_index_and_queries_take_any_store_a_backend_returns(tmp_path: Path) -> None:
+    """The index and queries need only the ``Store`` protocol: a backend whose
+    store is not a ParquetStore (here one delegating to it) is indexed and
+    queried like the built-in one."""
+    from provplug.plugins import Plugins, reset_plugins
+    from provplug.protocols import Store
+    from provplug.store import ParquetStore
+
+    class Delegating:
+        def __init__(self, inner: ParquetStore) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+    class Backend:
+        @provplug.hookimpl
+        def provplug_store_backend(self, uri: str) -> Any:
+            if uri.startswith("wrapped:"):
+                return Delegating(ParquetStore(str(tmp_path / uri.removeprefix("wrapped:"))))
+            return None
+
+    _import(tmp_path / "t7.prov", "paper_table7")
+    plugins = Plugins.load(autoload=False)
+    plugins.pm.register(Backend())
+    reset_plugins(plugins)
+    store = open_store("wrapped:t7.prov")
+    assert isinstance(store, Store) and not isinstance(store, ParquetStore)
+    build_index(store, theta=4, splits=T7_SPLITS, engine="local")
+    answer = provplug.open("wrapped:t7.prov").lineage(value_id=10, method="csprov").to_dict()
+    expected = provplug.open(tmp_path / "t7.prov").lineage(value_id=10, method="csprov").to_dict()
+    assert answer["lineage"] == expected["lineage"] and answer["edges"] == expected["edges"]

@@ -36,8 +36,9 @@ class SetPlan:
 
 @dataclasses.dataclass(frozen=True)
 class OutputDir:
-    """Where an engine writes a generation: its path on the store's
-    filesystem (pyarrow) and the same folder as Spark addresses it."""
+    """A folder of the store as pyarrow addresses it (``path``, on the
+    store's filesystem) and as Spark does (``spark_path``): where an engine
+    writes a generation, and the Spark engine its intermediates."""
 
     path: str
     spark_path: str

@@ -8,7 +8,6 @@ depends only on the tables and triples, never on run order.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import time
@@ -19,9 +18,10 @@ import pyarrow.fs as pafs
 
 from .. import storefiles
 from ..errors import ProvplugError
+from ..model import utc_now
 from ..plugins import Plugins, get_plugins, open_store
 from ..progress import SILENT, Progress
-from ..store import ParquetStore
+from ..protocols import Store
 from . import integrity, layout
 from .algorithm import IndexEngine, InputStats, OutputDir, SetPlan
 from .generation import (
@@ -41,12 +41,14 @@ DEFAULT_THETA = 25_000
 LOCAL_MAX_TRIPLES = 30_000_000
 # 2: meta.json records the generation's files (provplug.index.integrity).
 META_FORMAT = 2
+# The Spark engine's intermediates, inside the new generation; removed before it is published.
+SCRATCH = "_scratch"
 
 Engine = Literal["auto", "local", "spark"]
 
 
 def build_index(
-    store: ParquetStore | str | os.PathLike[str],
+    store: Store | str | os.PathLike[str],
     theta: int = DEFAULT_THETA,
     splits: Sequence[Any] | str | os.PathLike[str] | None = None,
     spark: Any = None,
@@ -61,7 +63,7 @@ def build_index(
     ``engine``: ``"local"`` (NumPy), ``"spark"`` (``spark`` or a local
     session), or ``"auto"`` (local up to ``LOCAL_MAX_TRIPLES`` triples).
     """
-    store = store if isinstance(store, ParquetStore) else open_store(store)
+    store = open_store(store) if isinstance(store, (str, os.PathLike)) else store
     store.check()
     if not isinstance(theta, int) or isinstance(theta, bool) or theta < 1:
         raise ProvplugError(f"theta must be a positive number of nodes, not {theta!r}")
@@ -86,7 +88,7 @@ def build_index(
 
 
 def _build(
-    store: ParquetStore,
+    store: Store,
     catalogue: TableCatalogue,
     runs: list[str],
     theta: int,
@@ -109,11 +111,11 @@ def _build(
         tree, source = _choose(spec, workflow, catalogue, stats, theta, plugins or get_plugins())
         progress.done(f"splits ({source}): {json.dumps(splits_to_spec(tree))}")
         plan = SetPlan(theta, compile_splits(tree, catalogue.names))
-        counts = engine.build(plan, OutputDir(gen_dir, store.spark_path(layout.INDEX_DIR, name)))
+        counts = engine.build(plan, OutputDir(gen_dir, store.to_spark_path(gen_dir)))
         _drop_scratch(store, gen_dir)
         meta = _meta(name, engine_name, theta, tree, source, workflow, runs, counts, time.monotonic() - t0)
         meta[integrity.FILES] = integrity.listing(store.fs, gen_dir)  # checked when a query opens it
-        store._write_text(f"{gen_dir}/{layout.META}", json.dumps(meta, indent=1))
+        store.write_text(f"{gen_dir}/{layout.META}", json.dumps(meta, indent=1))
         publish(store, name)
     except BaseException:
         store.fs.delete_dir(gen_dir)
@@ -122,7 +124,7 @@ def _build(
     return meta
 
 
-def _previous(store: ParquetStore) -> str | None:
+def _previous(store: Store) -> str | None:
     path = f"{index_root(store)}/{PREVIOUS}"
     if store.fs.get_file_info(path).type != pafs.FileType.File:
         return None
@@ -130,7 +132,7 @@ def _previous(store: ParquetStore) -> str | None:
 
 
 def _make_engine(
-    store: ParquetStore, catalogue: TableCatalogue, progress: Progress, engine: str, spark: Any, gen: str
+    store: Store, catalogue: TableCatalogue, progress: Progress, engine: str, spark: Any, gen: str
 ) -> IndexEngine:
     if engine == "local":
         from .local_engine import LocalEngine
@@ -142,12 +144,12 @@ def _make_engine(
         from ..sparksession import local_spark
 
         spark = local_spark("provplug-index")
-    scratch = (store.path(layout.INDEX_DIR, gen, "_scratch"), store.spark_path(layout.INDEX_DIR, gen, "_scratch"))
-    return SparkEngine(store, catalogue, progress, spark, scratch)
+    scratch = store.path(layout.INDEX_DIR, gen, SCRATCH)
+    return SparkEngine(store, catalogue, progress, spark, OutputDir(scratch, store.to_spark_path(scratch)))
 
 
-def _drop_scratch(store: ParquetStore, gen_dir: str) -> None:
-    scratch = f"{gen_dir}/_scratch"
+def _drop_scratch(store: Store, gen_dir: str) -> None:
+    scratch = f"{gen_dir}/{SCRATCH}"
     if store.fs.get_file_info(scratch).type == pafs.FileType.Directory:
         store.fs.delete_dir(scratch)
 
@@ -196,7 +198,7 @@ def _meta(
     return {
         "format": META_FORMAT,
         "generation": name,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "created": utc_now().isoformat(),
         "engine": engine,
         "theta": theta,
         "splits": splits_to_spec(tree),

@@ -12,11 +12,8 @@ One build at a time per store is enforced with an exclusive lock file.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import errno
 import json
 import os
-import socket
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -25,18 +22,19 @@ import pyarrow.fs as pafs
 
 from .. import storefiles
 from ..errors import DamagedStoreError, NotIndexedError, StoreError
-from ..store import ParquetStore
+from ..model import utc_now
+from ..protocols import Store
 from . import integrity, layout
 
 LOCK = "_building.lock"
 PREVIOUS = "PREVIOUS"
 
 
-def index_root(store: ParquetStore) -> str:
+def index_root(store: Store) -> str:
     return store.path(layout.INDEX_DIR)
 
 
-def current_generation(store: ParquetStore) -> str | None:
+def current_generation(store: Store) -> str | None:
     """Name of the live generation, or ``None`` if the store was never indexed."""
     path = store.path(layout.INDEX_DIR, layout.CURRENT)
     if store.fs.get_file_info(path).type != pafs.FileType.File:
@@ -45,7 +43,7 @@ def current_generation(store: ParquetStore) -> str | None:
     return name or None
 
 
-def current_dir(store: ParquetStore) -> str:
+def current_dir(store: Store) -> str:
     """Path of the live generation; :class:`NotIndexedError` if there is none."""
     name = current_generation(store)
     if name is None:
@@ -53,7 +51,7 @@ def current_dir(store: ParquetStore) -> str:
     return store.path(layout.INDEX_DIR, name)
 
 
-def read_meta(store: ParquetStore) -> dict[str, Any] | None:
+def read_meta(store: Store) -> dict[str, Any] | None:
     """The live generation's ``meta.json`` (None if the store was never
     indexed; :class:`DamagedIndexError` if it is missing or unreadable)."""
     name = current_generation(store)
@@ -62,7 +60,7 @@ def read_meta(store: ParquetStore) -> dict[str, Any] | None:
     return generation_meta(store, name)
 
 
-def generation_meta(store: ParquetStore, name: str) -> dict[str, Any]:
+def generation_meta(store: Store, name: str) -> dict[str, Any]:
     with integrity.index_damage(store.uri, name):
         meta = storefiles.read_json(store.fs, store.path(layout.INDEX_DIR, name, layout.META))
     if not isinstance(meta, dict):
@@ -70,18 +68,18 @@ def generation_meta(store: ParquetStore, name: str) -> dict[str, Any]:
     return meta
 
 
-def check_generation(store: ParquetStore, name: str, meta: dict[str, Any]) -> None:
+def check_generation(store: Store, name: str, meta: dict[str, Any]) -> None:
     """:class:`DamagedIndexError` unless generation ``name`` holds the files its meta records."""
     integrity.check(store.fs, store.path(layout.INDEX_DIR, name), meta, store.uri)
 
 
 def new_generation_name() -> str:
-    now = dt.datetime.now(dt.timezone.utc)
+    now = utc_now()
     return f"gen-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
 
 
 @contextlib.contextmanager
-def build_lock(store: ParquetStore) -> Iterator[None]:
+def build_lock(store: Store) -> Iterator[None]:
     root = index_root(store)
     store.fs.create_dir(root, recursive=True)
     path = f"{root}/{LOCK}"
@@ -94,21 +92,12 @@ def build_lock(store: ParquetStore) -> Iterator[None]:
             store.fs.delete_file(path)
 
 
-def _take_lock(store: ParquetStore, path: str) -> bool:
-    record = json.dumps({"pid": os.getpid(), "host": socket.gethostname()})
+def _take_lock(store: Store, path: str) -> bool:
+    """The lock file is created as the store creates its id reservations
+    (:meth:`~provplug.protocols.Store.create_exclusive`), holding its builder."""
+    record = storefiles.process_record()
     for _ in range(2):
-        if store.local:
-            try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except OSError as exc:
-                if exc.errno != errno.EEXIST:
-                    raise
-            else:
-                with os.fdopen(fd, "w") as f:
-                    f.write(record)
-                return True
-        elif store.fs.get_file_info(path).type == pafs.FileType.NotFound:
-            store._write_text(path, record)
+        if store.create_exclusive(path, record):
             return True
         if not _stale(store, path):
             return False
@@ -116,33 +105,32 @@ def _take_lock(store: ParquetStore, path: str) -> bool:
     return False
 
 
-def _stale(store: ParquetStore, path: str) -> bool:
-    from ..store import _pid_alive
-
+def _stale(store: Store, path: str) -> bool:
     try:
-        # Empty: its builder is writing it now. Unreadable: it died writing it.
-        owner = json.loads(storefiles.read_text(store.fs, path) or "{}")
+        # Unreadable: its builder died writing it (a lock of an older provplug,
+        # written in place). Empty: such a builder is writing it now.
+        owner = json.loads(store.read_text(path) or "{}")
     except (OSError, ValueError, DamagedStoreError):
         return True
-    return owner.get("host") == socket.gethostname() and not _pid_alive(int(owner.get("pid", -1)))
+    return "host" in owner and storefiles.process_gone(str(owner["host"]), int(owner.get("pid", -1)))
 
 
-def publish(store: ParquetStore, name: str) -> None:
+def publish(store: Store, name: str) -> None:
     """Make generation ``name`` live, then drop generations older than the previous one."""
     root = index_root(store)
     old = current_generation(store)
     tmp = f"{root}/{layout.CURRENT}.tmp"
-    store._write_text(tmp, name + "\n")
+    store.write_text(tmp, name + "\n")
     if store.local:
         os.replace(tmp, f"{root}/{layout.CURRENT}")  # the switch
     else:
         store.fs.move(tmp, f"{root}/{layout.CURRENT}")
     if old is not None and old != name:
-        store._write_text(f"{root}/{PREVIOUS}", old + "\n")
+        store.write_text(f"{root}/{PREVIOUS}", old + "\n")
     remove_stale_generations(store, keep={name, old} - {None})
 
 
-def remove_stale_generations(store: ParquetStore, keep: set[str | None]) -> None:
+def remove_stale_generations(store: Store, keep: set[str | None]) -> None:
     for info in store.fs.get_file_info(pafs.FileSelector(index_root(store))):
         if info.type == pafs.FileType.Directory and info.base_name.startswith("gen-") and info.base_name not in keep:
             store.fs.delete_dir(info.path)

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from .. import schema, storefiles
 from ..progress import Progress
-from ..store import ParquetStore
+from ..protocols import Store
 from . import layout
 from .algorithm import InputStats, OutputDir, SetPlan
 from .localwcc import wcc_labels
@@ -25,7 +25,7 @@ from .workflow import TableCatalogue
 class LocalEngine:
     name = "local"
 
-    def __init__(self, store: ParquetStore, catalogue: TableCatalogue, progress: Progress) -> None:
+    def __init__(self, store: Store, catalogue: TableCatalogue, progress: Progress) -> None:
         self.store = store
         self.catalogue = catalogue
         self.progress = progress

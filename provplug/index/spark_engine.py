@@ -17,9 +17,10 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .. import storefiles
+from .. import schema, storefiles
 from ..progress import Progress
-from ..store import ParquetStore
+from ..protocols import Store
+from ..sparksession import spark_ddl, spark_type
 from . import layout
 from .algorithm import InputStats, OutputDir, SetPlan
 from .sparkwcc import empty_labels, grouped_wcc, spark_wcc, tune
@@ -29,20 +30,19 @@ from .workflow import TableCatalogue
 # A current set whose kept edges exceed this is split by large-star/small-star
 # on Spark instead of in one task's memory (~1 GB of NumPy arrays at the limit).
 GROUP_EDGE_LIMIT = 20_000_000
-TRIPLES_DDL = "src long, dst long, op long, src_table int, dst_table int"
 
 
 class SparkEngine:
     name = "spark"
 
     def __init__(
-        self, store: ParquetStore, catalogue: TableCatalogue, progress: Progress, spark: SparkSession, scratch: tuple[str, str]
+        self, store: Store, catalogue: TableCatalogue, progress: Progress, spark: SparkSession, scratch: OutputDir
     ) -> None:
         self.store = store
         self.catalogue = catalogue
         self.progress = progress
         self.spark = spark
-        self.scratch_fs, self.scratch = scratch  # the same directory as a pyarrow path and a Spark path
+        self.scratch = scratch.spark_path  # intermediates are written and read by Spark only
         tune(spark)
 
     def _save(self, df: DataFrame, name: str) -> DataFrame:
@@ -52,12 +52,13 @@ class SparkEngine:
 
     # -- input ---------------------------------------------------------------
     def load(self) -> InputStats:
-        paths = [self.store.spark_path(*_relative(self.store, p)) for p in self.store.run_paths("triples")]
+        paths = [self.store.to_spark_path(p) for p in self.store.run_paths("triples")]
         self.progress.done("reading triples (spark)")
+        triples_ddl = spark_ddl(schema.TRIPLES)
         if not paths:
-            raw = self.spark.createDataFrame([], TRIPLES_DDL)
+            raw = self.spark.createDataFrame([], triples_ddl)
         else:
-            raw = self.spark.read.schema(TRIPLES_DDL).parquet(*paths)
+            raw = self.spark.read.schema(triples_ddl).parquet(*paths)
         codes = self.spark.createDataFrame(
             sorted(self.catalogue.code_of_id.items()), "table_id int, code int"
         )
@@ -194,7 +195,7 @@ class SparkEngine:
         dst_side = state.select(F.col("v").alias("dst"), F.col("label").alias("dst_csid"), "ccid")
         indexed = self._save(
             self.triples.join(src_side, "src").join(dst_side, "dst").select(
-                *[F.col(f.name).cast(_spark_type(f.type)) for f in layout.INDEXED_TRIPLES]
+                *[F.col(f.name).cast(spark_type(f.type)) for f in layout.INDEXED_TRIPLES]
             ),
             "indexed",
         )
@@ -248,7 +249,7 @@ class SparkEngine:
     def _write_bucketed(
         self, df: DataFrame, key: str, buckets: int, fs_dir: str, spark_dir: str, name: str, schema: Any, sort: str | None = None
     ) -> None:
-        columns = [F.col(f.name).cast(_spark_type(f.type)) for f in schema]
+        columns = [F.col(f.name).cast(spark_type(f.type)) for f in schema]
         out = df.select(*columns, F.pmod(F.col(key), F.lit(buckets)).cast("int").alias("bucket"))
         # No explicit partition count: adaptive execution may coalesce small
         # shuffles, and a coalesced partition still holds whole buckets.
@@ -259,7 +260,7 @@ class SparkEngine:
     def _write_single(self, df: DataFrame, fs_dir: str, spark_dir: str, name: str, schema: Any) -> None:
         """One Parquet file at ``name`` (Spark writes a directory; move its one part)."""
         tmp = f"_tmp-{uuid.uuid4().hex[:8]}"
-        df.select(*[F.col(f.name).cast(_spark_type(f.type)) for f in schema]).coalesce(1).write.parquet(f"{spark_dir}/{tmp}")
+        df.select(*[F.col(f.name).cast(spark_type(f.type)) for f in schema]).coalesce(1).write.parquet(f"{spark_dir}/{tmp}")
         fs = self.store.fs
         parts = [i.path for i in fs.get_file_info(pafs.FileSelector(f"{fs_dir}/{tmp}")) if i.base_name.endswith(".parquet")]
         if parts:
@@ -278,19 +279,5 @@ def fill_empty_buckets(fs: pafs.FileSystem, folder: str, buckets: int, schema: A
             pq.write_table(schema.empty_table(), f"{path}/part-empty.parquet", filesystem=fs)
 
 
-def _spark_type(t: Any) -> str:
-    import pyarrow as pa
-
-    if pa.types.is_int64(t):
-        return "long"
-    if pa.types.is_int32(t):
-        return "int"
-    return "string"
-
-
-def _rows(store: ParquetStore, path: str) -> int:
+def _rows(store: Store, path: str) -> int:
     return storefiles.count_rows(store.fs, path, path)
-
-
-def _relative(store: ParquetStore, path: str) -> list[str]:
-    return path[len(store.root) + 1 :].split("/")

@@ -14,14 +14,14 @@ import pyarrow.compute as pc
 
 from .. import storefiles
 from ..errors import DamagedIndexError
-from ..store import ParquetStore
+from ..protocols import Store
 from . import integrity, layout
 from .generation import check_generation, current_generation, generation_meta
 
 BIG_SET = 1_000
 
 
-def index_stats(store: ParquetStore) -> dict[str, Any]:
+def index_stats(store: Store) -> dict[str, Any]:
     """The live index's statistics; for a damaged index, what is damaged
     (``index_intact`` false and ``index_damage``: stats reports what it
     finds, while queries refuse a damaged index)."""
@@ -34,7 +34,7 @@ def index_stats(store: ParquetStore) -> dict[str, Any]:
         return {"indexed": True, "index_generation": name, "index_intact": False, "index_damage": str(exc)}
 
 
-def _stats(store: ParquetStore, name: str) -> dict[str, Any]:
+def _stats(store: Store, name: str) -> dict[str, Any]:
     meta = generation_meta(store, name)
     check_generation(store, name, meta)
     folder = store.path(layout.INDEX_DIR, name)

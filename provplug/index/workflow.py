@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import DamagedStoreError
-from ..store import ParquetStore
+from ..protocols import Store
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +33,7 @@ class TableCatalogue:
     code_of_id: dict[int, int]
 
     @classmethod
-    def from_store(cls, store: ParquetStore) -> TableCatalogue:
+    def from_store(cls, store: Store) -> TableCatalogue:
         return cls.from_tables(store.tables())
 
     @classmethod
@@ -115,7 +115,7 @@ def weak_pieces(members: set[str], adj: dict[str, set[str]]) -> list[list[str]]:
 
 
 def infer_workflow(
-    store: ParquetStore, catalogue: TableCatalogue, triple_pairs: Iterable[tuple[int, int]]
+    store: Store, catalogue: TableCatalogue, triple_pairs: Iterable[tuple[int, int]]
 ) -> WorkflowGraph:
     """``G_wf`` from the ops' inputs/outputs and the triples' table-code pairs."""
     names = catalogue.names

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from .. import ids, schema
-from ..errors import LineageQueryError, StoreError
+from ..errors import LineageQueryError
 from ..plugins import Plugins, get_plugins, open_store
-from ..store import ParquetStore
+from ..protocols import Store
 from .answer import LineageAnswer
 from .catalog import Catalog, catalog_for
 from .methods import DEFAULT_TAU, QueryContext
@@ -23,7 +23,7 @@ from .where import select_rows
 class ProvenanceStore:
     """A store opened for lineage queries."""
 
-    def __init__(self, store: ParquetStore, plugins: Plugins | None = None) -> None:
+    def __init__(self, store: Store, plugins: Plugins | None = None) -> None:
         store.check()
         self.store = store
         self.plugins = plugins or get_plugins()
@@ -93,11 +93,9 @@ class ProvenanceStore:
         column: str | None,
         where: str | None,
     ) -> np.ndarray:
-        if value_id is None and table is None:
-            raise LineageQueryError("nothing to trace: give a value id, or a table and column")
-        if value_id is not None and table is not None:
-            raise LineageQueryError("give a value id or a table and column, not both")
-        if value_id is not None:
+        if table is None:
+            if value_id is None:
+                raise LineageQueryError("nothing to trace: give a value id, or a table and column")
             values = [value_id] if isinstance(value_id, (int, np.integer)) else list(value_id)
             if not values:
                 raise LineageQueryError("no value id given")
@@ -106,9 +104,11 @@ class ProvenanceStore:
                     raise LineageQueryError(f"value id {v!r} is not a non-negative integer")
             catalog.check_known(int(v) for v in values)
             return np.unique(np.array(values, dtype=np.int64))
+        if value_id is not None:
+            raise LineageQueryError("give a value id or a table and column, not both")
         if column is None:
             raise LineageQueryError("a table query needs a column: TABLE.COLUMN")
-        return self._cells_where(catalog, table, column, where)  # type: ignore[arg-type]
+        return self._cells_where(catalog, table, column, where)
 
     def _cells_where(self, catalog: Catalog, table: str, column: str, where: str | None) -> np.ndarray:
         entry = catalog.table_named(table)
@@ -129,8 +129,6 @@ class ProvenanceStore:
 
 
 def open(store: str | os.PathLike[str]) -> ProvenanceStore:
-    """Open ``store`` for lineage queries (it must exist)."""
-    opened = open_store(store)
-    if not isinstance(opened, ParquetStore):
-        raise StoreError(f"{store}: lineage queries need the Parquet store")
-    return ProvenanceStore(opened)
+    """Open ``store`` for lineage queries (it must exist), through the
+    store-backend hook: any :class:`~provplug.protocols.Store` will do."""
+    return ProvenanceStore(open_store(store))

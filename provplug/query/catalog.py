@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from .. import ids, schema, storefiles
 from ..errors import LineageQueryError
 from ..importer import UNKNOWN_TABLE
-from ..store import ParquetStore
+from ..protocols import Store
 from .index_reader import arrow_ids
 
 
@@ -57,7 +57,7 @@ def jsonable(value: Any) -> Any:
 class Catalog:
     """Tables, ops and imported value mappings of a store's committed runs."""
 
-    def __init__(self, store: ParquetStore, run_ids: tuple[str, ...]) -> None:
+    def __init__(self, store: Store, run_ids: tuple[str, ...]) -> None:
         self.store = store
         self.run_ids = run_ids
         tables = store.tables().to_pylist()
@@ -193,7 +193,7 @@ _lock = threading.Lock()
 _catalogs: dict[tuple[str, tuple[str, ...]], Catalog] = {}
 
 
-def catalog_for(store: ParquetStore) -> Catalog:
+def catalog_for(store: Store) -> Catalog:
     """The store's catalogue, cached per process until a run is added."""
     run_ids = tuple(m["run_id"] for m in store.runs())
     key = (store.root, run_ids)

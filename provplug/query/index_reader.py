@@ -25,7 +25,7 @@ from .. import storefiles
 from ..errors import NotIndexedError
 from ..index import integrity, layout
 from ..index.generation import check_generation, current_generation, generation_meta
-from ..store import ParquetStore
+from ..protocols import Store
 from .driver import _gather_ranges
 from .model import Direction, Edges
 
@@ -133,7 +133,7 @@ class IndexReader:
     are taken from that record: a file lost later is an error, not an empty
     bucket."""
 
-    def __init__(self, store: ParquetStore, generation: str, meta: dict[str, Any] | None = None) -> None:
+    def __init__(self, store: Store, generation: str, meta: dict[str, Any] | None = None) -> None:
         self.store = store
         self.fs = store.fs
         self.generation = generation
@@ -146,7 +146,7 @@ class IndexReader:
         self._recorded = _recorded_folders(self.meta)
 
     @classmethod
-    def current(cls, store: ParquetStore) -> IndexReader:
+    def current(cls, store: Store) -> IndexReader:
         """The live generation (``CURRENT`` is resolved once, here), checked."""
         pointer = store.path(layout.INDEX_DIR, layout.CURRENT)
         if store.fs.get_file_info(pointer).type != pafs.FileType.File:

@@ -30,7 +30,7 @@ import numpy as np
 from .. import schema, storefiles
 from ..errors import NotIndexedError
 from ..markers import hookimpl
-from ..store import ParquetStore
+from ..protocols import Store
 from .driver import walk
 from .index_reader import IndexReader
 from .model import Direction, Edges, MethodResult
@@ -42,7 +42,7 @@ DEFAULT_TAU = 2_000_000
 class QueryContext:
     """What a method may use: the store, its index, tau and (lazily) Spark."""
 
-    store: ParquetStore
+    store: Store
     tau: int = DEFAULT_TAU
     spark: Any = None
     _index: IndexReader | None = field(default=None, repr=False)
@@ -63,7 +63,7 @@ class QueryContext:
         return self.spark
 
 
-def _check_fresh(store: ParquetStore, reader: IndexReader) -> None:
+def _check_fresh(store: Store, reader: IndexReader) -> None:
     indexed = reader.indexed_runs()
     if indexed is None:
         return
@@ -89,7 +89,7 @@ _whole_tables: dict[tuple[str, tuple[str, ...]], Edges] = {}
 _whole_frames: dict[tuple[int, str, tuple[str, ...]], Any] = {}
 
 
-def _whole_table(store: ParquetStore) -> Edges:
+def _whole_table(store: Store) -> Edges:
     """Every committed triple as arrays, kept per process (warm RQ on the driver)."""
     key = (store.root, tuple(m["run_id"] for m in store.runs()))
     with _whole_lock:
@@ -121,7 +121,7 @@ class RecursiveQuery:
             triples = _whole_frames.get(key)
         if triples is None:
             # The paper's provRDD: the whole table, cached once for every RQ query.
-            files = [context.store.spark_path(p[len(context.store.root) + 1:]) for p in context.store.triple_files()]
+            files = [context.store.to_spark_path(p) for p in context.store.triple_files()]
             triples = read_parquet(spark, files, TRIPLE_COLUMNS_DDL).select("src", "dst", "op").cache()
             with _whole_lock:
                 for old in _whole_frames.values():
@@ -149,9 +149,7 @@ def _recurse_over_sets(
     from .spark_rq import INDEXED_TRIPLES_DDL, ISIN_LIMIT, read_parquet, walk_spark
 
     spark = context.session()
-    files = [
-        context.store.spark_path(f[len(context.store.root) + 1:]) for f in index.triple_bucket_files(csids.tolist())
-    ]
+    files = [context.store.to_spark_path(f) for f in index.triple_bucket_files(csids.tolist())]
     frame = read_parquet(spark, files, INDEXED_TRIPLES_DDL)
     if len(csids) <= ISIN_LIMIT:
         triples = frame.where(F.col("dst_csid").isin(csids.tolist()))

@@ -15,6 +15,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .. import schema
+from ..index import layout
+from ..sparksession import spark_ddl
 from .model import Direction, Edges, Walk
 
 # Deltas up to this many values are pushed into the scan as an IN-set filter;
@@ -70,8 +73,9 @@ def walk_spark(spark: Any, triples: Any, seeds: np.ndarray, direction: Direction
     return Walk(np.setdiff1d(visited, seeds), Edges(*arrays).sorted())
 
 
-TRIPLE_COLUMNS_DDL = "src long, dst long, op long, src_table int, dst_table int"
-INDEXED_TRIPLES_DDL = TRIPLE_COLUMNS_DDL + ", ccid long, src_csid long, dst_csid long"
+# The Parquet files' schemas, as Spark is told them.
+TRIPLE_COLUMNS_DDL = spark_ddl(schema.TRIPLES)
+INDEXED_TRIPLES_DDL = spark_ddl(layout.INDEXED_TRIPLES)
 
 
 def read_parquet(spark: Any, files: list[str], schema_ddl: str) -> Any:
