@@ -30,7 +30,6 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from conftest import REPO
 
 PACKAGES = {
@@ -254,10 +253,6 @@ def _adapter_sources() -> Iterator[Path]:
         yield from sorted(p for p in folder.rglob("*.py") if "benchmarks" not in p.parts)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the adapters and the example adapter still write through run.txn / store.fs / pyarrow writers",
-)
 def test_adapters_reach_the_store_only_through_the_recorder() -> None:
     offending = [
         f"{path.relative_to(REPO)}:{n}: {line.strip()}"
