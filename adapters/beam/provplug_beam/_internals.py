@@ -145,6 +145,28 @@ def select_fields(transform: beam.Select) -> list[tuple[str, Callable[[Any], Any
 
 
 # -- plain element types --------------------------------------------------------------
+class PlainType:
+    """The Beam type of a traced PCollection's plain values, worked out only
+    when a rule asks for it (inferring it walks every element of a source)."""
+
+    def __init__(self, compute: Callable[[], Any]) -> None:
+        self._compute: Callable[[], Any] | None = compute
+        self._value: Any = None
+
+    def __call__(self) -> Any:
+        if self._compute is not None:
+            self._value, self._compute = self._compute(), None
+        return self._value
+
+    @classmethod
+    def known(cls, value: Any) -> PlainType:
+        return cls(lambda: value or typehints.Any)
+
+    def after(self, transform: Any) -> PlainType:
+        """The type of ``transform``'s output for input of this type."""
+        return PlainType(lambda: output_type(transform, self()))
+
+
 def created_type(rows: Sequence[Any]) -> Any:
     """The element type Beam gives ``beam.Create(rows)``."""
     try:

@@ -1,8 +1,17 @@
 """Traced elements: a pipeline value paired with the provenance of its attributes.
 
 Inside a capture every element of a traced ``PCollection`` is ``(value, prov)``
-where ``prov`` maps each attribute of ``value`` to the sorted ids of the input
-cells it was derived from. The attributes of a value are:
+where ``prov`` is either
+
+* a dict mapping each attribute of ``value`` to the sorted ids of the input
+  cells it was derived from, or
+* one sorted tuple of ids: *every* attribute of ``value`` <- those cells. This
+  is what black boxes (``Map``, ``FlatMap``, ``ParDo``) and global aggregates
+  produce; carried as is along black-box paths, it is never rebuilt per
+  attribute or re-sorted, and is spread over the attributes only where a
+  table is written.
+
+The attributes of a value are:
 
 * dict, ``beam.Row``, ``NamedTuple``: its fields;
 * a 2-tuple ``(key, value)`` (Beam's KV): ``"key"``, then the fields of the
@@ -17,10 +26,10 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Union
 
 Ids = tuple[int, ...]
-Prov = dict[str, Ids]
+Prov = Union[Ids, dict[str, Ids]]  # noqa: UP007 - Beam reads this annotation as a type hint
 Traced = tuple[Any, Prov]
 
 
@@ -66,22 +75,46 @@ def union(groups: Iterable[Iterable[int]]) -> Ids:
     return tuple(sorted(merged))
 
 
-def all_ids(prov: Mapping[str, Ids]) -> Ids:
+def all_ids(prov: Prov | Mapping[str, Ids]) -> Ids:
+    """Every id of an element's provenance, sorted."""
+    if type(prov) is tuple:
+        return prov
+    assert isinstance(prov, Mapping)
+    if len(prov) == 1:
+        return tuple(next(iter(prov.values())))
     return union(prov.values())
 
 
-def black_box(value: Any, prov: Mapping[str, Ids]) -> Prov:
+def ids_of(prov: Prov, attribute: str) -> Ids:
+    """The ids of one attribute (``()`` when it has none)."""
+    if type(prov) is tuple:
+        return prov
+    assert isinstance(prov, dict)
+    return prov.get(attribute, ())
+
+
+def per_attribute(value: Any, prov: Prov) -> dict[str, Ids]:
+    """``prov`` as attribute -> ids (a tuple is spread over every attribute of ``value``)."""
+    if type(prov) is tuple:
+        return {a: prov for a in attributes(value)} if prov else {}
+    assert isinstance(prov, dict)
+    return prov
+
+
+def black_box(value: Any, prov: Prov) -> Ids:
     """Every attribute of ``value`` <- every input cell of the element it came from."""
-    ids = all_ids(prov)
-    return {a: ids for a in attributes(value)}
+    return all_ids(prov)
 
 
-def key_and_value_ids(value: Any, prov: Mapping[str, Ids]) -> tuple[Ids, Ids]:
+def key_and_value_ids(value: Any, prov: Prov) -> tuple[Ids, Ids]:
     """The ids of a KV element's key and of its value (all other attributes).
 
     An element that is not KV-shaped (e.g. a two-field NamedTuple Beam still
-    groups as a pair) gives all its ids to both.
+    groups as a pair), or whose provenance is one tuple, gives all its ids to both.
     """
+    if type(prov) is tuple:
+        return prov, prov
+    assert isinstance(prov, dict)
     if "key" not in prov or not is_kv(value):
         ids = all_ids(prov)
         return ids, ids
@@ -91,12 +124,19 @@ def key_and_value_ids(value: Any, prov: Mapping[str, Ids]) -> tuple[Ids, Ids]:
 def kv_prov(value: Any, key_ids: Ids, value_ids: Ids, by_attribute: Mapping[str, Ids] | None = None) -> Prov:
     """Provenance of a KV result: ``key`` <- ``key_ids``; each value attribute
     <- its entry in ``by_attribute`` if given, else ``value_ids``."""
+    if not by_attribute and key_ids == value_ids:
+        return key_ids
     extra = by_attribute or {}
     return {a: key_ids if a == "key" else extra.get(a, value_ids) for a in attributes(value)}
 
 
-def triple_count(prov: Mapping[str, Ids] | None) -> int:
-    return sum(len(ids) for ids in prov.values()) if prov else 0
+def triple_count(value: Any, prov: Prov | None) -> int:
+    if not prov:
+        return 0
+    if type(prov) is tuple:
+        return len(prov) * len(attributes(value))
+    assert isinstance(prov, dict)
+    return sum(len(ids) for ids in prov.values())
 
 
 # -- a canonical, process-independent form for ordering and equality --------
@@ -124,7 +164,7 @@ def element_key(element: Traced) -> str:
     """Orders the elements of a step output deterministically: by content,
     then by provenance (equal keys mean interchangeable elements)."""
     value, prov = element
-    return repr((canonical(value), tuple(sorted((a, tuple(ids)) for a, ids in prov.items()))))
+    return repr((canonical(value), tuple(sorted((a, tuple(ids)) for a, ids in per_attribute(value, prov).items()))))
 
 
 def bucket(key: str, buckets: int) -> int:

@@ -14,7 +14,7 @@ from apache_beam.transforms.window import TimestampedValue
 
 from provplug.errors import CaptureError
 
-from .elements import Ids, Prov, Traced, black_box, union
+from .elements import Ids, Prov, Traced, all_ids, per_attribute
 
 _PASS_THROUGH = (beam.pvalue.TaggedOutput, TimestampedValue)
 
@@ -23,7 +23,8 @@ class TracedDoFn(beam.DoFn):
     """Runs ``inner`` on the value of each traced element.
 
     ``copy=True`` (``Filter``): outputs keep the element's provenance.
-    Otherwise black box: every output attribute <- every input cell.
+    Otherwise black box: every output attribute <- every input cell, one id
+    tuple shared by all the outputs of the element.
     """
 
     def __init__(self, inner: beam.DoFn, copy: bool, label: str) -> None:
@@ -39,10 +40,13 @@ class TracedDoFn(beam.DoFn):
     def process(self, element, *args, **kwargs):  # unannotated: Beam reads type hints from it
         value, prov = element
         outputs = self.inner.process(value, *args, **kwargs)
-        for out in outputs or ():
+        if not outputs:
+            return
+        ids = prov if self.copy else all_ids(prov)
+        for out in outputs:
             if isinstance(out, _PASS_THROUGH):
                 raise CaptureError(f"{self.label}: tagged or timestamped outputs cannot be captured")
-            yield out, (prov if self.copy else black_box(out, prov))
+            yield out, ids
 
     def finish_bundle(self) -> None:
         if list(self.inner.finish_bundle() or ()):
@@ -52,11 +56,16 @@ class TracedDoFn(beam.DoFn):
         self.inner.teardown()
 
 
+Acc = tuple[Any, set[int], list[set[int]]]
+
+
 class TracedCombineFn(beam.CombineFn):
-    """Combines ``(value, id groups)`` inputs: ``inner`` combines the values,
+    """Combines ``(value, ids)`` inputs: ``inner`` combines the values, and
     each of the ``slots`` id groups is unioned across the combined inputs.
 
-    Output: ``(inner result, (ids of slot 0, ids of slot 1, ...))``.
+    ``ids`` is one id tuple per slot, or one id tuple for all of them (what
+    an element whose provenance is one tuple gives: unioned once, not once
+    per slot). Output: ``(inner result, (ids of slot 0, ids of slot 1, ...))``.
     """
 
     def __init__(self, inner: beam.CombineFn, slots: int) -> None:
@@ -66,26 +75,33 @@ class TracedCombineFn(beam.CombineFn):
     def setup(self, *args: Any, **kwargs: Any) -> None:
         self.inner.setup(*args, **kwargs)
 
-    def create_accumulator(self) -> tuple[Any, list[set[int]]]:
-        return self.inner.create_accumulator(), [set() for _ in range(self.slots)]
+    def create_accumulator(self) -> Acc:
+        return self.inner.create_accumulator(), set(), [set() for _ in range(self.slots)]
 
-    def add_input(self, acc: tuple[Any, list[set[int]]], element: tuple[Any, Sequence[Ids]]) -> tuple[Any, list[set[int]]]:
-        inner_acc, groups = acc
+    def add_input(self, acc: Acc, element: tuple[Any, Sequence[Any]]) -> Acc:
+        inner_acc, shared, groups = acc
         value, ids = element
-        for group, new in zip(groups, ids, strict=True):
-            group.update(new)
-        return self.inner.add_input(inner_acc, value), groups
+        if not ids or type(ids[0]) is int:
+            shared.update(ids)
+        else:
+            for group, new in zip(groups, ids, strict=True):
+                group.update(new)
+        return self.inner.add_input(inner_acc, value), shared, groups
 
-    def merge_accumulators(self, accs: Iterable[tuple[Any, list[set[int]]]]) -> tuple[Any, list[set[int]]]:
+    def merge_accumulators(self, accs: Iterable[Acc]) -> Acc:
         accs = list(accs)
         merged = self.inner.merge_accumulators([a[0] for a in accs])
-        return merged, [set().union(*(a[1][i] for a in accs)) for i in range(self.slots)]
+        return merged, set().union(*(a[1] for a in accs)), [set().union(*(a[2][i] for a in accs)) for i in range(self.slots)]
 
-    def compact(self, acc: tuple[Any, list[set[int]]]) -> tuple[Any, list[set[int]]]:
-        return self.inner.compact(acc[0]), acc[1]
+    def compact(self, acc: Acc) -> Acc:
+        return self.inner.compact(acc[0]), acc[1], acc[2]
 
-    def extract_output(self, acc: tuple[Any, list[set[int]]]) -> tuple[Any, tuple[Ids, ...]]:
-        return self.inner.extract_output(acc[0]), tuple(tuple(sorted(g)) for g in acc[1])
+    def extract_output(self, acc: Acc) -> tuple[Any, tuple[Ids, ...]]:
+        inner_acc, shared, groups = acc
+        if not any(groups):
+            every = tuple(sorted(shared))
+            return self.inner.extract_output(inner_acc), (every,) * self.slots
+        return self.inner.extract_output(inner_acc), tuple(tuple(sorted(shared | g)) for g in groups)
 
     def teardown(self, *args: Any, **kwargs: Any) -> None:
         self.inner.teardown(*args, **kwargs)
@@ -99,11 +115,13 @@ class MergeEqualFn(beam.CombineFn):
         return False, None, {}
 
     def add_input(
-        self, acc: tuple[bool, Any, dict[str, set[int]]], element: tuple[Any, Mapping[str, Iterable[int]]]
+        self, acc: tuple[bool, Any, dict[str, set[int]]], element: tuple[Any, Prov | Mapping[str, Iterable[int]]]
     ) -> tuple[bool, Any, dict[str, set[int]]]:
         seen, value, prov = acc
         new_value, new_prov = element
-        for a, ids in new_prov.items():
+        spread = per_attribute(new_value, new_prov) if type(new_prov) is tuple else new_prov
+        assert isinstance(spread, Mapping)
+        for a, ids in spread.items():
             prov.setdefault(a, set()).update(ids)
         return True, (value if seen else new_value), prov
 
@@ -126,14 +144,19 @@ def as_combine_fn(fn: Any) -> beam.CombineFn:
     return beam.CombineFn.maybe_from_callable(fn)
 
 
-def split_ids(prov: Prov, names: Sequence[str | None]) -> tuple[Ids, ...]:
-    """For each name: that attribute's ids, or (``None``) all the element's ids."""
+def split_ids(prov: Prov, names: Sequence[str | None]) -> Sequence[Any]:
+    """For each name: that attribute's ids, or (``None``) all the element's
+    ids; a provenance that is one tuple is returned as is (the same ids for
+    every name, see :class:`TracedCombineFn`)."""
+    if type(prov) is tuple:
+        return prov
+    assert isinstance(prov, dict)
     every: Ids | None = None
     out = []
     for name in names:
         if name is not None and name in prov:
             out.append(tuple(prov[name]))
         else:
-            every = every if every is not None else union(prov.values())
+            every = every if every is not None else all_ids(prov)
             out.append(every)
     return tuple(out)

@@ -47,7 +47,7 @@ from apache_beam.typehints.typehints import Tuple
 from provplug.errors import CaptureError
 
 from . import _internals as internals
-from .elements import Traced, all_ids, attributes, key_and_value_ids, kv_prov, union, value_key
+from .elements import Traced, all_ids, key_and_value_ids, kv_prov, union, value_key
 from .fns import MergeEqualFn, TracedCombineFn, TracedDoFn, as_combine_fn, split_ids
 
 Expand = Callable[[Any], Any]
@@ -79,11 +79,16 @@ class Expansion(beam.PTransform):
         return self.rule.expand(pvalueish)
 
 
-def rule_for(transform: Any, label: str, plain: Callable[[Any], Any], input_type: Any = AnyType) -> Rule | None:
+def rule_for(
+    transform: Any, label: str, plain: Callable[[Any], Any], input_type: Callable[[], Any] = lambda: AnyType
+) -> Rule | None:
     """The traced form of ``transform``; ``plain`` strips provenance from a
-    traced PCollection used as a side input; ``input_type`` is the Beam type
-    of the (first) input's plain values."""
-    key = internals.key_type(input_type)
+    traced PCollection used as a side input; ``input_type()`` is the Beam
+    type of the (first) input's plain values (asked only by grouping rules)."""
+
+    def key() -> Any:
+        return internals.key_type(input_type())
+
     if isinstance(transform, beam.ParDo):
         return _pardo(transform, label, plain)
     if isinstance(transform, beam.GroupByKey):
@@ -147,12 +152,12 @@ def _from_grouped(kv: tuple[Any, Any]) -> Traced:
     return value, kv_prov(value, union(i[1] for i in items), union(i[2] for i in items))
 
 
-def _keyed(key: Any) -> Any:
+def _keyed(key: Callable[[], Any]) -> Any:
     """The type of ``(key, anything)``: Beam picks the key's coder from it."""
-    return Tuple[key, AnyType]
+    return Tuple[key(), AnyType]
 
 
-def _group_by_key(pc: Any, key: Any) -> Any:
+def _group_by_key(pc: Any, key: Callable[[], Any]) -> Any:
     return (
         pc
         | "ToKV" >> beam.Map(_to_kv).with_output_types(_keyed(key))
@@ -161,7 +166,7 @@ def _group_by_key(pc: Any, key: Any) -> Any:
     )
 
 
-def _co_group_by_key(pcolls: Any, key: Any) -> Any:
+def _co_group_by_key(pcolls: Any, key: Callable[[], Any]) -> Any:
     def to_kv(pc: Any, i: int) -> Any:
         return pc | f"ToKV{i}" >> beam.Map(_to_kv).with_output_types(_keyed(key))
 
@@ -186,7 +191,7 @@ def _from_co_grouped(kv: tuple[Any, Any]) -> Traced:
     return value, kv_prov(value, union(i[1] for i in every), union(i[2] for i in every), by_attribute)
 
 
-def _combine_per_key(transform: beam.CombinePerKey, label: str, key: Any) -> Rule:
+def _combine_per_key(transform: beam.CombinePerKey, label: str, key: Callable[[], Any]) -> Rule:
     if transform.args or transform.kwargs:
         raise CaptureError(f"{label}: CombinePerKey with extra arguments cannot be captured")
     fn = TracedCombineFn(as_combine_fn(transform.fn), 2)
@@ -202,9 +207,9 @@ def _combine_per_key(transform: beam.CombinePerKey, label: str, key: Any) -> Rul
     return Rule("CombinePerKey", False, expand)
 
 
-def _to_combine_kv(element: Traced) -> tuple[Any, tuple[Any, tuple[tuple[int, ...], tuple[int, ...]]]]:
+def _to_combine_kv(element: Traced) -> tuple[Any, tuple[Any, Any]]:
     key, (inner, key_ids, value_ids) = _to_kv(element)
-    return key, (inner, (key_ids, value_ids))
+    return key, (inner, key_ids if key_ids is value_ids else (key_ids, value_ids))
 
 
 def _from_combined(kv: tuple[Any, Any]) -> Traced:
@@ -231,14 +236,14 @@ def _combine_globally_with(combine_fn: beam.CombineFn, has_defaults: bool, opera
     return Rule(operation, False, expand)
 
 
-def _to_global_input(element: Traced) -> tuple[Any, tuple[tuple[int, ...]]]:
+def _to_global_input(element: Traced) -> tuple[Any, tuple[int, ...]]:
     value, prov = element
-    return value, (all_ids(prov),)
+    return value, all_ids(prov)
 
 
 def _from_global(result: tuple[Any, tuple[tuple[int, ...]]]) -> Traced:
     out, (ids,) = result
-    return out, {a: ids for a in attributes(out)}
+    return out, ids
 
 
 def _distinct(pc: Any) -> Any:
@@ -258,7 +263,8 @@ def _group_by(transform: beam.GroupBy) -> Rule:
 
     def to_kv(element: Traced) -> Any:
         value, prov = element
-        return key_fn(value), (value, union(split_ids(prov, sources)), all_ids(prov))
+        key_ids = prov if isinstance(prov, tuple) else union(split_ids(prov, sources))
+        return key_fn(value), (value, key_ids, all_ids(prov))
 
     def expand(pc: Any) -> Any:
         return pc | "ToKV" >> beam.Map(to_kv) | "GroupByKey" >> beam.GroupByKey() | "WithProv" >> beam.Map(_from_grouped)
@@ -302,6 +308,8 @@ def _select(transform: beam.Select) -> Rule:
         value, prov = element
         every = all_ids(prov)
         row = beam.Row(**{name: fn(value) for name, fn, _ in fields})
+        if isinstance(prov, tuple):
+            return row, prov
         return row, {name: tuple(prov.get(src, every)) if src else every for name, _, src in fields}
 
     return Rule("Select", any(src is None for _, _, src in fields), lambda pc: pc | "Select" >> beam.Map(select))

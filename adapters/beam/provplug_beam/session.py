@@ -21,7 +21,7 @@ from provplug.writers import Destination
 
 from . import _internals as internals
 from .rules import Expansion, rule_for
-from .tables import Materialize, NumberByContent, TableTarget, number_list, summary_name
+from .tables import Materialize, NumberByContent, TableTarget, layout_in_memory, summary_name, write_in_memory
 
 
 def _now() -> dt.datetime:
@@ -38,7 +38,7 @@ class Trace:
 
     tables: frozenset[int]
     step: int | None
-    plain_type: Any = typehints.Any
+    plain_type: internals.PlainType = dataclasses.field(default_factory=lambda: internals.PlainType.known(None))
     operations: tuple[str, ...] = ()
     black_box: bool = False
 
@@ -98,10 +98,29 @@ class BeamSession:
                 plain_type = read.element_type
                 numbered = read | f"{label}/Trace" >> beam.Map(lambda v: (v, {})) | f"{label}/Number" >> NumberByContent()
             else:
-                rows = _rows_of(data)
-                plain_type = internals.created_type(rows)
-                numbered = number_list(self.pipeline, rows, f"{label}/Create")
+                return self._source_in_memory(_rows_of(data), table, label)
         return self._materialize(numbered, table, None, label, plain_type)
+
+    def _source_in_memory(self, rows: list[Any], table: TableInfo, label: str) -> Any:
+        """A source given in memory is laid out, stored and numbered here, on
+        the driver (row i is the i-th element), the same way ``Materialize``
+        does it in the pipeline; the pipeline only gets the traced elements."""
+        plain_type = internals.PlainType(lambda: internals.created_type(rows))
+        layout, traced = layout_in_memory(rows, table.table_id)
+        if self.run.store_rows:
+            with self.run.rows_writer(table.table_id) as writer:
+                write_in_memory(writer, rows, layout)
+        with self._internal():
+            # Typed Any, as every traced PCollection (composites read it as
+            # the type of plain values), which also spares inferring it.
+            created = self.pipeline | f"{label}/Create" >> beam.Create(traced, reshuffle=False).with_output_types(
+                typehints.Any
+            )
+        self.run.record_table(
+            dataclasses.replace(table, columns=layout[0], rows=len(rows), stored_rows=self.run.store_rows)
+        )
+        self._register(created, Trace(frozenset({table.table_id}), None, plain_type))
+        return created
 
     def run_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         started = _now()
@@ -203,7 +222,9 @@ class BeamSession:
         with self._internal():
             rebased = numbered | f"{label}/Materialize" >> Materialize(target)
         self._tables.append(dataclasses.replace(table, stored_rows=self.run.store_rows))
-        self._register(rebased, Trace(frozenset({table.table_id}), None, plain_type or typehints.Any))
+        if not isinstance(plain_type, internals.PlainType):
+            plain_type = internals.PlainType.known(plain_type)
+        self._register(rebased, Trace(frozenset({table.table_id}), None, plain_type))
         return rebased
 
     def _output(self, step: StepInfo, name: str, out: Any, op_id: int, scope: StepScope) -> tuple[TableInfo, Any]:
@@ -257,7 +278,7 @@ class BeamSession:
             result = original(Expansion(rule), pvalueish, name)
         scope.operations.append(rule.operation)
         scope.black_box |= rule.black_box
-        self._register(result, Trace(tables, scope.token, internals.output_type(transform, input_type)))
+        self._register(result, Trace(tables, scope.token, input_type.after(transform)))
         return result
 
     def _apply_outside(self, original: Callable[..., Any], transform: Any, pvalueish: Any, name: str,
@@ -281,7 +302,7 @@ class BeamSession:
         with self._internal():
             result = original(Expansion(rule), pvalueish, name)
         self._register(result, Trace(
-            frozenset().union(*(t.tables for t in traces)), None, internals.output_type(transform, input_type),
+            frozenset().union(*(t.tables for t in traces)), None, input_type.after(transform),
             (*(op for t in traces for op in t.operations), rule.operation),
             any(t.black_box for t in traces) or rule.black_box,
         ))
@@ -298,12 +319,10 @@ class BeamSession:
         outputs = list(_pcollections(result))
         if not outputs or any(self._trace(pc) is None for pc in outputs):
             raise CaptureError(f"step {scope.name}: {name} ({type(transform).__name__}) cannot be captured")
-        input_types = [t.plain_type for pc in _pcollections(pvalueish) if (t := self._trace(pc)) is not None]
+        first = next(t.plain_type for pc in _pcollections(pvalueish) if (t := self._trace(pc)) is not None)
         for pc in outputs:  # the composite's declared output type, as Beam gives it
             inner = self._trace_of(pc)
-            if inner.plain_type == typehints.Any and input_types:
-                plain = internals.output_type(transform, input_types[0])
-                self._register(pc, dataclasses.replace(inner, plain_type=plain))
+            self._register(pc, dataclasses.replace(inner, plain_type=_declared(inner.plain_type, first.after(transform))))
         return result
 
     def _check_inputs(self, pvalueish: Any, scope: StepScope) -> None:
@@ -377,6 +396,11 @@ class _StepTransform(beam.PTransform):
 
     def expand(self, pbegin: Any) -> Any:
         return self.build()
+
+
+def _declared(inner: internals.PlainType, declared: internals.PlainType) -> internals.PlainType:
+    """A composite's output type: its last part's, else the composite's declared one."""
+    return internals.PlainType(lambda: inner() if inner() != typehints.Any else declared())
 
 
 class _Composite(beam.PTransform):

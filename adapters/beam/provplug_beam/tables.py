@@ -8,6 +8,9 @@ triple counts, columns) into the run's scratch directory for the driver, and
 returns the elements *rebased* on the new table: each attribute's provenance
 becomes the id of its own cell, so later steps link to this table.
 
+A source given in memory is laid out and written on the driver instead
+(:func:`layout_in_memory`, :func:`write_in_memory`), with the same code.
+
 Row numbers are deterministic: a source given as a list keeps its order; any
 other PCollection is ordered by content (hash bucket, then a canonical
 rendering of each element), so re-running the same pipeline on the same data
@@ -30,7 +33,7 @@ from provplug import ids
 from provplug.errors import CaptureError
 from provplug.writers import Destination, RowsWriter, TripleWriter
 
-from .elements import Prov, Traced, bucket, cells, element_key, triple_count
+from .elements import Prov, Traced, bucket, cells, element_key, per_attribute, triple_count
 
 Numbered = tuple[int, Any, "Prov | None"]
 Layout = tuple[tuple[str, ...], pa.Schema]
@@ -63,11 +66,6 @@ def summary_name(table_id: int) -> str:
 
 
 # -- numbering -------------------------------------------------------------------
-def number_list(pipeline: beam.Pipeline, rows: Sequence[Any], label: str) -> Any:
-    """A source given in memory: row i is the i-th element."""
-    return pipeline | label >> beam.Create([(i, r, None) for i, r in enumerate(rows)], reshuffle=False)
-
-
 class NumberByContent(beam.PTransform):
     """``(value, prov)`` -> ``(row, value, prov)`` with rows 0..n-1 in content order."""
 
@@ -199,7 +197,7 @@ class WriteTable(beam.DoFn):
             self.rows.append(_record(value, layout[1]))
             self.numbers.append(row)
         if prov and self.triples_writer is not None:
-            for attr, parents in prov.items():
+            for attr, parents in per_attribute(value, prov).items():
                 if attr not in self.index:
                     raise CaptureError(f"table {self.target.name}: provenance for unknown attribute {attr!r}")
                 dst = ids.value_id(self.target.table_id, self.index[attr], row)
@@ -250,8 +248,30 @@ def _sum_pairs(pairs: Iterable[tuple[int, int]]) -> tuple[int, int]:
 
 def _rebase(element: Numbered, layout: Layout, table_id: int) -> Traced:
     row, value, _ = element
+    columns = layout[0]
+    if len(columns) == 1:  # one attribute: one id tuple
+        return value, (ids.value_id(table_id, 0, row),)
     present = cells(value)
-    return value, {c: (ids.value_id(table_id, i, row),) for i, c in enumerate(layout[0]) if c in present}
+    return value, {c: (ids.value_id(table_id, i, row),) for i, c in enumerate(columns) if c in present}
+
+
+# -- sources given in memory (on the driver) -------------------------------------
+def layout_in_memory(rows: Sequence[Any], table_id: int) -> tuple[Layout, list[Traced]]:
+    """The layout of rows given in memory (row i is the i-th) and the rows
+    rebased on table ``table_id``, as ``Materialize`` computes them."""
+    fn = LayoutFn()
+    acc = fn.create_accumulator()
+    for i, value in enumerate(rows):
+        acc = fn.add_input(acc, (i, value, None))
+    layout = fn.extract_output(acc)
+    return layout, [_rebase((i, value, None), layout, table_id) for i, value in enumerate(rows)]
+
+
+def write_in_memory(writer: RowsWriter, rows: Sequence[Any], layout: Layout) -> None:
+    for start in range(0, len(rows), FLUSH_ROWS):
+        chunk = rows[start:start + FLUSH_ROWS]
+        writer.write(pa.RecordBatch.from_pylist([_record(v, layout[1]) for v in chunk], schema=layout[1]),
+                     range(start, start + len(chunk)))
 
 
 class Materialize(beam.PTransform):
@@ -266,7 +286,7 @@ class Materialize(beam.PTransform):
         _ = numbered | "Write" >> beam.ParDo(WriteTable(self.target), layout)
         _ = (
             numbered
-            | "Counts" >> beam.Map(lambda e: (1, triple_count(e[2])))
+            | "Counts" >> beam.Map(lambda e: (1, triple_count(e[1], e[2])))
             | "Sum" >> beam.CombineGlobally(_sum_pairs)
             | "Summary" >> beam.Map(_write_summary, layout, self.target)
         )
