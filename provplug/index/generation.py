@@ -107,8 +107,8 @@ def _take_lock(store: Store, path: str) -> bool:
 
 def _stale(store: Store, path: str) -> bool:
     try:
-        # Unreadable: its builder died writing it (a lock of an older provplug,
-        # written in place). Empty: such a builder is writing it now.
+        # A lock written in place (off local disk, or by an older provplug) may be
+        # seen empty: its builder is writing it now; unreadable: it died doing so.
         owner = json.loads(store.read_text(path) or "{}")
     except (OSError, ValueError, DamagedStoreError):
         return True
