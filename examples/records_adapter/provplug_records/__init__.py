@@ -12,7 +12,6 @@ through the run's writers (never the store's files directly).
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -21,7 +20,7 @@ import pyarrow as pa
 
 import provplug
 from provplug import ids
-from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin
+from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin, utc_now
 from provplug.protocols import RunRecorder
 
 EVENTS: list[tuple[str, str]] = []  # (hook, detail): what this plugin observed
@@ -56,14 +55,14 @@ class RecordsSession:
 
     def run_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Records:
         (source,) = [a for a in args if isinstance(a, Records)]
-        started = dt.datetime.now(dt.timezone.utc)
+        started = utc_now()
         rows = func(*args, **kwargs)
         out = self._write_table(step.outputs[0], "output", rows)
         op_id = self.run.new_op_id()
         triples = self._write_triples(op_id, source, out)
         self.run.record_op(
             OpInfo(op_id, step.name, self.run.run_id, "udf", (source.table.table_id,), (out.table.table_id,),
-                   ("map",), step.params, started, dt.datetime.now(dt.timezone.utc), triples)
+                   ("map",), step.params, started, utc_now(), triples)
         )
         return out
 
