@@ -130,15 +130,6 @@ def kv_prov(value: Any, key_ids: Ids, value_ids: Ids, by_attribute: Mapping[str,
     return {a: key_ids if a == "key" else extra.get(a, value_ids) for a in attributes(value)}
 
 
-def triple_count(value: Any, prov: Prov | None) -> int:
-    if not prov:
-        return 0
-    if type(prov) is tuple:
-        return len(prov) * len(attributes(value))
-    assert isinstance(prov, dict)
-    return sum(len(ids) for ids in prov.values())
-
-
 # -- a canonical, process-independent form for ordering and equality --------
 def canonical(value: Any) -> Any:
     """A form of ``value`` whose ``repr`` is the same in every process

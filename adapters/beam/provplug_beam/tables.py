@@ -33,7 +33,7 @@ from provplug import ids
 from provplug.errors import CaptureError
 from provplug.writers import Destination, RowsWriter, TripleWriter
 
-from .elements import Prov, Traced, bucket, cells, element_key, per_attribute, triple_count
+from .elements import Prov, Traced, bucket, cells, element_key, per_attribute
 
 Numbered = tuple[int, Any, "Prov | None"]
 Layout = tuple[tuple[str, ...], pa.Schema]
@@ -70,13 +70,14 @@ class NumberByContent(beam.PTransform):
     """``(value, prov)`` -> ``(row, value, prov)`` with rows 0..n-1 in content order."""
 
     def expand(self, traced: Any) -> Any:
-        keyed = traced | "Key" >> beam.Map(_keyed)
-        sizes = keyed | "Sizes" >> beam.Map(lambda kv: (kv[0], 1)) | "Count" >> beam.CombinePerKey(sum)
-        return (
-            keyed
-            | "Group" >> beam.GroupByKey()
-            | "Number" >> beam.FlatMap(_number_bucket, beam.pvalue.AsDict(sizes))
-        )
+        grouped = traced | "Key" >> beam.Map(_keyed) | "Group" >> beam.GroupByKey()
+        sizes = grouped | "Sizes" >> beam.Map(_bucket_size)  # one element per bucket
+        return grouped | "Number" >> beam.FlatMap(_number_bucket, beam.pvalue.AsDict(sizes))
+
+
+def _bucket_size(group: tuple[int, Iterable[Any]]) -> tuple[int, int]:
+    b, items = group
+    return b, sum(1 for _ in items)
 
 
 def _keyed(element: Traced) -> tuple[int, tuple[str, Traced]]:
@@ -129,7 +130,12 @@ class LayoutFn(beam.CombineFn):
 
     def add_input(self, acc: dict[str, list[Any]], element: Numbered) -> dict[str, list[Any]]:
         row, value, _ = element
-        for pos, (attr, cell) in enumerate(cells(value).items()):
+        self.add_cells(acc, row, cells(value))
+        return acc
+
+    @staticmethod
+    def add_cells(acc: dict[str, list[Any]], row: int, row_cells: dict[str, Any]) -> None:
+        for pos, (attr, cell) in enumerate(row_cells.items()):
             entry = acc.get(attr)
             kind = arrow_type(cell)
             if entry is None:
@@ -137,7 +143,6 @@ class LayoutFn(beam.CombineFn):
             else:
                 entry[0] = min(entry[0], (row, pos))
                 entry[1].add(kind)
-        return acc
 
     def merge_accumulators(self, accs: Iterable[dict[str, list[Any]]]) -> dict[str, list[Any]]:
         merged: dict[str, list[Any]] = {}
@@ -153,6 +158,38 @@ class LayoutFn(beam.CombineFn):
         if len(columns) > ids.MAX_COLUMNS:
             raise CaptureError(f"a table has {len(columns)} columns; at most {ids.MAX_COLUMNS} fit the id layout")
         return columns, pa.schema([pa.field(c, _unify(acc[c][1])) for c in columns])
+
+
+Stats = tuple[Layout, int, int]  # layout, rows, triples
+
+
+class TableStatsFn(beam.CombineFn):
+    """A table's layout (:class:`LayoutFn`), rows and triples in one pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layout = LayoutFn()
+
+    def create_accumulator(self) -> list[Any]:
+        return [self.layout.create_accumulator(), 0, 0]
+
+    def add_input(self, acc: list[Any], element: Numbered) -> list[Any]:
+        row, value, prov = element
+        row_cells = cells(value)
+        LayoutFn.add_cells(acc[0], row, row_cells)
+        acc[1] += 1
+        if isinstance(prov, tuple):
+            acc[2] += len(prov) * len(row_cells)
+        elif prov:
+            acc[2] += sum(len(i) for i in prov.values())
+        return acc
+
+    def merge_accumulators(self, accs: Iterable[list[Any]]) -> list[Any]:
+        accs = list(accs)
+        return [self.layout.merge_accumulators(a[0] for a in accs), sum(a[1] for a in accs), sum(a[2] for a in accs)]
+
+    def extract_output(self, acc: list[Any]) -> Stats:
+        return self.layout.extract_output(acc[0]), acc[1], acc[2]
 
 
 def _unify(kinds: set[pa.DataType]) -> pa.DataType:
@@ -189,8 +226,9 @@ class WriteTable(beam.DoFn):
             if target.triples is not None and target.op_id is not None else None
         )
 
-    def process(self, element: Numbered, layout: Layout) -> None:
+    def process(self, element: Numbered, stats: Stats) -> None:
         row, value, prov = element
+        layout = stats[0]
         if self.layout is None:
             self.layout, self.index = layout, {c: i for i, c in enumerate(layout[0])}
         if self.rows_writer is not None:
@@ -234,16 +272,14 @@ def _record(value: Any, arrow_schema: pa.Schema) -> dict[str, Any]:
     return record
 
 
-def _write_summary(counts: tuple[int, int], layout: Layout, target: TableTarget) -> None:
-    summary = {"rows": counts[0], "triples": counts[1], "columns": list(layout[0])}
+def _write_summary(stats: Stats, target: TableTarget) -> None:
+    layout, rows, triples = stats
+    summary = {"rows": rows, "triples": triples, "columns": list(layout[0])}
     target.summary.write_text(target.summary_name, json.dumps(summary))
 
 
-def _sum_pairs(pairs: Iterable[tuple[int, int]]) -> tuple[int, int]:
-    rows = triples = 0
-    for r, t in pairs:
-        rows, triples = rows + r, triples + t
-    return rows, triples
+def _rebase_numbered(element: Numbered, stats: Stats, table_id: int) -> Traced:
+    return _rebase(element, stats[0], table_id)
 
 
 def _rebase(element: Numbered, layout: Layout, table_id: int) -> Traced:
@@ -282,12 +318,8 @@ class Materialize(beam.PTransform):
         self.target = target
 
     def expand(self, numbered: Any) -> Any:
-        layout = beam.pvalue.AsSingleton(numbered | "Layout" >> beam.CombineGlobally(LayoutFn()))
-        _ = numbered | "Write" >> beam.ParDo(WriteTable(self.target), layout)
-        _ = (
-            numbered
-            | "Counts" >> beam.Map(lambda e: (1, triple_count(e[1], e[2])))
-            | "Sum" >> beam.CombineGlobally(_sum_pairs)
-            | "Summary" >> beam.Map(_write_summary, layout, self.target)
-        )
-        return numbered | "Rebase" >> beam.Map(_rebase, layout, self.target.table_id)
+        stats = numbered | "Layout" >> beam.CombineGlobally(TableStatsFn())
+        _ = stats | "Summary" >> beam.Map(_write_summary, self.target)
+        stats_view = beam.pvalue.AsSingleton(stats)
+        _ = numbered | "Write" >> beam.ParDo(WriteTable(self.target), stats_view)
+        return numbered | "Rebase" >> beam.Map(_rebase_numbered, stats_view, self.target.table_id)
