@@ -21,7 +21,15 @@ from provplug.writers import Destination
 
 from . import _internals as internals
 from .rules import Expansion, rule_for
-from .tables import Materialize, NumberByContent, TableTarget, layout_in_memory, summary_name, write_in_memory
+from .tables import (
+    CreateTraced,
+    Materialize,
+    NumberByContent,
+    TableTarget,
+    layout_in_memory,
+    summary_name,
+    write_in_memory,
+)
 
 
 def _now() -> dt.datetime:
@@ -105,7 +113,7 @@ class BeamSession:
         """A source given in memory is laid out, stored and numbered here, on
         the driver (row i is the i-th element), the same way ``Materialize``
         does it in the pipeline; the pipeline only gets the traced elements."""
-        plain_type = internals.PlainType(lambda: internals.created_type(rows))
+        plain_type = internals.created_type(rows)  # as plain Beam infers it for beam.Create(rows)
         layout, traced = layout_in_memory(rows, table.table_id)
         if self.run.store_rows:
             with self.run.rows_writer(table.table_id) as writer:
@@ -113,13 +121,13 @@ class BeamSession:
         with self._internal():
             # Typed Any, as every traced PCollection (composites read it as
             # the type of plain values), which also spares inferring it.
-            created = self.pipeline | f"{label}/Create" >> beam.Create(traced, reshuffle=False).with_output_types(
+            created = self.pipeline | f"{label}/Create" >> CreateTraced(traced, plain_type).with_output_types(
                 typehints.Any
             )
         self.run.record_table(
             dataclasses.replace(table, columns=layout[0], rows=len(rows), stored_rows=self.run.store_rows)
         )
-        self._register(created, Trace(frozenset({table.table_id}), None, plain_type))
+        self._register(created, Trace(frozenset({table.table_id}), None, internals.PlainType.known(plain_type)))
         return created
 
     def run_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:

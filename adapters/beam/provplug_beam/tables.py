@@ -28,6 +28,7 @@ from typing import Any
 import apache_beam as beam
 import pyarrow as pa
 from apache_beam.metrics.metric import Lineage
+from apache_beam.typehints import typehints
 
 from provplug import ids
 from provplug.errors import CaptureError
@@ -301,6 +302,20 @@ def layout_in_memory(rows: Sequence[Any], table_id: int) -> tuple[Layout, list[T
         acc = fn.add_input(acc, (i, value, None))
     layout = fn.extract_output(acc)
     return layout, [_rebase((i, value, None), layout, table_id) for i, value in enumerate(rows)]
+
+
+class CreateTraced(beam.Create):
+    """``beam.Create`` of traced elements ``(value, prov)`` whose values are
+    of ``plain_type``: encoded with the plain values' coder (a ``RowCoder``
+    for rows) instead of inferring a type from every element, which Beam
+    does per row (and slowly) for rows nested in tuples."""
+
+    def __init__(self, values: Sequence[Traced], plain_type: Any) -> None:
+        self.plain_type = plain_type
+        super().__init__(values, reshuffle=False)
+
+    def infer_output_type(self, unused_input_type: Any) -> Any:
+        return typehints.Tuple[self.plain_type, typehints.Any]
 
 
 def write_in_memory(writer: RowsWriter, rows: Sequence[Any], layout: Layout) -> None:
