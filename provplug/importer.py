@@ -431,7 +431,8 @@ def topological_order(
     Each round takes the values whose predecessors are all ordered (the
     frontier) and relaxes only their out-edges, so the whole sort touches
     every edge once: O(values + edges) whatever the depth. Small frontiers
-    are walked in Python (a chain of a million is a million rounds)."""
+    are walked in Python, value by value (a chain of a million values would
+    be a million NumPy rounds)."""
     progress.update(stage, 0, "values", force=True)
     indptr, targets = _csr(src, dst, n_values)
     in_degree = np.bincount(targets, minlength=n_values).astype(np.int32)
@@ -590,12 +591,14 @@ def _earlier_imported_triples(
     dataset = pads.dataset(store.triple_files(), schema=schema.TRIPLES, format="parquet", filesystem=store.fs)
     for fragment in dataset.get_fragments():
         with storefiles.damage_reported(fragment.path):
-            part = fragment.to_table(schema=schema.TRIPLES, columns=["src", "dst"], filter=imported)
-        srcs.append(part.column("src").to_numpy())
-        dsts.append(part.column("dst").to_numpy())
-        shared = shared or _shares_a_value(nodes, np.concatenate([srcs[-1], dsts[-1]]))
-        read += part.num_rows
-        progress.update("cycle check: reading earlier imported triples", read, "triples")
+            for batch in fragment.to_batches(
+                schema=schema.TRIPLES, columns=["src", "dst"], filter=imported, batch_size=BATCH_ROWS
+            ):
+                srcs.append(batch.column("src").to_numpy())
+                dsts.append(batch.column("dst").to_numpy())
+                shared = shared or _shares_a_value(nodes, np.concatenate([srcs[-1], dsts[-1]]))
+                read += batch.num_rows
+                progress.update("cycle check: reading earlier imported triples", read, "triples")
     unit = "triples (sharing values)" if shared else "triples (sharing no value)"
     progress.done("cycle check: read earlier imported triples", read, unit)
     empty = np.empty(0, dtype=np.int64)

@@ -457,3 +457,12 @@ def test_only_imported_triples_of_earlier_runs_are_read_for_the_cycle_check(stor
     import_provenance(store, _write(tmp_path / "n.csv", "src,dst,op\n2,3,B\n"), progress=Progress(stream=stream))
     assert "read earlier imported triples: 1 triples (sharing values)" in stream.getvalue()
     assert store.stats()["triples"] == 5
+
+
+def test_a_damaged_earlier_triples_file_is_a_one_line_error_naming_it(cli, store_path: Path, tmp_path: Path) -> None:
+    assert cli("import", store_path, "--triples", TABLE4, "--quiet").code == 0
+    part = next(store_path.glob("runs/*/triples/part-00000.parquet"))
+    part.write_bytes(part.read_bytes()[:-20])
+    r = cli("import", store_path, "--triples", _write(tmp_path / "t.csv", "src,dst,op\n23,99,R\n"), "--quiet")
+    assert r.code == 2 and r.err.count("\n") == 1 and "Traceback" not in r.err, r
+    assert str(part) in r.err
