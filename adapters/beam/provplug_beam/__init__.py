@@ -46,9 +46,13 @@ and ``value`` or the value's fields)::
   ``#3``, ... (its ops keep the step's name).
 * Any ``Pipeline``, ``TestPipeline`` included, can be captured.
 * Provenance travels *with the data*: every element is ``(value, provenance)``
-  inside the pipeline, and the pipeline itself numbers the rows and writes
-  ``rows/<table_id>/`` and ``triples/`` into the run's staging directory; the
-  driver only reads back a small per-table summary (counts, columns).
+  inside the pipeline (the provenance of a black box's output is one id
+  tuple for all its attributes, see :mod:`provplug_beam.elements`), and the
+  pipeline itself numbers the rows of step outputs and PCollection sources
+  and writes their rows and triples through the run's writers; the driver
+  only reads back a small per-table summary (counts, columns). A source
+  given in memory (a list, a DataFrame) is laid out and stored by the
+  driver, and enters the pipeline already traced.
 * The capture block runs the pipeline when it ends (DirectRunner unless the
   pipeline says otherwise) and commits the run only if it succeeded;
   ``with beam.Pipeline() as p`` around it then gets that same result instead
@@ -58,7 +62,8 @@ and ``value`` or the value's fields)::
   reports the op when its transforms are built (``op.triples`` is ``None``
   then); the committed op carries the triple count and the run's end time.
 * Beam's own ``Lineage`` metrics (sources read, sinks written — provplug
-  reports each stored table as a sink) are kept in ``beam_lineage.json`` in
+  reports each table the pipeline stores as a sink; sources given in memory
+  are stored by the driver and not reported) are kept in ``beam_lineage.json`` in
   the run.
 
 Not captured: side-input cells as parents (side inputs are read as plain

@@ -22,11 +22,13 @@ from provplug.writers import Destination
 from . import _internals as internals
 from .rules import Expansion, rule_for
 from .tables import (
-    CreateTraced,
+    CreateNumbered,
     Materialize,
     NumberByContent,
     TableTarget,
+    column_bases,
     layout_in_memory,
+    rebase_in_memory,
     summary_name,
     write_in_memory,
 )
@@ -112,17 +114,21 @@ class BeamSession:
     def _source_in_memory(self, rows: list[Any], table: TableInfo, label: str) -> Any:
         """A source given in memory is laid out, stored and numbered here, on
         the driver (row i is the i-th element), the same way ``Materialize``
-        does it in the pipeline; the pipeline only gets the traced elements."""
+        does it in the pipeline; the pipeline gets ``(value, row)`` pairs and
+        gives each cell its id."""
         plain_type = internals.created_type(rows)  # as plain Beam infers it for beam.Create(rows)
-        layout, traced = layout_in_memory(rows, table.table_id)
+        layout = layout_in_memory(rows)
         if self.run.store_rows:
             with self.run.rows_writer(table.table_id) as writer:
                 write_in_memory(writer, rows, layout)
         with self._internal():
             # Typed Any, as every traced PCollection (composites read it as
-            # the type of plain values), which also spares inferring it.
-            created = self.pipeline | f"{label}/Create" >> CreateTraced(traced, plain_type).with_output_types(
-                typehints.Any
+            # the type of plain values).
+            created = (
+                self.pipeline
+                | f"{label}/Create" >> CreateNumbered([(v, i) for i, v in enumerate(rows)], plain_type)
+                | f"{label}/Trace" >> beam.Map(rebase_in_memory, column_bases(layout, table.table_id))
+                .with_output_types(typehints.Any)
             )
         self.run.record_table(
             dataclasses.replace(table, columns=layout[0], rows=len(rows), stored_rows=self.run.store_rows)

@@ -293,36 +293,65 @@ def _rebase(element: Numbered, layout: Layout, table_id: int) -> Traced:
 
 
 # -- sources given in memory (on the driver) -------------------------------------
-def layout_in_memory(rows: Sequence[Any], table_id: int) -> tuple[Layout, list[Traced]]:
-    """The layout of rows given in memory (row i is the i-th) and the rows
-    rebased on table ``table_id``, as ``Materialize`` computes them."""
-    fn = LayoutFn()
-    acc = fn.create_accumulator()
-    for i, value in enumerate(rows):
-        acc = fn.add_input(acc, (i, value, None))
-    layout = fn.extract_output(acc)
-    return layout, [_rebase((i, value, None), layout, table_id) for i, value in enumerate(rows)]
+def layout_in_memory(rows: Sequence[Any]) -> Layout:
+    """The layout :class:`LayoutFn` gives rows given in memory (row i is the
+    i-th, so a column's first appearance is the first one met)."""
+    if len(rows) > ids.MAX_ROWS:
+        raise CaptureError(f"a source has {len(rows)} rows; at most {ids.MAX_ROWS} fit a value id")
+    acc: dict[str, list[Any]] = {}
+    for row, value in enumerate(rows):
+        for pos, (attr, cell) in enumerate(cells(value).items()):
+            entry = acc.get(attr)
+            if entry is None:
+                entry = acc[attr] = [(row, pos), set()]
+            entry[1].add(_SCALARS.get(type(cell)) or arrow_type(cell))
+    return LayoutFn().extract_output(acc)
 
 
-class CreateTraced(beam.Create):
-    """``beam.Create`` of traced elements ``(value, prov)`` whose values are
-    of ``plain_type``: encoded with the plain values' coder (a ``RowCoder``
-    for rows) instead of inferring a type from every element, which Beam
-    does per row (and slowly) for rows nested in tuples."""
+def column_bases(layout: Layout, table_id: int) -> tuple[tuple[str, int], ...]:
+    """Per column, the value id of its row 0 (a cell's id is that plus its row)."""
+    return tuple((c, ids.value_id(table_id, i, 0)) for i, c in enumerate(layout[0]))
 
-    def __init__(self, values: Sequence[Traced], plain_type: Any) -> None:
+
+def rebase_in_memory(element: tuple[Any, int], bases: tuple[tuple[str, int], ...]) -> Traced:
+    """``(value, row)`` of a source given in memory -> the traced element."""
+    value, row = element
+    if len(bases) == 1:
+        return value, (bases[0][1] + row,)
+    present = cells(value)
+    return value, {c: (base + row,) for c, base in bases if c in present}
+
+
+class CreateNumbered(beam.Create):
+    """``beam.Create`` of ``(value, row)`` pairs whose values are of
+    ``plain_type``: encoded with the plain values' coder (a ``RowCoder`` for
+    rows) instead of inferring a type from every pair, which Beam does per
+    row (and slowly) for rows nested in tuples."""
+
+    def __init__(self, values: Sequence[tuple[Any, int]], plain_type: Any) -> None:
         self.plain_type = plain_type
         super().__init__(values, reshuffle=False)
 
     def infer_output_type(self, unused_input_type: Any) -> Any:
-        return typehints.Tuple[self.plain_type, typehints.Any]
+        return typehints.Tuple[self.plain_type, int]
 
 
 def write_in_memory(writer: RowsWriter, rows: Sequence[Any], layout: Layout) -> None:
+    """The rows given in memory, column by column, as ``WriteTable`` writes them."""
+    arrow_schema = layout[1]
     for start in range(0, len(rows), FLUSH_ROWS):
         chunk = rows[start:start + FLUSH_ROWS]
-        writer.write(pa.RecordBatch.from_pylist([_record(v, layout[1]) for v in chunk], schema=layout[1]),
-                     range(start, start + len(chunk)))
+        columns: dict[str, list[Any]] = {c: [None] * len(chunk) for c in layout[0]}
+        for i, value in enumerate(chunk):
+            for attr, cell in cells(value).items():
+                columns[attr][i] = cell if cell is None or type(cell) in _SCALARS else plain_cell(cell)
+        arrays = []
+        for field in arrow_schema:
+            column = columns[field.name]
+            if field.type == pa.string():
+                column = [c if c is None or isinstance(c, str) else str(c) for c in column]
+            arrays.append(pa.array(column, type=field.type))
+        writer.write(pa.RecordBatch.from_arrays(arrays, schema=arrow_schema), range(start, start + len(chunk)))
 
 
 class Materialize(beam.PTransform):
