@@ -224,10 +224,11 @@ Reproduce (from the repository root, with `provplug[beam,bench]` installed):
 
     {command}
 
-Most of the overhead is the Beam work capture adds in-pipeline: numbering,
-writing every source cell (19 columns per flight) as a stored row, and one
-triple per parent cell (the aggregates reference every flight of their group).
-The Spark figures for the same three scenarios (all 336,776 flights, one
+What capture adds: the source laid out and stored by the driver (19 columns
+per flight), the step's transforms carrying ids beside the values (one id
+tuple per row along black boxes), numbering each step output by content,
+and writing its rows and one triple per parent cell. Profile one captured
+run with `--only NAME --profile FILE`. The Spark figures for the same three scenarios (all 336,776 flights, one
 captured run of S1+S2+S3) are in [capture.md](capture.md) beside this file.
 """
 
