@@ -15,7 +15,6 @@ Nothing is written until both checks have passed.
 from __future__ import annotations
 
 import csv
-import datetime as dt
 import os
 import re
 from collections.abc import Iterator
@@ -31,14 +30,14 @@ import pyarrow.parquet as pq
 from . import ids, schema, storefiles
 from .errors import ImportInputError
 from .lifecycle import observed_run
-from .model import OpInfo, TableInfo
+from .model import OpInfo, TableInfo, utc_now
 from .plugins import Plugins, get_plugins
 from .progress import SILENT, Progress
-from .store import ParquetStore, RunTransaction
+from .protocols import Store, Transaction
+from .recorder import StagedRun
 
 UNKNOWN_TABLE = "unknown"
 BATCH_ROWS = 1 << 20
-FILE_ROWS = 1 << 24
 # Below this many values in the frontier, a NumPy round costs more than
 # relaxing the edges one by one in Python (long chains have frontiers of one).
 SMALL_FRONTIER = 64
@@ -49,7 +48,7 @@ PART_ROWS = 1 << 22
 
 
 def import_provenance(
-    store: ParquetStore,
+    store: Store[Transaction],
     triples_path: str | os.PathLike[str],
     values_path: str | os.PathLike[str] | None = None,
     progress: Progress = SILENT,
@@ -68,7 +67,7 @@ def import_provenance(
         node_tables = _table_codes(graph.nodes, mapping)
         _check_acyclic(graph, node_tables, progress)
         _check_no_cycle_with_earlier_runs(store, graph, progress)
-        written = _RunWriter(txn, mapping, progress).write(graph, node_tables)
+        written = _RunWriter(StagedRun(store, txn, store_rows=False), mapping, progress).write(graph, node_tables)
         progress.update("committing", written, "triples", force=True)
     progress.done("import committed", written, "triples")
     return {"run_id": txn.run_id, "triples": written, "duplicates": read - written}
@@ -548,7 +547,7 @@ def _table_graph_is_acyclic(src_tables: np.ndarray, dst_tables: np.ndarray, prog
     return not (src == dst).any() and topological_order(src, dst, n_tables).acyclic
 
 
-def _check_no_cycle_with_earlier_runs(store: ParquetStore, graph: _Graph, progress: Progress) -> None:
+def _check_no_cycle_with_earlier_runs(store: Store[Transaction], graph: _Graph, progress: Progress) -> None:
     """Reject triples that close a cycle through triples of earlier runs.
 
     Captured ids carry a table in their high bits and imported ids may not,
@@ -580,7 +579,7 @@ def _check_no_cycle_with_earlier_runs(store: ParquetStore, graph: _Graph, progre
 
 
 def _earlier_imported_triples(
-    store: ParquetStore, nodes: np.ndarray, progress: Progress
+    store: Store[Transaction], nodes: np.ndarray, progress: Progress
 ) -> tuple[np.ndarray, np.ndarray, bool]:
     """(src, dst) of committed imported triples, and whether any of their
     values is among ``nodes``. Read file by file, so a damaged file is named;
@@ -619,10 +618,12 @@ def _shares_a_value(sorted_nodes: np.ndarray, values: np.ndarray) -> bool:
 
 
 class _RunWriter:
-    """Writes the checked triples, the catalogue and the values of one import."""
+    """Writes the checked triples, the catalogue and the values of one import,
+    through the run's triples writer like every adapter."""
 
-    def __init__(self, txn: RunTransaction, mapping: ValueMapping, progress: Progress) -> None:
-        self.txn = txn
+    def __init__(self, run: StagedRun, mapping: ValueMapping, progress: Progress) -> None:
+        self.run = run
+        self.txn = run.txn
         self.mapping = mapping
         self.progress = progress
 
@@ -633,6 +634,7 @@ class _RunWriter:
         self._write_triples(graph, table_ids[node_tables], op_ids)
         self._write_catalogue(graph, table_ids, op_ids)
         self._write_values(graph.nodes[unknown], table_ids)
+        self.run.finish()
         return graph.size
 
     def _reserve_tables(self, any_unknown: bool) -> np.ndarray:
@@ -641,31 +643,16 @@ class _RunWriter:
         return np.array([*ids_, self.txn.reserve("tables") if any_unknown else 0], dtype=np.int32)
 
     def _write_triples(self, graph: _Graph, node_tables: np.ndarray, op_ids: np.ndarray) -> None:
-        fs = self.txn.store.fs
-        fs.create_dir(self.txn.path("triples"))
-        for part, start in enumerate(range(0, graph.size, FILE_ROWS)):
-            path = self.txn.path("triples", f"part-{part:05d}.parquet")
-            with pq.ParquetWriter(path, schema.TRIPLES, filesystem=fs) as writer:
-                for first in range(start, min(start + FILE_ROWS, graph.size), BATCH_ROWS):
-                    rows = slice(first, min(first + BATCH_ROWS, graph.size))
-                    writer.write_table(self._triples_table(graph, rows, node_tables, op_ids))
-                    self.progress.update("writing triples", rows.stop, "triples")
-        self.txn.mark_dataset("triples")
+        with self.run.triples_writer("part") as writer:
+            for first in range(0, graph.size, BATCH_ROWS):
+                rows = slice(first, min(first + BATCH_ROWS, graph.size))
+                src, dst = graph.src[rows], graph.dst[rows]
+                writer.write(
+                    graph.nodes[src], graph.nodes[dst], op_ids[graph.op[rows]],
+                    src_table=node_tables[src], dst_table=node_tables[dst],
+                )
+                self.progress.update("writing triples", rows.stop, "triples")
         self.progress.done("wrote triples", graph.size, "triples")
-
-    @staticmethod
-    def _triples_table(graph: _Graph, rows: slice, node_tables: np.ndarray, op_ids: np.ndarray) -> pa.Table:
-        src, dst = graph.src[rows], graph.dst[rows]
-        return pa.table(
-            {
-                "src": graph.nodes[src],
-                "dst": graph.nodes[dst],
-                "op": op_ids[graph.op[rows]],
-                "src_table": node_tables[src],
-                "dst_table": node_tables[dst],
-            },
-            schema=schema.TRIPLES,
-        )
 
     def _write_catalogue(self, graph: _Graph, table_ids: np.ndarray, op_ids: np.ndarray) -> None:
         txn, m = self.txn, self.mapping
@@ -673,7 +660,7 @@ class _RunWriter:
             txn.add_table(TableInfo(int(table_ids[code]), name, txn.run_id, "imported", tuple(m.columns[code])))
         if table_ids[-1]:
             txn.add_table(TableInfo(int(table_ids[-1]), UNKNOWN_TABLE, txn.run_id, "imported"))
-        now = dt.datetime.now(dt.timezone.utc)
+        now = utc_now()
         counts = np.bincount(graph.op, minlength=len(graph.op_names)).tolist()
         for name, op_id, n in zip(graph.op_names, op_ids.tolist(), counts, strict=True):
             txn.add_op(OpInfo(op_id, name, txn.run_id, "imported", started=now, finished=now, triples=n))
@@ -692,7 +679,7 @@ class _RunWriter:
             },
             schema=schema.VALUES,
         )
-        pq.write_table(values, self.txn.path("values.parquet"), filesystem=self.txn.store.fs)
+        pq.write_table(values, self.txn.path("values.parquet"), filesystem=self.run.store.fs)
         self.txn.mark_dataset("values.parquet")
         self.txn.values_count = values.num_rows
         self.progress.done("wrote values", values.num_rows, "values")
