@@ -671,3 +671,24 @@ def test_an_untraceable_transform_outside_any_step_fails_instead_of_cutting(tmp_
         provplug.capture(_typed_pipeline(), store=tmp_path / "s.prov") as run,
     ):
         sum_words(run.source([("a", 1)], "Pairs") | "Shuffle" >> beam.Reshuffle())
+
+
+@provplug.step("Frequent", output="FrequentWords")
+def frequent(counts: Any) -> Any:
+    return counts | beam.Filter(lambda kv: kv[1] >= 2)
+
+
+def test_a_composite_outside_any_step_is_part_of_the_lineage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def build(run: Any) -> None:
+        counts = run.source(WORDS, "Words") | "Count" >> beam.combiners.Count.PerElement()
+        counts | "Show" >> beam.Map(print)  # plain code sees plain values
+        frequent(counts)
+
+    got = _capture(tmp_path / "s.prov", build)
+    # Count.PerElement (black box, then a combine per word), then a Filter (copy).
+    a = [("Words", "value", _word("a"))] * 2
+    assert got.lineage() == expect(
+        ("FrequentWords", "key", _kv("a", 2), a), ("FrequentWords", "value", _kv("a", 2), a)
+    )
+    assert got.ops["Frequent"]["operations"] == ["Map", "CombinePerKey", "Filter"]
+    assert sorted(capsys.readouterr().out.split()) == sorted(["('a',", "2)", "('b',", "1)", "('c',", "1)"])

@@ -36,12 +36,13 @@ and ``value`` or the value's fields)::
   :class:`provplug.CaptureError`. Grouping keys keep the type Beam knows for
   the plain values, so a coder registered for the key type is used.
 * Transforms applied *outside* any step to captured data (between a source
-  and a step, or between steps) need no decorator: one the adapter can
-  trace is traced, and the step that reads its result takes it into its op
-  (its operations, its input tables), so the lineage runs through it. Any
-  other transform there sees plain values (sinks, ``Map(print)``, asserts);
-  a step that reads its result fails with a ``CaptureError`` naming it
-  rather than silently losing the lineage.
+  and a step, or between steps) need no decorator. One a rule traces is
+  traced, and the step that reads its result takes it into its op (its
+  operations, its input tables), so the lineage runs through it. Any other
+  (a composite such as ``Count.PerElement``, a sink, ``Map(print)``) sees
+  plain values; if a step then reads its result, it is applied once more,
+  traced, to the traced inputs (a composite traced through its parts), or
+  the step fails with a ``CaptureError`` naming it — never a silent cut.
 * A step called again is labelled, and names its tables, ``<name>#2``,
   ``#3``, ... (its ops keep the step's name).
 * Any ``Pipeline``, ``TestPipeline`` included, can be captured.

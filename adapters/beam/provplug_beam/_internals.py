@@ -93,14 +93,19 @@ def is_distinct(transform: Any) -> bool:
 
 
 def uses_dofn_params(dofn: beam.DoFn) -> bool:
-    """True if ``process`` asks for timestamps, windows, state, ... (not traceable)."""
+    """True if ``process`` (or the function a ``Map``/``FlatMap`` wraps) asks
+    for timestamps, windows, state, ... (not traceable)."""
     from apache_beam.transforms.core import _DoFnParam
 
-    try:
-        params = inspect.signature(dofn.process).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(isinstance(p.default, _DoFnParam) for p in params)
+    argspec = getattr(dofn, "_process_argspec_fn", None)  # a Map/FlatMap's own function
+    for fn in (dofn.process, argspec() if callable(argspec) else None):
+        try:
+            params = inspect.signature(fn).parameters.values() if fn is not None else ()
+        except (TypeError, ValueError):
+            continue
+        if any(isinstance(p.default, _DoFnParam) for p in params):
+            return True
+    return False
 
 
 def expr_field(expr: Callable[[Any], Any]) -> str | None:

@@ -86,7 +86,8 @@ class BeamSession:
         self._bypass = 0
         self._tokens = itertools.count(1)
         self._calls: dict[str, int] = {}  # step name -> times called
-        self._cut: dict[int, tuple[Any, str]] = {}  # PCollection id -> (it, the untraced transform it comes from)
+        self._recipes: dict[int, tuple[Any, _Recipe]] = {}  # plain PCollection id -> (it, how to trace it)
+        self._implicit = 0  # > 0 while tracing a recipe
         self._result: Any = None
         self._closed = False  # close() ran
         self._scratch: Destination | None = None
@@ -143,7 +144,6 @@ class BeamSession:
         suffix = "" if calls == 1 else f"#{calls}"
         scope = StepScope(next(self._tokens), step.name + suffix)
         for arg in _pcollections((args, kwargs)):
-            self._check_not_cut(arg, scope)
             trace = self._trace(arg)
             if trace is not None:
                 scope.read(arg, trace)
@@ -244,7 +244,7 @@ class BeamSession:
     def _output(self, step: StepInfo, name: str, out: Any, op_id: int, scope: StepScope) -> tuple[TableInfo, Any]:
         if not isinstance(out, beam.pvalue.PCollection):
             raise CaptureError(f"step {step.name} must return a PCollection for {name!r}, not {type(out).__name__}")
-        self._check_not_cut(out, scope)
+        out = self._traced_of(out)
         trace = self._trace(out)
         label = f"provplug:{name}"
         plain_type = out.element_type
@@ -269,14 +269,13 @@ class BeamSession:
         inputs = list(_pcollections(pvalueish))
         traced = [pc for pc in inputs if self._trace(pc) is not None]
         if not traced:
-            if scope is not None:
-                for pc in inputs:
-                    self._check_not_cut(pc, scope)
-            result = original(transform, pvalueish, label)
-            cut = next((self._cut[id(pc)][1] for pc in inputs if self._is_cut(pc)), None)
-            if cut is not None:
-                self._mark_cut(result, cut)
-            return result
+            if any(self._recipe(pc) is not None for pc in inputs):
+                if scope is not None or self._implicit:  # captured data read: through its traced counterpart
+                    return self._apply(original, transform, _replace(pvalueish, self._traced_of), label)
+                result = original(transform, pvalueish, label)
+                self._remember(result, _Recipe(transform, pvalueish, label or transform.label, result))
+                return result
+            return original(transform, pvalueish, label)
         name = label or transform.label
         if scope is None:
             return self._apply_outside(original, transform, pvalueish, name, traced)
@@ -287,7 +286,7 @@ class BeamSession:
         input_type = self._trace_of(traced[0]).plain_type
         rule = rule_for(transform, f"step {scope.name}: {name}", self._plain_of, input_type)
         if rule is None:
-            return self._expand_composite(original, transform, pvalueish, label, scope)
+            return self._expand_composite(original, transform, pvalueish, label, f"step {scope.name}:")
         with self._internal():
             result = original(Expansion(rule), pvalueish, name)
         scope.operations.append(rule.operation)
@@ -297,21 +296,27 @@ class BeamSession:
 
     def _apply_outside(self, original: Callable[..., Any], transform: Any, pvalueish: Any, name: str,
                        traced: list[Any]) -> Any:
-        """A transform outside any step reading captured data. One the
-        adapter can trace is traced (the step that reads its result takes
-        it into its op); any other sees plain values, and a step reading its
-        result fails (:meth:`_check_not_cut`) instead of losing the lineage."""
+        """A transform outside any step reading captured data. One a rule
+        traces is traced (the step that reads its result takes it into its
+        op). Any other (a composite, a sink, ``Map(print)``) sees plain
+        values; if a step reads its result after all, it is applied again,
+        traced, to the traced inputs (:meth:`_traced_of`), or the step fails
+        with a ``CaptureError`` naming it — the lineage is never cut."""
         traces = [self._trace_of(pc) for pc in traced]
         input_type = traces[0].plain_type
-        rule = None
+        rule, refusal = None, None
         if len(traced) == len(list(_pcollections(pvalueish))):
             try:
                 rule = rule_for(transform, name, self._plain_of, input_type)
-            except CaptureError:
-                rule = None  # e.g. a DoFn asking for windows: plain Beam code, not traced
+            except CaptureError as exc:  # e.g. a DoFn asking for windows
+                refusal = exc
         if rule is None:
+            if self._implicit:
+                if refusal is not None:
+                    raise refusal
+                return self._expand_composite(original, transform, pvalueish, name, "applied outside any step:")
             result = original(transform, _replace(pvalueish, self._plain_of), name)
-            self._mark_cut(result, f"{name} ({type(transform).__name__})")
+            self._remember(result, _Recipe(transform, pvalueish, name, result))
             return result
         with self._internal():
             result = original(Expansion(rule), pvalueish, name)
@@ -323,7 +328,7 @@ class BeamSession:
         return result
 
     def _expand_composite(self, original: Callable[..., Any], transform: Any, pvalueish: Any, label: str | None,
-                          scope: StepScope) -> Any:
+                          where: str) -> Any:
         """An unknown transform is expanded with this interceptor still on:
         a composite of understood transforms is traced through its parts.
         It is applied through a wrapper without the composite's type hints
@@ -332,7 +337,7 @@ class BeamSession:
         result = original(_Composite(transform), pvalueish, name)
         outputs = list(_pcollections(result))
         if not outputs or any(self._trace(pc) is None for pc in outputs):
-            raise CaptureError(f"step {scope.name}: {name} ({type(transform).__name__}) cannot be captured")
+            raise CaptureError(f"{where} {name} ({type(transform).__name__}) cannot be captured")
         first = next(t.plain_type for pc in _pcollections(pvalueish) if (t := self._trace(pc)) is not None)
         for pc in outputs:  # the composite's declared output type, as Beam gives it
             inner = self._trace_of(pc)
@@ -341,27 +346,45 @@ class BeamSession:
 
     def _check_inputs(self, pvalueish: Any, scope: StepScope) -> None:
         for pc in _pcollections(pvalueish):
-            self._check_not_cut(pc, scope)
             trace = self._trace(pc)
             if trace is None:
                 raise CaptureError(f"step {scope.name}: a transform mixes captured and uncaptured PCollections")
             if trace.step not in (None, scope.token):
                 raise CaptureError(f"step {scope.name} uses an intermediate PCollection of another step")
 
-    def _check_not_cut(self, pcoll: Any, scope: StepScope) -> None:
-        if self._is_cut(pcoll):
-            raise CaptureError(
-                f"step {scope.name} reads captured data through {self._cut[id(pcoll)][1]}, a transform "
-                "applied outside any step that provplug cannot trace; apply it inside a step"
-            )
+    # -- transforms outside steps that only plain code has read so far ----------------
+    def _recipe(self, pcoll: Any) -> _Recipe | None:
+        entry = self._recipes.get(id(pcoll))
+        return entry[1] if entry is not None and entry[0] is pcoll else None
 
-    def _is_cut(self, pcoll: Any) -> bool:
-        entry = self._cut.get(id(pcoll))
-        return entry is not None and entry[0] is pcoll
-
-    def _mark_cut(self, result: Any, transform: str) -> None:
+    def _remember(self, result: Any, recipe: _Recipe) -> None:
         for pc in _pcollections(result):
-            self._cut[id(pc)] = (pc, transform)
+            self._recipes[id(pc)] = (pc, recipe)
+
+    def _traced_of(self, pcoll: Any) -> Any:
+        """The traced counterpart of a PCollection plain code made from
+        captured data outside any step (built once, when a step first reads
+        it: its transform applied again to the traced inputs); any other
+        PCollection as it is."""
+        recipe = self._recipe(pcoll) if isinstance(pcoll, beam.pvalue.PCollection) else None
+        if recipe is None:
+            return pcoll
+        if recipe.traced is None:
+            inputs = _replace(recipe.pvalueish, self._traced_of)
+            step, self._step = self._step, None
+            self._implicit += 1
+            try:
+                recipe.traced = self.pipeline.apply(recipe.transform, inputs, f"{recipe.name} [traced]")
+            except CaptureError as exc:
+                raise CaptureError(
+                    f"{recipe.name} ({type(recipe.transform).__name__}), applied outside any step to captured "
+                    f"data a step reads, cannot be captured ({exc}); apply it inside a step"
+                ) from exc
+            finally:
+                self._implicit -= 1
+                self._step = step
+        plain, traced = list(_pcollections(recipe.result)), list(_pcollections(recipe.traced))
+        return traced[next(i for i, pc in enumerate(plain) if pc is pcoll)]
 
     # -- bookkeeping ---------------------------------------------------------------
     def _register(self, pcoll: Any, trace: Trace) -> None:
@@ -415,6 +438,17 @@ class _StepTransform(beam.PTransform):
 def _declared(inner: internals.PlainType, declared: internals.PlainType) -> internals.PlainType:
     """A composite's output type: its last part's, else the composite's declared one."""
     return internals.PlainType(lambda: inner() if inner() != typehints.Any else declared())
+
+
+@dataclasses.dataclass(eq=False)
+class _Recipe:
+    """A transform applied outside any step to captured data, on plain values."""
+
+    transform: Any
+    pvalueish: Any  # its input as given (traced PCollections, or other recipes' results)
+    name: str
+    result: Any  # what plain code got
+    traced: Any = None  # the traced counterpart, once a step reads it
 
 
 class _Composite(beam.PTransform):
