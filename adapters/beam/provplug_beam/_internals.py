@@ -33,7 +33,7 @@ def install(pipeline: beam.Pipeline, apply: Callable[[Apply, Any, Any, str | Non
     def intercepted(transform: Any, pvalueish: Any = None, label: str | None = None) -> Any:
         return apply(original, transform, pvalueish, label)
 
-    pipeline.apply = intercepted  # type: ignore[method-assign]
+    pipeline.apply = intercepted  # type: ignore[method-assign]  # on this instance only, deliberately
     return original
 
 
@@ -49,7 +49,7 @@ def replace_run(pipeline: beam.Pipeline, run: Callable[..., Any]) -> Callable[..
     (which runs again on exit) then gets the captured run's result back.
     """
     original = pipeline.run
-    pipeline.run = run  # type: ignore[method-assign]
+    pipeline.run = run  # type: ignore[method-assign]  # on this instance only, deliberately
     return original
 
 

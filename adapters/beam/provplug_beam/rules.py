@@ -208,7 +208,11 @@ def _combine_per_key(transform: beam.CombinePerKey, label: str, key: Callable[[]
 
 
 def _to_combine_kv(element: Traced) -> tuple[Any, tuple[Any, Any]]:
-    key, (inner, key_ids, value_ids) = _to_kv(element)
+    value, prov = element
+    key, inner = value
+    if type(prov) is tuple:  # key and value <- the same ids: one group
+        return key, (inner, prov)
+    key_ids, value_ids = key_and_value_ids(value, prov)
     return key, (inner, key_ids if key_ids is value_ids else (key_ids, value_ids))
 
 
