@@ -20,6 +20,9 @@ those stored rows.
   :meth:`SparkCaptureSession.close` waits for every job, records the tables
   and completes the ops; a failure there fails the run.
 
+Before anything is staged, :mod:`.workers` checks that Spark's Python
+workers can import this adapter (a capture otherwise fails in its first task).
+
 The DataFrame handed downstream is ``spark.read.parquet(rows/<table>)``
 restricted to the table's columns: the row-number column stays in the files
 (the rewrite finds it on the Parquet leaf) and never shows to the user.
@@ -47,6 +50,7 @@ from ._jvm import PendingFrame
 from .groupjoin import group_jobs
 from .rewrite import PlanRewriter, Rewritten
 from .sources import TableLeaf, parquet_files, parquet_parts
+from .workers import check_workers
 from .writer import RESULT_SCHEMA, OutputLayout, Target, write_output, write_pairs
 
 KEYS_DIR = "keys"  # scratch: row numbers beside an aggregate's hidden group-join columns
@@ -79,6 +83,7 @@ class SparkCaptureSession:
     """The Spark adapter's state for one capture run (AdapterSession protocol)."""
 
     def __init__(self, spark: SparkSession, run: RunRecorder) -> None:
+        check_workers(spark)  # before anything is staged: fail at once, in one line
         self.spark = spark
         self.run = run
         self.rewriter = PlanRewriter(spark)
