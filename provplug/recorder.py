@@ -124,17 +124,3 @@ class StagedRun:
                 root.child(ROWS).delete()
         if TRIPLES in self._used:
             self.txn.mark_dataset(TRIPLES)
-
-    # -- kept while adapters move to the methods above --------------------------
-    def update_op(self, op: OpInfo) -> None:
-        """Replace the staged op with ``op.op_id`` (prefer :meth:`finish_op`)."""
-        for i, staged in enumerate(self.txn.ops):
-            if staged.op_id == op.op_id:
-                self.txn.ops[i] = op
-                return
-        raise CaptureError(f"op {op.op_id} is not staged in this run")
-
-    def mark_dataset(self, name: str) -> None:
-        """Record that dataset ``name`` was written (the destinations do it for
-        ``rows`` and ``triples``; :meth:`attach_text` for other files)."""
-        self.txn.mark_dataset(name)

@@ -9,7 +9,6 @@ import pkgutil
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 INSTALLED = os.environ.get("PROVPLUG_TEST_INSTALLED") == "1"

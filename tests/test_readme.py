@@ -8,7 +8,6 @@ import shlex
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 README = (REPO / "README.md").read_text()

@@ -235,8 +235,8 @@ def write_files(folder: str, scale: float = 1.0, seed: int = 0) -> tuple[str, st
 def generate(path: str | os.PathLike[str], scale: float = 1.0, seed: int = 0, progress: Any = None) -> dict[str, Any]:
     """Create a store at ``path`` holding the trace (one import run)."""
     from provplug.importer import import_provenance
-    from provplug.progress import SILENT
     from provplug.plugins import open_store
+    from provplug.progress import SILENT
 
     with tempfile.TemporaryDirectory(prefix="provplug-trace-") as tmp:
         tp, vp = write_files(tmp, scale, seed)

@@ -37,8 +37,8 @@ sys.path.insert(0, str(HERE))
 
 import provplug  # noqa: E402
 from provplug.index import build_index, current_dir, read_meta  # noqa: E402
-from provplug.query.driver import _gather_ranges  # noqa: E402
 from provplug.plugins import open_store  # noqa: E402
+from provplug.query.driver import _gather_ranges  # noqa: E402
 
 CLASSES = {"SC-SL": (100, 200), "LC-SL": (100, 200), "LC-LL": (5_000, 10_000)}
 
@@ -182,7 +182,7 @@ def bench_warm(path: Path, queries: dict[str, list[int]], runs: int, spark: Any,
                 if method in ("rq", "ccprov") and i >= slow_queries:
                     continue
                 warmups = 1 if method in ("rq", "ccprov") else 2  # Spark-path methods need no second warm-up
-                t, ans = timed(lambda m=method: opened.lineage(value_id=v, method=m, spark=spark), runs, warmups)
+                t, ans = timed(lambda m=method, v=v: opened.lineage(value_id=v, method=m, spark=spark), runs, warmups)
                 per[method].append(t)
                 detail["paths"].setdefault(method, set()).add(ans.stats["path"])
                 if expected is None:
@@ -194,7 +194,7 @@ def bench_warm(path: Path, queries: dict[str, list[int]], runs: int, spark: Any,
                     detail[f"{method}_triples"].append(ans.stats["triples_scanned"])
             if i < slow_queries:
                 detail["csprov_of_slow"].append(per["csprov"][-1])
-            t, n = timed(lambda: duck(v), runs)
+            t, n = timed(lambda v=v: duck(v), runs)
             assert expected is not None and n == len(expected), (cls, v, "duckdb", n, len(expected))
             per["duckdb"].append(t)
             print(f"  {cls} value {v}: {len(expected)} ancestors, " + ", ".join(f"{m} {per[m][-1]*1000:.1f} ms" for m in per if len(per[m]) == i + 1), flush=True)
