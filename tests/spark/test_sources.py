@@ -78,3 +78,31 @@ def test_parquet_source_read_with_fewer_columns_is_written_not_copied(spark: Any
     assert all(set(r) == {"name", "age"} for r in table_rows(store_path, "People"))
     assert labelled_triples(store_path, {"People": ("name",), "AgeOnly": ("age",)}) == expect("Ages", "AgeOnly", {
         ("age", 30): [("People", "age", "ann")], ("age", 41): [("People", "age", "bob")]})
+
+
+def test_a_parquet_source_with_string_view_columns_is_answered(spark: Any, store_path: Path, tmp_path: Path) -> None:
+    """Arrow writers such as tpchgen-cli store strings as ``string_view``:
+    capture, index and answers (with --where over those columns) all work."""
+    fields = pa.schema([("name", pa.string_view()), ("city", pa.string_view()), ("age", pa.int64())])
+    rows = [("ann", "NY", 30), ("bob", "LA", 41), ("cid", "NY", 52)]
+    folder = tmp_path / "people"
+    folder.mkdir()
+    pq.write_table(pa.Table.from_pylist([dict(zip(fields.names, r, strict=True)) for r in rows], schema=fields),
+                   folder / "part-0.parquet")
+    assert pq.read_schema(folder / "part-0.parquet").field("city").type == pa.string_view()
+
+    @provplug.step("Older", output="Old")
+    def older(people: Any) -> Any:
+        return people.filter(F.col("age") > 35).select("name", "city")
+
+    with provplug.capture(spark, store=store_path) as run:
+        older(run.source(spark.read.parquet(str(folder)), "People"))
+    from provplug.index import build_index
+
+    build_index(store_path, engine="local")
+    answer = provplug.open(store_path).lineage(table="Old", column="city", where="name = 'cid'").to_dict()
+    assert [(v["table"], v["column"], v["value"], v["row"]["name"]) for v in answer["lineage"]] == [
+        ("People", "city", "NY", "cid")
+    ]
+    down = provplug.open(store_path).lineage(table="People", column="name", where="city = 'LA'", direction="down")
+    assert [(v["table"], v["value"]) for v in down.to_dict()["lineage"]] == [("Old", "bob")]
