@@ -1,4 +1,5 @@
-"""The Spark tests' triple oracle and shared inputs and steps.
+"""The Spark tests' use of the shared triple oracle (tests/triple_oracle.py)
+and their shared inputs and steps.
 
 A captured value id is labelled (table name, column name, row key), where the
 row key is read from the stored rows (default: the row's first column; tables
@@ -16,62 +17,33 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from triple_oracle import Label as Label  # re-exported: the tests state expectations in its terms
+from triple_oracle import Stored, Triple, keyed
+from triple_oracle import expect as expect
 
 import provplug
-from provplug import ids, schema
+from provplug import schema
 from provplug.plugins import open_store
 
 F = pytest.importorskip("pyspark.sql.functions")
 
-Label = tuple[str, str, Any]
-Triple = tuple[Label, Label, str]
-
 
 # -- the oracle ----------------------------------------------------------------------------
 def stored_rows(store: Path) -> dict[int, list[dict[str, Any]]]:
-    s = open_store(store)
-    out: dict[int, list[dict[str, Any]]] = {}
-    for t in s.tables().to_pylist():
-        rows = s.read_rows(t["run_id"], t["table_id"])
-        if rows is not None:
-            out[t["table_id"]] = rows.to_pylist()
-    return out
+    """The stored rows of every table, by table id, each with its row number (``schema.ROW_COLUMN``)."""
+    return {tid: [{schema.ROW_COLUMN: n, **r} for n, r in rows.items()] for tid, rows in Stored(store).rows_by_id.items()}
 
 
 def table_rows(store: Path, name: str) -> list[dict[str, Any]]:
     """The stored rows of table ``name`` (without the row-number column)."""
-    tid = next(t["table_id"] for t in open_store(store).tables().to_pylist() if t["name"] == name)
-    return [{k: v for k, v in r.items() if k != schema.ROW_COLUMN} for r in stored_rows(store)[tid]]
+    stored = Stored(store)
+    tid = next(t["table_id"] for t in stored.by_id.values() if t["name"] == name)
+    return list(stored.rows_by_id[tid].values())
 
 
 def labelled_triples(store: Path, keys: Mapping[str, Sequence[str]] | None = None) -> set[Triple]:
-    keys = keys or {}
-    s = open_store(store)
-    tables = {t["table_id"]: t for t in s.tables().to_pylist()}
-    ops = {o["op_id"]: o["name"] for o in s.ops().to_pylist()}
-    row_key: dict[tuple[int, int], Any] = {}
-    for tid, rows in stored_rows(store).items():
-        cols = keys.get(tables[tid]["name"], (tables[tid]["columns"][0],))
-        for r in rows:
-            key = tuple(r[schema.ROW_COLUMN] if c == "#row" else r[c] for c in cols)
-            row_key[(tid, r[schema.ROW_COLUMN])] = key[0] if len(key) == 1 else key
-    assert len(row_key) == sum(len(r) for r in stored_rows(store).values()), "row keys must be unique"
-
-    def label(vid: int) -> Label:
-        t, c, r = ids.unpack(vid)
-        return (tables[t]["name"], tables[t]["columns"][c], row_key[(t, r)])
-
-    triples = s.triples().to_table().to_pylist()
-    labelled = {(label(t["src"]), label(t["dst"]), ops[t["op"]]) for t in triples}
-    assert len(labelled) == len(triples), "no duplicate triples"
-    for t in triples:  # the tables carried beside the ids agree with the ids
-        assert (t["src_table"], t["dst_table"]) == (ids.unpack(t["src"])[0], ids.unpack(t["dst"])[0])
-    return labelled
-
-
-def expect(op: str, out: str, parents: Mapping[tuple[str, Any], Sequence[Label]]) -> set[Triple]:
-    """{(out column, out row key): [input labels]} as triples of ``op``."""
-    return {(src, (out, col, key), op) for (col, key), srcs in parents.items() for src in srcs}
+    """The store's triples labelled by row keys (see :func:`triple_oracle.keyed`)."""
+    return Stored(store).labelled_triples(keyed(keys))
 
 
 def capture(spark: Any, store: Path, sources: Mapping[str, tuple[list[tuple[Any, ...]], str]],
