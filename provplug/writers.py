@@ -219,6 +219,9 @@ class PartWriter:
     """
 
     dataset = "parts"
+    # Subclasses fix their dataset's schema and Parquet options here.
+    default_schema: pa.Schema | None = None
+    default_options: dict[str, Any] = {}  # noqa: RUF012  (read-only class default)
 
     def __init__(
         self,
@@ -237,10 +240,10 @@ class PartWriter:
         self.stem = stem or f"part-{uuid.uuid4().hex[:16]}"
         if dataset is not None:
             self.dataset = dataset
-        self.arrow_schema = arrow_schema
+        self.arrow_schema = arrow_schema or self.default_schema
         self.row_group_rows = row_group_rows
         self.file_rows = file_rows
-        self.options = parquet_options
+        self.options = {**self.default_options, **parquet_options}
         self.written: list[WrittenFile] = []
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
@@ -324,19 +327,8 @@ class TripleWriter(PartWriter):
     """
 
     dataset = "triples"
-
-    def __init__(
-        self,
-        destination: Destination,
-        stem: str | None = None,
-        *,
-        row_group_rows: int = ROW_GROUP_ROWS,
-        file_rows: int | None = FILE_ROWS,
-    ) -> None:
-        super().__init__(
-            destination, stem, arrow_schema=schema.TRIPLES, row_group_rows=row_group_rows,
-            file_rows=file_rows, **TRIPLE_ENCODING,
-        )
+    default_schema = schema.TRIPLES
+    default_options = TRIPLE_ENCODING
 
     def write(
         self, src: Any, dst: Any, op: int | Any, *, dst_table: int | Any, src_table: int | Any | None = None
@@ -354,16 +346,7 @@ class RowsWriter(PartWriter):
     """
 
     dataset = "rows"
-
-    def __init__(
-        self,
-        destination: Destination,
-        stem: str | None = None,
-        *,
-        row_group_rows: int = ROW_GROUP_ROWS,
-        file_rows: int | None = FILE_ROWS,
-    ) -> None:
-        super().__init__(destination, stem, row_group_rows=row_group_rows, file_rows=file_rows, **ROWS_ENCODING)
+    default_options = ROWS_ENCODING
 
     def write(self, data: pa.Table | pa.RecordBatch, row_numbers: Any) -> None:
         """Append the rows of ``data`` numbered ``row_numbers`` (one per row)."""
