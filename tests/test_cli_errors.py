@@ -19,6 +19,7 @@ from provplug.importer import import_provenance
 from provplug.index import build_index
 from provplug.model import OpInfo, TableInfo
 from provplug.plugins import open_store
+from provplug.recorder import StagedRun
 from provplug.store import ParquetStore
 
 
@@ -195,16 +196,12 @@ def _two_runs_the_second_reading_the_first(store: ParquetStore) -> None:
         txn.add_table(TableInfo(b, "B", txn.run_id, "output", ("x",), 3, False))
         op = txn.reserve("ops")
         txn.add_op(OpInfo(op, "f", txn.run_id, "builtin", (a,), (b,)))
-        Path(txn.path("triples")).mkdir()
-        triples = {
-            "src": pa.array([ids.value_id(a, 0, r) for r in range(3)], pa.int64()),
-            "dst": pa.array([ids.value_id(b, 0, r) for r in range(3)], pa.int64()),
-            "op": pa.array([op] * 3, pa.int64()),
-            "src_table": pa.array([a] * 3, pa.int32()),
-            "dst_table": pa.array([b] * 3, pa.int32()),
-        }
-        pq.write_table(pa.table(triples, schema=schema.TRIPLES), txn.path("triples", "part-0.parquet"))
-        txn.mark_dataset("triples")
+        run = StagedRun(store, txn)
+        with run.triples_writer("part") as writer:
+            rows = range(3)
+            writer.write([ids.value_id(a, 0, r) for r in rows], [ids.value_id(b, 0, r) for r in rows], op,
+                         src_table=a, dst_table=b)
+        run.finish()
 
 
 # -- bad numbers are usage errors --------------------------------------------------------

@@ -243,11 +243,10 @@ def test_a_splits_plugin_replaces_the_automatic_choice(store_path: Path) -> None
 def _store_with_an_undefined_table(path: Path) -> Any:
     """One run whose triples name a table id the run reserved but never
     recorded (as when a run's catalogue is lost)."""
-    import pyarrow as pa
-
-    from provplug import ids, schema
+    from provplug import ids
     from provplug.model import OpInfo, TableInfo
     from provplug.plugins import open_store
+    from provplug.recorder import StagedRun
 
     store = open_store(path)
     with store.transaction("capture") as txn:
@@ -255,16 +254,12 @@ def _store_with_an_undefined_table(path: Path) -> Any:
         txn.add_table(TableInfo(kept, "B", txn.run_id, "output", ("x",), 3, False))
         op = txn.reserve("ops")
         txn.add_op(OpInfo(op, "f", txn.run_id, "builtin", (lost,), (kept,)))
-        Path(txn.path("triples")).mkdir()
-        triples = {
-            "src": pa.array([ids.value_id(lost, 0, r) for r in range(3)], pa.int64()),
-            "dst": pa.array([ids.value_id(kept, 0, r) for r in range(3)], pa.int64()),
-            "op": pa.array([op] * 3, pa.int64()),
-            "src_table": pa.array([lost] * 3, pa.int32()),
-            "dst_table": pa.array([kept] * 3, pa.int32()),
-        }
-        pq.write_table(pa.table(triples, schema=schema.TRIPLES), txn.path("triples", "part-0.parquet"))
-        txn.mark_dataset("triples")
+        run = StagedRun(store, txn)
+        with run.triples_writer("part") as writer:
+            rows = range(3)
+            writer.write([ids.value_id(lost, 0, r) for r in rows], [ids.value_id(kept, 0, r) for r in rows], op,
+                         src_table=lost, dst_table=kept)
+        run.finish()
     return store
 
 
