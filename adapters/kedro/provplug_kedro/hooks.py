@@ -1,0 +1,230 @@
+"""Kedro hooks that capture a whole ``kedro run`` into a provplug store.
+
+Kedro loads :data:`hooks` through the ``kedro.hooks`` entry point, so
+installing ``provplug[kedro]`` is enough. A run is captured when a store is
+configured (first found wins):
+
+1. ``ProvplugHooks(store=...)`` registered by hand in a project's settings;
+2. the environment variable ``PROVPLUG_STORE``;
+3. the parameter ``provplug.store`` (``provplug: {store: ...}`` in
+   ``conf/<env>/parameters*.yml``, or ``kedro run --params provplug.store=...``).
+
+A relative path is taken from the project's root. With no store the hooks
+return at once: the run is exactly Kedro's.
+
+The mapping (DESIGN §8): one capture run per ``kedro run``, committed in
+``after_pipeline_run`` and discarded in ``on_pipeline_error``; each node is a
+step named after the node (its namespace recorded as the op parameter
+``module``); each dataset a node reads or writes is a table named after its
+catalog entry; an input no node of the run has produced yet (a free input) is
+registered as a source when first read. ``params:*`` and ``parameters`` are
+not tables: the ``params:*`` values a node reads are recorded as op
+parameters.
+
+How lineage crosses nodes: ``before_node_run`` hands the node, for each
+dataset it reads, the traced DataFrame of that table (the source as
+registered, or the output of the node that wrote it), not what the catalog
+loaded, so the node's plan reads the run's tables even when a Spark dataset
+would re-read its files. ``after_node_run`` passes the node's output
+DataFrames (still lazy plans over those tables) through
+:meth:`provplug.capture.ActiveRun.call_step`, which applies the Spark rules
+and stores the outputs; Kedro then saves the node's own outputs as usual.
+
+Only Spark DataFrames are captured. A node that reads or writes anything else
+(pandas, a dict, a model) is refused with a :class:`~provplug.errors.CaptureError`
+naming the node and the dataset, and the run commits nothing: no rows-level
+rule would be exact for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kedro.framework.hooks import hook_impl
+
+from provplug.capture import ActiveRun, capture
+from provplug.errors import CaptureError
+from provplug.model import StepInfo
+
+STORE_ENV = "PROVPLUG_STORE"
+STORE_PARAMETER = "params:provplug"  # the parameter provplug: {store: ...}
+NAMESPACE_PARAM = "module"  # op parameter holding the node's namespace (the zoom queries' module)
+
+logger = logging.getLogger(__name__)
+
+
+def is_parameter(dataset: str) -> bool:
+    """Kedro's parameter datasets, which are not tables."""
+    return dataset == "parameters" or dataset.startswith("params:")
+
+
+def _is_spark_frame(data: Any) -> bool:
+    from pyspark.sql import DataFrame
+
+    return isinstance(data, DataFrame)
+
+
+def _refuse(node: Any, role: str, dataset: str, data: Any) -> CaptureError:
+    return CaptureError(
+        f"node {node.name!r}: {role} {dataset!r} is a {type(data).__module__}.{type(data).__qualname__}, "
+        "not a Spark DataFrame; provplug captures Kedro nodes over Spark DataFrames only "
+        f"(unset {STORE_ENV} to run without capture)"
+    )
+
+
+class _KedroRun:
+    """The capture of one ``kedro run``: its tables so far."""
+
+    def __init__(self, run: ActiveRun, stack: contextlib.ExitStack, store: str) -> None:
+        self.run = run
+        self.stack = stack
+        self.store = store
+        self.tables: dict[str, Any] = {}  # dataset name -> its traced DataFrame
+        self.lock = threading.Lock()  # ThreadRunner calls the node hooks from several threads
+
+    def inputs(self, node: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """The traced table of every dataset ``node`` reads (free inputs registered on first read)."""
+        traced = {}
+        with self.lock:
+            for name, data in inputs.items():
+                if is_parameter(name):
+                    continue
+                if name not in self.tables:
+                    if not _is_spark_frame(data):
+                        raise _refuse(node, "input", name, data)
+                    self.tables[name] = _with_node(node, lambda: self.run.source(data, name))
+                traced[name] = self.tables[name]
+        return traced
+
+    def outputs(self, node: Any, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> None:
+        """Capture ``node`` as one step whose output tables are its ``outputs``."""
+        names = list(outputs)
+        if not names:
+            return  # a node that writes nothing makes no table
+        for name in names:
+            if not _is_spark_frame(outputs[name]):
+                raise _refuse(node, "output", name, outputs[name])
+        frames = tuple(outputs[n] for n in names)
+        step = StepInfo(node.name, tuple(n for n in inputs if not is_parameter(n)), tuple(names),
+                        _op_params(node, inputs))
+
+        def computed() -> Any:  # the node already ran: its outputs are lazy plans over the traced inputs
+            return frames if len(frames) > 1 else frames[0]
+
+        with self.lock:
+            result = _with_node(node, lambda: self.run.call_step(step, computed, (), {}))
+            traced: Sequence[Any] = result if len(names) > 1 else (result,)
+            self.tables.update(zip(names, traced, strict=True))
+
+
+def _with_node(node: Any, action: Any) -> Any:
+    """Run ``action``; a CaptureError names the node it was capturing."""
+    try:
+        return action()
+    except CaptureError as exc:
+        if f"node {node.name!r}" in str(exc):
+            raise
+        raise CaptureError(f"node {node.name!r}: {exc}") from exc
+
+
+def _op_params(node: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The op's parameters: the node's namespace and the ``params:*`` values it read."""
+    params: dict[str, Any] = {name: value for name, value in inputs.items() if name.startswith("params:")}
+    if node.namespace:
+        params[NAMESPACE_PARAM] = node.namespace
+    return params
+
+
+def _spark() -> Any:
+    """The project's SparkSession (made by its own hook or a dataset), else a local one."""
+    from provplug.sparksession import local_spark
+
+    return local_spark("kedro")
+
+
+class ProvplugHooks:
+    """Kedro hooks that capture ``kedro run`` into a provplug store (see the module docstring)."""
+
+    def __init__(self, store: str | os.PathLike[str] | None = None) -> None:
+        self.store = store
+        self.current: _KedroRun | None = None
+
+    # -- configuration ----------------------------------------------------------
+    def configured_store(self, run_params: Mapping[str, Any], catalog: Any) -> str | None:
+        """The store this run captures into, or None (no capture)."""
+        value: Any = self.store or os.environ.get(STORE_ENV) or None
+        if value is None and STORE_PARAMETER in catalog:
+            settings = catalog.load(STORE_PARAMETER)
+            value = settings.get("store") if isinstance(settings, Mapping) else None
+        if not value:
+            return None
+        path = os.path.expanduser(os.fspath(value))
+        if "://" in path or os.path.isabs(path):
+            return path
+        project = run_params.get("project_path")
+        return str(Path(project) / path) if project else os.path.abspath(path)
+
+    # -- the run --------------------------------------------------------------------
+    @hook_impl
+    def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
+        self._end(CaptureError("a previous kedro run ended without after_pipeline_run"))
+        store = self.configured_store(run_params, catalog)
+        if store is None:
+            return
+        if run_params.get("runner") == "ParallelRunner":
+            raise CaptureError("provplug cannot capture a ParallelRunner run (its nodes run in other processes); "
+                               "use the SequentialRunner or the ThreadRunner")
+        stack = contextlib.ExitStack()
+        try:
+            run = stack.enter_context(capture(_spark(), store))
+        except BaseException:
+            stack.close()
+            raise
+        self.current = _KedroRun(run, stack, store)
+        logger.info("provplug: capturing this run into %s", store)
+
+    @hook_impl
+    def before_node_run(self, node: Any, catalog: Any, inputs: dict[str, Any], is_async: bool,
+                        run_id: str) -> dict[str, Any] | None:
+        if self.current is None:
+            return None
+        return self.current.inputs(node, inputs)
+
+    @hook_impl
+    def after_node_run(self, node: Any, catalog: Any, inputs: dict[str, Any], outputs: dict[str, Any],
+                       is_async: bool, run_id: str) -> None:
+        if self.current is not None:
+            self.current.outputs(node, inputs, outputs)
+
+    @hook_impl
+    def after_pipeline_run(self, run_params: dict[str, Any], run_result: Any, pipeline: Any, catalog: Any) -> None:
+        current, self.current = self.current, None
+        if current is None:
+            return
+        current.stack.close()  # commits the run; an error here fails `kedro run`
+        logger.info("provplug: committed run %s into %s", current.run.info.run_id, current.store)
+
+    @hook_impl
+    def on_pipeline_error(self, error: Exception, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
+        self._end(error)
+
+    def _end(self, error: BaseException) -> None:
+        """Discard the open capture, if any: nothing of it is committed."""
+        current, self.current = self.current, None
+        if current is None:
+            return
+        try:
+            current.stack.__exit__(type(error), error, error.__traceback__)
+        except Exception:  # Kedro re-raises the run's own error; this one is only logged
+            logger.exception("provplug: discarding the failed run's capture failed")
+        else:
+            logger.info("provplug: the run failed; nothing was committed to %s", current.store)
+
+
+hooks = ProvplugHooks()
