@@ -1,6 +1,14 @@
-"""provplug: attribute-level provenance capture, storage and lineage queries."""
+"""provplug: attribute-level provenance capture, storage and lineage queries.
+
+``import provplug`` — and so ``provplug --help`` and every command's
+start-up — loads no pandas, pyarrow, numpy, duckdb or Spark: the query API
+loads on first use (PEP 562), capture's writers when a run first writes.
+"""
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .capture import capture, current_run, step
 from .errors import (
@@ -14,9 +22,29 @@ from .errors import (
 )
 from .markers import hookimpl
 from .plugins import open_store
-from .query.api import open
+
+if TYPE_CHECKING:
+    from .query.api import open
 
 __version__ = "0.1.0"
+
+# public name -> the module that defines it (a module named like its
+# attribute, such as provplug.capture, must be imported eagerly instead: its
+# import would bind the module over the name)
+_LAZY = {"open": "provplug.query.api"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'provplug' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "CaptureError",

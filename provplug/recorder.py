@@ -17,12 +17,17 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import CaptureError
 from .model import OpInfo, TableInfo, TableOrigin, utc_now
 from .protocols import Store, Transaction
-from .writers import Destination, RowsWriter, TripleWriter, copy_positional
+
+if TYPE_CHECKING:
+    from .writers import Destination, RowsWriter, TripleWriter
+
+# The writers (pyarrow) load when a run first writes, not when a pipeline
+# module defines its @provplug.step functions.
 
 ROWS = "rows"
 TRIPLES = "triples"
@@ -79,9 +84,14 @@ class StagedRun:
         raise CaptureError(f"op {op_id} is not staged in this run")
 
     # -- write -----------------------------------------------------------------
+    def _root(self) -> Destination:
+        from .writers import Destination
+
+        return Destination(self.store.uri, self.txn.path(), self.txn.spark_path())
+
     def _destination(self, top: str, *parts: str) -> Destination:
         self._used.add(top)
-        destination = Destination(self.store.uri, self.txn.path(top, *parts), self.txn.spark_path(top, *parts))
+        destination = self._root().child(top, *parts)
         destination.create()
         return destination
 
@@ -95,18 +105,24 @@ class StagedRun:
         return self._destination(SCRATCH, *parts)
 
     def rows_writer(self, table_id: int, stem: str | None = None) -> RowsWriter:
+        from .writers import RowsWriter
+
         return RowsWriter(self.rows_destination(table_id), stem)
 
     def triples_writer(self, stem: str | None = None) -> TripleWriter:
+        from .writers import TripleWriter
+
         return TripleWriter(self.triples_destination(), stem)
 
     def copy_positional_rows(self, table_id: int, files: Iterable[tuple[Any, str, int]]) -> int:
+        from .writers import copy_positional
+
         return copy_positional(self.rows_destination(table_id), files)
 
     def attach_text(self, name: str, text: str) -> None:
         if not name or "/" in name or name.startswith((".", "_")) or name in RESERVED:
             raise ValueError(f"{name!r} cannot name a file attached to a run")
-        Destination(self.store.uri, self.txn.path(), self.txn.spark_path()).write_text(name, text)
+        self._root().write_text(name, text)
         self.txn.mark_dataset(name)
 
     # -- end -------------------------------------------------------------------
@@ -114,7 +130,7 @@ class StagedRun:
         """The adapter is done and the run is about to commit: remove the
         scratch directory, drop the rows when the run keeps none, and record
         the ``rows`` and ``triples`` datasets handed out."""
-        root = Destination(self.store.uri, self.txn.path(), self.txn.spark_path())
+        root = self._root()
         if SCRATCH in self._used:
             root.child(SCRATCH).delete()
         if ROWS in self._used:

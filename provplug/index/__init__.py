@@ -13,7 +13,30 @@ The files under ``current_dir(store)`` follow :mod:`provplug.index.layout`.
 
 from __future__ import annotations
 
-from .build import DEFAULT_THETA, build_index
-from .generation import current_dir, current_generation, read_meta
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Components of at least this many values are partitioned into sets. Defined
+# here, not in .build, so that the command line can show it without loading
+# pyarrow (the rest of the API loads on first use, PEP 562).
+DEFAULT_THETA = 25_000
+
+if TYPE_CHECKING:  # (build_index stays untyped here: .build imports DEFAULT_THETA from this module)
+    from .generation import current_dir, current_generation, read_meta
+
+_LAZY = {
+    "build_index": "provplug.index.build",
+    "current_dir": "provplug.index.generation",
+    "current_generation": "provplug.index.generation",
+    "read_meta": "provplug.index.generation",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'provplug.index' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
 
 __all__ = ["DEFAULT_THETA", "build_index", "current_dir", "current_generation", "read_meta"]

@@ -22,7 +22,7 @@ from ..model import utc_now
 from ..plugins import Plugins, get_plugins, open_store
 from ..progress import SILENT, Progress
 from ..protocols import Store
-from . import integrity, layout
+from . import DEFAULT_THETA, integrity, layout
 from .algorithm import IndexEngine, InputStats, OutputDir, SetPlan
 from .generation import (
     PREVIOUS,
@@ -36,7 +36,6 @@ from .generation import (
 from .splits import Split, SplitsError, build_splits, check_names, compile_splits, load_splits_file, splits_to_spec
 from .workflow import TableCatalogue, WorkflowGraph, infer_workflow
 
-DEFAULT_THETA = 25_000
 # engine="auto" indexes on one machine up to this many triples (~1.5 GB of arrays).
 LOCAL_MAX_TRIPLES = 30_000_000
 # 2: meta.json records the generation's files (provplug.index.integrity).

@@ -8,7 +8,7 @@ from typing import Any
 
 def add_parser(sub: Any) -> None:
     from ..cli import whole_number
-    from .build import DEFAULT_THETA
+    from . import DEFAULT_THETA
 
     p = sub.add_parser("index", help="build the lineage index (components, splits, connected sets)")
     p.add_argument("store", metavar="STORE")
