@@ -14,13 +14,15 @@ the node it reads.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from pyspark.serializers import CloudPickleSerializer
 from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructType, _parse_datatype_json_string
 
 from provplug.errors import CaptureError
 
@@ -120,6 +122,67 @@ class Catalyst:
         """A new Aggregate plan node."""
         return self._aggregate(self.seq(grouping), self.seq(outputs), child, self.none)
 
+    def replace_leaves(self, plan: Any, replacement: Callable[[Any], Any | None]) -> Any:
+        """``plan`` with every leaf for which ``replacement`` returns a plan
+        replaced by it (a subtree without a replaced leaf is kept as it is)."""
+        children = self.items(plan.children())
+        if not children:
+            new = replacement(plan)
+            return plan if new is None else new
+        rebuilt = [self.replace_leaves(c, replacement) for c in children]
+        if all(n is c for n, c in zip(rebuilt, children, strict=True)):
+            return plan
+        return plan.withNewChildren(self.seq(rebuilt))
+
+    def standing_in(self, leaf: Any, frame: DataFrame, filler: dict[str, Column] | None = None) -> Any:
+        """A plan over ``frame`` with exactly ``leaf``'s output attributes
+        (names, types, expression ids), so that it can replace ``leaf`` under
+        the plan nodes that reference them. A column is taken from ``frame``
+        by name (cast to the leaf's type when they differ), else from
+        ``filler``; a leaf column found in neither fails with a CaptureError."""
+        available = {f.name: f.dataType for f in frame.schema.fields}
+        columns = []
+        for attr in self.items(leaf.output()):
+            name = attr.name()
+            wanted = _parse_datatype_json_string(attr.dataType().json())
+            if name in available:
+                col = F.col("`" + name.replace("`", "``") + "`")
+                col = col if available[name] == wanted else col.cast(wanted)
+            elif filler is not None and name in filler:
+                col = filler[name].cast(wanted)
+            else:
+                raise CaptureError(f"cannot stand in for {leaf.nodeName()}: column {name!r} is not among {sorted(available)}")
+            columns.append(self.column(self.alias_as(self.expression(col), attr)))
+        return self.plan(frame.select(*columns))
+
+    @staticmethod
+    def relation(leaf: Any) -> tuple[str, str] | None:
+        """(key, name) of a leaf that reads files or a catalog table: the key
+        ``table:<qualified name>`` or ``path:<root paths>`` identifies what
+        it reads; the name is the table's, or the first path's last component
+        without its extension. None for any other leaf."""
+        if leaf.nodeName() != "LogicalRelation":
+            return None
+        catalog = leaf.catalogTable()
+        if catalog.isDefined():
+            identifier = catalog.get().identifier()
+            return "table:" + str(identifier.unquotedString()), str(identifier.table())
+        try:
+            paths = [str(p.toString()) for p in Catalyst.items(leaf.relation().location().rootPaths())]
+        except Exception:  # py4j: not a file relation (JDBC, in-memory, ...)
+            return None
+        if not paths:
+            return None
+        return path_key(paths), os.path.splitext(os.path.basename(paths[0].rstrip("/")))[0] or "data"
+
+    def qualified_path(self, path: str) -> str:
+        """``path`` as Spark's file relations name it (scheme, absolute)."""
+        jvm = self.spark._jvm
+        assert jvm is not None
+        hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+        fs = hadoop_path.getFileSystem(self.spark._jsc.hadoopConfiguration())
+        return str(fs.makeQualified(hadoop_path).toString())
+
     def hidden_output(self, project: Any) -> list[Any]:
         """The attributes a Project hides but lets its parents resolve (the
         other side's key of a ``using`` join); none for other Projects."""
@@ -155,14 +218,23 @@ class Catalyst:
         return not pending
 
 
-class PendingFrame(ClassicDataFrame):
-    """A DataFrame whose plan is not known yet: a step output whose rows a
-    background Spark job is still writing. Its first use waits for the job
-    (and raises its error). PySpark's classic DataFrame reaches the JVM only
-    through ``_jdf``, so that is the one attribute made to wait."""
+def path_key(paths: Sequence[str]) -> str:
+    """The key of a file dataset read from (or written to) the qualified ``paths``."""
+    return "path:" + "|".join(sorted(p.rstrip("/") for p in paths))
 
-    def __init__(self, spark: SparkSession, ready: Callable[[], DataFrame]) -> None:
+
+class PendingFrame(ClassicDataFrame):
+    """A DataFrame whose plan is looked up on every use: a table of a
+    capture run, which reads the run's staged rows while the run lasts (a
+    step output's first use waits for the background job writing them, and
+    raises its error) and, once the run has ended, a plan that no longer
+    depends on them (see :meth:`.session.SparkCaptureSession.close`).
+    PySpark's classic DataFrame reaches the JVM only through ``_jdf``, so
+    that is the one attribute looked up."""
+
+    def __init__(self, spark: SparkSession, ready: Callable[[], DataFrame], table_id: int | None = None) -> None:
         self._ready = ready
+        self.table_id = table_id  # the run's table this DataFrame is
         super().__init__(None, spark)  # no JVM DataFrame yet: _jdf waits for it
 
     @property

@@ -26,6 +26,15 @@ workers can import this adapter (a capture otherwise fails in its first task).
 The DataFrame handed downstream is ``spark.read.parquet(rows/<table>)``
 restricted to the table's columns: the row-number column stays in the files
 (the rewrite finds it on the Parquet leaf) and never shows to the user.
+
+Those files move (or, when the run keeps no rows, vanish) when the run ends,
+so the DataFrames a run handed out (sources and step outputs, each a
+:class:`~._jvm.PendingFrame`) are re-pointed then at the user's own plans:
+the DataFrame the user registered, or the one the step returned, with every
+read of a table of the run replaced by that table's own user plan. They keep
+working after the capture block as they would without provplug (recomputed
+from the user's inputs), whether the run committed or failed, kept rows or
+not, and whatever later happens to the store.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -79,6 +89,15 @@ def _frame_of(job: Future[_Written]) -> DataFrame:
     return job.result().frame
 
 
+@dataclasses.dataclass(frozen=True)
+class _Handed:
+    """A table of the run as the DataFrames handed out see it."""
+
+    original: DataFrame  # the user's own DataFrame: what the table is once the run has ended
+    current: Callable[[], DataFrame]  # its stored rows while the run lasts (one DataFrame: a stable plan)
+    fresh: Callable[[], DataFrame]  # a new read of its stored rows (own expression ids)
+
+
 class SparkCaptureSession:
     """The Spark adapter's state for one capture run (AdapterSession protocol)."""
 
@@ -95,19 +114,43 @@ class SparkCaptureSession:
         self.steps = ThreadPoolExecutor(max_workers=2, thread_name_prefix="provplug-rows")
         self.triples = ThreadPoolExecutor(max_workers=2, thread_name_prefix="provplug-triples")
         self.pending: list[tuple[OpInfo, list[Future[_Written]]]] = []
+        self._handed: dict[int, _Handed] = {}
+        self._after_run: dict[int, DataFrame] = {}  # the re-pointed plans, once the run has ended
+        self._ended = False
+        self._lock = threading.RLock()
 
     # -- sources ---------------------------------------------------------------
     def source(self, data: Any, name: str) -> DataFrame:
+        return self.table_frame(self.source_table(data, name))
+
+    def source_table(self, data: Any, name: str) -> int:
+        """Store ``data`` as the source table ``name``; return its table id."""
         frame = data if isinstance(data, DataFrame) else self.spark.createDataFrame(data)
         columns = self._checked_columns(frame.columns, name)
         table = self.run.new_table(name, "source", columns)
         files = parquet_parts(parquet_files(frame), columns)
+        positional = files is not None
         if files is not None:  # immutable input files: stored as copies, rows numbered by position
             rows = self.run.copy_positional_rows(table.table_id, files)
-            return self._publish(table, "source", rows, frame.schema, positional=True)
-        layout = OutputLayout(tuple(columns), (), ())
-        rows, _ = self._write(frame.select(*[_quoted(c) for c in columns]), layout, table.table_id, 0)
-        return self._publish(table, "source", rows, frame.schema)
+        else:
+            layout = OutputLayout(tuple(columns), (), ())
+            rows, _ = self._write(frame.select(*[_quoted(c) for c in columns]), layout, table.table_id, 0)
+        published = self._publish(table, "source", rows, frame.schema, positional)
+        read = functools.partial(self._read_back, table, frame.schema, positional)
+        self._handed[table.table_id] = _Handed(frame, lambda: published, read)
+        return table.table_id
+
+    def table_frame(self, table_id: int) -> DataFrame:
+        """The DataFrame user code gets for a table of the run."""
+        return PendingFrame(self.spark, functools.partial(self._frame, table_id), table_id)
+
+    def fresh_frame(self, table_id: int) -> DataFrame:
+        """A new read of the stored rows of a table of the run (with its own
+        expression ids: one per occurrence in a plan); waits for its writer."""
+        return self._handed[table_id].fresh()
+
+    def _frame(self, table_id: int) -> DataFrame:
+        return self._original(table_id) if self._ended else self._handed[table_id].current()
 
     @staticmethod
     def _checked_columns(columns: Sequence[str], name: str) -> list[str]:
@@ -178,7 +221,9 @@ class SparkCaptureSession:
             # Registered now: a downstream rewrite can only meet this table once its rows are written.
             self.rewriter.register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
             jobs.append(self.steps.submit(self._materialise, table, rewritten, op_id, frame))
-            frames.append(PendingFrame(self.spark, functools.partial(_frame_of, jobs[-1])))
+            self._handed[table.table_id] = _Handed(frame, functools.partial(_frame_of, jobs[-1]),
+                                                   functools.partial(self._reread, jobs[-1], table, frame.schema))
+            frames.append(self.table_frame(table.table_id))
         operations = list(dict.fromkeys(o for r in rewrites for o in r.operations))
         op = OpInfo(
             op_id, step.name, self.run.run_id, "udf" if any(r.uses_udf for r in rewrites) else "builtin",
@@ -214,6 +259,10 @@ class SparkCaptureSession:
             groups = self.triples.submit(self._write_groups, keys, rewritten, table.table_id, op_id)
         return _Written(self._counted(table, "output", rows), self._read_back(table, frame.schema), triples, _now(), groups)
 
+    def _reread(self, job: Future[_Written], table: TableInfo, data_schema: StructType) -> DataFrame:
+        job.result()  # its rows are all written
+        return self._read_back(table, data_schema)
+
     def _write_groups(self, keys: DataFrame, rewritten: Rewritten, table_id: int, op_id: int) -> tuple[int, dt.datetime]:
         written = 0
         for g, (frame, cells) in enumerate(group_jobs(keys, rewritten.groups)):
@@ -224,6 +273,12 @@ class SparkCaptureSession:
 
     # -- end of run ------------------------------------------------------------
     def close(self, error: BaseException | None) -> None:
+        try:
+            self._close(error)
+        finally:  # the run's files are about to move or vanish
+            self._ended = True
+
+    def _close(self, error: BaseException | None) -> None:
         pending, self.pending = self.pending, []
         # No job may outlive the staging directory: wait for every one, even
         # when the run failed (the transaction then discards the directory).
@@ -245,3 +300,28 @@ class SparkCaptureSession:
         # The run's finish() (after close) removes the scratch files, drops the
         # rows of a run that keeps none (they were only the fixed ids' carrier
         # for downstream steps) and records the rows and triples datasets.
+
+    # -- after the run ---------------------------------------------------------
+    def _original(self, table_id: int) -> DataFrame:
+        """Table ``table_id`` as the user's own plan: the DataFrame the user
+        gave or the step returned, its reads of the run's tables replaced by
+        theirs (recursively). Built on first use, once."""
+        with self._lock:  # PySpark allows several threads; build each plan once
+            if table_id not in self._after_run:
+                jvm = self.rewriter.jvm
+                plan = jvm.plan(self._handed[table_id].original)
+                self._after_run[table_id] = jvm.frame(jvm.replace_leaves(plan, self._original_leaf))
+            return self._after_run[table_id]
+
+    def _original_leaf(self, leaf: Any) -> Any | None:
+        """The user's plan standing in for ``leaf`` when it reads a table of the run."""
+        jvm = self.rewriter.jvm
+        if leaf.nodeName() != "LogicalRelation":
+            return None
+        try:
+            paths = [str(p) for p in jvm.items(leaf.relation().location().rootPaths())]
+            stored = self.rewriter.tables.read_by(paths)
+        except Exception:  # py4j: not a file relation; CaptureError: not a table of this run
+            return None
+        row_number = {schema.ROW_COLUMN: F.lit(None)}  # the stored rows' own column: no user code reads it
+        return jvm.standing_in(leaf, self._original(stored.table_id), row_number)
