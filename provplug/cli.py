@@ -7,17 +7,14 @@ import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import NoReturn
 
 from .errors import ProvplugError
 from .progress import Progress
 
-if TYPE_CHECKING:
-    from .protocols import Store
-
 Command = Callable[[argparse.Namespace], int]
 
-COMMAND_MODULES = ("provplug.index.cli", "provplug.query.cli", "provplug.demo")
+COMMAND_MODULES = ("provplug.index.cli", "provplug.query.cli", "provplug.demo", "provplug.explore.cli")
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
@@ -44,25 +41,16 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
+    from .explore.browse import store_stats
     from .plugins import open_store
 
-    stats = _stats_sections(open_store(args.store))
+    stats = store_stats(open_store(args.store))
     if args.json:
         print(json.dumps(stats, indent=2))
     else:
         for key, value in stats.items():
             print(f"{key:<18} {_plain(value)}")
     return 0
-
-
-def _stats_sections(store: Store) -> dict[str, object]:
-    """What ``provplug stats`` reports, section after section, each a dict of
-    keys: the store's counts, then its index's (``index_intact`` says whether
-    the index's files are as built)."""
-    from .index.stats import index_stats
-
-    sections: tuple[dict[str, Any], ...] = (store.verify(), index_stats(store))
-    return {key: value for section in sections for key, value in section.items()}
 
 
 def _plain(value: object) -> str:

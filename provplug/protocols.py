@@ -315,10 +315,10 @@ class Store(Protocol[TransactionT_co]):
         """Every committed triple as one lazily read ``pyarrow.dataset.Dataset``."""
         ...
 
-    def read_rows(self, run_id: str, table_id: int, where: Any = None) -> Any:
+    def read_rows(self, run_id: str, table_id: int, where: Any = None, limit: int | None = None) -> Any:
         """The stored rows of a table with their row numbers (a
         ``pyarrow.Table``), filtered by the ``pyarrow.compute.Expression``
-        ``where``; None when none are stored."""
+        ``where``, at most ``limit`` of them; None when none are stored."""
         ...
 
     def stats(self) -> dict[str, int]:
@@ -329,6 +329,21 @@ class Store(Protocol[TransactionT_co]):
         """Check every committed run's files without reading bulk data and
         return :meth:`stats`; :class:`provplug.errors.DamagedStoreError`
         names the first damage."""
+        ...
+
+    def delete_run(self, run_id: str, before_removal: Any = None) -> dict[str, Any]:
+        """Delete the committed run ``run_id`` atomically (readers see it
+        whole or not at all) and return its manifest with ``bytes`` freed;
+        ``before_removal()`` runs after it has vanished, before its files go."""
+        ...
+
+    def garbage(self) -> list[Any]:
+        """What the store no longer uses (``provplug.store.Garbage`` records:
+        dead writers' staging, leftovers of interrupted deletions)."""
+        ...
+
+    def remove_garbage(self, item: Any) -> bool:
+        """Remove one item of :meth:`garbage`; False if it was already gone."""
         ...
 
 

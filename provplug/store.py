@@ -8,6 +8,7 @@ Layout (documented in the README)::
       _staging/RUN/                a run being written: invisible to readers
         _owner.json  _reservations   its writer and its ids, until the commit
       runs/RUN/                    committed runs, never rewritten
+      runs/.deleted-RUN/           a run being deleted: invisible to readers
         _manifest.json             written last: the run's commit record
         tables.parquet  ops.parquet  values.parquet (imports)
         triples/*.parquet
@@ -24,6 +25,12 @@ renamed into place), and only its creator may remove it again, after a failed
 first write, once it has proved that no other writer uses it (see
 :meth:`ParquetStore.remove_if_unused`).
 
+A run is deleted (:meth:`ParquetStore.delete_run`) the other way round: one
+rename of ``runs/RUN`` to ``runs/.deleted-RUN`` makes it vanish whole, then
+its files are removed; a crash in between leaves a hidden folder that
+:meth:`ParquetStore.garbage` lists and ``provplug gc`` removes. Ids are never
+reused: a deleted run's id reservations stay under ``_ids``.
+
 Every store file is read through :mod:`provplug.storefiles`, so damage is a
 one-line :class:`~provplug.errors.DamagedStoreError` naming the file.
 """
@@ -38,7 +45,8 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -59,6 +67,7 @@ MANIFEST = "_manifest.json"
 OWNER = "_owner.json"
 RESERVATIONS = "_reservations"
 ID_KINDS = ("tables", "ops")
+DELETED_PREFIX = ".deleted-"  # runs/.deleted-RUN: a deleted run whose files are being removed
 SKELETON = (MARKER, "runs", "_staging", "_ids")
 # A staging folder without a readable owner record is a dead writer's once it
 # is this old: a live writer records itself right after making the folder.
@@ -66,6 +75,16 @@ OWNERLESS_GRACE_S = 3600.0
 # Starting a run waits this long, at most, for a failed creator to finish
 # removing the store it made (a matter of a few system calls).
 START_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Garbage:
+    """Something of the store no reader uses any more (``provplug gc``)."""
+
+    kind: Literal["staging", "deleted-run", "index-generation"]
+    name: str
+    path: str
+    bytes: int
 
 
 @hookimpl(trylast=True)
@@ -324,19 +343,82 @@ class ParquetStore:
         making the folder, or a commit by a provplug older than this one).
         """
         removed = []
+        for info, run_id in self._dead_staging():
+            if self._collect_staging(info.path, run_id):
+                removed.append(run_id)
+        return removed
+
+    def _dead_staging(self) -> list[tuple[pafs.FileInfo, str]]:
+        """Staging folders of dead writers, with their run ids."""
+        found = []
         for info in self.fs.get_file_info(pafs.FileSelector(self.path("_staging"))):
             run_id = self._dead_run(info) if info.type == pafs.FileType.Directory else None
-            if run_id is None:
-                continue
-            claimed = self._claim(info.path)
-            if claimed is None:
-                continue  # another writer is collecting it
-            for kind, ident in self._reservations(claimed):
-                with contextlib.suppress(OSError):
-                    self.release_id(kind, ident, owner=run_id)
-            self.fs.delete_dir(claimed)
-            removed.append(run_id)
-        return removed
+            if run_id is not None:
+                found.append((info, run_id))
+        return found
+
+    def _collect_staging(self, path: str, run_id: str) -> bool:
+        """Remove one dead writer's staging folder and free its ids; False if
+        another collector got there first."""
+        claimed = self._claim(path)
+        if claimed is None:
+            return False  # another writer is collecting it
+        for kind, ident in self._reservations(claimed):
+            with contextlib.suppress(OSError):
+                self.release_id(kind, ident, owner=run_id)
+        self.fs.delete_dir(claimed)
+        return True
+
+    def garbage(self) -> list[Garbage]:
+        """What ``provplug gc`` removes from the store itself: staging folders
+        of dead writers, and the hidden folders of interrupted deletions."""
+        self.check()
+        found = [Garbage("staging", run_id, info.path, self._size(info.path)) for info, run_id in self._dead_staging()]
+        for info in self._listing(self.path("runs")):
+            if info.type == pafs.FileType.Directory and info.base_name.startswith(DELETED_PREFIX):
+                name = info.base_name[len(DELETED_PREFIX):]
+                found.append(Garbage("deleted-run", name, info.path, self._size(info.path)))
+        return found
+
+    def remove_garbage(self, item: Garbage) -> bool:
+        """Remove one item of :meth:`garbage`; False if it was already gone."""
+        if item.kind == "staging":
+            return self._collect_staging(item.path, item.name)
+        if item.kind == "deleted-run":
+            try:
+                self.fs.delete_dir(item.path)
+            except FileNotFoundError:
+                return False
+            return True
+        raise StoreError(f"the store does not collect {item.kind} garbage")
+
+    def _size(self, folder: str) -> int:
+        """Bytes of the files under ``folder`` (0 if it is gone)."""
+        infos = self.fs.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))
+        return sum(int(i.size or 0) for i in infos if i.type == pafs.FileType.File)
+
+    # -- deleting a run --------------------------------------------------------
+    def delete_run(self, run_id: str, before_removal: Callable[[], None] | None = None) -> dict[str, Any]:
+        """Delete the committed run ``run_id`` (a whole id); return its
+        manifest with the bytes freed (``bytes``).
+
+        One rename hides the run (the deletion point: readers see it whole
+        before, not at all after), then its files are removed. A crash in
+        between leaves ``runs/.deleted-RUN``, which :meth:`garbage` lists.
+        ``before_removal`` runs between the two (tests simulate a crash there)."""
+        manifest = next((m for m in self.runs() if m["run_id"] == run_id), None)
+        if manifest is None:
+            raise StoreError(f"{self.uri} has no run {run_id}")
+        hidden = self.path("runs", f"{DELETED_PREFIX}{run_id}")
+        if self.local:
+            os.rename(self.path("runs", run_id), hidden)  # the deletion point
+        else:
+            self.fs.move(self.path("runs", run_id), hidden)
+        if before_removal is not None:
+            before_removal()
+        freed = self._size(hidden)
+        self.fs.delete_dir(hidden)
+        return {**manifest, "bytes": freed}
 
     def _dead_run(self, info: pafs.FileInfo) -> str | None:
         """The run id of a staging folder whose writer is dead, else None."""
@@ -394,7 +476,16 @@ class ParquetStore:
         try:
             return list(self.fs.get_file_info(pafs.FileSelector(folder, recursive=recursive)))
         except FileNotFoundError:
-            raise DamagedStoreError(f"damaged store {self.uri}: {folder} is missing") from None
+            raise self._missing(folder) from None
+
+    def _missing(self, path: str) -> StoreError:
+        """The error for a file or folder of a committed run that is not there:
+        the run was deleted while we read it (a retry sees it gone), or damage."""
+        runs = self.path("runs") + "/"
+        run = path[len(runs):].split("/", 1)[0] if path.startswith(runs) else None
+        if run and self._info(self.path("runs", run)).type == pafs.FileType.NotFound:
+            return StoreError(f"run {run} of {self.uri} was deleted while this command read it: run it again")
+        return DamagedStoreError(f"damaged store {self.uri}: {path} is missing")
 
     def _manifest(self, run: pafs.FileInfo) -> dict[str, Any]:
         path = f"{run.path}/{MANIFEST}"
@@ -434,7 +525,7 @@ class ParquetStore:
         try:
             return storefiles.read_parquet(self.fs, path, **kwargs)
         except FileNotFoundError:
-            raise DamagedStoreError(f"damaged store {self.uri}: {path} is missing") from None
+            raise self._missing(path) from None
 
     def tables(self) -> pa.Table:
         return self._concat("tables.parquet", schema.TABLES)
@@ -472,9 +563,12 @@ class ParquetStore:
             storefiles.parquet_metadata(self.fs, f)
         return pads.dataset(files, schema=schema.TRIPLES, format="parquet", filesystem=self.fs)
 
-    def read_rows(self, run_id: str, table_id: int, where: pc.Expression | None = None) -> pa.Table | None:
+    def read_rows(
+        self, run_id: str, table_id: int, where: pc.Expression | None = None, limit: int | None = None
+    ) -> pa.Table | None:
         """The stored rows of a table with their row numbers (ROW_COLUMN), in
         either layout (see :mod:`provplug.schema`); None when none are stored.
+        With ``limit``, at most that many rows, reading no more files than needed.
 
         Arrow view types (``string_view``, ``binary_view``, as Arrow-based
         writers produce) come back as ``string``/``binary``: few compute
@@ -483,29 +577,51 @@ class ParquetStore:
         infos = self.fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True, recursive=True))
         files = sorted(i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(".parquet"))
         if not files:
+            if self._info(self.path("runs", run_id)).type == pafs.FileType.NotFound:
+                raise self._missing(directory)  # deleted since the caller found it
             return None
         offsets = [schema.positional_offset(f) for f in files]
         if None in offsets:
-            return self._read_numbered_rows(files, directory, where)
+            return self._read_numbered_rows(files, directory, where, limit)
         parts = []
+        left = limit
         for path, offset in zip(files, offsets, strict=True):
-            part = schema.without_views(self._read_required(path))
+            part = schema.without_views(self._read_head(path, left) if where is None else self._read_required(path))
             assert offset is not None
             numbers = pa.array(np.arange(offset, offset + part.num_rows, dtype=np.int64))
             part = part.append_column(schema.ROW_COLUMN, numbers)
             parts.append(part if where is None else part.filter(where))
-        return pa.concat_tables(parts, promote_options="default")
+            if left is not None:
+                left -= parts[-1].num_rows
+                if left <= 0:
+                    break
+        rows = pa.concat_tables(parts, promote_options="default")
+        return rows if limit is None else rows.slice(0, limit)
 
-    def _read_numbered_rows(self, files: list[str], directory: str, where: pc.Expression | None) -> pa.Table:
+    def _read_head(self, path: str, limit: int | None) -> pa.Table:
+        """The first ``limit`` rows of one Parquet file (all when None)."""
+        if limit is None:
+            return self._read_required(path)
+        try:
+            with storefiles.damage_reported(path):
+                return pads.dataset(path, format="parquet", filesystem=self.fs).head(limit)
+        except FileNotFoundError:
+            raise self._missing(path) from None
+
+    def _read_numbered_rows(
+        self, files: list[str], directory: str, where: pc.Expression | None, limit: int | None = None
+    ) -> pa.Table:
         """Rows that carry ROW_COLUMN: the filter is pushed into the scan unless
         a view-typed column must be cast first."""
         with storefiles.damage_reported(directory):
             dataset = pads.dataset(files, format="parquet", filesystem=self.fs)
             plain = schema.plain_schema(dataset.schema)
             if plain == dataset.schema:
-                return dataset.to_table(filter=where)
-            table = schema.without_views(dataset.to_table())
-            return table if where is None else table.filter(where)
+                return dataset.to_table(filter=where) if limit is None else dataset.head(limit, filter=where)
+            if where is None:
+                return schema.without_views(dataset.to_table() if limit is None else dataset.head(limit))
+            table = schema.without_views(dataset.to_table()).filter(where)
+            return table if limit is None else table.slice(0, limit)
 
     def stats(self) -> dict[str, int]:
         runs = self.runs()
@@ -551,7 +667,7 @@ class ParquetStore:
         try:
             return storefiles.parquet_metadata(self.fs, path)
         except FileNotFoundError:
-            raise DamagedStoreError(f"damaged store {self.uri}: {path} is missing") from None
+            raise self._missing(path) from None
 
 
 class RunTransaction:

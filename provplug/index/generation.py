@@ -7,6 +7,12 @@ leaves the old index live; the unfinished generation is removed by the next
 build. The previous generation is kept (a query that resolved ``CURRENT``
 just before the switch may still read it); older ones are deleted.
 One build at a time per store is enforced with an exclusive lock file.
+
+A generation records the runs it indexed (``meta.json`` ``runs``): it is
+stale once the store has a run it lacks or lacks a run it indexed (a
+deleted run), and queries refuse it (:func:`check_covers`). ``provplug gc``
+removes every generation but the live one (:func:`garbage_generations`),
+the previous one only once it has been replaced for ``PREVIOUS_GRACE_S``.
 """
 
 from __future__ import annotations
@@ -14,8 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -28,6 +35,9 @@ from . import integrity, layout
 
 LOCK = "_building.lock"
 PREVIOUS = "PREVIOUS"
+# gc keeps the previous generation this long after the switch: a query that
+# resolved CURRENT just before may still be reading it.
+PREVIOUS_GRACE_S = 600.0
 
 
 def index_root(store: Store) -> str:
@@ -134,3 +144,88 @@ def remove_stale_generations(store: Store, keep: set[str | None]) -> None:
     for info in store.fs.get_file_info(pafs.FileSelector(index_root(store))):
         if info.type == pafs.FileType.Directory and info.base_name.startswith("gen-") and info.base_name not in keep:
             store.fs.delete_dir(info.path)
+
+
+# -- staleness -----------------------------------------------------------------------
+
+
+def check_covers(store: Store, indexed: set[str], runs: Iterable[dict[str, Any]]) -> None:
+    """:class:`NotIndexedError` unless a generation that indexed the runs
+    ``indexed`` answers for the committed ``runs``: every run with triples
+    indexed, and every indexed run still in the store (a deleted run's
+    triples are in the index until it is rebuilt)."""
+    manifests = list(runs)
+    present = {m["run_id"] for m in manifests}
+    added = {m["run_id"] for m in manifests if "triples" in m.get("datasets", ())} - indexed
+    deleted = indexed - present
+    if not added and not deleted:
+        return
+    changes = ([f"the index predates {len(added)} run(s)"] if added else []) + (
+        [f"{len(deleted)} indexed run(s) were deleted"] if deleted else []
+    )
+    raise NotIndexedError(
+        f"the store changed since it was indexed ({', '.join(changes)}): run `provplug index {store.uri}`"
+    )
+
+
+# -- garbage ----------------------------------------------------------------------------
+
+
+def garbage_generations(store: Store) -> list[tuple[str, str, int]] | None:
+    """``(name, path, bytes)`` of every generation ``provplug gc`` may remove,
+    or None while an index build runs (its new generation is not live yet)."""
+    if store.fs.get_file_info(index_root(store)).type != pafs.FileType.Directory:
+        return []
+    try:
+        with build_lock(store):
+            return _stale_generations(store)
+    except StoreError:
+        return None
+
+
+def remove_generations(store: Store, names: set[str]) -> list[str]:
+    """Remove the generations ``names`` that are still not live, under the
+    build lock (:class:`StoreError` while a build runs); return those removed."""
+    with build_lock(store):
+        removable = {name for name, _, _ in _stale_generations(store)} & names
+        for name in sorted(removable):
+            store.fs.delete_dir(store.path(layout.INDEX_DIR, name))
+        previous = f"{index_root(store)}/{PREVIOUS}"
+        if _pointer(store, previous) in removable:
+            store.fs.delete_file(previous)
+        return sorted(removable)
+
+
+def _stale_generations(store: Store) -> list[tuple[str, str, int]]:
+    keep = {current_generation(store), kept_previous(store)}
+    found = []
+    for info in store.fs.get_file_info(pafs.FileSelector(index_root(store))):
+        if info.type == pafs.FileType.Directory and info.base_name.startswith("gen-") and info.base_name not in keep:
+            files = store.fs.get_file_info(pafs.FileSelector(info.path, recursive=True))
+            size = sum(int(f.size or 0) for f in files if f.type == pafs.FileType.File)
+            found.append((info.base_name, info.path, size))
+    return sorted(found)
+
+
+def kept_previous(store: Store) -> str | None:
+    """The previous generation when gc keeps it (replaced less than
+    ``PREVIOUS_GRACE_S`` ago), else None."""
+    if not _switched_within(store, PREVIOUS_GRACE_S):
+        return None
+    previous = _pointer(store, f"{index_root(store)}/{PREVIOUS}")
+    exists = previous and store.fs.get_file_info(store.path(layout.INDEX_DIR, previous)).type == pafs.FileType.Directory
+    return previous if exists and previous != current_generation(store) else None
+
+
+def _pointer(store: Store, path: str) -> str | None:
+    if store.fs.get_file_info(path).type != pafs.FileType.File:
+        return None
+    return storefiles.read_text(store.fs, path).strip() or None
+
+
+def _switched_within(store: Store, seconds: float) -> bool:
+    """True if ``CURRENT`` was replaced less than ``seconds`` ago (or when unknown)."""
+    info = store.fs.get_file_info(store.path(layout.INDEX_DIR, layout.CURRENT))
+    if info.type != pafs.FileType.File or info.mtime is None:
+        return info.type == pafs.FileType.File
+    return time.time() - info.mtime.timestamp() < seconds

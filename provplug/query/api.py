@@ -5,19 +5,25 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import ids, schema
 from ..errors import LineageQueryError
+from ..explore.runs import select_run
 from ..plugins import Plugins, get_plugins, open_store
+from ..progress import SILENT, Progress
 from ..protocols import Store
 from .answer import LineageAnswer
 from .catalog import Catalog, catalog_for
 from .methods import DEFAULT_TAU, QueryContext
 from .model import DIRECTIONS
 from .where import select_rows
+
+if TYPE_CHECKING:
+    from ..explore.browse import RunRecord, TableDetail, TableRecord
+    from ..explore.manage import DeletedRun, GcReport
 
 
 class ProvenanceStore:
@@ -43,11 +49,15 @@ class ProvenanceStore:
         direction: str = "up",
         tau: int | None = None,
         spark: Any = None,
+        run: str | None = None,
     ) -> LineageAnswer:
         """Ancestors (``direction="up"``) or descendants (``"down"``) of the
         value ``value_id``, or of the ``table.column`` cells of the rows where
         ``where`` holds. ``tau``: triples below which the recursion runs on the
-        driver; ``spark``: the session for the Spark path (else a local one)."""
+        driver; ``spark``: the session for the Spark path (else a local one).
+        ``run`` (an id or a unique prefix) says whose ``table`` is meant when
+        several runs wrote one of that name (then it is required); a value id
+        names one cell already, so with ``value_id`` the run is only checked."""
         started = time.perf_counter()
         if tau is not None and (not isinstance(tau, (int, np.integer)) or isinstance(tau, bool) or tau < 0):
             raise LineageQueryError(f"tau must be a non-negative number of triples, not {tau!r}")
@@ -58,7 +68,9 @@ class ProvenanceStore:
             raise LineageQueryError(f"unknown query method {method!r} (methods: {', '.join(sorted(methods))})")
         catalog = catalog_for(self.store)
         catalog.queries += 1
-        seeds = self._seeds(catalog, value_id, table, column, where)
+        if run is not None and table is None:
+            select_run(catalog.manifests, run)  # an unknown run is an error all the same
+        seeds = self._seeds(catalog, value_id, table, column, where, run)
         context = QueryContext(self.store, DEFAULT_TAU if tau is None else int(tau), spark)
         result = methods[method].run(context, seeds, direction)
         edges = result.walk.edges
@@ -92,6 +104,7 @@ class ProvenanceStore:
         table: str | None,
         column: str | None,
         where: str | None,
+        run: str | None = None,
     ) -> np.ndarray:
         if table is None:
             if value_id is None:
@@ -108,10 +121,12 @@ class ProvenanceStore:
             raise LineageQueryError("give a value id or a table and column, not both")
         if column is None:
             raise LineageQueryError("a table query needs a column: TABLE.COLUMN")
-        return self._cells_where(catalog, table, column, where)
+        return self._cells_where(catalog, table, column, where, run)
 
-    def _cells_where(self, catalog: Catalog, table: str, column: str, where: str | None) -> np.ndarray:
-        entry = catalog.table_named(table)
+    def _cells_where(
+        self, catalog: Catalog, table: str, column: str, where: str | None, run: str | None = None
+    ) -> np.ndarray:
+        entry = catalog.table_named(table, run)
         if column not in entry.columns:
             raise LineageQueryError(
                 f"table {table!r} has no column {column!r} (columns: {', '.join(entry.columns) or 'none recorded'})"
@@ -126,6 +141,63 @@ class ProvenanceStore:
             raise LineageQueryError(f"no row of {table} satisfies {where!r}" if where else f"table {table} has no rows")
         col = entry.columns.index(column)
         return np.unique(np.array([ids.value_id(entry.table_id, col, int(r)) for r in selected], dtype=np.int64))
+
+    # -- what the store holds ------------------------------------------------------
+    def runs(self) -> list[RunRecord]:
+        """The committed runs (captures and imports), oldest first."""
+        from ..explore.browse import run_records
+
+        return run_records(self.store)
+
+    def tables(self, run: str | None = None) -> list[TableRecord]:
+        """The tables of every run, or of run ``run`` (an id or a unique prefix)."""
+        from ..explore.browse import table_records
+
+        return table_records(self.store, run)
+
+    def show(self, table: str, run: str | None = None, limit: int = 10) -> TableDetail:
+        """Table ``table`` (of ``run`` when several runs wrote one): columns,
+        rows, run, the ops that wrote it with their inputs, its first ``limit`` rows."""
+        from ..explore.browse import table_detail
+
+        return table_detail(self.store, table, run, limit)
+
+    def stats(self) -> dict[str, Any]:
+        """What ``provplug stats`` prints: the store's counts (every file
+        checked), then its index's."""
+        from ..explore.browse import store_stats
+
+        return store_stats(self.store)
+
+    # -- changing it ---------------------------------------------------------------
+    def index(self, theta: int | None = None, splits: Any = None, engine: str = "auto",
+              spark: Any = None, progress: Progress = SILENT) -> dict[str, Any]:
+        """Build the lineage index, as ``provplug index`` does; return its ``meta.json``."""
+        from ..index.build import build_index
+
+        options: dict[str, Any] = {} if theta is None else {"theta": theta}
+        return build_index(self.store, splits=splits, spark=spark, engine=engine,  # type: ignore[arg-type]
+                           progress=progress, plugins=self.plugins, **options)
+
+    def import_(self, triples: str | os.PathLike[str], values: str | os.PathLike[str] | None = None,
+                progress: Progress = SILENT) -> dict[str, int | str]:
+        """Import a triples file (and its value mapping) as one run, as
+        ``provplug import`` does; return ``run_id``, ``triples``, ``duplicates``."""
+        from ..importer import import_provenance
+
+        return import_provenance(self.store, triples, values, progress=progress, plugins=self.plugins)
+
+    def delete_run(self, run: str) -> DeletedRun:
+        """Delete run ``run`` (an id or a unique prefix), as ``provplug delete-run`` does."""
+        from ..explore.manage import delete_run
+
+        return delete_run(self.store, run)
+
+    def gc(self, dry_run: bool = False) -> GcReport:
+        """Remove (or with ``dry_run`` list) garbage, as ``provplug gc`` does."""
+        from ..explore.manage import collect_garbage
+
+        return collect_garbage(self.store, dry_run)
 
 
 def open(store: str | os.PathLike[str]) -> ProvenanceStore:

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from .. import ids, schema, storefiles
 from ..errors import LineageQueryError
+from ..explore.runs import describe_run, describe_runs, select_run
 from ..importer import UNKNOWN_TABLE
 from ..protocols import Store
 from .index_reader import arrow_ids
@@ -57,9 +58,10 @@ def jsonable(value: Any) -> Any:
 class Catalog:
     """Tables, ops and imported value mappings of a store's committed runs."""
 
-    def __init__(self, store: Store, run_ids: tuple[str, ...]) -> None:
+    def __init__(self, store: Store, manifests: list[dict[str, Any]]) -> None:
         self.store = store
-        self.run_ids = run_ids
+        self.manifests = manifests
+        self.run_ids = tuple(m["run_id"] for m in manifests)
         tables = store.tables().to_pylist()
         self.tables: dict[int, TableEntry] = {
             t["table_id"]: TableEntry(
@@ -72,14 +74,27 @@ class Catalog:
         self.queries = 0  # queries served by this (per-process) catalogue
 
     # -- tables ----------------------------------------------------------------
-    def table_named(self, name: str) -> TableEntry:
-        """The table called ``name`` (the newest run's, if several runs made one)."""
-        order = {run: i for i, run in enumerate(self.run_ids)}
+    def table_named(self, name: str, run: str | None = None) -> TableEntry:
+        """The table called ``name``: of run ``run`` (an id or a unique
+        prefix), or of the one run that wrote a table of that name. A name
+        several runs wrote needs ``run``: no run's table hides another's."""
         matches = [t for t in self.tables.values() if t.name == name]
         if not matches:
             known = sorted({t.name for t in self.tables.values()})
             raise LineageQueryError(f"unknown table {name!r} (tables: {', '.join(known) or 'none'})")
-        return max(matches, key=lambda t: (order.get(t.run_id, -1), t.table_id))
+        writers = [m for m in self.manifests if any(t.run_id == m["run_id"] for t in matches)]
+        if run is not None:
+            chosen = select_run(self.manifests, run)
+            matches = [t for t in matches if t.run_id == chosen["run_id"]]
+            if not matches:
+                raise LineageQueryError(
+                    f"run {describe_run(chosen)} wrote no table {name!r} (it was written by {describe_runs(writers)})"
+                )
+        elif len(writers) > 1:
+            raise LineageQueryError(
+                f"table {name!r} was written by {len(writers)} runs: {describe_runs(writers)}; choose one with --run"
+            )
+        return max(matches, key=lambda t: t.table_id)
 
     def op_name(self, op_id: int) -> str:
         return self.ops.get(op_id, str(op_id))
@@ -195,12 +210,12 @@ _catalogs: dict[tuple[str, tuple[str, ...]], Catalog] = {}
 
 def catalog_for(store: Store) -> Catalog:
     """The store's catalogue, cached per process until a run is added."""
-    run_ids = tuple(m["run_id"] for m in store.runs())
-    key = (store.root, run_ids)
+    manifests = store.runs()
+    key = (store.root, tuple(m["run_id"] for m in manifests))
     with _lock:
         hit = _catalogs.get(key)
     if hit is None:
-        hit = Catalog(store, run_ids)
+        hit = Catalog(store, manifests)
         with _lock:
             _catalogs[key] = hit
     return hit

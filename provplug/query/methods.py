@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .. import schema, storefiles
-from ..errors import NotIndexedError
+from ..index.generation import check_covers
 from ..markers import hookimpl
 from ..protocols import Store
 from .driver import walk
@@ -67,12 +67,7 @@ def _check_fresh(store: Store, reader: IndexReader) -> None:
     indexed = reader.indexed_runs()
     if indexed is None:
         return
-    with_triples = {m["run_id"] for m in store.runs() if "triples" in m.get("datasets", ())}
-    missing = with_triples - indexed
-    if missing:
-        raise NotIndexedError(
-            f"the index of {store.uri} predates {len(missing)} run(s): re-run `provplug index {store.uri}`"
-        )
+    check_covers(store, indexed, store.runs())  # runs added or deleted since the build
 
 
 class QueryMethod(Protocol):

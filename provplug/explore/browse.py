@@ -1,0 +1,278 @@
+"""What a store holds: its runs, its tables, one table in detail, its stats.
+
+Plain JSON-ready records (``TypedDict``\\ s) shared by the ``provplug runs``,
+``tables``, ``show`` and ``stats`` commands and by
+:class:`provplug.query.api.ProvenanceStore`. A table's rows are read with a
+limit, never whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypedDict
+
+import pyarrow.compute as pc
+
+from .. import schema, storefiles
+from ..protocols import Store
+from ..query.catalog import Catalog, TableEntry, catalog_for, jsonable
+from .runs import select_run
+
+
+class RunRecord(TypedDict):
+    run_id: str
+    kind: str
+    started: str | None
+    committed: str
+    tables: int
+    ops: int
+    values: int
+    triples: int
+
+
+class TableRecord(TypedDict):
+    name: str
+    run_id: str
+    table_id: int
+    origin: str
+    columns: list[str]
+    rows: int | None
+    stored_rows: bool
+
+
+class OpRecord(TypedDict):
+    op_id: int
+    name: str
+    kind: str
+    operations: list[str]
+    inputs: list[str]
+    triples: int | None
+    started: str | None
+    finished: str | None
+
+
+class SampleRow(TypedDict):
+    row: int
+    values: dict[str, Any]
+
+
+class TableDetail(TableRecord):
+    run_kind: str
+    run_committed: str
+    written_by: list[OpRecord]
+    sample: list[SampleRow]
+
+
+def run_records(store: Store) -> list[RunRecord]:
+    """Every committed run, oldest first."""
+    return [_run_record(m) for m in store.runs()]
+
+
+def _run_record(manifest: dict[str, Any]) -> RunRecord:
+    counts = manifest["counts"]
+    return RunRecord(
+        run_id=manifest["run_id"],
+        kind=str(manifest.get("kind", "?")),
+        started=manifest.get("started"),
+        committed=manifest["committed"],
+        **{k: int(counts.get(k, 0)) for k in ("tables", "ops", "values", "triples")},  # type: ignore[typeddict-item]
+    )
+
+
+def table_records(store: Store, run: str | None = None) -> list[TableRecord]:
+    """The tables of every run (of run ``run``: an id or a unique prefix),
+    by name, then in run order."""
+    catalog = catalog_for(store)
+    order = {r: i for i, r in enumerate(catalog.run_ids)}
+    entries = list(catalog.tables.values())
+    if run is not None:
+        chosen = select_run(catalog.manifests, run)["run_id"]
+        entries = [t for t in entries if t.run_id == chosen]
+    entries.sort(key=lambda t: (t.name, order.get(t.run_id, -1), t.table_id))
+    return [_table_record(t) for t in entries]
+
+
+def _table_record(entry: TableEntry) -> TableRecord:
+    return TableRecord(
+        name=entry.name,
+        run_id=entry.run_id,
+        table_id=entry.table_id,
+        origin=entry.origin,
+        columns=list(entry.columns),
+        rows=entry.rows,
+        stored_rows=entry.stored_rows,
+    )
+
+
+def table_detail(store: Store, name: str, run: str | None = None, limit: int = 10) -> TableDetail:
+    """Table ``name`` (of run ``run`` when several runs wrote one): its
+    columns, row count, run, the ops that wrote it with their inputs, and its
+    first ``limit`` stored rows."""
+    catalog = catalog_for(store)
+    entry = catalog.table_named(name, run)
+    manifest = select_run(catalog.manifests, entry.run_id)
+    return TableDetail(
+        **_table_record(entry),
+        run_kind=str(manifest.get("kind", "?")),
+        run_committed=manifest["committed"],
+        written_by=_writers(store, catalog, entry),
+        sample=_sample(store, entry, limit),
+    )
+
+
+def _writers(store: Store, catalog: Catalog, entry: TableEntry) -> list[OpRecord]:
+    """The ops of the table's run that wrote it. Captured ops list their
+    tables; an import's ops do not, so its triples say (scanned for this table only)."""
+    ops = store.ops().filter(pc.equal(pc.field("run_id"), entry.run_id)).to_pylist()
+    if entry.origin != "imported":
+        return [_op_record(o, [catalog.tables[i].name for i in o["inputs"] if i in catalog.tables])
+                for o in ops if entry.table_id in o["outputs"]]
+    inputs = _imported_inputs(store, entry)
+    return [_op_record(o, sorted({catalog.tables[t].name for t in inputs[o["op_id"]] if t in catalog.tables}))
+            for o in ops if o["op_id"] in inputs]
+
+
+def _imported_inputs(store: Store, entry: TableEntry) -> dict[int, set[int]]:
+    """Op id -> the table ids its triples into ``entry`` read from."""
+    folder = store.path("runs", entry.run_id) + "/"
+    files = [f for f in store.triple_files() if f.startswith(folder)]
+    if not files:
+        return {}
+    found = storefiles.scan(
+        store.fs, files, f"triples of run {entry.run_id}", schema.TRIPLES,
+        columns=["op", "src_table"], filter=pc.field("dst_table") == entry.table_id,
+    )
+    pairs: dict[int, set[int]] = {}
+    for op, src in zip(found.column("op").to_pylist(), found.column("src_table").to_pylist(), strict=True):
+        pairs.setdefault(int(op), set()).add(int(src))
+    return pairs
+
+
+def _op_record(op: dict[str, Any], inputs: list[str]) -> OpRecord:
+    return OpRecord(
+        op_id=op["op_id"],
+        name=op["name"],
+        kind=op["kind"],
+        operations=list(op["operations"]),
+        inputs=inputs,
+        triples=op["triples"],
+        started=jsonable(op["started"]),
+        finished=jsonable(op["finished"]),
+    )
+
+
+def _sample(store: Store, entry: TableEntry, limit: int) -> list[SampleRow]:
+    if limit <= 0 or not entry.stored_rows:
+        return []
+    rows = store.read_rows(entry.run_id, entry.table_id, limit=limit)
+    if rows is None:
+        return []
+    numbers = rows.column(schema.ROW_COLUMN).to_pylist()
+    cells = rows.drop_columns([schema.ROW_COLUMN]).to_pylist()
+    sample = [SampleRow(row=int(n), values={k: jsonable(v) for k, v in c.items()}) for n, c in zip(numbers, cells, strict=True)]
+    return sorted(sample, key=lambda r: r["row"])
+
+
+def store_stats(store: Store) -> dict[str, Any]:
+    """What ``provplug stats`` reports, section after section, each a dict of
+    keys: the store's counts (every file checked), then its index's
+    (``index_intact``: its files are as built; ``index_current``: it covers
+    exactly the store's runs)."""
+    from ..index.stats import index_stats
+
+    sections: tuple[dict[str, Any], ...] = (store.verify(), index_stats(store))
+    return {key: value for section in sections for key, value in section.items()}
+
+
+# -- text ----------------------------------------------------------------------------
+
+
+def aligned(headers: Sequence[str], rows: Sequence[Sequence[object]], right: Sequence[bool] | None = None) -> str:
+    """Rows under their headers, each column as wide as its widest cell;
+    columns flagged in ``right`` (numbers) are right-aligned."""
+    text = [[str(h) for h in headers], *[[_cell(c) for c in row] for row in rows]]
+    widths = [max(len(r[i]) for r in text) for i in range(len(headers))]
+    flags = list(right) if right is not None else [False] * len(headers)
+    lines = [
+        "  ".join(c.rjust(w) if flag else c.ljust(w) for c, w, flag in zip(r, widths, flags, strict=True)).rstrip()
+        for r in text
+    ]
+    return "\n".join(lines)
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def render_runs(runs: Sequence[RunRecord]) -> str:
+    if not runs:
+        return "no runs"
+    keys = ("tables", "ops", "values", "triples")
+    return aligned(
+        ("RUN", "KIND", "COMMITTED", *(k.upper() for k in keys)),
+        [(r["run_id"], r["kind"], r["committed"], *(r[k] for k in keys)) for r in runs],  # type: ignore[literal-required]
+        (False, False, False, *(True,) * len(keys)),
+    )
+
+
+def render_tables(tables: Sequence[TableRecord]) -> str:
+    if not tables:
+        return "no tables"
+    return aligned(
+        ("TABLE", "RUN", "ORIGIN", "ROWS", "COLUMNS"),
+        [(t["name"], t["run_id"], t["origin"], t["rows"], ", ".join(t["columns"])) for t in tables],
+        (False, False, False, True, False),
+    )
+
+
+def render_detail(detail: TableDetail) -> str:
+    head = [
+        ("table", detail["name"]),
+        ("run", f"{detail['run_id']} ({detail['run_kind']}, {detail['run_committed']})"),
+        ("origin", detail["origin"]),
+        ("rows", _cell(detail["rows"])),
+        ("columns", ", ".join(detail["columns"]) or "-"),
+        ("written by", "; ".join(_describe_op(o) for o in detail["written_by"]) or _no_writer(detail)),
+    ]
+    lines = [f"{k:<11} {v}" for k, v in head]
+    lines.append("")
+    lines.append(_render_sample(detail))
+    return "\n".join(lines)
+
+
+def _no_writer(detail: TableDetail) -> str:
+    if detail["origin"] == "imported":
+        return "- (no triple of its run leads into it)"
+    return "- (a source of its run)"
+
+
+def _value_text(value: object) -> str:
+    """A stored value as written (no thousands separators: it is data, not a count)."""
+    return "null" if value is None else str(value)
+
+
+def _describe_op(op: OpRecord) -> str:
+    how = f"{op['kind']}: {', '.join(op['operations'])}" if op["operations"] else op["kind"]
+    source = f" from {', '.join(op['inputs'])}" if op["inputs"] else ""
+    triples = f", {op['triples']:,} triples" if op["triples"] is not None else ""
+    return f"{op['name']} ({how}){source} [op {op['op_id']}{triples}]"
+
+
+def _render_sample(detail: TableDetail) -> str:
+    sample = detail["sample"]
+    if not sample:
+        return "no stored rows" if not detail["stored_rows"] else "no rows"
+    of = f" of {detail['rows']:,}" if detail["rows"] is not None else ""
+    columns = detail["columns"] or list(sample[0]["values"])
+    body = aligned(
+        ("ROW", *columns),
+        [(r["row"], *(_value_text(r["values"].get(c)) for c in columns)) for r in sample],
+        (True, *(isinstance(sample[0]["values"].get(c), (int, float)) for c in columns)),
+    )
+    return f"{len(sample)}{of} rows:\n{body}"

@@ -1,0 +1,99 @@
+"""Removing what a store no longer needs: one run (``provplug delete-run``),
+and garbage (``provplug gc``).
+
+Deleting a run is atomic (see :meth:`provplug.store.ParquetStore.delete_run`):
+one rename hides it, then its files go. Every run stands alone — captured
+value ids carry their own run's table ids, and every import maps each of its
+values in its own ``values.parquet`` — so deleting one never leaves another
+unreadable; lineage that crossed runs through a shared imported value simply
+no longer crosses the deleted one. Ids are never reused (the deleted run's
+reservations stay), so nothing that remembers an old id (a stale index, a
+cached catalogue) can mistake a new table for it. The index records the runs
+it covers, so after a deletion queries refuse it until ``provplug index``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypedDict
+
+from ..errors import ProvplugError, StoreError
+from ..index import generation
+from ..protocols import Store
+from ..store import Garbage
+from .runs import select_run
+
+
+class DeletedRun(TypedDict):
+    run_id: str
+    kind: str
+    committed: str
+    counts: dict[str, int]
+    bytes: int
+    index_stale: bool
+
+
+class GcReport(TypedDict):
+    dry_run: bool
+    removed: list[dict[str, Any]]
+    bytes: int
+    skipped: list[str]
+
+
+def delete_run(store: Store, run: str, before_removal: Callable[[], None] | None = None) -> DeletedRun:
+    """Delete run ``run`` (an id or a unique prefix) from ``store``."""
+    chosen = select_run(store.runs(), run)
+    done = store.delete_run(chosen["run_id"], before_removal)
+    return DeletedRun(
+        run_id=done["run_id"],
+        kind=str(done.get("kind", "?")),
+        committed=done["committed"],
+        counts={k: int(v) for k, v in done["counts"].items()},
+        bytes=int(done["bytes"]),
+        index_stale=done["run_id"] in _indexed_runs(store),
+    )
+
+
+def _indexed_runs(store: Store) -> list[str]:
+    """The runs the live index covers (none when there is no readable index)."""
+    try:
+        runs = (generation.read_meta(store) or {}).get("runs", [])
+    except ProvplugError:
+        return []  # a damaged index is refused by queries anyway
+    return [str(r) for r in runs] if isinstance(runs, list) else []
+
+
+def collect_garbage(store: Store, dry_run: bool = False) -> GcReport:
+    """Find (and unless ``dry_run``, remove) dead writers' staging, leftovers
+    of interrupted deletions, and index generations no longer live."""
+    store.check()
+    items: list[Garbage] = list(store.garbage())
+    skipped: list[str] = []
+    generations = generation.garbage_generations(store)
+    if generations is None:
+        skipped.append("index generations: an index build is running")
+    else:
+        items += [Garbage("index-generation", name, path, size) for name, path, size in generations]
+        previous = generation.kept_previous(store)
+        if previous is not None:
+            minutes = generation.PREVIOUS_GRACE_S / 60
+            skipped.append(f"index generation {previous}: replaced less than {minutes:g} min ago, a query may still read it")
+    removed = items if dry_run else _remove(store, items)
+    return GcReport(
+        dry_run=dry_run,
+        removed=[{"kind": g.kind, "name": g.name, "path": g.path, "bytes": g.bytes} for g in removed],
+        bytes=sum(g.bytes for g in removed),
+        skipped=skipped,
+    )
+
+
+def _remove(store: Store, items: list[Garbage]) -> list[Garbage]:
+    removed = [g for g in items if g.kind != "index-generation" and store.remove_garbage(g)]
+    names = {g.name for g in items if g.kind == "index-generation"}
+    if names:
+        try:
+            gone = set(generation.remove_generations(store, names))
+        except StoreError:
+            gone = set()  # an index build started since the listing: its generations stay
+        removed += [g for g in items if g.kind == "index-generation" and g.name in gone]
+    return removed
