@@ -2,7 +2,7 @@
 
 The import graph is read from the source with :mod:`ast`, never by importing
 it, over every module of ``provplug`` and of the built-in adapters
-(``provplug_spark``, ``provplug_beam``). What counts as an import:
+(``provplug_spark``, ``provplug_beam``, ``provplug_kedro``). What counts as an import:
 
 * every import executed when the module is imported (module level, inside
   ``try``/``if`` blocks and class bodies), and
@@ -36,6 +36,7 @@ PACKAGES = {
     "provplug": REPO,
     "provplug_spark": REPO / "adapters" / "spark",
     "provplug_beam": REPO / "adapters" / "beam",
+    "provplug_kedro": REPO / "adapters" / "kedro",
 }
 
 

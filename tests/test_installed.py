@@ -23,7 +23,7 @@ def _subpackages(root: Path) -> set[str]:
 
 
 @pytest.mark.skipif(not INSTALLED, reason="only when CI runs the suite against the installed wheel")
-@pytest.mark.parametrize("name", ["provplug", "provplug_spark", "provplug_beam"])
+@pytest.mark.parametrize("name", ["provplug", "provplug_spark", "provplug_beam", "provplug_kedro"])
 def test_package_is_imported_from_the_install_not_the_source_tree(name: str) -> None:
     module = importlib.import_module(name)
     assert module.__file__ is not None

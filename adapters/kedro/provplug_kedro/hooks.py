@@ -4,10 +4,12 @@ Kedro loads :data:`hooks` through the ``kedro.hooks`` entry point, so
 installing ``provplug[kedro]`` is enough. A run is captured when a store is
 configured (first found wins):
 
-1. ``ProvplugHooks(store=...)`` registered by hand in a project's settings;
+1. the ``store`` given to ``ProvplugHooks(store=...)`` (for a hook manager
+   built by hand; the entry point's instance has none, and a project needs
+   no second instance in its ``settings.HOOKS``);
 2. the environment variable ``PROVPLUG_STORE``;
-3. the parameter ``provplug.store`` (``provplug: {store: ...}`` in
-   ``conf/<env>/parameters*.yml``, or ``kedro run --params provplug.store=...``).
+3. the project's parameters: ``provplug: {store: PATH}`` in
+   ``conf/<env>/parameters*.yml``, or the same key given to ``kedro run --params``.
 
 A relative path is taken from the project's root. With no store the hooks
 return at once: the run is exactly Kedro's.
@@ -42,7 +44,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +100,7 @@ class _KedroRun:
                 if name not in self.tables:
                     if not _is_spark_frame(data):
                         raise _refuse(node, "input", name, data)
-                    self.tables[name] = _with_node(node, lambda: self.run.source(data, name))
+                    self.tables[name] = _with_node(node, self.run.source, data, name)
                 traced[name] = self.tables[name]
         return traced
 
@@ -118,15 +120,15 @@ class _KedroRun:
             return frames if len(frames) > 1 else frames[0]
 
         with self.lock:
-            result = _with_node(node, lambda: self.run.call_step(step, computed, (), {}))
+            result = _with_node(node, self.run.call_step, step, computed, (), {})
             traced: Sequence[Any] = result if len(names) > 1 else (result,)
             self.tables.update(zip(names, traced, strict=True))
 
 
-def _with_node(node: Any, action: Any) -> Any:
-    """Run ``action``; a CaptureError names the node it was capturing."""
+def _with_node(node: Any, action: Callable[..., Any], *args: Any) -> Any:
+    """``action(*args)``; a CaptureError names the node it was capturing."""
     try:
-        return action()
+        return action(*args)
     except CaptureError as exc:
         if f"node {node.name!r}" in str(exc):
             raise

@@ -1,0 +1,130 @@
+"""The Kedro hooks in-process: Kedro's own runner and catalog, driven as
+``KedroSession.run`` drives them (before_pipeline_run, the runner, then
+after_pipeline_run or on_pipeline_error), on the tests' SparkSession."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import provplug
+from provplug.errors import CaptureError
+
+kedro_io = pytest.importorskip("kedro.io")
+from kedro.framework.hooks.manager import _create_hook_manager  # noqa: E402
+from kedro.pipeline import Pipeline, node, pipeline  # noqa: E402
+from kedro.runner import SequentialRunner  # noqa: E402
+from provplug_kedro.hooks import STORE_ENV, ProvplugHooks  # noqa: E402
+
+
+def run_like_a_session(hooks: ProvplugHooks, flow: Pipeline, catalog: Any, project: Path) -> None:
+    """What ``KedroSession.run`` does around the runner, with only ``hooks`` registered."""
+    manager = _create_hook_manager()
+    manager.register(hooks)
+    run_params = {"project_path": str(project), "runner": "SequentialRunner"}
+    manager.hook.before_pipeline_run(run_params=run_params, pipeline=flow, catalog=catalog)
+    try:
+        result = SequentialRunner().run(flow, catalog, manager)
+    except Exception as error:
+        manager.hook.on_pipeline_error(error=error, run_params=run_params, pipeline=flow, catalog=catalog)
+        raise
+    manager.hook.after_pipeline_run(run_params=run_params, run_result=result, pipeline=flow, catalog=catalog)
+
+
+def _doubled(df: Any) -> Any:
+    return df.withColumn("x", df["x"] * 2)
+
+
+def _plus_one(df: Any) -> Any:
+    return df.withColumn("x", df["x"] + 1)
+
+
+def test_memory_datasets_of_spark_frames_link_two_nodes(spark: Any, tmp_path: Path) -> None:
+    """numbers (x = 1, 2) -> doubled (in memory) -> result: result.x = 5 derives
+    from doubled.x = 4, from numbers.x = 2; the namespace is the op's module."""
+    from kedro.io import DataCatalog, MemoryDataset
+
+    numbers = spark.createDataFrame([(1,), (2,)], "x int")
+    (tmp_path / "numbers").mkdir()
+    numbers.write.parquet(str(tmp_path / "numbers" / "n.parquet"))
+    catalog = DataCatalog({"numbers": MemoryDataset(spark.read.parquet(str(tmp_path / "numbers" / "n.parquet")))})
+    flow = pipeline([node(_doubled, "numbers", "doubled", name="double"), node(_plus_one, "doubled", "result", name="inc")],
+                    namespace="maths", inputs={"numbers"}, outputs={"result"})
+    store = tmp_path / "store.prov"
+    run_like_a_session(ProvplugHooks(store=store), flow, catalog, tmp_path)
+
+    target = provplug.open_store(store)
+    assert sorted((o["name"], o["params"]) for o in target.ops().to_pylist()) == [
+        ("maths.double", '{"module": "maths"}'), ("maths.inc", '{"module": "maths"}')]
+    from provplug.cli import main
+
+    assert main(["index", str(store)]) == 0
+    answer = provplug.open(store).lineage(table="result", column="x", where="x = 5").to_dict()
+    assert sorted((v["table"], v["column"], v["value"]) for v in answer["lineage"]) == [
+        ("maths.doubled", "x", 4), ("numbers", "x", 2)]
+
+
+def _count(trips: pd.DataFrame) -> pd.DataFrame:
+    return trips.groupby("city", as_index=False).size()
+
+
+def test_a_node_over_pandas_data_is_refused_by_name_and_commits_nothing(spark: Any, tmp_path: Path) -> None:
+    from kedro.io import DataCatalog, MemoryDataset
+
+    catalog = DataCatalog({"trips": MemoryDataset(pd.DataFrame({"city": ["NY", "NY", "LA"]}))})
+    flow = pipeline([node(_count, "trips", "trip_counts", name="count_trips")])
+    store = tmp_path / "store.prov"
+    with pytest.raises(CaptureError, match=r"node 'count_trips': input 'trips' is a pandas\..*DataFrame, not a Spark"):
+        run_like_a_session(ProvplugHooks(store=store), flow, catalog, tmp_path)
+    assert not store.exists() or provplug.open_store(store).runs() == []
+
+
+def _to_pandas(df: Any) -> pd.DataFrame:
+    return df.toPandas()
+
+
+def test_a_node_that_returns_pandas_is_refused_by_name(spark: Any, tmp_path: Path) -> None:
+    """A Spark input but a pandas output: no rule could say which cells it came from."""
+    from kedro.io import DataCatalog, MemoryDataset
+
+    source = tmp_path / "people.parquet"
+    spark.createDataFrame([("NY",)], "city string").write.parquet(str(source))
+    catalog = DataCatalog({"people": MemoryDataset(spark.read.parquet(str(source)))})
+    flow = pipeline([node(_to_pandas, "people", "people_pd", name="collect_people")])
+    store = tmp_path / "store.prov"
+    with pytest.raises(CaptureError, match=r"node 'collect_people': output 'people_pd' is a pandas\..*DataFrame"):
+        run_like_a_session(ProvplugHooks(store=store), flow, catalog, tmp_path)
+    assert not store.exists() or provplug.open_store(store).runs() == []
+
+
+def test_without_a_store_the_hooks_leave_the_run_alone(spark: Any, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """No store: pandas nodes run as usual and nothing is written."""
+    from kedro.io import DataCatalog, MemoryDataset
+
+    monkeypatch.delenv(STORE_ENV, raising=False)
+    catalog = DataCatalog({"trips": MemoryDataset(pd.DataFrame({"city": ["NY", "NY", "LA"]}))})
+    flow = pipeline([node(_count, "trips", "trip_counts", name="count_trips")])
+    hooks = ProvplugHooks()
+    run_like_a_session(hooks, flow, catalog, tmp_path)
+    assert catalog.load("trip_counts").to_dict("records") == [{"city": "LA", "size": 1}, {"city": "NY", "size": 2}]
+    assert hooks.current is None and list(tmp_path.iterdir()) == []
+
+
+def test_the_store_comes_from_the_argument_the_environment_or_the_parameters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kedro.io import DataCatalog, MemoryDataset
+
+    run_params = {"project_path": str(tmp_path / "project")}
+    with_parameter = DataCatalog({"params:provplug": MemoryDataset({"store": "data/run.prov"})})
+    monkeypatch.delenv(STORE_ENV, raising=False)
+    assert ProvplugHooks().configured_store(run_params, DataCatalog()) is None
+    # provplug: {store: ...} in the parameters, relative to the project
+    assert ProvplugHooks().configured_store(run_params, with_parameter) == str(tmp_path / "project" / "data/run.prov")
+    monkeypatch.setenv(STORE_ENV, str(tmp_path / "env.prov"))  # the environment wins over the parameters
+    assert ProvplugHooks().configured_store(run_params, with_parameter) == str(tmp_path / "env.prov")
+    assert ProvplugHooks(store="s3a://bucket/x.prov").configured_store(run_params, with_parameter) == "s3a://bucket/x.prov"

@@ -1,0 +1,153 @@
+"""``kedro run`` of examples/kedro_spaceflights, unchanged, under ``PROVPLUG_STORE``.
+
+The expected answers are worked out by hand from the project's inputs
+(data/01_raw):
+
+companies.csv                       shuttles.parquet (price as text)        reviews.csv
+id rating location     iata         id company price                        shuttle rating reviews
+1  100%   Isle of Man  t            10 1       $1,325.0                     10      90     12
+2  67%    Niue         f            11 2       $1,780.0                     11      72     4
+3  38%    Niue         t            12 2       $4,107.0                     12      88     30
+4  90%    Andorra      t            13 3       $2,050.0                     13      95     7
+                                    14 4       $910.0                       14      60     2
+                                    15 3       $3,200.0   (no review)
+
+model_input_table joins reviewed shuttles (15 has no review, so it is left
+out) with their companies. Niue's reviewed shuttles are 11, 12 and 13, so
+price_by_location.avg_price for Niue = round((1780 + 4107 + 2050) / 3, 2) =
+2645.67, derived from those three prices in model_input_table, which come
+from data_processing.preprocessed_shuttles (the parsed prices), which come
+from the text prices in shuttles; not from shuttle 15's $3,200.0 (dropped
+by the join) and not from the join keys or the group key (§3: a joined or
+aggregated column's parents are the cells it is computed from).
+
+top_shuttles keeps the 2 best-reviewed shuttles: 13 (95) and 10 (90).
+Shuttle 13's company_rating 0.38 is a copy of model_input_table's, a copy
+of data_processing.preprocessed_companies' 0.38 (company 3), parsed from
+companies' "38%".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import snapshot
+
+import provplug
+
+from .helpers import copy_project, kedro_run, outputs
+
+NODES = {  # node name -> its namespace
+    "data_processing.preprocess_companies_node": "data_processing",
+    "data_processing.preprocess_shuttles_node": "data_processing",
+    "data_processing.create_model_input_table_node": "data_processing",
+    "reporting.summarise_by_location_node": "reporting",
+    "reporting.top_rated_shuttles_node": "reporting",
+}
+SOURCES = {"companies", "shuttles", "reviews"}
+OUTPUTS = {"data_processing.preprocessed_companies", "data_processing.preprocessed_shuttles",
+           "model_input_table", "price_by_location", "top_shuttles"}
+EXPECTED_OUTPUTS = {
+    "price_by_location": [("Andorra", 910.0, 2), ("Isle of Man", 1325.0, 12), ("Niue", 2645.67, 41)],
+    "top_shuttles": [(10, "Type V5", "Isle of Man", 1.0, 90), (13, "Type F5", "Niue", 0.38, 95)],
+}
+
+
+def _answer(answer: Any) -> list[tuple[str, str, Any]]:
+    """The ancestors of an answer as (table, column, value), sorted: ids aside."""
+    return sorted((v["table"], v["column"], v["value"]) for v in answer.to_dict()["lineage"])
+
+
+def _failure(result: Any) -> str:
+    return f"exit {result.returncode}\nstdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}"
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """The project run once under PROVPLUG_STORE, then indexed as the README says."""
+    root = tmp_path_factory.mktemp("kedro_captured")
+    project, store = copy_project(root / "project"), root / "store.prov"
+    result = kedro_run(project, store=store)
+    assert result.returncode == 0, _failure(result)
+    from provplug.cli import main
+
+    assert main(["index", str(store)]) == 0  # README "Indexing and lineage queries": provplug index STORE
+    yield project, store
+
+
+def test_the_aggregate_cell_derives_from_the_prices_of_the_reviewed_shuttles(captured: tuple[Path, Path]) -> None:
+    _, store = captured
+    answer = provplug.open(store).lineage(table="price_by_location", column="avg_price", where="company_location = 'Niue'")
+    assert [(v["table"], v["column"], v["value"]) for v in answer.to_dict()["query"]] == [
+        ("price_by_location", "avg_price", 2645.67)]
+    assert _answer(answer) == sorted([
+        ("model_input_table", "price", 1780.0), ("model_input_table", "price", 4107.0),
+        ("model_input_table", "price", 2050.0),
+        ("data_processing.preprocessed_shuttles", "price", 1780.0),
+        ("data_processing.preprocessed_shuttles", "price", 4107.0),
+        ("data_processing.preprocessed_shuttles", "price", 2050.0),
+        ("shuttles", "price", "$1,780.0"), ("shuttles", "price", "$4,107.0"), ("shuttles", "price", "$2,050.0"),
+    ])
+    assert {e["op"] for e in answer.to_dict()["edges"]} == {
+        "reporting.summarise_by_location_node", "data_processing.create_model_input_table_node",
+        "data_processing.preprocess_shuttles_node"}
+
+
+def test_the_filtered_cell_derives_across_both_pipelines_from_one_company_cell(captured: tuple[Path, Path]) -> None:
+    _, store = captured
+    answer = provplug.open(store).lineage(table="top_shuttles", column="company_rating", where="shuttle_id = 13")
+    assert _answer(answer) == sorted([
+        ("model_input_table", "company_rating", 0.38),
+        ("data_processing.preprocessed_companies", "company_rating", 0.38),
+        ("companies", "company_rating", "38%"),
+    ])
+    assert sorted(e["op"] for e in answer.to_dict()["edges"]) == sorted([
+        "reporting.top_rated_shuttles_node", "data_processing.create_model_input_table_node",
+        "data_processing.preprocess_companies_node"])
+
+
+def test_ops_are_the_nodes_with_their_namespace_and_tables_the_catalog_entries(captured: tuple[Path, Path]) -> None:
+    import json
+
+    _, store = captured
+    target = provplug.open_store(store)
+    (run,) = target.runs()
+    assert run["counts"]["ops"] == len(NODES)
+    ops = {op["name"]: json.loads(op["params"]) for op in target.ops().to_pylist()}
+    assert {name: params["module"] for name, params in ops.items()} == NODES
+    assert ops["reporting.top_rated_shuttles_node"]["params:reporting.top_n"] == 2  # the parameter it read
+    tables = {t["name"]: t["origin"] for t in target.tables().to_pylist()}
+    assert tables == {**dict.fromkeys(SOURCES, "source"), **dict.fromkeys(OUTPUTS, "output")}
+
+
+def test_without_a_store_the_run_is_unchanged_and_writes_no_store(
+    captured: tuple[Path, Path], tmp_path: Path
+) -> None:
+    captured_project, _ = captured
+    project = copy_project(tmp_path / "project")
+    result = kedro_run(project)
+    assert result.returncode == 0, _failure(result)
+    plain = outputs(project)
+    assert plain == outputs(captured_project)  # capture changed no output
+    assert {k: plain[k] for k in EXPECTED_OUTPUTS} == EXPECTED_OUTPUTS
+    assert not [p for p in tmp_path.rglob("*") if p.name == "provplug-store.json"]  # no store anywhere
+
+
+def test_a_failing_node_commits_nothing_and_kedro_run_fails(captured: tuple[Path, Path], tmp_path: Path) -> None:
+    import shutil
+
+    _, committed = captured
+    store = Path(shutil.copytree(committed, tmp_path / "store.prov"))  # a store with one run already
+    before = snapshot(store, skip=("_staging", "_ids"))
+    project = copy_project(tmp_path / "project")
+    # reporting.top_rated_shuttles_node raises; the three data_processing nodes and
+    # summarise_by_location_node have been captured by then.
+    result = kedro_run(project, "--params", "reporting.top_n=0", store=store)
+    assert result.returncode != 0
+    assert "reporting.top_n must be at least 1" in result.stdout + result.stderr
+    assert snapshot(store, skip=("_staging", "_ids")) == before
+    assert len(provplug.open_store(store).runs()) == 1
+    assert not list((store / "_staging").iterdir())
