@@ -218,7 +218,7 @@ def test_where_clause_on_a_captured_spark_store(tmp_path: Path, spark: Any, cli:
         result = cli("lineage", store, "AvgAge.Age", "--where", "City = 'NY'", "--method", method, "--json")
         assert result.code == 0, result.err
         answer = json.loads(result.out)
-        rows = [r["row"] for r in answer["lineage"]]
+        rows = [answer["rows"][r["row"]] for r in answer["lineage"]]  # each stored row once, by key
         assert sorted(r["Name"] for r in rows) == ["Mark", "Mark", "Steve", "Steve"]
         assert sorted(r["value"] for r in answer["lineage"]) == [30, 30, 40, 40]
         assert {e["op"] for e in answer["edges"]} and len(answer["edges"]) == 4

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import re
-from typing import Any
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..errors import LineageQueryError
+
+if TYPE_CHECKING:
+    from .answer import LineageAnswer
+
+FORMATS = ("text", "json", "svg", "html")
 
 TARGET_HELP = (
     "the column whose cells to trace. Split at the last dot (sales.orders.amount is table "
@@ -43,7 +50,8 @@ def add_parser(sub: Any) -> None:
         "lineage",
         help="ancestors (or descendants) of a value, with their rows",
         description="Trace a value's lineage. Give TABLE.COLUMN with --where, or --value-id.",
-        epilog="With --json the answer is one JSON object on stdout (NaN and infinities as null); "
+        epilog="With --json the answer is one JSON object on stdout (NaN and infinities as null; each "
+        "stored row once, in rows, cells naming it by key); "
         'an error is one JSON object {"error": MESSAGE, "type": KIND} on stderr, exit code 2.',
     )
     p.add_argument("store", metavar="STORE")
@@ -57,7 +65,20 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--method", default="auto", help="auto (default), csprov, ccprov, rq, or a plugin's method")
     p.add_argument("--tau", type=whole_number(0, "triples"), metavar="TRIPLES",
                    help="recurse on the driver below this many triples, on Spark above")
-    p.add_argument("--json", action="store_true", help="the answer as JSON")
+    p.add_argument("--run", metavar="RUN", help="query the tables of run RUN (when several runs wrote a table name)")
+    view = p.add_argument_group("what to show (applied in this order)")
+    view.add_argument("--depth", type=whole_number(0, "triples"), metavar="N",
+                      help="only the lineage within N triples of the queried values")
+    view.add_argument("--sources-only", action="store_true",
+                      help="only the lineage's ends: the source cells (with --direction down: the final cells)")
+    view.add_argument("--summary", action="store_true",
+                      help="counts per table, column and op, and the source rows once each")
+    out = p.add_argument_group("output")
+    out.add_argument("--format", choices=FORMATS, help="text (default), json, svg, html (svg/html need provplug[export])")
+    out.add_argument("--json", action="store_true", help="the answer as JSON (same as --format json)")
+    out.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    out.add_argument("--max-cells", type=whole_number(1, "cells"), metavar="N",
+                     help="svg/html: summarise (a box per table column) above N cells (default 2000)")
     p.set_defaults(func=_cmd_lineage)
 
 
@@ -76,6 +97,45 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
         query.update(table=table, column=column, where=args.where)
     else:
         query.update(value_id=args.value_id)
+    if args.run is not None:
+        query["run"] = args.run  # only when given: run selection is newer than the other parameters
     answer = open_store(args.store).lineage(**query)
-    print(json.dumps(answer.to_dict(), indent=1) if args.json else answer.render())
+    write_output(shown(answer, args, output_format(args)), args.output)
     return 0
+
+
+def output_format(args: argparse.Namespace) -> str:
+    if args.json and args.format not in (None, "json"):
+        raise LineageQueryError(f"--json and --format {args.format} disagree: give one")
+    return "json" if args.json else args.format or "text"
+
+
+def shown(answer: LineageAnswer, args: argparse.Namespace, fmt: str) -> str:
+    """The text to print: the answer narrowed by --depth, --sources-only,
+    then as a summary or whole, in ``fmt``."""
+    if args.depth is not None:
+        answer = answer.within_depth(args.depth)
+    if args.sources_only:
+        answer = answer.sources_only()
+    if fmt in ("svg", "html"):
+        from .picture import DEFAULT_MAX_CELLS, answer_picture
+
+        return answer_picture(answer, fmt, args.max_cells or DEFAULT_MAX_CELLS, summarise=args.summary)
+    if args.summary:
+        return answer.summary_json() if fmt == "json" else answer.render_summary()
+    return answer.to_json() if fmt == "json" else answer.render()
+
+
+def write_output(text: str, path: str | None) -> None:
+    """Print ``text``, or write it to ``path`` whole or not at all."""
+    if path is None:
+        print(text)
+        return
+    target = Path(path)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
+    print(f"wrote {target} ({len(text.encode()):,} bytes)", file=sys.stderr)

@@ -98,7 +98,8 @@ def test_lineage_answers_the_same_on_beam_and_spark(people_store: Path, tmp_path
         assert result.code == 0, result
         answer = json.loads(result.out)
         answers.append(sorted(
-            (r["table"], r["column"], r["value"], freeze({k: v for k, v in (r.get("row") or {}).items() if not k.startswith("_")}))
+            (r["table"], r["column"], r["value"],
+             freeze({k: v for k, v in answer["rows"].get(r["row"], {}).items() if not k.startswith("_")}))
             for r in answer["lineage"]
         ))
     assert answers[0] == answers[1]

@@ -101,7 +101,7 @@ def test_a_parquet_source_with_string_view_columns_is_answered(spark: Any, store
 
     build_index(store_path, engine="local")
     answer = provplug.open(store_path).lineage(table="Old", column="city", where="name = 'cid'").to_dict()
-    assert [(v["table"], v["column"], v["value"], v["row"]["name"]) for v in answer["lineage"]] == [
+    assert [(v["table"], v["column"], v["value"], answer["rows"][v["row"]]["name"]) for v in answer["lineage"]] == [
         ("People", "city", "NY", "cid")
     ]
     down = provplug.open(store_path).lineage(table="People", column="name", where="city = 'LA'", direction="down")
