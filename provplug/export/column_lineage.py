@@ -1,0 +1,227 @@
+"""Column lineage of ops, derived from their stored triples.
+
+For every op, the distinct ``(input table, input column) -> (output table,
+output column)`` pairs its triples link, each with an OpenLineage
+transformation. The pairs come from one pushed-down scan of the triples
+(only ``src``, ``dst``, ``op`` of the wanted ops), value ids decoded with
+array arithmetic (:mod:`provplug.ids`, the catalogue for imported ids) and
+grouped with one sort: no Python runs per triple.
+
+How a pair's transformation is chosen (provplug's capture semantics say
+which cells are parents; the op's kind and operations, the pair's fan-in —
+several input cells of the column per output cell — and whether every output
+cell equals its input cell tell which kind of derivation it is):
+
+========  =============================================  ==============================  =====================
+op kind   the pair's triples                             field transformation            dataset-level (INDIRECT)
+========  =============================================  ==============================  =====================
+builtin   one input cell per output cell, equal values   DIRECT / IDENTITY ("copied")    —
+builtin   one input cell per output cell, values differ  DIRECT / TRANSFORMATION         —
+builtin   several input cells, values differ             DIRECT / AGGREGATION            —
+builtin   several input cells, all equal to the output   DIRECT / IDENTITY ("group key") GROUP_BY on the input
+          (a group key, or a distinct column)
+builtin   an op with a join, equal values, and the same  DIRECT / IDENTITY ("join key")  JOIN on each input
+          output column fed so from two input tables
+          (a merged ``using`` key)
+udf       one / several input cells per output cell      DIRECT / TRANSFORMATION /       —
+                                                         AGGREGATION ("black-box UDF")
+imported  one / several                                  DIRECT / TRANSFORMATION /       —
+                                                         AGGREGATION ("imported op")
+========  =============================================  ==============================  =====================
+
+Values are compared only where both tables' rows are stored (else the pair
+is classified by fan-in alone). Filter predicates, sort keys and join keys
+that are not merged into an output column are not parents of any cell (see
+the README's capture semantics), so no INDIRECT FILTER / SORT field can be
+named for them. Imported values without a column are left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .scope import Table, stored_rows
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..protocols import Store
+
+# Column index of imported values whose column is not recorded.
+_NO_COLUMN = -1
+
+
+@dataclass(frozen=True)
+class Transformation:
+    type: str
+    subtype: str
+    description: str
+
+
+@dataclass(frozen=True)
+class ColumnPair:
+    """``src_table.src_column`` feeds ``dst_table.dst_column`` in op ``op_id``."""
+
+    op_id: int
+    src_table: int
+    src_column: str
+    dst_table: int
+    dst_column: str
+    field: Transformation
+    dataset: Transformation | None = None
+
+
+def column_pairs(
+    store: Store, ops: list[dict[str, Any]], tables: dict[int, Table], triples: Any = None
+) -> dict[int, list[ColumnPair]]:
+    """The column pairs of each op (by op id), from ``triples`` (a pyarrow
+    table of ``src, dst, op``) or else from the ops' stored triples."""
+    import numpy as np
+
+    from ..query.catalog import catalog_for
+
+    by_op: dict[int, list[ColumnPair]] = {int(o["op_id"]): [] for o in ops}
+    if triples is None:
+        triples = _scan(store, list(by_op))
+    if triples.num_rows == 0:
+        return by_op
+    catalog = catalog_for(store)
+    src_t, src_c, src_r = catalog.locate(triples.column("src").to_numpy())
+    dst_t, dst_c, dst_r = catalog.locate(triples.column("dst").to_numpy())
+    op = triples.column("op").to_numpy().astype(np.int64)
+    known = (src_c != _NO_COLUMN) & (dst_c != _NO_COLUMN) & (src_t >= 0) & (dst_t >= 0)
+    arrays = [a[known] for a in (op, src_t, src_c, dst_t, dst_c, src_r, dst_r)]
+    op, src_t, src_c, dst_t, dst_c, src_r, dst_r = arrays
+    order = np.lexsort((dst_r, dst_c, dst_t, src_c, src_t, op))
+    op, src_t, src_c, dst_t, dst_c, src_r, dst_r = (a[order] for a in arrays)
+    keys = np.stack([op, src_t, src_c, dst_t, dst_c])
+    starts = np.flatnonzero(np.r_[True, (keys[:, 1:] != keys[:, :-1]).any(axis=0)])
+    ends = np.r_[starts[1:], len(op)]
+    kinds = {int(o["op_id"]): o for o in ops}
+    values = _ValueCache(store, tables)
+    raw: list[tuple[int, int, int, int, int, bool, bool | None]] = []
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        o, st, sc, dt, dc = (int(k) for k in keys[:, start])
+        fan_in = bool((dst_r[start + 1:end] == dst_r[start:end - 1]).any())
+        identical = None
+        if kinds.get(o, {}).get("kind") == "builtin":
+            identical = values.identical((st, sc, src_r[start:end]), (dt, dc, dst_r[start:end]))
+        raw.append((o, st, sc, dt, dc, fan_in, identical))
+    for pair in _classified(raw, kinds, tables):
+        by_op.setdefault(pair.op_id, []).append(pair)
+    return by_op
+
+
+def _scan(store: Store, op_ids: list[int]) -> Any:
+    import pyarrow.compute as pc
+
+    from .. import storefiles
+
+    with storefiles.damage_reported(f"triples of {store.uri}"):
+        return store.triples().to_table(columns=["src", "dst", "op"], filter=pc.field("op").isin(op_ids))
+
+
+def _classified(
+    raw: list[tuple[int, int, int, int, int, bool, bool | None]],
+    ops: dict[int, dict[str, Any]],
+    tables: dict[int, Table],
+) -> list[ColumnPair]:
+    """Each pair with its transformation (see the module's table)."""
+    # Output columns fed, unchanged, from two or more input tables: merged join keys.
+    feeders: dict[tuple[int, int, int], set[int]] = {}
+    for o, st, _, dt, dc, _, identical in raw:
+        if identical:
+            feeders.setdefault((o, dt, dc), set()).add(st)
+    out = []
+    for o, st, sc, dt, dc, fan_in, identical in raw:
+        if st not in tables or dt not in tables:
+            continue
+        op = ops.get(o, {})
+        joins = any("join" in name.lower() for name in op.get("operations", ()))
+        field, dataset = _transformation(op.get("kind", "imported"), fan_in, identical,
+                                         joins and len(feeders.get((o, dt, dc), ())) > 1)
+        src, dst = tables[st], tables[dt]
+        if sc >= len(src.columns) or dc >= len(dst.columns):
+            continue
+        out.append(ColumnPair(o, st, src.columns[sc], dt, dst.columns[dc], field, dataset))
+    return out
+
+
+def _transformation(
+    kind: str, fan_in: bool, identical: bool | None, merged_join_key: bool
+) -> tuple[Transformation, Transformation | None]:
+    if kind == "udf":
+        return Transformation("DIRECT", "AGGREGATION" if fan_in else "TRANSFORMATION", "black-box UDF"), None
+    if kind != "builtin":
+        return Transformation("DIRECT", "AGGREGATION" if fan_in else "TRANSFORMATION", "imported op"), None
+    if merged_join_key:
+        return Transformation("DIRECT", "IDENTITY", "join key"), Transformation("INDIRECT", "JOIN", "join key")
+    if identical and fan_in:
+        return (Transformation("DIRECT", "IDENTITY", "group key"),
+                Transformation("INDIRECT", "GROUP_BY", "group key"))
+    if identical:
+        return Transformation("DIRECT", "IDENTITY", "copied"), None
+    if fan_in:
+        return Transformation("DIRECT", "AGGREGATION", "aggregated over a group"), None
+    return Transformation("DIRECT", "TRANSFORMATION", "computed"), None
+
+
+class _ValueCache:
+    """Stored cell values by (table, column, row numbers), each table read once."""
+
+    def __init__(self, store: Store, tables: dict[int, Table]) -> None:
+        self.store = store
+        self.tables = tables
+        self._rows: dict[int, tuple[np.ndarray, np.ndarray, Any] | None] = {}
+
+    def identical(self, src: tuple[int, int, np.ndarray], dst: tuple[int, int, np.ndarray]) -> bool | None:
+        """Whether every dst cell equals its src cell; None when a table's rows are not stored."""
+        import pyarrow.compute as pc
+
+        left, right = self._cells(*src), self._cells(*dst)
+        if left is None or right is None:
+            return None
+        if left.type != right.type:
+            try:
+                left = left.cast(right.type)
+            except Exception:  # types that cannot be compared are not a copy
+                return False
+        try:
+            equal = pc.equal(left, right)
+        except Exception:  # nested types have no equality kernel
+            return bool(left.to_pylist() == right.to_pylist())
+        both_null = pc.and_(pc.is_null(left), pc.is_null(right))
+        return bool(pc.all(pc.or_(pc.fill_null(equal, False), both_null)).as_py())
+
+    def _cells(self, table_id: int, column: int, rows: np.ndarray) -> Any:
+        import numpy as np
+
+        if table_id not in self._rows:
+            self._rows[table_id] = self._read(table_id)
+        held = self._rows[table_id]
+        if held is None:
+            return None
+        numbers, order, data = held
+        at = np.searchsorted(numbers, rows)
+        at = np.minimum(at, len(numbers) - 1)
+        if len(numbers) == 0 or not (numbers[at] == rows).all():
+            return None  # a row the store does not hold
+        return data.column(column).take(order[at])
+
+    def _read(self, table_id: int) -> tuple[np.ndarray, np.ndarray, Any] | None:
+        import numpy as np
+
+        from .. import schema
+
+        table = self.tables.get(table_id)
+        if table is None or not table.stored_rows:
+            return None
+        rows = stored_rows(self.store, table)
+        if schema.ROW_COLUMN not in rows.column_names:
+            return None
+        numbers = rows.column(schema.ROW_COLUMN).to_numpy()
+        order = np.argsort(numbers, kind="stable")
+        data = rows.select(list(table.columns))
+        return numbers[order], order, data
+

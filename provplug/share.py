@@ -1,0 +1,116 @@
+"""``provplug export`` and ``provplug diff``: share a store in standard
+formats, and compare two runs of a pipeline cell by cell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from typing import Any
+
+from .errors import LineageQueryError
+
+EXPORT_FORMATS = ("prov-json", "prov-n", "openlineage")
+
+
+def add_parser(sub: Any) -> None:
+    _add_export(sub)
+    _add_diff(sub)
+
+
+def _add_target(p: argparse.ArgumentParser, what: str) -> None:
+    from .query.cli import TARGET_HELP
+
+    p.add_argument("target", metavar="TABLE.COLUMN", nargs="?", help=f"{what}. {TARGET_HELP}")
+    p.add_argument("--where", metavar="PREDICATE", help="one SQL boolean expression over TABLE's columns")
+
+
+def _add_export(sub: Any) -> None:
+    p = sub.add_parser(
+        "export",
+        help="export a run, the store or a lineage answer as W3C PROV or OpenLineage",
+        description="Without a target: the whole run (--run) or store. With TABLE.COLUMN --where P or "
+        "--value-id N: that lineage answer. PROV lists every value only for runs of at most 100,000 values.",
+    )
+    p.add_argument("store", metavar="STORE")
+    _add_target(p, "export the lineage of these cells")
+    p.add_argument("--value-id", metavar="N", type=int, action="append", help="export this value's lineage (repeatable)")
+    p.add_argument("--run", metavar="RUN", help="one run (an id or a unique prefix); default: the whole store")
+    p.add_argument("--direction", choices=("up", "down"), default="up", help="with a target: ancestors (default) or descendants")
+    p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="prov-json, prov-n or openlineage (a JSON array of RunEvents)")
+    p.add_argument("--namespace", help="OpenLineage namespace (default: provplug:// and the store's path)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here (whole, or not at all) instead of stdout")
+    p.set_defaults(func=_cmd_export)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .export import Target, export
+    from .plugins import open_store
+    from .query.cli import parse_target
+
+    if args.target is not None and args.value_id is not None:
+        raise LineageQueryError("give TABLE.COLUMN (with --where) or --value-id N, not both")
+    if args.where is not None and args.target is None:
+        raise LineageQueryError("--where needs TABLE.COLUMN")
+    target = None
+    if args.target is not None:
+        table, column = parse_target(args.target)
+        target = Target(table=table, column=column, where=args.where, direction=args.direction)
+    elif args.value_id is not None:
+        target = Target(value_ids=tuple(args.value_id), direction=args.direction)
+    text = export(open_store(args.store), args.format, run=args.run, target=target, namespace=args.namespace)
+    if args.output is None:
+        print(text)
+    else:
+        _write_whole(args.output, text + "\n")
+    return 0
+
+
+def _write_whole(path: str, text: str) -> None:
+    """Write ``path`` through a file beside it and a rename: never half written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".provplug-export-", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _add_diff(sub: Any) -> None:
+    p = sub.add_parser(
+        "diff",
+        help="which output cells differ between two runs, and which source cells explain each",
+        description="Compare the tables both runs wrote (or TABLE), matching rows by --key, else by the "
+        "table's non-numeric columns (equal keys in row order), else by row position; for every changed "
+        "cell, the source cells of its lineage that differ. Runs may be unique id prefixes.",
+    )
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("run_a", metavar="RUN_A", help="the earlier run (an id or a unique prefix)")
+    p.add_argument("run_b", metavar="RUN_B", help="the later run")
+    _add_target(p, "compare only these cells")
+    p.add_argument("--key", metavar="COLS", help="comma-separated columns that identify a row (default: see above)")
+    p.add_argument("--json", action="store_true", help="the differences as one JSON object")
+    p.set_defaults(func=_cmd_diff)
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from .diff import diff_runs, render
+    from .plugins import open_store
+    from .query.answer import finite
+    from .query.cli import parse_target
+
+    if args.where is not None and args.target is None:
+        raise LineageQueryError("--where needs TABLE.COLUMN")
+    table = column = None
+    if args.target is not None:
+        table, column = parse_target(args.target)
+    key = tuple(k.strip() for k in args.key.split(",") if k.strip()) if args.key else None
+    result = diff_runs(open_store(args.store), args.run_a, args.run_b, table=table, column=column,
+                       where=args.where, key=key)
+    print(json.dumps(finite(result), indent=1) if args.json else render(result))
+    return 0
