@@ -138,7 +138,7 @@ def test_nan_and_infinities_are_null_in_json(tmp_path: Path, cli: Any) -> None:
     answer = _strict_json(result.out)
     by_id = {r["value_id"]: r for r in answer["lineage"]}
     assert [by_id[v]["value"] for v in sources] == [None, None, None, 1.5]
-    assert [by_id[v]["row"] for v in sources] == [{"k": k, "v": v} for k, v in zip("abcd", [None, None, None, 1.5], strict=True)]
+    assert [answer["rows"][by_id[v]["row"]] for v in sources] == [{"k": k, "v": v} for k, v in zip("abcd", [None, None, None, 1.5], strict=True)]
     assert [q["value"] for q in answer["query"]] == [None, None, None, 1.5]
     # the tree still tells them apart
     tree = cli("lineage", path, "--value-id", str(first)).out.splitlines()

@@ -16,6 +16,7 @@ from conftest import DATA, EXAMPLES, REPO, snapshot
 from test_lineage_support import write_paper_store_with_rows
 
 import provplug
+from provplug import ids
 from provplug.errors import LineageQueryError, NotIndexedError
 from provplug.importer import import_provenance
 from provplug.index import build_index
@@ -83,14 +84,16 @@ def test_where_clause_shows_rows_and_values(people: tuple[Path, dict[int, int]],
     path, packed = people
     answer = provplug.open(path).lineage(table="AvgAge", column="Age", where="City = 'NY'", method=method).to_dict()
     assert [q["value_id"] for q in answer["query"]] == [packed[23]]
-    assert answer["query"][0]["row"] == {"City": "NY", "Age": 35.0} and answer["query"][0]["value"] == 35.0
+    rows = answer["rows"]  # each stored row once; a cell names its row "TABLE_ID:ROW"
+    assert rows[answer["query"][0]["row"]] == {"City": "NY", "Age": 35.0} and answer["query"][0]["value"] == 35.0
     by_id = {r["value_id"]: r for r in answer["lineage"]}
     assert set(by_id) == {packed[i] for i in (15, 18, 3, 6)}
-    assert by_id[packed[15]]["row"] == {"Name": "Steve", "City": "NY", "Age": 30}
+    assert rows[by_id[packed[15]]["row"]] == {"Name": "Steve", "City": "NY", "Age": 30}
     assert by_id[packed[6]] == {
         "value_id": packed[6], "table": "Person1", "column": "Age",
-        "row": {"Name": "Mark", "City": "NY", "Age": 40}, "value": 40,
+        "row": f"{ids.unpack(packed[6])[0]}:1", "value": 40,  # Mark is Person1's row 1
     }
+    assert rows[by_id[packed[6]]["row"]] == {"Name": "Mark", "City": "NY", "Age": 40}
     assert _edges(answer) == {
         (packed[15], packed[23], "R2"), (packed[18], packed[23], "R2"),
         (packed[3], packed[15], "R1"), (packed[6], packed[18], "R1"),
