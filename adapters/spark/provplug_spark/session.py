@@ -44,7 +44,7 @@ import datetime as dt
 import functools
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -272,6 +272,14 @@ class SparkCaptureSession:
         return written, _now()
 
     # -- end of run ------------------------------------------------------------
+    def settle(self) -> None:
+        """Wait for every background job, without raising their errors (the
+        run raises them when it ends): Spark may be stopped next."""
+        jobs = [job for _, op_jobs in self.pending for job in op_jobs]
+        wait(jobs)
+        groups = [j.result().groups for j in jobs if j.exception() is None]
+        wait([g for g in groups if g is not None])
+
     def close(self, error: BaseException | None) -> None:
         try:
             self._close(error)

@@ -1,0 +1,231 @@
+"""Capture of unmodified PySpark scripts: every DataFrame write is a step.
+
+While :func:`intercepted_writes` is installed, the write methods of PySpark's
+``DataFrameWriter`` (``save``, ``parquet``, ``csv``, ``json``, ``orc``,
+``text``, ``saveAsTable``, ``insertInto``) and ``DataFrameWriterV2``
+(``create``, ``replace``, ``createOrReplace``, ``append``, ``overwrite``,
+``overwritePartitions``) hand the written DataFrame to a :class:`WriteTracer`
+before doing the real write, unchanged. This module is the only place that
+patches PySpark; the originals are put back when the block ends, however it
+ends. ``SparkSession.stop`` is wrapped too, so that a script that stops its
+session at the end lets the run's background jobs finish first.
+
+A write is captured as the step ``write:<name>`` whose one output table
+``<name>`` is the written dataset: the catalog table's name, or the path's
+last component without its extension. Its input tables are found in the
+written plan, at write time, and nothing is captured for reads no write uses:
+
+* a leaf that reads files (Parquet, CSV, JSON, ...) or a catalog table is a
+  source table, registered on its first use (named after the table, or the
+  first path's last component without its extension) and shared by every
+  later write that reads it;
+* a leaf that reads a path or table an earlier write of the run wrote is that
+  write's output table: lineage crosses writes.
+
+Each such leaf is replaced by a fresh read of the table's stored rows, with
+the leaf's own columns (cast to its types), and the resulting DataFrame goes
+through the ordinary capture of a step (:meth:`provplug.capture.ActiveRun.call_step`).
+The real write then writes the user's own DataFrame, exactly as without
+provplug (the capture is one more job over the same plan). The run is
+started by the first write, on that DataFrame's SparkSession (a script
+creates its own), through ``start_run``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import os
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.readwriter import DataFrameWriter, DataFrameWriterV2
+
+from provplug.capture import ActiveRun
+from provplug.errors import CaptureError
+from provplug.model import StepInfo
+
+from ._jvm import Catalyst, path_key
+from .session import SparkCaptureSession
+
+# method -> the argument naming what it writes (None: a V2 writer, named at writeTo)
+WRITER_METHODS: dict[str, str | None] = {
+    "save": "path", "parquet": "path", "csv": "path", "json": "path", "orc": "path", "text": "path",
+    "saveAsTable": "name", "insertInto": "tableName",
+}
+TABLE_METHODS = {"saveAsTable", "insertInto"}
+V2_METHODS = ("create", "replace", "createOrReplace", "append", "overwrite", "overwritePartitions")
+V2_TABLE = "_provplug_table"  # where a patched DataFrameWriterV2 keeps the table it writes
+
+
+def _as_written(frame: DataFrame) -> DataFrame:
+    """A write's step: the written DataFrame itself."""
+    return frame
+
+
+class WriteTracer:
+    """Turns each DataFrame write into a step of one capture run, started by
+    the first write through ``start_run``. Writes from several threads are
+    captured one at a time (the real writes run concurrently)."""
+
+    def __init__(self, start_run: Callable[[SparkSession], ActiveRun]) -> None:
+        self._start_run = start_run
+        self._lock = threading.RLock()
+        self._session: SparkCaptureSession | None = None
+        self._sources: dict[str, int] = {}  # what a leaf reads -> its source table
+        self._written: dict[str, int] = {}  # what a write wrote -> its output table
+        self._names: set[str] = set()
+
+    # -- a write ---------------------------------------------------------------
+    def on_write(self, df: DataFrame, target: str | None, is_table: bool, write: Callable[[], Any]) -> Any:
+        """Capture the write of ``df`` to ``target`` as a step, then ``write()``."""
+        with self._lock:
+            run = self._start_run(df.sparkSession)
+            session = self._bound(run, df.sparkSession)
+            name = self._unique(_dataset_name(target, is_table))
+            traced = self._traced(session, df)
+            step = StepInfo(f"write:{name}", (), (name,), {"dataset": target or ""})
+            output = run.call_step(step, _as_written, (traced,), {})
+        result = write()
+        key = self._written_key(session.rewriter.jvm, df.sparkSession, target, is_table)
+        if key is not None:
+            with self._lock:
+                self._written[key] = output.table_id
+        return result
+
+    def _bound(self, run: ActiveRun, spark: SparkSession) -> SparkCaptureSession:
+        session = run.session
+        if not isinstance(session, SparkCaptureSession):
+            raise CaptureError("capturing writes needs the Spark adapter's session")
+        if self._session is None:
+            self._session = session
+        elif not session.spark._jsparkSession.equals(spark._jsparkSession):
+            raise CaptureError("the script writes from a second SparkSession; a captured run follows one session")
+        return session
+
+    def _unique(self, name: str) -> str:
+        """``name``, or ``name-2``, ``name-3``, ... when the run has a table of that name."""
+        unique, n = name, 1
+        while unique in self._names:
+            n += 1
+            unique = f"{name}-{n}"
+        self._names.add(unique)
+        return unique
+
+    # -- its inputs ------------------------------------------------------------
+    def _traced(self, session: SparkCaptureSession, df: DataFrame) -> DataFrame:
+        """``df`` with every read of a file or table replaced by a read of the
+        stored rows of the table it is: a source, or an earlier write's output."""
+        jvm = session.rewriter.jvm
+
+        def stand_in(leaf: Any) -> Any | None:
+            found = Catalyst.relation(leaf)
+            if found is None:  # built in the driver, or no read provplug knows: the rewrite decides
+                return None
+            key, name = found
+            table_id = self._written.get(key)
+            if table_id is None:
+                table_id = self._source(session, leaf, key, name)
+            return jvm.standing_in(leaf, session.fresh_frame(table_id))
+
+        return jvm.frame(jvm.replace_leaves(jvm.plan(df), stand_in))
+
+    def _source(self, session: SparkCaptureSession, leaf: Any, key: str, name: str) -> int:
+        if key not in self._sources:
+            self._sources[key] = session.source_table(session.rewriter.jvm.frame(leaf), self._unique(name))
+        return self._sources[key]
+
+    @staticmethod
+    def _written_key(jvm: Catalyst, spark: SparkSession, target: str | None, is_table: bool) -> str | None:
+        """The key a later read of what was written has (see :meth:`Catalyst.relation`)."""
+        if target is None:
+            return None
+        if not is_table:
+            return path_key([jvm.qualified_path(target)])
+        plan = jvm.plan(spark.table(target))
+        while plan.children().size() == 1:
+            plan = plan.children().apply(0)
+        found = Catalyst.relation(plan)
+        return None if found is None else found[0]
+
+    # -- the end of the session ----------------------------------------------------
+    def before_stop(self) -> None:
+        """The script stops its SparkSession: let the run's jobs finish first."""
+        with self._lock:
+            if self._session is not None:
+                self._session.settle()
+
+
+def _dataset_name(target: str | None, is_table: bool) -> str:
+    if not target:
+        return "dataset"
+    if is_table:  # the table's own name, without database or catalog
+        return target.rsplit(".", 1)[-1].strip("`")
+    return os.path.splitext(os.path.basename(target.rstrip("/")))[0] or "dataset"
+
+
+# -- the patch -------------------------------------------------------------------------
+_installed = threading.Lock()  # one script capture per process: PySpark's classes are shared
+
+
+@contextlib.contextmanager
+def intercepted_writes(tracer: WriteTracer) -> Iterator[None]:
+    """Route every DataFrame write through ``tracer`` while the block runs."""
+    if not _installed.acquire(blocking=False):
+        raise CaptureError("writes are already being captured in this process")
+    patched: list[tuple[type, str, Any]] = []
+    try:
+        for cls, name, replacement in _replacements(tracer):
+            patched.append((cls, name, cls.__dict__[name]))
+            setattr(cls, name, replacement)
+        yield
+    finally:
+        for cls, name, original in reversed(patched):
+            setattr(cls, name, original)
+        _installed.release()
+
+
+def _replacements(tracer: WriteTracer) -> Iterator[tuple[type, str, Any]]:
+    for method, argument in WRITER_METHODS.items():
+        original = DataFrameWriter.__dict__[method]
+        yield DataFrameWriter, method, _writing(original, tracer, argument, method in TABLE_METHODS)
+    yield DataFrameWriterV2, "__init__", _remembering_table(DataFrameWriterV2.__dict__["__init__"])
+    for method in V2_METHODS:
+        yield DataFrameWriterV2, method, _writing(DataFrameWriterV2.__dict__[method], tracer, None, True)
+    yield SparkSession, "stop", _stopping(SparkSession.__dict__["stop"], tracer)
+
+
+def _writing(original: Callable[..., Any], tracer: WriteTracer, argument: str | None, is_table: bool) -> Any:
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def write(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if argument is None:
+            target = getattr(self, V2_TABLE, None)
+        else:
+            target = signature.bind(self, *args, **kwargs).arguments.get(argument)
+        return tracer.on_write(self._df, target, is_table, lambda: original(self, *args, **kwargs))
+
+    return write
+
+
+def _remembering_table(original: Callable[..., Any]) -> Any:
+    @functools.wraps(original)
+    def init(self: Any, df: DataFrame, table: str) -> None:
+        original(self, df, table)
+        setattr(self, V2_TABLE, table)
+
+    return init
+
+
+def _stopping(original: Callable[..., Any], tracer: WriteTracer) -> Any:
+    @functools.wraps(original)
+    def stop(self: Any) -> None:
+        tracer.before_stop()
+        original(self)
+
+    return stop
+
