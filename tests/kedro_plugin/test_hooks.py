@@ -128,3 +128,14 @@ def test_the_store_comes_from_the_argument_the_environment_or_the_parameters(
     monkeypatch.setenv(STORE_ENV, str(tmp_path / "env.prov"))  # the environment wins over the parameters
     assert ProvplugHooks().configured_store(run_params, with_parameter) == str(tmp_path / "env.prov")
     assert ProvplugHooks(store="s3a://bucket/x.prov").configured_store(run_params, with_parameter) == "s3a://bucket/x.prov"
+
+
+def test_a_parallel_runner_run_is_refused_before_anything_is_staged(tmp_path: Path) -> None:
+    """ParallelRunner runs nodes in other processes, out of the capture's reach."""
+    from kedro.io import DataCatalog
+
+    store = tmp_path / "store.prov"
+    hooks = ProvplugHooks(store=store)
+    with pytest.raises(CaptureError, match="ParallelRunner"):
+        hooks.before_pipeline_run({"project_path": str(tmp_path), "runner": "ParallelRunner"}, Pipeline([]), DataCatalog())
+    assert hooks.current is None and not store.exists()

@@ -189,6 +189,8 @@ class ProvplugHooks:
             stack.close()
             raise
         self.current = _KedroRun(run, stack, store)
+        if logger.level == logging.NOTSET:  # Kedro's default logging shows INFO for its own loggers only
+            logger.setLevel(logging.INFO)
         logger.info("provplug: capturing this run into %s", store)
 
     @hook_impl
