@@ -25,13 +25,14 @@ from .plugins import open_store
 
 if TYPE_CHECKING:
     from .query.api import open
+    from .scripts import capture_writes
 
 __version__ = "0.1.0"
 
 # public name -> the module that defines it (a module named like its
 # attribute, such as provplug.capture, must be imported eagerly instead: its
 # import would bind the module over the name)
-_LAZY = {"open": "provplug.query.api"}
+_LAZY = {"open": "provplug.query.api", "capture_writes": "provplug.scripts"}
 
 
 def __getattr__(name: str) -> Any:
@@ -55,6 +56,7 @@ __all__ = [
     "ProvplugError",
     "StoreError",
     "capture",
+    "capture_writes",
     "current_run",
     "hookimpl",
     "open",

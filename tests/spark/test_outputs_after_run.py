@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 import provplug
-from provplug.capture import capture
 from provplug.plugins import open_store
 
 from .helpers import F
@@ -42,7 +41,7 @@ def _people_parquet(spark: Any, tmp_path: Path) -> str:
 
 def _captured(spark: Any, tmp_path: Path, store: Path, **kwargs: Any) -> tuple[Any, Any, Any, Any]:
     """A Parquet-file source (stored as copies), a driver-built source and two chained steps."""
-    with capture(spark, store=store, **kwargs) as run:
+    with provplug.capture(spark, store=store, **kwargs) as run:
         files = run.source(spark.read.parquet(_people_parquet(spark, tmp_path)), "Person1")
         built = run.source(spark.createDataFrame([("NY", "east")], "City string, Coast string"), "Coasts")
         p2 = adults(files)
@@ -72,7 +71,7 @@ def test_outputs_and_sources_work_after_the_block(spark: Any, tmp_path: Path, st
 
 def test_outputs_work_after_a_failed_run(spark: Any, tmp_path: Path, store_path: Path) -> None:
     kept: dict[str, Any] = {}
-    with pytest.raises(ValueError, match="the user's own error"), capture(spark, store=store_path) as run:
+    with pytest.raises(ValueError, match="the user's own error"), provplug.capture(spark, store=store_path) as run:
         kept["p2"] = adults(run.source(spark.createDataFrame(PEOPLE, PEOPLE_DDL), "Person1"))
         kept["avg"] = avg_age(kept["p2"])
         raise ValueError("the user's own error")

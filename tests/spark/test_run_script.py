@@ -17,8 +17,8 @@ from typing import Any
 
 from conftest import EXAMPLES, REPO, snapshot
 
+import provplug
 from provplug.plugins import open_store
-from provplug.scripts import capture_writes
 
 from .helpers import Label, expect, labelled_triples, ops
 
@@ -166,7 +166,7 @@ def test_capture_writes_links_a_catalog_table_written_and_read_back(spark: Any, 
     csv = tmp_path / "people.csv"
     csv.write_text("name,age\nann,30\nbob,20\n")
     try:
-        with capture_writes(spark, store=store_path) as writes:
+        with provplug.capture_writes(spark, store=store_path) as writes:
             people = spark.read.option("header", True).csv(str(csv))  # a read no write uses costs nothing
             people.filter(F.col("age") > 25).write.saveAsTable("provplug_test_adults")
             spark.table("provplug_test_adults").select("name").write.json(str(tmp_path / "names.json"))
@@ -191,7 +191,7 @@ def test_the_patch_is_removed_even_when_the_block_fails(spark: Any, store_path: 
 
     original = DataFrameWriter.parquet
     try:
-        with capture_writes(spark, store=store_path):
+        with provplug.capture_writes(spark, store=store_path):
             spark.range(3).write.parquet(str(tmp_path / "r"))
             raise KeyError("boom")
     except KeyError:
