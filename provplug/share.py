@@ -15,8 +15,28 @@ EXPORT_FORMATS = ("prov-json", "prov-n", "openlineage")
 
 
 def add_parser(sub: Any) -> None:
-    _add_export(sub)
-    _add_diff(sub)
+    for parser in (_add_export(sub), _add_diff(sub)):
+        parser.__class__ = _intermixed(type(parser))
+
+
+def _intermixed(parser_class: type[argparse.ArgumentParser]) -> type[argparse.ArgumentParser]:
+    """``parser_class`` parsing options and positionals in any order, so that
+    ``export STORE --run R T.C`` finds ``T.C`` (plain argparse fills an
+    optional positional before the first option and then rejects it)."""
+
+    class Intermixed(parser_class):  # type: ignore[valid-type,misc]
+        _mixing = False
+
+        def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+            if self._mixing:  # parse_known_intermixed_args calls back here: the plain parse
+                return super().parse_known_args(args, namespace)
+            self._mixing = True
+            try:
+                return self.parse_known_intermixed_args(args, namespace)
+            finally:
+                self._mixing = False
+
+    return Intermixed
 
 
 def _add_target(p: argparse.ArgumentParser, what: str) -> None:
@@ -26,7 +46,7 @@ def _add_target(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--where", metavar="PREDICATE", help="one SQL boolean expression over TABLE's columns")
 
 
-def _add_export(sub: Any) -> None:
+def _add_export(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "export",
         help="export a run, the store or a lineage answer as W3C PROV or OpenLineage",
@@ -42,6 +62,7 @@ def _add_export(sub: Any) -> None:
     p.add_argument("--namespace", help="OpenLineage namespace (default: provplug:// and the store's path)")
     p.add_argument("-o", "--output", metavar="FILE", help="write here (whole, or not at all) instead of stdout")
     p.set_defaults(func=_cmd_export)
+    return p
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -81,7 +102,7 @@ def _write_whole(path: str, text: str) -> None:
         raise
 
 
-def _add_diff(sub: Any) -> None:
+def _add_diff(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "diff",
         help="which output cells differ between two runs, and which source cells explain each",
@@ -96,6 +117,7 @@ def _add_diff(sub: Any) -> None:
     p.add_argument("--key", metavar="COLS", help="comma-separated columns that identify a row (default: see above)")
     p.add_argument("--json", action="store_true", help="the differences as one JSON object")
     p.set_defaults(func=_cmd_diff)
+    return p
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:

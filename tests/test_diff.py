@@ -120,3 +120,24 @@ def test_bad_runs_are_one_line_errors(cli: Any, runs: dict[str, Any]) -> None:
     assert ambiguous.code == 2 and "ambiguous" in ambiguous.err
     missing = cli("diff", store, runs["base"], runs["older"], "Nope.Age")
     assert missing.code == 2 and "no table 'Nope'" in missing.err
+
+
+def test_export_of_one_run_among_runs_that_share_table_names(cli: Any, runs: dict[str, Any]) -> None:
+    from prov.model import ProvDocument
+
+    store = runs["store"]
+    ambiguous = cli("export", store, "AvgAge.Age", "--where", "City = 'NY'", "--format", "prov-json")
+    assert ambiguous.code == 2 and "--run" in ambiguous.err  # four runs wrote AvgAge: none hides another
+    out = cli("export", store, "--run", runs["older"], "AvgAge.Age", "--where", "City = 'NY'", "--format", "prov-json")
+    assert out.code == 0, out
+    doc = ProvDocument.deserialize(content=out.out, format="json")
+    values = sorted(
+        (str(dict(r.attributes)[k]) for r in doc.get_records() for k in dict(r.attributes) if str(k) == "prov:label"
+         and "=" in str(dict(r.attributes)[k]))
+    )
+    # The older run's NY average: avg(32, 40) = 36.0, from Steve's 32 and Mark's 40.
+    assert values == ["AvgAge.Age = 36.0", "Person1.Age = 32", "Person1.Age = 40", "Person2.Age = 32", "Person2.Age = 40"]
+    events = json.loads(cli("export", store, "--format", "openlineage").out)
+    assert [e["job"]["name"] for e in events] == ["R1", "R2"] * 4  # every run's ops, oldest first
+    one_run = json.loads(cli("export", store, "--run", runs["again"][:20], "--format", "openlineage").out)
+    assert [e["job"]["name"] for e in one_run] == ["R1", "R2"]

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 
 # Column index of imported values whose column is not recorded.
 _NO_COLUMN = -1
+# Bits of one (table, column) code: ids.TABLE_BITS + ids.COLUMN_BITS.
+_CODE_BITS = 27
 
 
 @dataclass(frozen=True)
@@ -91,18 +93,24 @@ def column_pairs(
     dst_t, dst_c, dst_r = catalog.locate(triples.column("dst").to_numpy())
     op = triples.column("op").to_numpy().astype(np.int64)
     known = (src_c != _NO_COLUMN) & (dst_c != _NO_COLUMN) & (src_t >= 0) & (dst_t >= 0)
-    arrays = [a[known] for a in (op, src_t, src_c, dst_t, dst_c, src_r, dst_r)]
-    op, src_t, src_c, dst_t, dst_c, src_r, dst_r = arrays
-    order = np.lexsort((dst_r, dst_c, dst_t, src_c, src_t, op))
-    op, src_t, src_c, dst_t, dst_c, src_r, dst_r = (a[order] for a in arrays)
-    keys = np.stack([op, src_t, src_c, dst_t, dst_c])
-    starts = np.flatnonzero(np.r_[True, (keys[:, 1:] != keys[:, :-1]).any(axis=0)])
+    if not known.all():
+        op, src_t, src_c, src_r, dst_t, dst_c, dst_r = (
+            a[known] for a in (op, src_t, src_c, src_r, dst_t, dst_c, dst_r)
+        )
+    # One integer per (input column, output column): table and column fit 27 bits each.
+    pair = (_column_code(src_t, src_c) << _CODE_BITS) | _column_code(dst_t, dst_c)
+    del src_t, src_c, dst_t, dst_c
+    order = np.lexsort((dst_r, pair, op))
+    op, pair, src_r, dst_r = op[order], pair[order], src_r[order], dst_r[order]
+    del order
+    starts = np.flatnonzero(np.r_[True, (op[1:] != op[:-1]) | (pair[1:] != pair[:-1])])
     ends = np.r_[starts[1:], len(op)]
     kinds = {int(o["op_id"]): o for o in ops}
     values = _ValueCache(store, tables)
     raw: list[tuple[int, int, int, int, int, bool, bool | None]] = []
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-        o, st, sc, dt, dc = (int(k) for k in keys[:, start])
+        o, code = int(op[start]), int(pair[start])
+        (st, sc), (dt, dc) = _column_of(code >> _CODE_BITS), _column_of(code & ((1 << _CODE_BITS) - 1))
         fan_in = bool((dst_r[start + 1:end] == dst_r[start:end - 1]).any())
         identical = None
         if kinds.get(o, {}).get("kind") == "builtin":
@@ -111,6 +119,18 @@ def column_pairs(
     for pair in _classified(raw, kinds, tables):
         by_op.setdefault(pair.op_id, []).append(pair)
     return by_op
+
+
+def _column_code(table: np.ndarray, column: np.ndarray) -> np.ndarray:
+    from .. import ids
+
+    return (table << ids.COLUMN_BITS) | column
+
+
+def _column_of(code: int) -> tuple[int, int]:
+    from .. import ids
+
+    return code >> ids.COLUMN_BITS, code & (ids.MAX_COLUMNS - 1)
 
 
 def _scan(store: Store, op_ids: list[int]) -> Any:
@@ -203,6 +223,11 @@ class _ValueCache:
         if held is None:
             return None
         numbers, order, data = held
+        if len(numbers) and numbers[0] == 0 and numbers[-1] == len(numbers) - 1:
+            # Row numbers 0..n-1 (the usual case): a row number is its sorted position.
+            if len(rows) and (rows.min() < 0 or rows.max() >= len(numbers)):
+                return None
+            return data.column(column).take(order[rows])
         at = np.searchsorted(numbers, rows)
         at = np.minimum(at, len(numbers) - 1)
         if len(numbers) == 0 or not (numbers[at] == rows).all():
