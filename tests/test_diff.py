@@ -131,13 +131,27 @@ def test_export_of_one_run_among_runs_that_share_table_names(cli: Any, runs: dic
     out = cli("export", store, "--run", runs["older"], "AvgAge.Age", "--where", "City = 'NY'", "--format", "prov-json")
     assert out.code == 0, out
     doc = ProvDocument.deserialize(content=out.out, format="json")
-    values = sorted(
-        (str(dict(r.attributes)[k]) for r in doc.get_records() for k in dict(r.attributes) if str(k) == "prov:label"
-         and "=" in str(dict(r.attributes)[k]))
-    )
+    labels = (str(v) for r in doc.get_records() for k, v in r.attributes if str(k) == "prov:label")
+    values = sorted(label for label in labels if " = " in label)
     # The older run's NY average: avg(32, 40) = 36.0, from Steve's 32 and Mark's 40.
     assert values == ["AvgAge.Age = 36.0", "Person1.Age = 32", "Person1.Age = 40", "Person2.Age = 32", "Person2.Age = 40"]
     events = json.loads(cli("export", store, "--format", "openlineage").out)
     assert [e["job"]["name"] for e in events] == ["R1", "R2"] * 4  # every run's ops, oldest first
     one_run = json.loads(cli("export", store, "--run", runs["again"][:20], "--format", "openlineage").out)
     assert [e["job"]["name"] for e in one_run] == ["R1", "R2"]
+
+
+def test_without_an_index_the_cells_still_differ_and_the_why_says_what_to_do(
+    cli: Any, runs: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from provplug.errors import NotIndexedError
+    from provplug.query.api import ProvenanceStore
+
+    def not_indexed(*args: Any, **kwargs: Any) -> Any:
+        raise NotIndexedError("the index of STORE predates 1 run(s): re-run `provplug index STORE`")
+
+    monkeypatch.setattr(ProvenanceStore, "lineage", not_indexed)
+    result = _diff(cli, runs["store"], runs["base"], runs["older"])
+    assert [(c["old"], c["new"], c["because"]) for c in _table(result, "AvgAge")["changed"]] == [(35.0, 36.0, [])]
+    assert "provplug index" in result["explained"]
+    assert "not explained: the index of STORE predates" in cli("diff", runs["store"], runs["base"], runs["older"]).out

@@ -90,18 +90,19 @@ def column_pairs(
         return by_op
     catalog = catalog_for(store)
     src_t, src_c, src_r = catalog.locate(triples.column("src").to_numpy())
-    dst_t, dst_c, dst_r = catalog.locate(triples.column("dst").to_numpy())
+    dst = triples.column("dst").to_numpy()
+    dst_t, dst_c, dst_r = catalog.locate(dst)
     op = triples.column("op").to_numpy().astype(np.int64)
     known = (src_c != _NO_COLUMN) & (dst_c != _NO_COLUMN) & (src_t >= 0) & (dst_t >= 0)
     if not known.all():
-        op, src_t, src_c, src_r, dst_t, dst_c, dst_r = (
-            a[known] for a in (op, src_t, src_c, src_r, dst_t, dst_c, dst_r)
+        op, src_t, src_c, src_r, dst, dst_t, dst_c, dst_r = (
+            a[known] for a in (op, src_t, src_c, src_r, dst, dst_t, dst_c, dst_r)
         )
     # One integer per (input column, output column): table and column fit 27 bits each.
     pair = (_column_code(src_t, src_c) << _CODE_BITS) | _column_code(dst_t, dst_c)
     del src_t, src_c, dst_t, dst_c
-    order = np.lexsort((dst_r, pair, op))
-    op, pair, src_r, dst_r = op[order], pair[order], src_r[order], dst_r[order]
+    order = np.lexsort((dst, pair, op))
+    op, pair, src_r, dst, dst_r = op[order], pair[order], src_r[order], dst[order], dst_r[order]
     del order
     starts = np.flatnonzero(np.r_[True, (op[1:] != op[:-1]) | (pair[1:] != pair[:-1])])
     ends = np.r_[starts[1:], len(op)]
@@ -111,7 +112,7 @@ def column_pairs(
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
         o, code = int(op[start]), int(pair[start])
         (st, sc), (dt, dc) = _column_of(code >> _CODE_BITS), _column_of(code & ((1 << _CODE_BITS) - 1))
-        fan_in = bool((dst_r[start + 1:end] == dst_r[start:end - 1]).any())
+        fan_in = bool((dst[start + 1:end] == dst[start:end - 1]).any())  # an output cell with several inputs
         identical = None
         if kinds.get(o, {}).get("kind") == "builtin":
             identical = values.identical((st, sc, src_r[start:end]), (dt, dc, dst_r[start:end]))

@@ -82,7 +82,7 @@ def _event(store: Store, namespace: str, op: dict[str, Any], tables: dict[int, T
         ),
         inputs=[
             InputDataset(namespace=namespace, name=tables[t].name, facets={"schema": _schema(store, tables[t])})
-            for t in op["inputs"] if t in tables
+            for t in _tables_read(op, pairs) if t in tables
         ],
         outputs=[
             OutputDataset(
@@ -93,9 +93,19 @@ def _event(store: Store, namespace: str, op: dict[str, Any], tables: dict[int, T
                     "columnLineage": _column_lineage(namespace, tables, [p for p in pairs if p.dst_table == t]),
                 },
             )
-            for t in op["outputs"] if t in tables
+            for t in _tables_written(op, pairs) if t in tables
         ],
     )
+
+
+def _tables_read(op: dict[str, Any], pairs: list[ColumnPair]) -> list[int]:
+    """The op's input tables: as recorded, and (for imported ops, which record
+    none) as its triples show."""
+    return list(dict.fromkeys([*op["inputs"], *sorted({p.src_table for p in pairs})]))
+
+
+def _tables_written(op: dict[str, Any], pairs: list[ColumnPair]) -> list[int]:
+    return list(dict.fromkeys([*op["outputs"], *sorted({p.dst_table for p in pairs})]))
 
 
 def _column_lineage(namespace: str, tables: dict[int, Table], pairs: list[ColumnPair]) -> Any:
