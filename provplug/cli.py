@@ -7,7 +7,7 @@ import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .errors import ProvplugError
 from .progress import Progress
@@ -99,6 +99,33 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message, self)
 
 
+class _CommandParser(_Parser):
+    """A command's parser: options and positionals in any order, so that
+    ``lineage STORE --run R T.C`` finds ``T.C`` (plain argparse fills an
+    optional positional before the first option, then rejects the rest).
+    A command that passes the rest of its line on (``run script.py ARGS``)
+    is parsed plainly."""
+
+    _mixing = False
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        passes_rest_on = any(a.nargs in (argparse.REMAINDER, argparse.PARSER) for a in self._actions)
+        if self._mixing or passes_rest_on:  # the intermixed parse calls back here for its plain passes
+            return super().parse_known_args(args, namespace)
+        self._mixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._mixing = False
+
+
+def _wants_json(argv: list[str]) -> bool:
+    """Whether errors should be JSON: ``--json`` or ``--format json`` before any ``--``."""
+    options = argv[: argv.index("--")] if "--" in argv else argv
+    pairs = zip(options, [*options[1:], ""], strict=True)
+    return "--json" in options or "--format=json" in options or ("--format", "json") in pairs
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="provplug",
@@ -106,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Errors are one line on stderr, exit code 2; with --json that line is a JSON object "
         '{"error": MESSAGE, "type": KIND}.',
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser)
 
     p = sub.add_parser("plugins", help="list loaded plugins and the distribution providing each")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -132,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    as_json = "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
+    as_json = _wants_json(argv)
     try:
         args = build_parser().parse_args(argv)
         return int(args.func(args))

@@ -15,28 +15,8 @@ EXPORT_FORMATS = ("prov-json", "prov-n", "openlineage")
 
 
 def add_parser(sub: Any) -> None:
-    for parser in (_add_export(sub), _add_diff(sub)):
-        parser.__class__ = _intermixed(type(parser))
-
-
-def _intermixed(parser_class: type[argparse.ArgumentParser]) -> type[argparse.ArgumentParser]:
-    """``parser_class`` parsing options and positionals in any order, so that
-    ``export STORE --run R T.C`` finds ``T.C`` (plain argparse fills an
-    optional positional before the first option and then rejects it)."""
-
-    class Intermixed(parser_class):  # type: ignore[valid-type,misc]
-        _mixing = False
-
-        def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
-            if self._mixing:  # parse_known_intermixed_args calls back here: the plain parse
-                return super().parse_known_args(args, namespace)
-            self._mixing = True
-            try:
-                return self.parse_known_intermixed_args(args, namespace)
-            finally:
-                self._mixing = False
-
-    return Intermixed
+    _add_export(sub)
+    _add_diff(sub)
 
 
 def _add_target(p: argparse.ArgumentParser, what: str) -> None:

@@ -254,3 +254,18 @@ def test_scrambled_pages_behind_an_intact_footer_are_one_line_naming_the_file(ta
     _scramble_pages(damaged)
     err = _one_line(cli("lineage", table4, "--value-id", "23", "--method", "rq"))
     assert "damaged store" in err and damaged.name in err, err
+
+
+def test_options_may_come_before_a_commands_positional_arguments() -> None:
+    from provplug.cli import build_parser
+
+    args = build_parser().parse_args(["lineage", "S.prov", "--run", "20260501", "--where", "City = 'NY'", "AvgAge.Age"])
+    assert (args.store, args.target, args.run, args.where) == ("S.prov", "AvgAge.Age", "20260501", "City = 'NY'")
+
+
+def test_format_json_makes_errors_json(cli, tmp_path) -> None:
+    for flags in (["--format", "json"], ["--format=json"]):
+        r = cli("lineage", tmp_path / "missing.prov", "T.C", *flags)
+        assert r.code == 2 and json.loads(r.err)["type"] == "StoreError", r
+    r = cli("lineage", tmp_path / "missing.prov", "T.C", "--format", "svg")
+    assert r.code == 2 and r.err.startswith("provplug: error:"), r
