@@ -7,6 +7,13 @@ the block are captured; outside any capture they run unchanged. When the block
 ends, the adapter's session closes, the run finishes (see
 :meth:`provplug.recorder.StagedRun.finish`) and the transaction commits; when
 it raises, the session closes with the error and nothing is committed.
+
+``reduce={"TABLE": reduction}`` keeps provenance for only some rows of a
+source (see :mod:`provplug.reduce`): in ``reduce_mode="thesis"`` the source
+is reduced before the adapter stores it (the pipeline runs on the kept
+rows); in ``"production"`` it is stored whole and, once the session has
+closed, only the triples on paths from kept rows are kept. Either way the
+run's manifest records the reduction.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from .model import RunInfo, StepInfo
 from .plugins import Plugins, get_plugins
 from .protocols import AdapterSession, Store, Transaction
 from .recorder import StagedRun
+from .reduce.base import MODES, Reduction
+from .reduce.spec import reductions_from
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,18 +45,53 @@ class ActiveRun(StagedRun):
     methods of :class:`~provplug.recorder.StagedRun`)."""
 
     def __init__(
-        self, store: Store[Transaction], txn: Transaction, info: RunInfo, plugins: Plugins, store_rows: bool
+        self, store: Store[Transaction], txn: Transaction, info: RunInfo, plugins: Plugins, store_rows: bool,
+        engine: object = None, reduce: Mapping[str, Reduction] | None = None, reduce_mode: str = "thesis",
     ) -> None:
         super().__init__(store, txn, store_rows=store_rows)
         self.info = info
         self.plugins = plugins
         self.session: AdapterSession | None = None
+        self.engine = engine
+        self.reductions = dict(reduce or {})
+        self.reduce_mode = reduce_mode
+        if self.reductions:
+            self.record_reduction({"mode": reduce_mode,
+                                   "tables": {t: r.record() for t, r in sorted(self.reductions.items())}})
 
     # -- user API ------------------------------------------------------------
     def source(self, data: Any, name: str) -> Any:
-        """Register ``data`` as the source table ``name`` and return it traced."""
+        """Register ``data`` as the source table ``name`` and return it traced
+        (in thesis mode, only its rows the table's reduction keeps)."""
         assert self.session is not None
+        if name in self.reductions and self.reduce_mode == "thesis":
+            data = self.reductions[name].select(self._frame(data))
         return self.session.source(data, name)
+
+    def _frame(self, data: Any) -> Any:
+        """``data`` as a Spark DataFrame (reductions select in Spark)."""
+        from pyspark.sql import DataFrame
+
+        return data if isinstance(data, DataFrame) else self.engine.createDataFrame(data)  # type: ignore[attr-defined]
+
+    def finish(self) -> None:
+        """In production mode, choose the kept rows of each reduced source
+        (in Spark, beside its stored rows) before the run's triples are
+        filtered to the paths from them; then finish the run."""
+        missing = sorted(set(self.reductions) - set(self.sources))
+        if missing:
+            raise CaptureError(f"reduce names {', '.join(map(repr, missing))}, which the run never registered "
+                               f"as a source (sources: {', '.join(sorted(self.sources)) or 'none'})")
+        if self.reductions and self.reduce_mode == "production":
+            from .reduce.production import kept_row_numbers
+
+            kept = {}
+            for name, reduction in self.reductions.items():
+                table = self.sources[name]
+                kept[table.table_id] = kept_row_numbers(
+                    self.engine, self.rows_destination(table.table_id), table.columns, reduction)  # type: ignore[arg-type]
+            self.keep_source_rows(kept)
+        super().finish()
 
     # -- called by @step -----------------------------------------------------
     def call_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
@@ -100,18 +144,29 @@ def capture(
     *,
     store_rows: bool = True,
     plugins: Plugins | None = None,
+    reduce: Mapping[str, Reduction | str] | None = None,
+    reduce_mode: str = "thesis",
 ) -> Iterator[ActiveRun]:
     """Capture one run of a pipeline on ``engine`` into ``store``, atomically.
 
     ``store_rows=False`` keeps only ids (answers then show no cell values).
+    ``reduce``: source table name -> a :class:`provplug.reduce.Reduction`
+    (or its spec text, ``"sample:ratio=0.33,seed=1"``); ``reduce_mode``:
+    ``"thesis"`` or ``"production"`` (see :mod:`provplug.reduce`). Reduction
+    needs a Spark pipeline.
     """
     if _active_run.get() is not None:
         raise CaptureError("a capture run is already active in this context")
+    if reduce_mode not in MODES:
+        raise CaptureError(f"reduce_mode must be one of {', '.join(MODES)}, not {reduce_mode!r}")
     plugins = plugins or get_plugins()
+    reductions = reductions_from(reduce, plugins)
     adapter = plugins.adapter_for(engine)
+    if reductions and adapter.name != "spark":
+        raise CaptureError(f"provenance reduction needs a Spark pipeline; the {adapter.name} adapter cannot reduce")
     target = plugins.store(os.fspath(store))
     with observed_run(target, plugins, "capture", adapter.name) as (txn, info):
-        run = ActiveRun(target, txn, info, plugins, store_rows)
+        run = ActiveRun(target, txn, info, plugins, store_rows, engine, reductions, reduce_mode)
         token = _active_run.set(run)
         try:
             run.session = adapter.open(engine, run)

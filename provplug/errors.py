@@ -42,3 +42,7 @@ class DamagedStoreError(StoreError):
 
 class DamagedIndexError(NotIndexedError):
     """The lineage index is incomplete or damaged: re-run ``provplug index``."""
+
+
+class ReductionError(CaptureError):
+    """A provenance reduction is malformed or cannot apply (see provplug.reduce)."""

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .model import OpInfo, RunInfo, StepInfo
     from .protocols import CaptureAdapter, Store, WorkflowGraph
     from .query.methods import QueryMethod
+    from .reduce.base import ReductionTechnique
 
 
 @hookspec
@@ -127,6 +128,27 @@ def provplug_register_query_methods(register: Callable[[QueryMethod], None]) -> 
         :class:`~provplug.query.methods.QueryMethod`; ``method.name`` is what
         ``--method`` selects. Two methods with one name are an error when
         plugins load.
+    """
+
+
+@hookspec
+def provplug_register_reductions(register: Callable[[ReductionTechnique], None]) -> None:
+    """Register provenance reduction techniques (paper 001: ``sample``,
+    ``stratified``, ``histogram``, ``kmeans``, ``equivalence`` and the explicit
+    ``keep`` are built in; see :mod:`provplug.reduce`).
+
+    A technique (:class:`provplug.reduce.ReductionTechnique`) has a ``name``
+    (what a spec string ``TABLE=NAME:key=value,...`` selects, as
+    ``provplug run --reduce`` and the Kedro ``provplug: reduce:`` entry give
+    it), a one-line ``description``, and ``build(params, seed)``, which
+    returns a :class:`provplug.reduce.Reduction`: an object whose
+    ``select(frame, columns)`` returns the kept rows of a Spark DataFrame,
+    computed in Spark and deterministic for its seed (the same rows for the
+    same table content). Python code may also pass such an object directly:
+    ``provplug.capture(..., reduce={"T": reduction})``.
+
+    :param register: Call ``register(technique)`` once per technique. Two
+        techniques with one name are an error when plugins load.
     """
 
 

@@ -24,13 +24,16 @@ if TYPE_CHECKING:
     from .model import OpInfo, RunInfo, StepInfo
     from .protocols import CaptureAdapter, Transaction, WorkflowGraph
     from .query.methods import QueryMethod
+    from .reduce.base import ReductionTechnique
 
 ENTRY_POINT_GROUP = PROJECT_NAME
 DISABLE_AUTOLOAD_ENV = "PROVPLUG_DISABLE_PLUGIN_AUTOLOAD"
 BLOCK_ENV = "PROVPLUG_BLOCK_PLUGINS"
 
 # Core behaviour, registered through the same hookimpl path as any plugin.
-BUILTIN_PLUGINS: tuple[str, ...] = ("provplug.store", "provplug.query.methods", "provplug.index.autosplit")
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "provplug.store", "provplug.query.methods", "provplug.index.autosplit", "provplug.reduce.techniques",
+)
 
 
 def make_plugin_manager(
@@ -77,6 +80,7 @@ class Plugins:
         self.pm = pm
         self.adapters()
         self.query_methods()
+        self.reductions()
 
     @classmethod
     def load(cls, **kwargs: Any) -> Plugins:
@@ -103,6 +107,12 @@ class Plugins:
         """The registered query methods by name."""
         methods: list[QueryMethod] = _unique(self._registered("provplug_register_query_methods"), "query method")
         return {m.name: m for m in methods}
+
+    def reductions(self) -> dict[str, ReductionTechnique]:
+        """The registered reduction techniques by name."""
+        techniques: list[ReductionTechnique] = _unique(self._registered("provplug_register_reductions"),
+                                                        "reduction technique")
+        return {t.name: t for t in techniques}
 
     def store(self, uri: str) -> Store[Transaction]:
         """The store for ``uri``, as the first store backend to answer gives it."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import CaptureError
@@ -45,6 +45,8 @@ class StagedRun:
         self._store_rows = store_rows
         self._names: set[str] = set()
         self._used: set[str] = set()  # top-level directories handed out
+        self._sources: dict[str, TableInfo] = {}  # the source tables recorded, by name
+        self._kept_rows: dict[int, Any] | None = None  # production-mode reduction: source table id -> kept rows
 
     # -- identity --------------------------------------------------------------
     @property
@@ -68,7 +70,29 @@ class StagedRun:
 
     # -- record ----------------------------------------------------------------
     def record_table(self, table: TableInfo) -> None:
+        if table.origin == "source":
+            self._sources[table.name] = table
         self.txn.add_table(table)
+
+    @property
+    def sources(self) -> Mapping[str, TableInfo]:
+        """The source tables recorded so far, by name."""
+        return dict(self._sources)
+
+    # -- reduction (provplug.reduce) ---------------------------------------------
+    def record_reduction(self, reduction: Mapping[str, Any]) -> None:
+        """Record the run's reduction (mode and, per table, technique,
+        parameters and seed) in its manifest."""
+        annotations = getattr(self.txn, "annotations", None)
+        if not isinstance(annotations, dict):
+            raise CaptureError(f"the store {self.store.uri} cannot record a reduction on a run")
+        annotations["reduction"] = dict(reduction)
+
+    def keep_source_rows(self, kept: Mapping[int, Any]) -> None:
+        """Production-mode reduction: when the run finishes, keep only the
+        triples on paths from these rows (source table id -> sorted row
+        numbers, an int64 array) and from every cell of the other sources."""
+        self._kept_rows = dict(kept)
 
     def record_op(self, op: OpInfo) -> None:
         self.txn.add_op(op)
@@ -131,6 +155,8 @@ class StagedRun:
         scratch directory, drop the rows when the run keeps none, and record
         the ``rows`` and ``triples`` datasets handed out."""
         root = self._root()
+        if self._kept_rows is not None and TRIPLES in self._used:
+            self._reduce_triples()
         if SCRATCH in self._used:
             root.child(SCRATCH).delete()
         if ROWS in self._used:
@@ -140,3 +166,14 @@ class StagedRun:
                 root.child(ROWS).delete()
         if TRIPLES in self._used:
             self.txn.mark_dataset(TRIPLES)
+
+    def _reduce_triples(self) -> None:
+        """Filter the staged triples to the kept paths; each op's count follows."""
+        from .reduce.production import filter_triples
+
+        assert self._kept_rows is not None
+        kept = filter_triples(self.triples_destination(), list(self.txn.ops), self._kept_rows,
+                              {t.table_id for t in self._sources.values()})
+        for i, op in enumerate(self.txn.ops):
+            if op.op_id in kept:
+                self.txn.ops[i] = dataclasses.replace(op, triples=kept[op.op_id])

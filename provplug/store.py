@@ -692,6 +692,8 @@ class RunTransaction:
         self.ops: list[OpInfo] = []
         self.datasets: set[str] = set()
         self.values_count = 0
+        # Extra entries of the manifest (a capture's "reduction", see provplug.reduce).
+        self.annotations: dict[str, Any] = {}
 
     def path(self, *parts: str) -> str:
         return "/".join([self.staging, *parts])
@@ -744,6 +746,7 @@ class RunTransaction:
             "datasets": sorted(self.datasets),
             "counts": counts,
         }
+        manifest.update((k, v) for k, v in self.annotations.items() if k not in manifest)
         self.store.write_text(self.path(MANIFEST), json.dumps(manifest, indent=1))
         target = self.store.path("runs", self.run_id)
         if self.store.local:

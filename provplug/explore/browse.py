@@ -9,7 +9,7 @@ limit, never whole.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pyarrow.compute as pc
 
@@ -28,6 +28,7 @@ class RunRecord(TypedDict):
     ops: int
     values: int
     triples: int
+    reduction: NotRequired[dict[str, Any]]  # a reduced capture's reduction (see provplug.reduce)
 
 
 class TableRecord(TypedDict):
@@ -70,13 +71,16 @@ def run_records(store: Store) -> list[RunRecord]:
 
 def _run_record(manifest: dict[str, Any]) -> RunRecord:
     counts = manifest["counts"]
-    return RunRecord(
+    record = RunRecord(
         run_id=manifest["run_id"],
         kind=str(manifest.get("kind", "?")),
         started=manifest.get("started"),
         committed=manifest["committed"],
         **{k: int(counts.get(k, 0)) for k in ("tables", "ops", "values", "triples")},  # type: ignore[typeddict-item]
     )
+    if manifest.get("reduction"):
+        record["reduction"] = dict(manifest["reduction"])
+    return record
 
 
 def table_records(store: Store, run: str | None = None) -> list[TableRecord]:
@@ -180,8 +184,14 @@ def store_stats(store: Store) -> dict[str, Any]:
     exactly the store's runs)."""
     from ..index.stats import index_stats
 
-    sections: tuple[dict[str, Any], ...] = (store.verify(), index_stats(store))
+    sections: tuple[dict[str, Any], ...] = (store.verify(), _reduced_runs(store), index_stats(store))
     return {key: value for section in sections for key, value in section.items()}
+
+
+def _reduced_runs(store: Store) -> dict[str, Any]:
+    """``reduced_runs``: each run captured with a reduction (none: no key)."""
+    reduced = [{"run_id": m["run_id"], **m["reduction"]} for m in store.runs() if m.get("reduction")]
+    return {"reduced_runs": reduced} if reduced else {}
 
 
 # -- text ----------------------------------------------------------------------------
@@ -214,11 +224,19 @@ def render_runs(runs: Sequence[RunRecord]) -> str:
     if not runs:
         return "no runs"
     keys = ("tables", "ops", "values", "triples")
-    return aligned(
+    table = aligned(
         ("RUN", "KIND", "COMMITTED", *(k.upper() for k in keys)),
         [(r["run_id"], r["kind"], r["committed"], *(r[k] for k in keys)) for r in runs],  # type: ignore[literal-required]
         (False, False, False, *(True,) * len(keys)),
     )
+    return "\n".join([table, *_reduction_lines(runs)])
+
+
+def _reduction_lines(runs: Sequence[RunRecord]) -> list[str]:
+    """A line per reduced run: its provenance is partial by design."""
+    from ..reduce.base import describe_run_reduction
+
+    return [f"run {r['run_id']} reduced ({describe_run_reduction(r['reduction'])})" for r in runs if "reduction" in r]
 
 
 def render_tables(tables: Sequence[TableRecord]) -> str:

@@ -430,4 +430,12 @@ class _TreeRenderer:
         return (
             f"{len(a.lineage)} {word}{view}, {len(a.edges)} triples; method {a.method} on {s['path']}: "
             f"{s['sets_read']} sets read, {s['triples_scanned']} triples scanned, {s['seconds']:.3f} s"
-        )
+        ) + _reduction_note(s)
+
+
+def _reduction_note(stats: dict[str, Any]) -> str:
+    """A line per reduced run the answer reaches: its provenance is partial."""
+    from ..reduce.base import describe_run_reduction
+
+    return "".join(f"\nreduced provenance: run {run} kept only some source rows' ({describe_run_reduction(r)})"
+                   for run, r in sorted(stats.get("reduction", {}).items()))

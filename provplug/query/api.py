@@ -93,6 +93,9 @@ class ProvenanceStore:
                 **result.extra,
             },
         )
+        reduced = _reductions(catalog, np.concatenate([seeds, result.walk.lineage]))
+        if reduced:
+            answer.stats["reduction"] = reduced
         answer.stats["seconds"] = round(time.perf_counter() - started, 6)
         return answer
 
@@ -198,6 +201,14 @@ class ProvenanceStore:
         from ..explore.manage import collect_garbage
 
         return collect_garbage(self.store, dry_run)
+
+
+def _reductions(catalog: Catalog, values: np.ndarray) -> dict[str, Any]:
+    """The reductions of the runs the answer's captured values belong to
+    (run id -> the manifest's ``reduction``): their provenance is partial."""
+    tables = np.unique(np.asarray(values, dtype=np.int64)[values >= ids.IMPORTED_ID_LIMIT] >> ids.TABLE_SHIFT)
+    runs = {catalog.tables[t].run_id for t in tables.tolist() if t in catalog.tables}
+    return {m["run_id"]: m["reduction"] for m in catalog.manifests if m["run_id"] in runs and m.get("reduction")}
 
 
 def open(store: str | os.PathLike[str]) -> ProvenanceStore:

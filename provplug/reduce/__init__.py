@@ -1,0 +1,61 @@
+"""Capture-time provenance reduction (paper 001; DESIGN §10).
+
+A reduction chooses, per source table, the rows whose provenance a run
+keeps::
+
+    import provplug
+    from provplug import reduce
+
+    with provplug.capture(spark, "store.prov",
+                          reduce={"Weather": reduce.sample(0.33, seed=1)},
+                          reduce_mode="production") as run:
+        ...
+
+Techniques (parameters named as the thesis names them; every random choice
+is a seeded hash of the row's values, made in Spark):
+
+* :func:`sample` ``(ratio, seed)``: simple random sampling;
+* :func:`stratified` ``(attribute, ratio, seed)``: ``ratio`` of every stratum;
+* :func:`histogram` ``(attribute, width, variant, buckets | ratio, seed)``;
+* :func:`kmeans` ``(attributes, k, variant, ratio | clusters, assignment, seed)``;
+* :func:`equivalence` ``(attribute, variant, ratio | classes, seed)``;
+* :func:`keep` ``(where)``: an explicit selection (a SQL predicate).
+
+``variant="eliminate"`` keeps whole groups (buckets, clusters, classes);
+``variant="sample"`` samples ``ratio`` of every group. Plugins add
+techniques through ``provplug_register_reductions``; spec strings
+(:func:`parse_spec`, ``TABLE=TECHNIQUE:key=value,...``) name any of them.
+
+Modes (``reduce_mode=``): ``"thesis"`` runs the pipeline on the reduced
+input (its results differ); ``"production"`` runs it on every row and stores
+only the triples on paths from kept source rows (results unchanged). The
+run's manifest records the reduction; ``provplug metrics FULL REDUCED``
+compares a reduced run with a full one (:mod:`provplug.reduce.metrics`).
+
+Importing this package loads no Spark, pyarrow or NumPy.
+"""
+
+from __future__ import annotations
+
+from .base import MODES, VARIANTS, Reduction, ReductionTechnique, describe, describe_run_reduction
+from .spec import parse_reduction, parse_spec, parse_specs, reductions_from
+from .techniques import equivalence, histogram, keep, kmeans, sample, stratified
+
+__all__ = [
+    "MODES",
+    "VARIANTS",
+    "Reduction",
+    "ReductionTechnique",
+    "describe",
+    "describe_run_reduction",
+    "equivalence",
+    "histogram",
+    "keep",
+    "kmeans",
+    "parse_reduction",
+    "parse_spec",
+    "parse_specs",
+    "reductions_from",
+    "sample",
+    "stratified",
+]
