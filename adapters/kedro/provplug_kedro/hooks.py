@@ -76,7 +76,7 @@ def _refuse(node: Any, role: str, dataset: str, data: Any) -> CaptureError:
     return CaptureError(
         f"node {node.name!r}: {role} {dataset!r} is a {type(data).__module__}.{type(data).__qualname__}, "
         "not a Spark DataFrame; provplug captures Kedro nodes over Spark DataFrames only "
-        f"(unset {STORE_ENV} to run without capture)"
+        f"(configure no store, neither {STORE_ENV} nor the parameter provplug: {{store: ...}}, to run without capture)"
     )
 
 
