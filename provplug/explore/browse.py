@@ -9,7 +9,7 @@ limit, never whole.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NotRequired, TypedDict
+from typing import Any, TypedDict
 
 import pyarrow.compute as pc
 
@@ -19,7 +19,7 @@ from ..query.catalog import Catalog, TableEntry, catalog_for, jsonable
 from .runs import select_run
 
 
-class RunRecord(TypedDict):
+class _RunCounts(TypedDict):
     run_id: str
     kind: str
     started: str | None
@@ -28,7 +28,10 @@ class RunRecord(TypedDict):
     ops: int
     values: int
     triples: int
-    reduction: NotRequired[dict[str, Any]]  # a reduced capture's reduction (see provplug.reduce)
+
+
+class RunRecord(_RunCounts, total=False):
+    reduction: dict[str, Any]  # a reduced capture's reduction (see provplug.reduce); absent otherwise
 
 
 class TableRecord(TypedDict):

@@ -1,4 +1,4 @@
-"""The three metrics of paper 001 (§5.4.2–5.4.4): a reduced run against a full one.
+"""The three metrics of paper 001 (§5.4.2-5.4.4): a reduced run against a full one.
 
 Definitions (per output table T of the full run):
 
@@ -25,7 +25,7 @@ Definitions (per output table T of the full run):
 * **Metric 2**: result rows (and cells) with full provenance
   (|prov'(t)| = |prov(t)|), partial (0 < |prov'(t)| < |prov(t)|) and none
   (|prov'(t)| = 0 < |prov(t)|).
-* **Metric 3**: PPM = 1 − Σ(|prov(t)| − |prov'(t)|) / Σ|prov(t)| over the
+* **Metric 3**: PPM = 1 - Σ(|prov(t)| - |prov'(t)|) / Σ|prov(t)| over the
   full run's rows (1 when Σ|prov(t)| = 0).
 """
 
@@ -195,7 +195,7 @@ def _ppm(p: np.ndarray, q: np.ndarray) -> float:
 
 def table_metrics(full: RunProvenance, reduced: RunProvenance, name: str, full_pairs: pd.DataFrame | None,
                   reduced_pairs: pd.DataFrame | None, keys: Sequence[str] | None) -> dict[str, Any]:
-    """Metrics 1–3 for output table ``name``."""
+    """Metrics 1-3 for output table ``name``."""
     f_info = full.table_named(name)
     r_info = reduced.table_named(name)
     assert f_info is not None

@@ -89,7 +89,7 @@ def parse_reduction(text: str, plugins: Plugins | None = None) -> Reduction:
 def parse_spec(text: str, plugins: Plugins | None = None) -> tuple[str, Reduction]:
     """``TABLE=TECHNIQUE:key=value,...`` as (table, reduction)."""
     table, sep, rest = text.partition("=")
-    if not sep or not table.strip() or ":" not in rest and not rest.strip():
+    if not sep or not table.strip() or ":" in table or not rest.strip():
         raise ReductionError(f"reduction {text!r} is not TABLE=TECHNIQUE:key=value,...")
     return table.strip(), parse_reduction(rest, plugins)
 

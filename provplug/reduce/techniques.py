@@ -250,6 +250,13 @@ def _eliminate_or_ratio(variant: str, ratio: float | None, named: Any, what: str
         check_ratio(ratio)
 
 
+def _as_list(value: Any) -> list[Any] | None:
+    """A list of group names; one name (a spec's ``classes=Australia``) is a list of one."""
+    if value is None:
+        return None
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
 def sample(ratio: float, seed: int = 0) -> Reduction:
     """Simple random sampling without replacement: keep about ``ratio`` of the rows."""
     return Sample("sample", {"ratio": check_ratio(ratio)}, check_seed(seed))
@@ -295,7 +302,7 @@ def kmeans(attributes: Sequence[str] | str, k: int, *, variant: str = "sample", 
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ReductionError(f"k must be a positive number of clusters, not {k!r}")
     params = {"attributes": names, "k": k, "variant": variant, "ratio": ratio,
-              "clusters": list(clusters) if clusters is not None else None, "assignment": assignment}
+              "clusters": _as_list(clusters), "assignment": assignment}
     return KMeansClusters("kmeans", params, check_seed(seed))
 
 
@@ -307,7 +314,7 @@ def equivalence(attribute: str, *, variant: str = "sample", ratio: float | None 
     check_variant(variant)
     _eliminate_or_ratio(variant, ratio, classes, "classes")
     params = {"attribute": attribute, "variant": variant, "ratio": ratio,
-              "classes": list(classes) if classes is not None else None}
+              "classes": _as_list(classes)}
     return Equivalence("equivalence", params, check_seed(seed))
 
 

@@ -262,11 +262,12 @@ def test_a_reduction_of_a_table_never_registered_fails_the_run(spark: Any, tmp_p
 
 def test_reduction_is_refused_for_beam_and_unknown_modes(spark: Any, tmp_path: Path) -> None:
     beam = pytest.importorskip("apache_beam")
-    with pytest.raises(CaptureError, match="needs a Spark pipeline"):
-        with provplug.capture(beam.Pipeline(), store=tmp_path / "b.prov", reduce={"T": reduce.sample(0.5)}):
-            pass
-    with pytest.raises(CaptureError, match="reduce_mode"):
-        with provplug.capture(spark, store=tmp_path / "m.prov", reduce={"T": reduce.sample(0.5)}, reduce_mode="lazy"):
-            pass
+    with pytest.raises(CaptureError, match="needs a Spark pipeline"), \
+            provplug.capture(beam.Pipeline(), store=tmp_path / "b.prov", reduce={"T": reduce.sample(0.5)}):
+        pass
+    with pytest.raises(CaptureError, match="reduce_mode"), \
+            provplug.capture(spark, store=tmp_path / "m.prov", reduce={"T": reduce.sample(0.5)}, reduce_mode="lazy"):
+        pass
+    assert not (tmp_path / "b.prov").exists() and not (tmp_path / "m.prov").exists()
     with pytest.raises(ReductionError, match="ratio"):
         reduce.sample(1.5)
