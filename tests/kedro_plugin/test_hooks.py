@@ -139,3 +139,25 @@ def test_a_parallel_runner_run_is_refused_before_anything_is_staged(tmp_path: Pa
     with pytest.raises(CaptureError, match="ParallelRunner"):
         hooks.before_pipeline_run({"project_path": str(tmp_path), "runner": "ParallelRunner"}, Pipeline([]), DataCatalog())
     assert hooks.current is None and not store.exists()
+
+
+def test_the_parameters_reduce_a_source_in_production_mode(spark: Any, tmp_path: Path) -> None:
+    """provplug: {reduce: {numbers: keep x <= 2}, reduce_mode: production}: every
+    row is computed, only the kept rows' results have lineage (issue 14)."""
+    from kedro.io import DataCatalog, MemoryDataset
+
+    (tmp_path / "numbers").mkdir()
+    spark.createDataFrame([(1,), (2,), (3,), (4,)], "x int").coalesce(1).write.parquet(str(tmp_path / "numbers" / "n"))
+    settings = {"reduce": {"numbers": "keep:where=x <= 2"}, "reduce_mode": "production"}
+    catalog = DataCatalog({"numbers": MemoryDataset(spark.read.parquet(str(tmp_path / "numbers" / "n"))),
+                           "params:provplug": MemoryDataset(settings)})
+    flow = pipeline([node(_doubled, "numbers", "result", name="double")])
+    store = tmp_path / "store.prov"
+    run_like_a_session(ProvplugHooks(store=store), flow, catalog, tmp_path)
+
+    (manifest,) = provplug.open_store(store).runs()
+    assert manifest["reduction"]["mode"] == "production"
+    assert manifest["reduction"]["tables"]["numbers"]["params"] == {"where": "x <= 2"}
+    opened = provplug.open(store)
+    assert [v["value"] for v in opened.lineage(table="result", column="x", where="x = 4", method="rq").lineage] == [2]
+    assert opened.lineage(table="result", column="x", where="x = 8", method="rq").lineage == []  # 4 was not kept

@@ -11,6 +11,10 @@ configured (first found wins):
 3. the project's parameters: ``provplug: {store: PATH}`` in
    ``conf/<env>/parameters*.yml``, or the same key given to ``kedro run --params``.
 
+The same parameter may reduce the provenance kept (see :mod:`provplug.reduce`):
+``provplug: {reduce: {DATASET: "sample:ratio=0.33,seed=1"}, reduce_mode: production}``
+(a spec per source dataset; ``reduce_mode`` ``thesis``, the default, or ``production``).
+
 A relative path is taken from the project's root. With no store the hooks
 return at once: the run is exactly Kedro's.
 
@@ -172,6 +176,18 @@ class ProvplugHooks:
         project = run_params.get("project_path")
         return str(Path(project) / path) if project else os.path.abspath(path)
 
+    @staticmethod
+    def configured_reduction(catalog: Any) -> tuple[dict[str, str], str]:
+        """``provplug: {reduce: {DATASET: SPEC}, reduce_mode: MODE}`` of the
+        parameters: the reductions (spec text, see :mod:`provplug.reduce.spec`) and mode."""
+        settings = catalog.load(STORE_PARAMETER) if STORE_PARAMETER in catalog else None
+        if not isinstance(settings, Mapping):
+            return {}, "thesis"
+        reduce = settings.get("reduce") or {}
+        if not isinstance(reduce, Mapping):
+            raise CaptureError("provplug: reduce must map dataset names to reduction specs (TECHNIQUE:key=value,...)")
+        return {str(k): str(v) for k, v in reduce.items()}, str(settings.get("reduce_mode") or "thesis")
+
     # -- the run --------------------------------------------------------------------
     @hook_impl
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
@@ -182,9 +198,10 @@ class ProvplugHooks:
         if run_params.get("runner") == "ParallelRunner":
             raise CaptureError("provplug cannot capture a ParallelRunner run (its nodes run in other processes); "
                                "use the SequentialRunner or the ThreadRunner")
+        reduce, reduce_mode = self.configured_reduction(catalog)
         stack = contextlib.ExitStack()
         try:
-            run = stack.enter_context(capture(_spark(), store))
+            run = stack.enter_context(capture(_spark(), store, reduce=reduce, reduce_mode=reduce_mode))
         except BaseException:
             stack.close()
             raise
