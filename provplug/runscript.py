@@ -19,15 +19,21 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--store", required=True, metavar="STORE", help="store directory or URI (created if missing)")
     p.add_argument("--no-rows", action="store_true", help="keep only value ids, not the rows of the tables")
+    p.add_argument("--reduce", action="append", metavar="SPEC", default=[],
+                   help="keep provenance for some rows of a source only: TABLE=TECHNIQUE:key=value,... "
+                   "(e.g. flights=sample:ratio=0.33,seed=1; repeatable). Production mode: every row is "
+                   "computed, only the kept rows' triples are stored")
     p.add_argument("script", metavar="SCRIPT", help="the PySpark script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's own arguments")
     p.set_defaults(func=_cmd_run)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from .reduce.spec import parse_specs
     from .scripts import run_script
 
-    status, run = run_script(args.script, args.args, args.store, store_rows=not args.no_rows)
+    reduce = parse_specs(args.reduce)  # a malformed spec fails before the script runs
+    status, run = run_script(args.script, args.args, args.store, store_rows=not args.no_rows, reduce=reduce)
     if status != 0:
         print(f"provplug: the script exited with status {status}; nothing captured", file=sys.stderr)
     elif run is None:

@@ -22,7 +22,7 @@ import os
 import runpy
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .capture import ActiveRun, capture
@@ -35,9 +35,10 @@ class WriteCapture:
     stays None while nothing has been written)."""
 
     def __init__(self, store: str | os.PathLike[str], store_rows: bool, plugins: Plugins | None,
-                 engine: object | None) -> None:
+                 engine: object | None, reduce: Mapping[str, Any] | None = None) -> None:
         self.store, self.store_rows, self.plugins = store, store_rows, plugins
         self.engine = engine
+        self.reduce = reduce
         self.run: ActiveRun | None = None
         # The run is entered and left in a context of its own: the first
         # write may come from any thread of the script, its end from another.
@@ -49,7 +50,8 @@ class WriteCapture:
         if self.run is None:
             if self.engine is not None and engine is not self.engine:
                 raise CaptureError("a write inside capture_writes comes from another SparkSession than the one given")
-            opened = capture(engine, self.store, store_rows=self.store_rows, plugins=self.plugins)
+            opened = capture(engine, self.store, store_rows=self.store_rows, plugins=self.plugins,
+                             reduce=self.reduce, reduce_mode="production")
             self.run = self._context.run(self._stack.enter_context, opened)
         return self.run
 
@@ -68,15 +70,19 @@ def capture_writes(
     store: str | os.PathLike[str],
     store_rows: bool = True,
     plugins: Plugins | None = None,
+    reduce: Mapping[str, Any] | None = None,
 ) -> Iterator[WriteCapture]:
     """Capture every DataFrame write inside the block as a step, into ``store``.
 
     ``spark``, when given, is the session the writes must come from; without
-    it the run binds to the session of the first write.
+    it the run binds to the session of the first write. ``reduce`` (source
+    table name -> reduction or its spec, see :mod:`provplug.reduce`) reduces
+    the provenance kept, in production mode: the script reads its own
+    inputs, so every row is computed and only the kept rows' triples stored.
     """
     from provplug_spark.scripts import WriteTracer, intercepted_writes
 
-    writes = WriteCapture(store, store_rows, plugins, spark)
+    writes = WriteCapture(store, store_rows, plugins, spark, reduce)
     with intercepted_writes(WriteTracer(writes.start)):
         try:
             yield writes
@@ -96,7 +102,7 @@ class _ScriptFailed(Exception):
 
 
 def run_script(script: str, args: Sequence[str], store: str | os.PathLike[str], *,
-               store_rows: bool = True) -> tuple[int, ActiveRun | None]:
+               store_rows: bool = True, reduce: Mapping[str, Any] | None = None) -> tuple[int, ActiveRun | None]:
     """Run ``script`` with ``args`` as ``python script ARGS`` would
     (``sys.argv``, ``__name__ == "__main__"``, its directory first on
     ``sys.path``), capturing its writes into ``store``. Returns the script's
@@ -106,7 +112,7 @@ def run_script(script: str, args: Sequence[str], store: str | os.PathLike[str], 
     if not os.path.isfile(path):
         raise FileNotFoundError(errno.ENOENT, "no such script", script)
     try:
-        with _as_main(path, args), capture_writes(store=store, store_rows=store_rows) as writes:
+        with _as_main(path, args), capture_writes(store=store, store_rows=store_rows, reduce=reduce) as writes:
             status, error = _execute(path)
             if status != 0:
                 raise _ScriptFailed(status, error)
