@@ -180,6 +180,23 @@ def test_capture_writes_links_a_catalog_table_written_and_read_back(spark: Any, 
     assert [tuple(r) for r in spark.read.json(str(tmp_path / "names.json")).collect()] == [("ann",)]
 
 
+def test_capture_writes_captures_a_v2_write(spark: Any, store_path: Path, tmp_path: Path) -> None:
+    from pyspark.sql import functions as F
+
+    try:
+        with provplug.capture_writes(spark, store=store_path):
+            spark.createDataFrame([(1, "x")], "k int, v string").writeTo("provplug_test_v2").using("parquet").create()
+            spark.table("provplug_test_v2").select((F.col("k") + 1).alias("k1")).write.parquet(str(tmp_path / "k1"))
+    finally:
+        spark.sql("DROP TABLE IF EXISTS provplug_test_v2")
+    # rows built in the driver are a source named after the write that reads them; the
+    # table read back is the first write's output
+    assert labelled_triples(store_path) == (
+        expect("write:provplug_test_v2", "provplug_test_v2",
+               {("k", 1): [("provplug_test_v2-input", "k", 1)], ("v", 1): [("provplug_test_v2-input", "v", 1)]})
+        | expect("write:k1", "k1", {("k1", 2): [("provplug_test_v2", "k", 1)]}))
+
+
 def _writes_are_plain_again(spark: Any, tmp_path: Path) -> Iterable[Any]:
     out = tmp_path / "after"
     spark.range(2).write.parquet(str(out))  # no capture: the patch is gone

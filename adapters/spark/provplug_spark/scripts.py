@@ -17,10 +17,18 @@ written plan, at write time, and nothing is captured for reads no write uses:
 
 * a leaf that reads files (Parquet, CSV, JSON, ...) or a catalog table is a
   source table, registered on its first use (named after the table, or the
-  first path's last component without its extension) and shared by every
-  later write that reads it;
+  first path's last component without its extension; ``-2``, ``-3``, ...
+  appended when the run already has a table of that name) and shared by
+  every later write that reads it with the same columns;
 * a leaf that reads a path or table an earlier write of the run wrote is that
-  write's output table: lineage crosses writes.
+  write's output table: lineage crosses writes. (A DataFrame written and then
+  used again in memory is not a read of what was written: a later write over
+  it derives from the sources its plan reads.) A path written twice links to
+  its last write.
+* rows the script built in the driver (``createDataFrame`` of local data, a
+  leaf the step capture would refuse) are a source named
+  ``<first write that reads them>-input``; literal rows (``range``, SQL
+  ``VALUES``) have no parents, as in any step.
 
 Each such leaf is replaced by a fresh read of the table's stored rows, with
 the leaf's own columns (cast to its types), and the resulting DataFrame goes
@@ -86,7 +94,7 @@ class WriteTracer:
             run = self._start_run(df.sparkSession)
             session = self._bound(run, df.sparkSession)
             name = self._unique(_dataset_name(target, is_table))
-            traced = self._traced(session, df)
+            traced = self._traced(session, df, name)
             step = StepInfo(f"write:{name}", (), (name,), {"dataset": target or ""})
             output = run.call_step(step, _as_written, (traced,), {})
         result = write()
@@ -116,27 +124,34 @@ class WriteTracer:
         return unique
 
     # -- its inputs ------------------------------------------------------------
-    def _traced(self, session: SparkCaptureSession, df: DataFrame) -> DataFrame:
+    def _traced(self, session: SparkCaptureSession, df: DataFrame, dataset: str) -> DataFrame:
         """``df`` with every read of a file or table replaced by a read of the
         stored rows of the table it is: a source, or an earlier write's output."""
         jvm = session.rewriter.jvm
 
         def stand_in(leaf: Any) -> Any | None:
-            found = Catalyst.relation(leaf)
-            if found is None:  # built in the driver, or no read provplug knows: the rewrite decides
+            found = Catalyst.relation(leaf) or _driver_rows(jvm, leaf, dataset)
+            if found is None:  # literals, or a leaf the rewrite refuses with its own message
                 return None
             key, name = found
-            table_id = self._written.get(key)
-            if table_id is None:
-                table_id = self._source(session, leaf, key, name)
-            return jvm.standing_in(leaf, session.fresh_frame(table_id))
+            written = self._written.get(key)
+            if written is None:
+                return jvm.standing_in(leaf, session.fresh_frame(self._source(session, leaf, key, name)))
+            try:
+                return jvm.standing_in(leaf, session.fresh_frame(written))
+            except CaptureError as exc:
+                raise CaptureError(f"cannot link a read of {key.split(':', 1)[1]} to the write that wrote it "
+                                   f"earlier in the run: {exc}") from None
 
         return jvm.frame(jvm.replace_leaves(jvm.plan(df), stand_in))
 
     def _source(self, session: SparkCaptureSession, leaf: Any, key: str, name: str) -> int:
-        if key not in self._sources:
-            self._sources[key] = session.source_table(session.rewriter.jvm.frame(leaf), self._unique(name))
-        return self._sources[key]
+        # The same files read with other options (a CSV with or without its
+        # header, say) are another table: their columns differ.
+        read = f"{key} {leaf.schema().json()}"
+        if read not in self._sources:
+            self._sources[read] = session.source_table(session.rewriter.jvm.frame(leaf), self._unique(name))
+        return self._sources[read]
 
     @staticmethod
     def _written_key(jvm: Catalyst, spark: SparkSession, target: str | None, is_table: bool) -> str | None:
@@ -157,6 +172,14 @@ class WriteTracer:
         with self._lock:
             if self._session is not None:
                 self._session.settle()
+
+
+def _driver_rows(jvm: Catalyst, leaf: Any, written: str) -> tuple[str, str] | None:
+    """(key, name) of rows the script built in the driver (``createDataFrame``,
+    ``parallelize``): a source named after the first write that reads them."""
+    if leaf.nodeName() != "LogicalRDD" or not jvm.built_in_driver(leaf):
+        return None
+    return f"rdd:{leaf.rdd().id()}", f"{written}-input"
 
 
 def _dataset_name(target: str | None, is_table: bool) -> str:
