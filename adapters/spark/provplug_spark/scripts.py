@@ -59,8 +59,8 @@ from provplug.model import StepInfo
 from ._jvm import Catalyst, path_key
 from .session import SparkCaptureSession
 
-# method -> the argument naming what it writes (None: a V2 writer, named at writeTo)
-WRITER_METHODS: dict[str, str | None] = {
+# DataFrameWriter method -> its argument naming what it writes (a V2 writer is named at writeTo)
+WRITER_METHODS: dict[str, str] = {
     "save": "path", "parquet": "path", "csv": "path", "json": "path", "orc": "path", "text": "path",
     "saveAsTable": "name", "insertInto": "tableName",
 }
