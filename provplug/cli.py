@@ -159,9 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    as_json = _wants_json(argv)
+    as_json = _wants_json(argv)  # until the line is parsed: a usage error reports in the format asked for
     try:
         args = build_parser().parse_args(argv)
+        # Parsed: only the command's own options count (a script's `--json` under `run` does not).
+        as_json = bool(getattr(args, "json", False)) or getattr(args, "format", None) == "json"
         return int(args.func(args))
     except UsageError as exc:
         if not as_json:

@@ -269,3 +269,8 @@ def test_format_json_makes_errors_json(cli, tmp_path) -> None:
         assert r.code == 2 and json.loads(r.err)["type"] == "StoreError", r
     r = cli("lineage", tmp_path / "missing.prov", "T.C", "--format", "svg")
     assert r.code == 2 and r.err.startswith("provplug: error:"), r
+
+
+def test_a_scripts_own_json_flag_does_not_change_provplugs_error_format(cli, tmp_path) -> None:
+    r = cli("run", "--store", tmp_path / "s.prov", tmp_path / "missing.py", "--json")
+    assert r.code == 2 and r.err.startswith("provplug: error: no such script"), r

@@ -271,7 +271,13 @@ def frequent(counts: Any) -> Any:
     return counts | beam.Filter(lambda kv: kv[1] >= 2)
 
 
-def test_a_composite_outside_any_step_is_part_of_the_lineage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_composite_outside_any_step_is_part_of_the_lineage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Beam parses sys.argv for pipeline options and says so on stdout when it
+    # meets pytest's own flags (-q, -x): keep this test's stdout to the pipeline's.
+    monkeypatch.setattr("sys.argv", ["pytest"])
+
     def build(run: Any) -> None:
         counts = run.source(WORDS, "Words") | "Count" >> beam.combiners.Count.PerElement()
         counts | "Show" >> beam.Map(print)  # plain code sees plain values
