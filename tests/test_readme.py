@@ -100,3 +100,29 @@ def test_readme_capture_example_runs_as_written(cli, tmp_path: Path) -> None:
     assert {(r["table"], r["column"], r["value"]) for r in answer.lineage} == {  # type: ignore[attr-defined]
         ("Person2", "Age", 30), ("Person2", "Age", 40), ("Person1", "Age", 30), ("Person1", "Age", 40)
     }
+
+
+def test_readme_script_capture_example_runs_as_written(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`provplug run` on the unmodified example script in a fresh interpreter,
+    as a user runs it (the script's relative paths are the JVM's: its own
+    working directory), then index and lineage."""
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    monkeypatch.chdir(tmp_path)
+    run, *queries = block_after("### An unmodified PySpark script").splitlines()
+    argv = shlex.split(run)
+    assert argv[:2] == ["provplug", "run"]
+    done = subprocess.run([sys.executable, "-m", "provplug", *argv[1:]], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "out" / "big_regions").is_dir()
+    for command in queries:
+        argv = shlex.split(command)
+        assert argv[0] == "provplug"
+        result = cli(*argv[1:])
+        assert result.code == 0, result
+    # north's average order comes from its orders' amounts and counts (orders 10, 12 and 13)
+    tree = result.out
+    assert tree.startswith("big_regions.avg_order = 4.0") and "source cells in orders" in tree, tree
+    for order, amount in ((10, 5.0), (12, 3.0), (13, 4.0)):
+        assert f"order_id = {order}, amount = {amount}" in tree, tree
+    assert "6 ancestors (sources only)" in tree, tree
