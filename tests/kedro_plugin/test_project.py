@@ -151,3 +151,30 @@ def test_a_failing_node_commits_nothing_and_kedro_run_fails(captured: tuple[Path
     assert snapshot(store, skip=("_staging", "_ids")) == before
     assert len(provplug.open_store(store).runs()) == 1
     assert not list((store / "_staging").iterdir())
+
+
+def test_the_readme_kedro_commands_answer_as_documented(captured: tuple[Path, Path], cli: Any) -> None:
+    """The README's Kedro block: its `kedro run` line is what `captured` ran
+    (PROVPLUG_STORE set, the project unchanged); its provplug lines, run on
+    that store, print Niue's average price from the three reviewed shuttles."""
+    import re
+    import shlex
+
+    from conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"### Kedro\n.*?```bash\n(.*?)```", readme, flags=re.S).group(1)  # type: ignore[union-attr]
+    lines = block.strip().splitlines()
+    assert "PROVPLUG_STORE=spaceflights.prov kedro run" in lines
+    assert "export DO_NOT_TRACK=1 KEDRO_DISABLE_TELEMETRY=true" in lines
+    _, store = captured
+    commands = [shlex.split(line) for line in lines if line.startswith("provplug ")]
+    assert [c[:2] for c in commands] == [["provplug", "index"], ["provplug", "lineage"]]
+    for argv in commands:
+        result = cli(*[str(store) if a == "spaceflights.prov" else a for a in argv[1:]])
+        assert result.code == 0, result
+    tree = result.out
+    assert tree.startswith("price_by_location.avg_price = 2645.67"), tree
+    for price in ("$1,780.0", "$4,107.0", "$2,050.0"):
+        assert price in tree, tree
+    assert "$3,200.0" not in tree and "$910.0" not in tree, tree
