@@ -11,6 +11,10 @@ from typing import Any
 
 import pytest
 
+# Kedro's telemetry plugin comes with the kedro extra: no test may reach the network.
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "true")
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 DATA = EXAMPLES / "data"
