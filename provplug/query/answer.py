@@ -8,7 +8,7 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import ids
@@ -38,6 +38,10 @@ class LineageAnswer:
     lineage: list[Record]
     edges: list[dict[str, Any]]
     stats: dict[str, Any]
+    # A zoomed-out answer (provplug.query.zoom): the fine-grained answer it
+    # was made from, which zooming in restores, and the modules zoomed out.
+    fine: LineageAnswer | None = field(default=None, repr=False, compare=False)
+    zoomed: tuple[str, ...] = field(default=(), compare=False)
 
     # -- JSON ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -128,17 +132,25 @@ class LineageAnswer:
         return hops
 
     def ends(self) -> set[int]:
-        """Lineage values the answer's triples lead no further from."""
+        """Lineage values the answer's triples lead no further from (a
+        subgraph's: its source ancestors and its final descendants)."""
+        if self.direction == "both":
+            from .subgraph import parts
+
+            up, down, _ = parts(self)
+            return up.ends() | down.ends()
         following = self._following()
         return {r["value_id"] for r in self.lineage if not following.get(r["value_id"])}
 
     def _following(self) -> dict[int, list[tuple[str, int]]]:
-        """Per value, ``(op, next value)`` in the answer's direction."""
-        up = self.direction == "up"
+        """Per value, ``(op, next value)`` in the answer's direction (a
+        subgraph's, ``both``: either way along a triple)."""
+        ways = {"up": ((1, 0),), "down": ((0, 1),)}.get(self.direction, ((1, 0), (0, 1)))
         following: dict[int, list[tuple[str, int]]] = defaultdict(list)
         for e in self.edges:
-            frm, to = (e["dst"], e["src"]) if up else (e["src"], e["dst"])
-            following[frm].append((e["op"], to))
+            ends = (e["src"], e["dst"])
+            for frm, to in ways:
+                following[ends[frm]].append((e["op"], ends[to]))
         return following
 
     def _restricted(self, kept: set[int], view: dict[str, Any]) -> LineageAnswer:
@@ -152,6 +164,8 @@ class LineageAnswer:
 
     # -- text ------------------------------------------------------------------
     def render(self, max_lines: int = MAX_TREE_LINES, max_siblings: int = MAX_SIBLINGS) -> str:
+        if self.direction == "both":
+            return _subgraph_text(self, max_lines, max_siblings)
         return _TreeRenderer(self, max_lines, max_siblings).render()
 
     def render_summary(self, max_rows: int = MAX_SUMMARY_ROWS) -> str:
@@ -248,8 +262,8 @@ def _summary(answer: LineageAnswer) -> dict[str, Any]:
 
 
 def _summary_text(s: dict[str, Any], max_rows: int) -> str:
-    word = "ancestors" if s["direction"] == "up" else "descendants"
-    ends = "source" if s["direction"] == "up" else "final"
+    word = {"up": "ancestors", "down": "descendants"}.get(s["direction"], "subgraph cells")
+    ends = {"up": "source", "down": "final"}.get(s["direction"], "source and final")
     queried = sorted({f"{q['table']}.{q['column']}" if q["column"] else q["table"] for q in s["query"]})
     lines = [f"{s['cells']:,} {word} of {len(s['query']):,} queried value(s) ({', '.join(queried)}), {s['triples']:,} triples"]
     if s["tables"]:
@@ -271,6 +285,29 @@ def _summary_text(s: dict[str, Any], max_rows: int) -> str:
         lines.append(f"  ... {len(rows) - max_rows:,} more rows (all: --summary --format json)")
     for table, n in s["source_cells_without_stored_rows"].items():
         lines.append(f"  {table}: {n:,} cells (rows not stored)")
+    return "\n".join(lines)
+
+
+# -- subgraph --------------------------------------------------------------------
+def _subgraph_text(answer: LineageAnswer, max_lines: int, max_siblings: int) -> str:
+    """A subgraph answer as its ancestors' tree, its descendants' tree, then
+    each triple from an other parent into a descendant."""
+    from .subgraph import parts
+
+    up, down, _ = parts(answer)
+    records = {r["value_id"]: r for r in [*answer.query, *answer.lineage]}
+    inside = {q["value_id"] for q in answer.query} | down.value_ids
+    into = sorted((e for e in answer.edges if e["dst"] in down.value_ids and e["src"] not in inside),
+                  key=lambda e: (e["dst"], e["op"], e["src"]))
+    counts = answer.stats.get("subgraph", {})
+    lines = ["ancestors:", up.render(max_lines // 2, max_siblings), "", "descendants:",
+             down.render(max_lines // 2, max_siblings), "", f"other parents of the descendants ({len(into)} triples):"]
+    for e in into[:max_lines]:
+        lines.append(f"  {_label(records[e['dst']])}\n    <- {e['op']} from {_label(records[e['src']])}")
+    if len(into) > max_lines:
+        lines.append(f"  ... {len(into) - max_lines:,} more (all: --format json)")
+    lines.append(f"subgraph: {counts.get('ancestors', 0)} ancestors, {counts.get('descendants', 0)} descendants, "
+                 f"{counts.get('other_parents', 0)} other parents, {len(answer.edges)} triples")
     return "\n".join(lines)
 
 
@@ -427,6 +464,7 @@ class _TreeRenderer:
         word = "ancestors" if a.direction == "up" else "descendants"
         view = f" (within {s['depth']} triples of the query)" if "depth" in s else ""
         view += " (sources only)" if s.get("view") == "sources-only" else ""
+        view += f" (zoomed out: {', '.join(s['zoom_out'])})" if s.get("zoom_out") else ""
         return (
             f"{len(a.lineage)} {word}{view}, {len(a.edges)} triples; method {a.method} on {s['path']}: "
             f"{s['sets_read']} sets read, {s['triples_scanned']} triples scanned, {s['seconds']:.3f} s"

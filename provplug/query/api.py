@@ -21,6 +21,9 @@ from .methods import DEFAULT_TAU, QueryContext
 from .model import DIRECTIONS
 from .where import select_rows
 
+# ``TABLE.*``: every column of the selected rows (a row, not one cell).
+ALL_COLUMNS = "*"
+
 if TYPE_CHECKING:
     from ..explore.browse import RunRecord, TableDetail, TableRecord
     from ..explore.manage import DeletedRun, GcReport
@@ -50,6 +53,8 @@ class ProvenanceStore:
         tau: int | None = None,
         spark: Any = None,
         run: str | None = None,
+        subgraph: bool = False,
+        zoom_out: Iterable[str] = (),
     ) -> LineageAnswer:
         """Ancestors (``direction="up"``) or descendants (``"down"``) of the
         value ``value_id``, or of the ``table.column`` cells of the rows where
@@ -57,7 +62,16 @@ class ProvenanceStore:
         driver; ``spark``: the session for the Spark path (else a local one).
         ``run`` (an id or a unique prefix) says whose ``table`` is meant when
         several runs wrote one of that name (then it is required); a value id
-        names one cell already, so with ``value_id`` the run is only checked."""
+        names one cell already, so with ``value_id`` the run is only checked.
+        ``subgraph=True``: ancestors, descendants and the descendants' other
+        parents as one answer (direction ``"both"``; ``direction`` is not
+        used). ``zoom_out``: module names to see at module level (see
+        :meth:`LineageAnswer.zoom_out`)."""
+        if subgraph or zoom_out:
+            query = {"value_id": value_id, "table": table, "column": column, "where": where, "method": method,
+                     "tau": tau, "spark": spark, "run": run}
+            answer = _subgraph(self, query) if subgraph else self.lineage(**query, direction=direction)
+            return self.zoom_out(answer, zoom_out) if zoom_out else answer
         started = time.perf_counter()
         if tau is not None and (not isinstance(tau, (int, np.integer)) or isinstance(tau, bool) or tau < 0):
             raise LineageQueryError(f"tau must be a non-negative number of triples, not {tau!r}")
@@ -99,6 +113,36 @@ class ProvenanceStore:
         answer.stats["seconds"] = round(time.perf_counter() - started, 6)
         return answer
 
+    def zoom_out(self, answer: LineageAnswer, modules: Iterable[str]) -> LineageAnswer:
+        """``answer`` at module level for ``modules`` (``"*"``: every module):
+        their intermediate tables' cells vanish and their outputs link
+        straight to their inputs. A view: see :mod:`provplug.query.zoom`."""
+        from .zoom import Modules, zoom_out
+
+        return zoom_out(answer, Modules(self.store), [modules] if isinstance(modules, str) else modules)
+
+    def zoom_in(self, answer: LineageAnswer, modules: Iterable[str]) -> LineageAnswer:
+        """The exact inverse of :meth:`zoom_out` for ``modules`` (``"*"``: all zoomed out)."""
+        from .zoom import Modules, zoom_in
+
+        return zoom_in(answer, Modules(self.store), [modules] if isinstance(modules, str) else modules)
+
+    def cells(
+        self,
+        value_id: int | Iterable[int] | None = None,
+        *,
+        table: str | None = None,
+        column: str | None = None,
+        where: str | None = None,
+        run: str | None = None,
+    ) -> list[int]:
+        """The value ids a query with these arguments would start from
+        (``column="*"``: every column of the selected rows)."""
+        catalog = catalog_for(self.store)
+        if run is not None and table is None:
+            select_run(catalog.manifests, run)
+        return [int(v) for v in self._seeds(catalog, value_id, table, column, where, run).tolist()]
+
     # -- which values are queried ----------------------------------------------
     def _seeds(
         self,
@@ -130,7 +174,7 @@ class ProvenanceStore:
         self, catalog: Catalog, table: str, column: str, where: str | None, run: str | None = None
     ) -> np.ndarray:
         entry = catalog.table_named(table, run)
-        if column not in entry.columns:
+        if column not in entry.columns and column != ALL_COLUMNS:
             raise LineageQueryError(
                 f"table {table!r} has no column {column!r} (columns: {', '.join(entry.columns) or 'none recorded'})"
             )
@@ -142,8 +186,9 @@ class ProvenanceStore:
         selected = select_rows(rows, where, schema.ROW_COLUMN) if where else rows.column(schema.ROW_COLUMN).to_pylist()
         if not selected:
             raise LineageQueryError(f"no row of {table} satisfies {where!r}" if where else f"table {table} has no rows")
-        col = entry.columns.index(column)
-        return np.unique(np.array([ids.value_id(entry.table_id, col, int(r)) for r in selected], dtype=np.int64))
+        columns = range(len(entry.columns)) if column == ALL_COLUMNS else [entry.columns.index(column)]
+        return np.unique(np.array([ids.value_id(entry.table_id, c, int(r)) for r in selected for c in columns],
+                                  dtype=np.int64))
 
     # -- what the store holds ------------------------------------------------------
     def runs(self) -> list[RunRecord]:
@@ -201,6 +246,12 @@ class ProvenanceStore:
         from ..explore.manage import collect_garbage
 
         return collect_garbage(self.store, dry_run)
+
+
+def _subgraph(store: ProvenanceStore, query: dict[str, Any]) -> LineageAnswer:
+    from .subgraph import subgraph
+
+    return subgraph(store, query)
 
 
 def _reductions(catalog: Catalog, values: np.ndarray) -> dict[str, Any]:

@@ -66,6 +66,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--tau", type=whole_number(0, "triples"), metavar="TRIPLES",
                    help="recurse on the driver below this many triples, on Spark above")
     p.add_argument("--run", metavar="RUN", help="query the tables of run RUN (when several runs wrote a table name)")
+    p.add_argument("--subgraph", action="store_true",
+                   help="ancestors, descendants and the other parents of each descendant, as one answer")
+    zoom = p.add_argument_group("modules (a view: stored triples never change)")
+    zoom.add_argument("--zoom-out", metavar="MODULE", action="append", default=[],
+                      help="see MODULE as one step: its intermediate tables vanish, its outputs link to its "
+                      "inputs (repeatable; * = every module)")
+    zoom.add_argument("--zoom-in", metavar="MODULE", action="append", default=[],
+                      help="see MODULE's steps again (undoes --zoom-out MODULE, or one module of --zoom-out '*')")
     view = p.add_argument_group("what to show (applied in this order)")
     view.add_argument("--depth", type=whole_number(0, "triples"), metavar="N",
                       help="only the lineage within N triples of the queried values")
@@ -99,7 +107,12 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
         query.update(value_id=args.value_id)
     if args.run is not None:
         query["run"] = args.run  # only when given: run selection is newer than the other parameters
-    answer = open_store(args.store).lineage(**query)
+    if args.subgraph:
+        query["subgraph"] = True
+    store = open_store(args.store)
+    answer = store.lineage(**query)
+    if args.zoom_out:
+        answer = store.zoom_in(store.zoom_out(answer, args.zoom_out), args.zoom_in)
     write_output(shown(answer, args, output_format(args)), args.output)
     return 0
 

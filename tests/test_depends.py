@@ -1,0 +1,93 @@
+"""Lipstick's subgraph and dependency queries (003 §4.3, §5.1) on the
+paper's running example, captured from PySpark (provplug/demo.py):
+
+Person1 (Name, City, Age)      R1: Age >= 25     Person2         R2: avg(Age) per City   AvgAge
+Steve NY 30                    ------------->    Steve NY 30     ------------------->    NY 35.0
+Mark  NY 40                                      Mark  NY 40                             LA 40.0
+Shane LA 40                                      Shane LA 40
+Mary  NY 20 (filtered out)
+
+Hand-derived: Person2.Age[Steve] has one ancestor, Person1.Age[Steve]; one
+descendant, AvgAge.Age[NY]; and that descendant has one other parent,
+Person2.Age[Mark]. AvgAge.Age[NY] depends on Person1.Age of Steve and Mark
+(through Person2), not of Mary (filtered out) nor Shane (LA).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import provplug
+from provplug.demo import capture_people
+from provplug.errors import LineageQueryError
+from provplug.query.answer import LineageAnswer
+
+
+@pytest.fixture(scope="module")
+def people(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from provplug.index.build import build_index
+    from provplug.plugins import open_store
+
+    store = tmp_path_factory.mktemp("depends") / "people.prov"
+    capture_people(spark, str(store))
+    build_index(open_store(str(store)), engine="local")
+    return store
+
+
+def _cell(record: dict[str, Any]) -> tuple[str, str, Any, Any]:
+    """(table, column, value, the row's Name or City): ids aside."""
+    row = record["row"] or {}
+    return record["table"], record["column"], record["value"], row.get("Name", row.get("City"))
+
+
+def _by_role(answer: Any) -> dict[str, set[tuple[str, str, Any, Any]]]:
+    roles: dict[str, set[tuple[str, str, Any, Any]]] = {}
+    for r in answer.lineage:
+        roles.setdefault(r["role"], set()).add(_cell(r))
+    return roles
+
+
+# -- subgraph ------------------------------------------------------------------
+@pytest.mark.parametrize("method", ["auto", "rq"])
+def test_subgraph_of_steves_person2_age(people: Path, method: str) -> None:
+    answer = provplug.open(people).lineage(table="Person2", column="Age", where="Name = 'Steve'",
+                                           subgraph=True, method=method)
+    assert answer.direction == "both"
+    assert [_cell(q) for q in answer.query] == [("Person2", "Age", 30, "Steve")]
+    assert _by_role(answer) == {
+        "ancestor": {("Person1", "Age", 30, "Steve")},
+        "descendant": {("AvgAge", "Age", 35.0, "NY")},
+        "other parent": {("Person2", "Age", 40, "Mark")},
+    }
+    cells = {r["value_id"]: _cell(r) for r in [*answer.query, *answer.lineage]}
+    assert {(cells[e["src"]], cells[e["dst"]], e["op"]) for e in answer.edges} == {
+        (("Person1", "Age", 30, "Steve"), ("Person2", "Age", 30, "Steve"), "R1"),
+        (("Person2", "Age", 30, "Steve"), ("AvgAge", "Age", 35.0, "NY"), "R2"),
+        (("Person2", "Age", 40, "Mark"), ("AvgAge", "Age", 35.0, "NY"), "R2"),
+    }
+    assert answer.stats["subgraph"] == {"ancestors": 1, "descendants": 1, "other_parents": 1}
+
+
+def test_subgraph_cli_text_json_and_summary(people: Path, cli: Any) -> None:
+    target = ("lineage", people, "Person2.Age", "--where", "Name = 'Steve'", "--subgraph")
+    text = cli(*target)
+    assert text.code == 0, text
+    assert "ancestors:" in text.out and "descendants:" in text.out
+    assert "<- R2 from Person2.Age = 40" in text.out
+    assert "subgraph: 1 ancestors, 1 descendants, 1 other parents, 3 triples" in text.out
+    data = json.loads(cli(*target, "--json").out)
+    assert data["direction"] == "both"
+    assert sorted(c["role"] for c in data["lineage"]) == ["ancestor", "descendant", "other parent"]
+    back = LineageAnswer.from_dict(data)
+    assert back.ends() == {c["value_id"] for c in data["lineage"] if c["role"] != "other parent"}
+    summary = cli(*target, "--summary")
+    assert summary.code == 0 and "3 subgraph cells" in summary.out, summary
+
+
+def test_subgraph_of_a_final_cell_has_no_descendants(people: Path) -> None:
+    answer = provplug.open(people).lineage(table="AvgAge", column="Age", where="City = 'LA'", subgraph=True)
+    assert _by_role(answer) == {"ancestor": {("Person2", "Age", 40, "Shane"), ("Person1", "Age", 40, "Shane")}}
