@@ -91,3 +91,56 @@ def test_subgraph_cli_text_json_and_summary(people: Path, cli: Any) -> None:
 def test_subgraph_of_a_final_cell_has_no_descendants(people: Path) -> None:
     answer = provplug.open(people).lineage(table="AvgAge", column="Age", where="City = 'LA'", subgraph=True)
     assert _by_role(answer) == {"ancestor": {("Person2", "Age", 40, "Shane"), ("Person1", "Age", 40, "Shane")}}
+
+
+# -- dependency ------------------------------------------------------------------
+NY = {"b": "AvgAge.Age", "b_where": "City = 'NY'"}
+
+
+@pytest.mark.parametrize(("name", "expected"), [("Steve", True), ("Mark", True), ("Mary", False), ("Shane", False)])
+def test_ny_average_depends_on_steves_and_marks_age_only(people: Path, name: str, expected: bool) -> None:
+    answer = provplug.open(people).depends("Person1.Age", a_where=f"Name = '{name}'", **NY)
+    assert answer.depends is expected
+    if expected:
+        age = {"Steve": 30, "Mark": 40}[name]
+        assert [_cell(c) for c in answer.path] == [
+            ("Person1", "Age", age, name), ("Person2", "Age", age, name), ("AvgAge", "Age", 35.0, "NY")]
+        assert answer.ops == ["R1", "R2"]
+        assert [_cell(c) for c in answer.a] == [("Person1", "Age", age, name)]
+    else:
+        assert answer.path == [] and answer.ops == [] and answer.reached == []
+
+
+def test_depends_on_a_whole_row_and_by_value_id(people: Path) -> None:
+    store = provplug.open(people)
+    row = store.depends("Person1.*", a_where="Name = 'Mark'", **NY)  # Name, City, Age of Mark's row
+    assert row.depends and len(row.a) == 3
+    assert [_cell(c) for c in row.reached_records()] == [("Person1", "Age", 40, "Mark")]
+    # A cell names of another column: Steve's Name reaches Person2.Name only, not the average.
+    assert not store.depends("Person1.Name", a_where="Name = 'Steve'", **NY).depends
+    mark = store.cells(table="Person1", column="Age", where="Name = 'Mark'")
+    ny = store.cells(table="AvgAge", column="Age", where="City = 'NY'")
+    by_id = store.depends(mark, ny[0])
+    assert by_id.depends and by_id.ops == ["R1", "R2"]
+    assert not store.depends(ny, mark).depends  # the other way round: an ancestor depends on no descendant
+
+
+def test_depends_cli(people: Path, cli: Any) -> None:
+    yes = cli("depends", people, "Person1.Age", "AvgAge.Age", "--a-where", "Name = 'Mark'", "--b-where", "City = 'NY'")
+    assert yes.code == 0, yes
+    assert yes.out.startswith("yes: AvgAge.Age = 35.0")
+    assert "  -> R1 -> Person2.Age = 40" in yes.out and "  -> R2 -> AvgAge.Age = 35.0" in yes.out
+    no = cli("depends", people, "--json", "Person1.Age", "AvgAge.Age", "--a-where", "Name = 'Mary'",
+             "--b-where", "City = 'NY'")
+    data = json.loads(no.out)
+    assert (data["format"], data["depends"], data["path"], data["ancestors"]) == ("provplug-depends", False, [], 4)
+    bad = cli("depends", people, "Person1.Age", "Person1.Age", "--a-where", "Name = 'Mark'", "--b-where", "Age > 30")
+    assert bad.code == 2 and "share" in bad.err, bad
+
+
+def test_depends_errors(people: Path) -> None:
+    store = provplug.open(people)
+    with pytest.raises(LineageQueryError, match=r"needs TABLE\.COLUMN"):
+        store.depends(1, "AvgAge.Age", a_where="Age > 1")
+    with pytest.raises(LineageQueryError, match="no column"):
+        store.depends("Person1.Nope", "AvgAge.Age")

@@ -27,6 +27,7 @@ ALL_COLUMNS = "*"
 if TYPE_CHECKING:
     from ..explore.browse import RunRecord, TableDetail, TableRecord
     from ..explore.manage import DeletedRun, GcReport
+    from .depends import DependsAnswer
 
 
 class ProvenanceStore:
@@ -112,6 +113,22 @@ class ProvenanceStore:
             answer.stats["reduction"] = reduced
         answer.stats["seconds"] = round(time.perf_counter() - started, 6)
         return answer
+
+    def depends(self, a: int | Iterable[int] | str, b: int | Iterable[int] | str, *, a_where: str | None = None,
+                b_where: str | None = None, run: str | None = None, method: str = "auto",
+                tau: int | None = None, spark: Any = None) -> DependsAnswer:
+        """Does ``b`` depend on ``a`` (is a cell of ``a`` among ``b``'s
+        ancestors)? Each a value id, ids, or ``"TABLE.COLUMN"`` (``"TABLE.*"``:
+        every column) with its rows chosen by ``a_where`` / ``b_where``. The
+        answer holds the shortest path from ``a`` to ``b`` (see
+        :mod:`provplug.query.depends`)."""
+        from .depends import depends
+
+        return depends(self, a, b, a_where=a_where, b_where=b_where, run=run, method=method, tau=tau, spark=spark)
+
+    def records(self, value_ids: Iterable[int]) -> list[dict[str, Any]]:
+        """A record per value id: ``{value_id, table, column, row, value}``."""
+        return catalog_for(self.store).records(np.array(list(value_ids), dtype=np.int64))
 
     def zoom_out(self, answer: LineageAnswer, modules: Iterable[str]) -> LineageAnswer:
         """``answer`` at module level for ``modules`` (``"*"``: every module):
