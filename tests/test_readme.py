@@ -20,6 +20,12 @@ def bash_blocks() -> list[str]:
     return re.findall(r"```bash\n(.*?)```", README, flags=re.S)
 
 
+def python_block_after(heading: str) -> str:
+    """The first python block after ``heading``."""
+    start = README.index(heading)
+    return re.search(r"```python\n(.*?)```", README[start:], flags=re.S).group(1)
+
+
 def block_after(heading: str) -> str:
     """The first bash block after the paragraph that contains ``heading``."""
     start = README.index(heading)
@@ -72,7 +78,8 @@ def test_readme_capture_example_runs_as_written(cli, tmp_path: Path) -> None:
     (`python3 people.py`, a fresh interpreter), then the commands after it."""
     import provplug
 
-    capture_block, query_block = re.findall(r"```python\n(import provplug.*?)```", README, flags=re.S)
+    capture_block = python_block_after("## Capturing provenance (Python API)")
+    query_block = python_block_after("## Indexing and lineage queries")
     (tmp_path / "people.py").write_text(capture_block)
     run = subprocess.run([sys.executable, "people.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -100,6 +107,17 @@ def test_readme_capture_example_runs_as_written(cli, tmp_path: Path) -> None:
     assert {(r["table"], r["column"], r["value"]) for r in answer.lineage} == {  # type: ignore[attr-defined]
         ("Person2", "Age", 30), ("Person2", "Age", 40), ("Person1", "Age", 30), ("Person1", "Age", 40)
     }
+
+    # "Browsing and managing a store": the notebook calls, on the same store.
+    browse: dict[str, object] = {}
+    os.chdir(tmp_path)
+    try:
+        exec(compile(python_block_after("## Browsing and managing a store"), "README.md", "exec"), browse)
+    finally:
+        os.chdir(old)
+    store = browse["store"]
+    assert [r["kind"] for r in store.runs()] == ["capture"]  # type: ignore[attr-defined]
+    assert sorted(t["name"] for t in store.tables()) == ["AvgAge", "Person1", "Person2"]  # type: ignore[attr-defined]
 
 
 def test_readme_script_capture_example_runs_as_written(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
