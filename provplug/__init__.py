@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .capture import capture, current_run, step
+from .capture import capture, current_run, module, step
 from .errors import (
     CaptureError,
     ImportInputError,
@@ -59,6 +59,7 @@ __all__ = [
     "capture_writes",
     "current_run",
     "hookimpl",
+    "module",
     "open",
     "open_store",
     "step",

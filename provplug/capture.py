@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,6 +38,8 @@ from .reduce.spec import reductions_from
 F = TypeVar("F", bound=Callable[..., Any])
 
 _active_run: contextvars.ContextVar[ActiveRun | None] = contextvars.ContextVar("provplug_run", default=None)
+_modules: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("provplug_modules", default=())
+MODULE_PARAM = "module"  # op parameter naming a step's module (the zoom queries')
 
 
 class ActiveRun(StagedRun):
@@ -96,6 +99,7 @@ class ActiveRun(StagedRun):
     # -- called by @step -----------------------------------------------------
     def call_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         assert self.session is not None
+        step = _in_module(step)
         self.plugins.step_started(self.info, step)
         ops_before = len(self.txn.ops)
         try:
@@ -106,6 +110,31 @@ class ActiveRun(StagedRun):
         for op in self.txn.ops[ops_before:]:
             self.plugins.step_finished(self.info, step, op)
         return result
+
+
+@contextlib.contextmanager
+def module(name: str) -> Iterator[None]:
+    """Group the steps called inside the block as module ``name``: each
+    records it as its op parameter ``module``, which ``provplug lineage
+    --zoom-out NAME`` zooms out of. Nested blocks give dotted names
+    (``outer.inner``), as does a step that names its own module inside one."""
+    if not isinstance(name, str) or not name.strip(".") or name != name.strip("."):
+        raise CaptureError(f"a module name is non-empty text without a leading or trailing dot, not {name!r}")
+    token = _modules.set((*_modules.get(), name))
+    try:
+        yield
+    finally:
+        _modules.reset(token)
+
+
+def _in_module(step: StepInfo) -> StepInfo:
+    """``step`` with the enclosing modules prefixed to its ``module`` parameter."""
+    enclosing = _modules.get()
+    if not enclosing:
+        return step
+    own = step.params.get(MODULE_PARAM)
+    name = ".".join([*enclosing, own] if isinstance(own, str) and own else enclosing)
+    return dataclasses.replace(step, params={**step.params, MODULE_PARAM: name})
 
 
 def current_run() -> ActiveRun | None:
