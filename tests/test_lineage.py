@@ -266,6 +266,16 @@ def test_table7_spark_path_gives_the_same_answer(table7: Path, spark: Any, metho
         assert on_spark["lineage"] == on_driver["lineage"] and on_spark["edges"] == on_driver["edges"]
 
 
+def test_a_query_on_spark_reports_its_rounds(table7: Path, spark: Any, cli: Any) -> None:
+    # 8's 6 ancestors take 6 rounds, one Spark job each: 7; 5; 4; 2 and 3; 1; then one that finds
+    # nothing new and ends the recursion. Progress goes to stderr, the answer to stdout.
+    r = cli("lineage", table7, "--value-id", "8", "--tau", "0")
+    assert r.code == 0, r
+    lines = [line for line in r.err.splitlines() if "lineage on Spark (ancestors)" in line]
+    assert lines and "6 values reached in 6 round(s)" in lines[-1], r.err
+    assert "lineage on Spark" not in r.out
+
+
 # -- the driver path starts no JVM ----------------------------------------------------
 
 

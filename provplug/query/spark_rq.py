@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from .. import schema
 from ..index import layout
+from ..progress import Progress
 from ..sparksession import spark_ddl
 from .model import Direction, Edges, Walk
 
@@ -38,11 +39,19 @@ def _to_arrow(frame: Any) -> pa.Table:
     return pa.Table.from_pandas(frame.toPandas(), preserve_index=False)
 
 
-def walk_spark(spark: Any, triples: Any, seeds: np.ndarray, direction: Direction, cached: bool = False) -> Walk:
+def walk_spark(
+    spark: Any, triples: Any, seeds: np.ndarray, direction: Direction, cached: bool = False,
+    progress: Progress | None = None,
+) -> Walk:
     """Semi-naive recursion over ``triples`` (a DataFrame with src, dst, op);
     ``cached``: the caller keeps ``triples`` cached (else it is cached here
-    for the rounds of this query only)."""
+    for the rounds of this query only). Each round (one Spark job) is
+    reported to ``progress`` (by default a progress bar or lines on stderr:
+    a query on Spark can take minutes)."""
     from pyspark.sql import functions as F
+
+    progress = Progress() if progress is None else progress
+    stage = f"lineage on Spark ({'ancestors' if direction == 'up' else 'descendants'})"
 
     seeds = np.unique(np.asarray(seeds, dtype=np.int64))
     edges = triples if cached else triples.select("src", "dst", "op").cache()  # scanned once per round
@@ -50,6 +59,7 @@ def walk_spark(spark: Any, triples: Any, seeds: np.ndarray, direction: Direction
     found: list[pa.Table] = []
     visited = seeds
     frontier = seeds
+    rounds = 0
     try:
         while len(frontier):
             if len(frontier) <= ISIN_LIMIT:  # a literal set: one scan stage, no exchange
@@ -62,6 +72,9 @@ def walk_spark(spark: Any, triples: Any, seeds: np.ndarray, direction: Direction
             reached = np.unique(step.column(to).to_numpy().astype(np.int64))
             frontier = np.setdiff1d(reached, visited, assume_unique=True)
             visited = np.union1d(visited, frontier)
+            rounds += 1
+            progress.update(stage, len(visited) - len(seeds), f"values reached in {rounds} round(s)")
+        progress.done(stage, len(visited) - len(seeds), f"values reached in {rounds} round(s)")
     finally:
         if not cached:
             edges.unpersist()
