@@ -81,11 +81,15 @@ def column_pairs(
     table of ``src, dst, op``) or else from the ops' stored triples."""
     import numpy as np
 
+    from ..progress import Progress
     from ..query.catalog import catalog_for
 
     by_op: dict[int, list[ColumnPair]] = {int(o["op_id"]): [] for o in ops}
     if triples is None:
+        progress = Progress()  # millions of triples take seconds: say so
+        progress.update("export: reading the ops' triples", force=True)
         triples = _scan(store, list(by_op))
+        progress.done("export: read the ops' triples", triples.num_rows, "triples")
     if triples.num_rows == 0:
         return by_op
     catalog = catalog_for(store)

@@ -92,9 +92,13 @@ class RunProvenance:
         """For each output table in ``wanted``: a frame of (cell, srow) pairs,
         ``srow`` a source row (its id with the column bits cleared), one per
         source row among the cell's ancestors."""
+        from ..progress import Progress
+
+        progress = Progress()  # a run's ops can hold millions of triples: say where it is
         sources = {t for t, info in self.tables.items() if info["origin"] == "source"}
         pairs: dict[int, pd.DataFrame] = {}
-        for op in sorted(self.ops, key=lambda o: o["op_id"]):
+        for done, op in enumerate(sorted(self.ops, key=lambda o: o["op_id"])):
+            progress.update(f"metrics: source rows of run {self.run_id}'s cells", done, f"of {len(self.ops)} ops")
             triples = self._op_triples(op["op_id"])
             if triples.num_rows == 0:
                 continue
@@ -115,6 +119,7 @@ class RunProvenance:
             for table in np.unique(dst_table).tolist():
                 chunk = found[dst_table == table]
                 pairs[table] = chunk if table not in pairs else pd.concat([pairs[table], chunk]).drop_duplicates()
+        progress.done(f"metrics: source rows of run {self.run_id}'s cells", len(self.ops), "ops")
         return {t: p for t, p in pairs.items() if t in wanted}
 
     def rows(self, table_id: int) -> pd.DataFrame:
