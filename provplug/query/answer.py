@@ -135,9 +135,7 @@ class LineageAnswer:
         """Lineage values the answer's triples lead no further from (a
         subgraph's: its source ancestors and its final descendants)."""
         if self.direction == "both":
-            from .subgraph import parts
-
-            up, down, _ = parts(self)
+            up, down, _ = self.subgraph_parts()
             return up.ends() | down.ends()
         following = self._following()
         return {r["value_id"] for r in self.lineage if not following.get(r["value_id"])}
@@ -152,6 +150,23 @@ class LineageAnswer:
             for frm, to in ways:
                 following[ends[frm]].append((e["op"], ends[to]))
         return following
+
+    def subgraph_parts(self) -> tuple[LineageAnswer, LineageAnswer, list[Record]]:
+        """A subgraph answer (:mod:`provplug.query.subgraph`) split for
+        reading: its ancestors (an ``up`` answer), its descendants (a
+        ``down`` answer) and the other parents of the descendants."""
+        by_role: dict[str, list[Record]] = {"ancestor": [], "descendant": [], "other parent": []}
+        for r in self.lineage:
+            by_role[r.get("role", "ancestor")].append(r)
+        queried = {q["value_id"] for q in self.query}
+        ancestors = queried | {r["value_id"] for r in by_role["ancestor"]}
+        descendants = queried | {r["value_id"] for r in by_role["descendant"]}
+
+        def part(direction: str, role: str, cells: set[int]) -> LineageAnswer:
+            edges = [e for e in self.edges if e["src"] in cells and e["dst"] in cells]
+            return LineageAnswer(self.query, self.method, direction, by_role[role], edges, self.stats)
+
+        return part("up", "ancestor", ancestors), part("down", "descendant", descendants), by_role["other parent"]
 
     def _restricted(self, kept: set[int], view: dict[str, Any]) -> LineageAnswer:
         keep = kept | {q["value_id"] for q in self.query}
@@ -292,9 +307,7 @@ def _summary_text(s: dict[str, Any], max_rows: int) -> str:
 def _subgraph_text(answer: LineageAnswer, max_lines: int, max_siblings: int) -> str:
     """A subgraph answer as its ancestors' tree, its descendants' tree, then
     each triple from an other parent into a descendant."""
-    from .subgraph import parts
-
-    up, down, _ = parts(answer)
+    up, down, _ = answer.subgraph_parts()
     records = {r["value_id"]: r for r in [*answer.query, *answer.lineage]}
     inside = {q["value_id"] for q in answer.query} | down.value_ids
     into = sorted((e for e in answer.edges if e["dst"] in down.value_ids and e["src"] not in inside),

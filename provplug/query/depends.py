@@ -14,22 +14,29 @@ so A and B must not share a cell.
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import LineageQueryError
-from .answer import Record, _label, finite
-
-if TYPE_CHECKING:
-    from .api import ProvenanceStore
+from .answer import LineageAnswer, Record, _label, finite
+from .targets import parse_target
 
 JSON_FORMAT = "provplug-depends"
 JSON_VERSION = 1
 Cells = int | Iterable[int] | str  # value id(s) or "TABLE.COLUMN"
+
+
+class Queries(Protocol):
+    """What the dependency query needs of :class:`~provplug.query.api.ProvenanceStore`."""
+
+    def cells(self, *args: Any, **kwargs: Any) -> list[int]: ...
+
+    def lineage(self, *args: Any, **kwargs: Any) -> LineageAnswer: ...
+
+    def records(self, value_ids: Iterable[int]) -> list[Record]: ...
 
 
 @dataclass
@@ -81,7 +88,7 @@ def _cells_text(records: list[Record]) -> str:
     return f"{len(records)} cells of {', '.join(names)}"
 
 
-def depends(store: ProvenanceStore, a: Cells, b: Cells, *, a_where: str | None = None,
+def depends(store: Queries, a: Cells, b: Cells, *, a_where: str | None = None,
             b_where: str | None = None, run: str | None = None, method: str = "auto",
             tau: int | None = None, spark: Any = None) -> DependsAnswer:
     """See :meth:`ProvenanceStore.depends`."""
@@ -109,8 +116,6 @@ def depends(store: ProvenanceStore, a: Cells, b: Cells, *, a_where: str | None =
 def _selection(cells: Cells, where: str | None, run: str | None, name: str) -> dict[str, Any]:
     """The :meth:`ProvenanceStore.cells` arguments of side ``name``."""
     if isinstance(cells, str):
-        from .cli import parse_target
-
         table, column = parse_target(cells)
         return {"table": table, "column": column, "where": where, "run": run}
     if where is not None:
@@ -142,39 +147,3 @@ def _shortest_path(edges: list[dict[str, Any]], starts: list[int], targets: set[
                 came_from[parent] = (value, op)
                 queue.append(parent)
     return []
-
-
-# -- command line ----------------------------------------------------------------
-def add_parser(sub: Any) -> None:
-    from .cli import TARGET_HELP
-
-    p = sub.add_parser(
-        "depends",
-        help="does B depend on A? yes with the shortest path from A to B, or no",
-        description="Does B depend on A: is a cell of A among the ancestors of a cell of B? "
-        "A and B are each a value id or TABLE.COLUMN (TABLE.* for whole rows) with --a-where / --b-where.",
-        epilog="Example: provplug depends STORE Person1.Age AvgAge.Age --a-where \"Name = 'Mark'\" "
-        "--b-where \"City = 'NY'\". Exit code 0 for yes and for no; errors exit 2.",
-    )
-    p.add_argument("store", metavar="STORE")
-    p.add_argument("a", metavar="A", help=f"the earlier cells: a value id, or {TARGET_HELP}")
-    p.add_argument("b", metavar="B", help="the later cells: a value id or TABLE.COLUMN, as A")
-    p.add_argument("--a-where", metavar="PREDICATE", help="A's rows: an SQL boolean expression over its table")
-    p.add_argument("--b-where", metavar="PREDICATE", help="B's rows: an SQL boolean expression over its table")
-    p.add_argument("--run", metavar="RUN", help="the tables of run RUN (when several runs wrote a table name)")
-    p.add_argument("--method", default="auto", help="the ancestors query's method (as provplug lineage)")
-    p.add_argument("--json", action="store_true", help="the answer as JSON")
-    p.set_defaults(func=_cmd_depends)
-
-
-def _side(text: str) -> int | str:
-    return int(text) if text.isdigit() else text
-
-
-def _cmd_depends(args: argparse.Namespace) -> int:
-    from .api import open as open_store
-
-    answer = open_store(args.store).depends(_side(args.a), _side(args.b), a_where=args.a_where,
-                                            b_where=args.b_where, run=args.run, method=args.method)
-    print(answer.to_json() if args.json else answer.render())
-    return 0

@@ -10,23 +10,29 @@ record carries a ``role``: ``ancestor``, ``descendant`` or ``other parent``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from .answer import LineageAnswer, Record
+from ..protocols import Store
+from .answer import LineageAnswer
 from .catalog import catalog_for
 from .methods import QueryContext, _whole_table
 from .model import Edges
-
-if TYPE_CHECKING:
-    from .api import ProvenanceStore
 
 SUBGRAPH = "both"
 ROLES = ("ancestor", "descendant", "other parent")
 
 
-def subgraph(store: ProvenanceStore, query: dict[str, Any]) -> LineageAnswer:
+class Queries(Protocol):
+    """What the subgraph query needs of :class:`~provplug.query.api.ProvenanceStore`."""
+
+    store: Store
+
+    def lineage(self, *args: Any, **kwargs: Any) -> LineageAnswer: ...
+
+
+def subgraph(store: Queries, query: dict[str, Any]) -> LineageAnswer:
     """The subgraph of the values ``query`` (keyword arguments of
     :meth:`ProvenanceStore.lineage`, without ``direction``) selects."""
     up = store.lineage(**query, direction="up")
@@ -55,7 +61,7 @@ def subgraph(store: ProvenanceStore, query: dict[str, Any]) -> LineageAnswer:
     )
 
 
-def _parents_of(store: ProvenanceStore, values: np.ndarray, method: str, tau: int | None) -> Edges:
+def _parents_of(store: Queries, values: np.ndarray, method: str, tau: int | None) -> Edges:
     """Every triple whose dst is one of ``values``: through the index (the
     values' connected sets hold their incoming triples), or with ``rq``,
     from the whole triple table that method reads anyway."""
@@ -89,20 +95,3 @@ def _stats(up: LineageAnswer, down: LineageAnswer, other_parents: int) -> dict[s
     stats["subgraph"] = {"ancestors": len(up.lineage), "descendants": len(down.lineage),
                          "other_parents": other_parents}
     return stats
-
-
-def parts(answer: LineageAnswer) -> tuple[LineageAnswer, LineageAnswer, list[Record]]:
-    """A subgraph answer split for reading: the ancestors (an ``up`` answer),
-    the descendants (a ``down`` answer) and the other parents."""
-    by_role: dict[str, list[Record]] = {role: [] for role in ROLES}
-    for r in answer.lineage:
-        by_role[r.get("role", "ancestor")].append(r)
-    queried = {q["value_id"] for q in answer.query}
-    ancestors = queried | {r["value_id"] for r in by_role["ancestor"]}
-    descendants = queried | {r["value_id"] for r in by_role["descendant"]}
-    up = LineageAnswer(answer.query, answer.method, "up", by_role["ancestor"],
-                       [e for e in answer.edges if e["src"] in ancestors and e["dst"] in ancestors], answer.stats)
-    down = LineageAnswer(answer.query, answer.method, "down", by_role["descendant"],
-                         [e for e in answer.edges if e["src"] in descendants and e["dst"] in descendants],
-                         answer.stats)
-    return up, down, by_role["other parent"]
