@@ -115,7 +115,7 @@ def test_a_target_limits_the_diff_to_its_cells(cli: Any, runs: dict[str, Any]) -
 def test_bad_runs_are_one_line_errors(cli: Any, runs: dict[str, Any]) -> None:
     store = runs["store"]
     unknown = cli("diff", store, "nope", runs["base"])
-    assert unknown.code == 2 and "no run 'nope'" in unknown.err and unknown.err.count("\n") == 1
+    assert unknown.code == 2 and "unknown run 'nope' (runs: " in unknown.err and unknown.err.count("\n") == 1
     ambiguous = cli("diff", store, "2", runs["base"])
     assert ambiguous.code == 2 and "ambiguous" in ambiguous.err
     missing = cli("diff", store, runs["base"], runs["older"], "Nope.Age")

@@ -4,10 +4,13 @@ that a run's tables are read even where another run wrote the same name."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LineageQueryError
+from ..query.catalog import TableEntry
+
+# One table of one run, as the store's catalogue records it (the catalogue's own record).
+Table = TableEntry
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -15,34 +18,11 @@ if TYPE_CHECKING:
     from ..protocols import Store
 
 
-class RunSelectionError(LineageQueryError):
-    """A run id (or prefix) names no committed run, or more than one."""
-
-
-@dataclass(frozen=True)
-class Table:
-    """One table of one run, as the store's catalogue records it."""
-
-    table_id: int
-    name: str
-    run_id: str
-    origin: str
-    columns: tuple[str, ...]
-    rows: int | None
-    stored_rows: bool
-
-
 def resolve_run(store: Store, prefix: str) -> str:
-    """The committed run whose id is ``prefix`` or starts with it."""
-    run_ids = [m["run_id"] for m in store.runs()]
-    if prefix in run_ids:
-        return prefix
-    matches = [r for r in run_ids if r.startswith(prefix)]
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise RunSelectionError(f"no run {prefix!r} in {store.uri} (runs: {', '.join(run_ids) or 'none'})")
-    raise RunSelectionError(f"run prefix {prefix!r} is ambiguous: {', '.join(matches)}")
+    """The committed run whose id is ``prefix`` or the one run whose id starts with it."""
+    from ..explore.runs import select_run
+
+    return str(select_run(store.runs(), prefix)["run_id"])
 
 
 def tables_of(store: Store, run_ids: set[str] | None = None) -> list[Table]:
@@ -50,7 +30,8 @@ def tables_of(store: Store, run_ids: set[str] | None = None) -> list[Table]:
     rows = store.tables().to_pylist()
     return sorted(
         (
-            Table(t["table_id"], t["name"], t["run_id"], t["origin"], tuple(t["columns"]), t["rows"], t["stored_rows"])
+            TableEntry(t["table_id"], t["name"], t["run_id"], t["origin"], tuple(t["columns"]), t["rows"],
+                       t["stored_rows"])
             for t in rows
             if run_ids is None or t["run_id"] in run_ids
         ),
