@@ -87,3 +87,26 @@ def snapshot(root: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
             continue
         out[rel] = "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
     return out
+
+
+def explore_every_way(cli: Any, store: Path, table: str, column: str, where: str, ops: set[str]) -> dict[str, Any]:
+    """runs, tables, show, graph, export and lineage pictures on one store (issue 13 on engines'
+    stores): each command succeeds and agrees with the run's ops and tables."""
+    import json
+    import xml.etree.ElementTree as ET
+
+    runs = json.loads(cli("runs", store, "--json").out)
+    assert [r["kind"] for r in runs] == ["capture"], runs
+    tables = json.loads(cli("tables", store, "--json").out)
+    assert table in {t["name"] for t in tables}, tables
+    shown = json.loads(cli("show", store, table, "--limit", "2", "--json").out)
+    assert column in shown["columns"] and len(shown["sample"]) <= 2, shown
+    svg = cli("graph", store, "--format", "svg").out
+    text = " ".join(t for t in ET.fromstring(svg).itertext())
+    assert all(op in text for op in ops), (ops, text)
+    events = json.loads(cli("export", store, "--format", "openlineage").out)
+    assert {e["job"]["name"] for e in events} == ops, events
+    picture = cli("lineage", store, f"{table}.{column}", "--where", where, "--format", "svg")
+    assert picture.code == 0, picture
+    ET.fromstring(picture.out)
+    return {"runs": runs, "tables": tables, "show": shown, "events": events}

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, explore_every_way
 
 README = (REPO / "README.md").read_text()
 
@@ -144,3 +144,7 @@ def test_readme_script_capture_example_runs_as_written(cli, tmp_path: Path, monk
     for order, amount in ((10, 5.0), (12, 3.0), (13, 4.0)):
         assert f"order_id = {order}, amount = {amount}" in tree, tree
     assert "6 ancestors (sources only)" in tree, tree
+    # Browse, draw and export the store `provplug run` made.
+    found = explore_every_way(cli, tmp_path / "sales.prov", "big_regions", "avg_order", "region = 'north'",
+                              {"write:enriched", "write:by_region", "write:big_regions"})
+    assert {t["name"] for t in found["tables"]} == {"orders", "customers", "enriched", "by_region", "big_regions"}

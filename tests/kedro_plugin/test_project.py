@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import snapshot
+from conftest import explore_every_way, snapshot
 
 import provplug
 
@@ -178,3 +178,9 @@ def test_the_readme_kedro_commands_answer_as_documented(captured: tuple[Path, Pa
     for price in ("$1,780.0", "$4,107.0", "$2,050.0"):
         assert price in tree, tree
     assert "$3,200.0" not in tree and "$910.0" not in tree, tree
+
+
+def test_the_kedro_store_can_be_browsed_drawn_and_exported(captured: tuple[Path, Path], cli: Any) -> None:
+    _, store = captured
+    found = explore_every_way(cli, store, "price_by_location", "avg_price", "company_location = 'Niue'", set(NODES))
+    assert {t["name"] for t in found["tables"]} == SOURCES | OUTPUTS
