@@ -72,6 +72,16 @@ def test_readme_main_job_runs_as_written(cli, spark, tmp_path: Path, monkeypatch
     again = cli(*argv[3:])
     assert again.code == 2 and "already exists" in again.err
 
+    # "Dependency, subgraph and zoom queries": the depends example, on the demo's store.
+    example = re.search(r"^\$ (provplug depends .*)$", README, flags=re.M).group(1)
+    result = cli(*shlex.split(example)[1:])
+    assert result.code == 0, result
+    lines = [line.strip() for line in result.out.splitlines()]
+    assert lines[0].startswith("yes: AvgAge.Age = 35.0") and "depends on Person1.Age = 40" in lines[0], result.out
+    assert lines[-2].startswith("-> R1 -> Person2.Age = 40") and lines[-1].startswith("-> R2 -> AvgAge.Age = 35.0")
+    mary = cli(*shlex.split(example.replace("Mark", "Mary"))[1:])
+    assert mary.code == 0 and mary.out.startswith("no"), mary
+
 
 def test_readme_capture_example_runs_as_written(cli, tmp_path: Path) -> None:
     """The first capture example is a whole script: run it as a user would
