@@ -44,6 +44,35 @@ def _fresh_plugins() -> Iterator[None]:
     reset_plugins()
 
 
+@pytest.fixture(scope="session")
+def demo_store(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The paper's running example captured from Spark as ``provplug demo`` does,
+    indexed; shared read-only by the tests that query it."""
+    from provplug.demo import capture_people
+    from provplug.index.build import build_index
+    from provplug.plugins import open_store
+
+    store = tmp_path_factory.mktemp("demo") / "people.prov"
+    capture_people(spark, str(store))
+    build_index(open_store(str(store)), engine="local")
+    return store
+
+
+@pytest.fixture
+def paper_rows_store(tmp_path: Path) -> tuple[Path, dict[int, int]]:
+    """The paper's Tables 1-4 imported with stored rows and packed ids (as a
+    capture stores them), indexed; and the map from the paper's ids to them."""
+    from test_lineage_support import write_paper_store_with_rows
+
+    from provplug.index.build import build_index
+    from provplug.plugins import open_store
+
+    path = tmp_path / "people.prov"
+    packed = write_paper_store_with_rows(open_store(path), DATA / "paper_table4_triples.csv")
+    build_index(path, engine="local")
+    return path, packed
+
+
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
     return tmp_path / "store.prov"

@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DATA
-from test_lineage_support import write_paper_store_with_rows
 
 import provplug
 from provplug.importer import import_provenance
@@ -25,11 +23,8 @@ NY_AGE = ("AvgAge.Age", "--where", "City = 'NY'")
 
 
 @pytest.fixture
-def people(tmp_path: Path) -> tuple[Path, dict[int, int]]:
-    path = tmp_path / "people.prov"
-    packed = write_paper_store_with_rows(open_store(path), DATA / "paper_table4_triples.csv")
-    build_index(path, engine="local")
-    return path, packed
+def people(paper_rows_store: tuple[Path, dict[int, int]]) -> tuple[Path, dict[int, int]]:
+    return paper_rows_store
 
 
 def _json(cli: Any, *args: Any) -> dict[str, Any]:

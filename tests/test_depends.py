@@ -22,20 +22,13 @@ from typing import Any
 import pytest
 
 import provplug
-from provplug.demo import capture_people
 from provplug.errors import LineageQueryError
 from provplug.query.answer import LineageAnswer
 
 
-@pytest.fixture(scope="module")
-def people(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from provplug.index.build import build_index
-    from provplug.plugins import open_store
-
-    store = tmp_path_factory.mktemp("depends") / "people.prov"
-    capture_people(spark, str(store))
-    build_index(open_store(str(store)), engine="local")
-    return store
+@pytest.fixture
+def people(demo_store: Path) -> Path:
+    return demo_store
 
 
 def _cell(record: dict[str, Any]) -> tuple[str, str, Any, Any]:

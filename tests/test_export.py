@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 
-from provplug.demo import capture_people
-
 NY = ("AvgAge.Age", "--where", "City = 'NY'")
 # The lineage of AvgAge.Age for NY (README): 35.0 <-R2- Person2.Age 30, 40 <-R1- Person1.Age 30, 40.
 ANSWER_VALUES = {("AvgAge", "Age", 35.0), ("Person2", "Age", 30), ("Person2", "Age", 40),
@@ -24,15 +22,9 @@ ANSWER_DERIVATIONS = {
 }
 
 
-@pytest.fixture(scope="module")
-def people(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from provplug.index.build import build_index
-    from provplug.plugins import open_store
-
-    store = tmp_path_factory.mktemp("export") / "people.prov"
-    capture_people(spark, str(store))
-    build_index(open_store(str(store)))
-    return store
+@pytest.fixture
+def people(demo_store: Path) -> Path:
+    return demo_store
 
 
 def _export(cli: Any, *args: Any) -> str:

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from conftest import DATA, EXAMPLES, REPO, snapshot
-from test_lineage_support import write_paper_store_with_rows
 
 import provplug
 from provplug import ids
@@ -46,12 +45,8 @@ def table7(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def people(tmp_path: Path) -> tuple[Path, dict[int, int]]:
-    """Tables 1-4 with stored rows and packed ids (as a capture stores them)."""
-    path = tmp_path / "people.prov"
-    packed = write_paper_store_with_rows(open_store(path), DATA / "paper_table4_triples.csv")
-    build_index(path, engine="local")
-    return path, packed
+def people(paper_rows_store: tuple[Path, dict[int, int]]) -> tuple[Path, dict[int, int]]:
+    return paper_rows_store
 
 
 def _edges(answer: dict[str, Any]) -> set[tuple[int, int, str]]:

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 from conftest import DATA, EXAMPLES
-from test_lineage_support import write_paper_store_with_rows
 
 from provplug.importer import import_provenance
 from provplug.index import build_index
@@ -28,11 +27,8 @@ NY_AGE = ("AvgAge.Age", "--where", "City = 'NY'")
 
 
 @pytest.fixture
-def people(tmp_path: Path) -> Path:
-    path = tmp_path / "people.prov"
-    write_paper_store_with_rows(open_store(path), DATA / "paper_table4_triples.csv")
-    build_index(path, engine="local")
-    return path
+def people(paper_rows_store: tuple[Path, dict[int, int]]) -> Path:
+    return paper_rows_store[0]
 
 
 def texts(svg: str) -> list[str]:
