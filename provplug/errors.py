@@ -46,3 +46,8 @@ class DamagedIndexError(NotIndexedError):
 
 class ReductionError(CaptureError):
     """A provenance reduction is malformed or cannot apply (see provplug.reduce)."""
+
+
+class LocationError(CaptureError):
+    """A location-based lineage model is ill-defined, or the data contradicts
+    a step's declared rates (see provplug.location)."""

@@ -1,0 +1,87 @@
+"""Location-based lineage (004, DESIGN §10): lineage from positions and static rates.
+
+A step whose rates are static — every row-aligned Spark step (select,
+withColumn, cast, scalar UDF: one row in, one row out), a Beam ParDo declared
+1:1 or with a fixed fan-out, any step declared with ``rates=`` — needs no
+stored triple per cell: "output row k comes from the input rows of the
+firing that produced it, output column c from these input columns" is stored
+once per step and the triples are computed when they are read.
+
+The parts:
+
+* :mod:`.model` — 004's workflow: containers, actors (stateless, fixed or
+  dynamic buffering), rated edges, ``cdep`` and ``cdep*``; delays and
+  self-loops through containers' initial tokens;
+* :mod:`.rates` — the arithmetic of one edge (firing of a position, window
+  of a firing, the corrected start/end propagation of the digest §4.5);
+* :mod:`.dependency` — ``dependency(D, C1, L, C2, L_S, L_E)`` for every
+  container in ``cdep*(C1)``, exact on DAGs (unions of paths as
+  :class:`Positions`, one row per interval) and on feedback loops;
+* :mod:`.simulate` — an SDF run token by token, the oracle of the tests;
+* :mod:`.rows`, :mod:`.edges` — provplug's side: :class:`RowRuns` maps a
+  table's positions to its sparse row numbers (two integers per partition),
+  a :class:`LocationEdge` is one (op, input table, output table) with its
+  rates and column map, and :func:`expand` yields exactly the triples it
+  stands for, as Arrow batches of the store's triple schema;
+* :mod:`.files` — ``locations.json`` in a run's directory;
+  :func:`locations_of` reads every committed run's edges;
+* :mod:`.check` — :func:`check_rates`: a declaration the data contradicts
+  is a :class:`~provplug.errors.LocationError`.
+
+How the rest of provplug will use it (the plan for the wiring round):
+
+* **Capture.** A Spark step the capture recognises as row-aligned numbers
+  its output rows with the input's row numbers (same partitioning, same
+  order), writes no triples and records one aligned edge per input (its
+  column map from the projection's references, the output's runs from the
+  partition sizes). A step declared with rates is checked with
+  :func:`check_rates` against the row mapping its capture observed before
+  its edge replaces its triples. Beam: a ParDo declared 1:1 or with a fixed
+  fan-out records an edge the same way. The recorder writes the run's edges
+  once, as ``locations.json``, when the run finishes (a dataset of the run,
+  so it is committed and deleted with it). ``location_lineage=False`` keeps
+  storing triples, so the two stores can be compared.
+* **Index and queries.** Every reader of triples (the WCC and connected-set
+  builders, RQ, CCProv, CSProv, downstream, what-if) reads them through one
+  function: the stored triple files plus :func:`expand` of
+  :func:`locations_of` — the same triples, so components, sets and answers
+  are identical to those of a store that kept them. Static-rate hops can
+  later be answered arithmetically (:func:`dependency`) instead of expanded.
+"""
+
+from __future__ import annotations
+
+from .check import check_rates
+from .dependency import Dependency, dependency, dependency_rows
+from .edges import LocationEdge, expand, location_edge, workflow_of
+from .files import LOCATIONS, locations_of, read_locations, write_locations
+from .model import Actor, Consumption, Production, Workflow, workflow
+from .positions import Positions
+from .rates import Rates
+from .rows import RowRuns
+from .simulate import Run, simulate
+
+__all__ = [
+    "LOCATIONS",
+    "Actor",
+    "Consumption",
+    "Dependency",
+    "LocationEdge",
+    "Positions",
+    "Production",
+    "Rates",
+    "RowRuns",
+    "Run",
+    "Workflow",
+    "check_rates",
+    "dependency",
+    "dependency_rows",
+    "expand",
+    "location_edge",
+    "locations_of",
+    "read_locations",
+    "simulate",
+    "workflow",
+    "workflow_of",
+    "write_locations",
+]

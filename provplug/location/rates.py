@@ -1,0 +1,104 @@
+"""The static rates of one step edge and the position arithmetic they imply.
+
+An actor fires when its input holds ``consumption`` unread tokens; firing
+``f`` (1-based) reads input positions ``(f-1)·c+1 .. f·c`` and appends
+``production`` tokens to its output, at positions ``initial + (f-1)·p+1 ..
+initial + f·p`` (``initial``: tokens a container holds before any firing,
+e.g. a delay's). What a firing *uses* is its window of input positions:
+
+* stateless: the ``c`` tokens it consumed;
+* fixed buffering (buffer ``s >= c``): the last ``s`` tokens consumed so far
+  (fewer while the buffer fills), 004's ``x_s``;
+* dynamic buffering: every token consumed so far.
+
+Every window ends at ``f·c`` and starts no later than the previous window's
+end + 1, so the windows of consecutive firings leave no gap: the positions a
+run of output positions depends on are one interval, the first firing's
+window start to the last firing's window end. That is the digest's
+corrected start/end form (§4.5) — start and end propagated separately,
+never a width.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import LocationError
+
+
+def _positive(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise LocationError(f"{name} must be a positive integer, not {value!r}")
+    return int(value)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Consumption and production rate of one input → output step edge."""
+
+    consumption: int = 1
+    production: int = 1
+    buffer: int | None = None  # fixed buffering: a firing uses the last ``buffer`` tokens consumed
+    dynamic: bool = False  # dynamic buffering: a firing uses every token consumed so far
+
+    def __post_init__(self) -> None:
+        _positive("a consumption rate", self.consumption)
+        _positive("a production rate", self.production)
+        if self.buffer is not None:
+            _positive("a buffer size", self.buffer)
+            if self.dynamic:
+                raise LocationError("an edge has fixed or dynamic buffering, not both")
+            if self.buffer < self.consumption:
+                # 004 keeps the buffer at x_s while each firing consumes x_c new tokens: undefined for x_s < x_c.
+                raise LocationError(
+                    f"a buffer of {self.buffer} tokens is smaller than its consumption rate {self.consumption}"
+                )
+
+    @property
+    def aligned(self) -> bool:
+        """One token in, one token out, nothing kept: position k comes from position k."""
+        return self.consumption == self.production == 1 and self.buffer is None and not self.dynamic
+
+    def window(self, firing: int) -> tuple[int, int]:
+        """The input positions firing ``firing`` (1-based) uses."""
+        end = firing * self.consumption
+        if self.dynamic:
+            return 1, end
+        if self.buffer is not None:
+            return max(1, end - self.buffer + 1), end
+        return end - self.consumption + 1, end
+
+    def windows(self, firings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`window` of every firing of an int64 array."""
+        end = firings * self.consumption
+        if self.dynamic:
+            return np.ones_like(end), end
+        if self.buffer is not None:
+            return np.maximum(1, end - self.buffer + 1), end
+        return end - self.consumption + 1, end
+
+    def firing(self, position: int, initial: int = 0) -> int | None:
+        """The firing that produced output ``position``; None for an initial token."""
+        if position <= initial:
+            return None
+        return ceil_div(position - initial, self.production)
+
+    def upstream(self, start: int, end: int, initial: int = 0) -> tuple[int, int] | None:
+        """The input positions output positions ``start..end`` depend on
+        (one interval, see the module docstring); None if all are initial."""
+        last = self.firing(end, initial)
+        if last is None:
+            return None
+        first = self.firing(max(start, initial + 1), initial)
+        assert first is not None
+        return self.window(first)[0], self.window(last)[1]
+
+    def describe(self) -> str:
+        kept = f", buffer {self.buffer}" if self.buffer is not None else ", dynamic buffer" if self.dynamic else ""
+        return f"consumption {self.consumption}, production {self.production}{kept}"
