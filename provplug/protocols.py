@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from .model import OpInfo, StepInfo, TableInfo, TableOrigin
-    from .writers import Destination, RowsWriter, TripleWriter
+    from .rowrules import OpRowRules
+    from .writers import Destination, RowLineageWriter, RowsWriter, TripleWriter
 
 
 # -- capture -----------------------------------------------------------------------
@@ -157,6 +158,19 @@ class RunRecorder(Protocol):
 
     def triples_writer(self, stem: str | None = None) -> TripleWriter:
         """A writer of triples (parts named ``stem-*``)."""
+        ...
+
+    def row_lineage_destination(self) -> Destination:
+        """Where the run's row-lineage records go (created; picklable for
+        workers); see :mod:`provplug.rowlineage`."""
+        ...
+
+    def row_lineage_writer(self, stem: str | None = None) -> RowLineageWriter:
+        """A writer of row-lineage records (parts named ``stem-*``)."""
+        ...
+
+    def record_row_rules(self, rules: OpRowRules) -> None:
+        """Record what the row lineage of ``rules.out_table`` means (once per table)."""
         ...
 
     def copy_positional_rows(self, table_id: int, files: Iterable[tuple[Any, str, int]]) -> int:

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 from .errors import CaptureError
 from .model import OpInfo, TableInfo, TableOrigin, utc_now
 from .protocols import Store, Transaction
+from .rowrules import LINEAGE, RULES, OpRowRules, rules_text
 
 if TYPE_CHECKING:
-    from .writers import Destination, RowsWriter, TripleWriter
+    from .writers import Destination, RowLineageWriter, RowsWriter, TripleWriter
 
 # The writers (pyarrow) load when a run first writes, not when a pipeline
 # module defines its @provplug.step functions.
@@ -33,7 +34,7 @@ ROWS = "rows"
 TRIPLES = "triples"
 SCRATCH = "_scratch"
 # Names of the store's own files in a run's directory (see provplug.store).
-RESERVED = frozenset({ROWS, TRIPLES, "tables.parquet", "ops.parquet", "values.parquet"})
+RESERVED = frozenset({ROWS, TRIPLES, "tables.parquet", "ops.parquet", "values.parquet", LINEAGE, RULES})
 
 
 class StagedRun:
@@ -47,6 +48,7 @@ class StagedRun:
         self._used: set[str] = set()  # top-level directories handed out
         self._sources: dict[str, TableInfo] = {}  # the source tables recorded, by name
         self._kept_rows: dict[int, Any] | None = None  # production-mode reduction: source table id -> kept rows
+        self._row_rules: dict[int, OpRowRules] = {}  # output table id -> its op's row rules
 
     # -- identity --------------------------------------------------------------
     @property
@@ -125,6 +127,22 @@ class StagedRun:
     def triples_destination(self) -> Destination:
         return self._destination(TRIPLES)
 
+    def row_lineage_destination(self) -> Destination:
+        """Where row-lineage records go (:mod:`provplug.rowlineage`); Spark
+        tasks write into it with :class:`~provplug.writers.RowLineageWriter`."""
+        return self._destination(LINEAGE)
+
+    def row_lineage_writer(self, stem: str | None = None) -> RowLineageWriter:
+        from .writers import RowLineageWriter
+
+        return RowLineageWriter(self.row_lineage_destination(), stem)
+
+    def record_row_rules(self, rules: OpRowRules) -> None:
+        """What the row lineage of ``rules.out_table`` means; written with the run."""
+        if rules.out_table in self._row_rules:
+            raise CaptureError(f"row rules for table {rules.out_table} recorded twice in one run")
+        self._row_rules[rules.out_table] = rules
+
     def scratch_destination(self, *parts: str) -> Destination:
         return self._destination(SCRATCH, *parts)
 
@@ -166,6 +184,11 @@ class StagedRun:
                 root.child(ROWS).delete()
         if TRIPLES in self._used:
             self.txn.mark_dataset(TRIPLES)
+        if LINEAGE in self._used:
+            self.txn.mark_dataset(LINEAGE)
+        if self._row_rules:
+            root.write_text(RULES, rules_text(self._row_rules.values()))
+            self.txn.mark_dataset(RULES)
 
     def _reduce_triples(self) -> None:
         """Filter the staged triples to the kept paths; each op's count follows."""

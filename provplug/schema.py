@@ -51,6 +51,19 @@ OPS = pa.schema(
     ]
 )
 
+# Row lineage (see provplug.rowlineage): one record per (output row, member, input row).
+ROW_LINEAGE = pa.schema(
+    [
+        pa.field("op", pa.int64(), nullable=False),
+        pa.field("out_table", pa.int32(), nullable=False),
+        pa.field("out_row", pa.int64(), nullable=False),
+        pa.field("member", pa.int32(), nullable=False),
+        pa.field("in_table", pa.int32(), nullable=False),
+        pa.field("in_row", pa.int64(), nullable=False),
+        pa.field("optional", pa.bool_(), nullable=False),
+    ]
+)
+
 # Column of every stored rows dataset that holds the row number of the id layout.
 ROW_COLUMN = "_provplug_row"
 

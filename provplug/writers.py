@@ -337,6 +337,40 @@ class TripleWriter(PartWriter):
         self.write_table(triples_table(src, dst, op, dst_table=dst_table, src_table=src_table))
 
 
+def lineage_table(op: int, out_table: int, out_row: Any, member: Any, in_table: Any, in_row: Any,
+                  optional: Any = False) -> pa.Table:
+    """Records of :data:`provplug.schema.ROW_LINEAGE` from arrays (scalars broadcast)."""
+    rows = np.asarray(out_row, dtype=np.int64)
+    n = len(rows)
+
+    def column(value: Any, dtype: Any) -> Any:
+        arr = np.asarray(value, dtype=dtype)
+        return np.full(n, arr, dtype=dtype) if arr.ndim == 0 else arr
+
+    return pa.Table.from_arrays(
+        [pa.array(column(op, np.int64)), pa.array(column(out_table, np.int32)), pa.array(rows),
+         pa.array(column(member, np.int32)), pa.array(column(in_table, np.int32)),
+         pa.array(column(in_row, np.int64)), pa.array(column(optional, np.bool_))],
+        schema=schema.ROW_LINEAGE,
+    )
+
+
+class RowLineageWriter(PartWriter):
+    """Writes row-lineage records (schema :data:`provplug.rowlineage.ROW_LINEAGE`).
+
+    ``writer.write(op, out_table, out_row, member, in_table, in_row, optional)``
+    with arrays (or scalars, broadcast) per record; see :mod:`provplug.rowlineage`.
+    """
+
+    dataset = "rowlineage"
+    default_schema = schema.ROW_LINEAGE
+    default_options = TRIPLE_ENCODING
+
+    def write(self, op: int, out_table: int, out_row: Any, member: Any, in_table: Any, in_row: Any,
+              optional: Any = False) -> None:
+        self.write_table(lineage_table(op, out_table, out_row, member, in_table, in_row, optional))
+
+
 class RowsWriter(PartWriter):
     """Writes a table's stored rows, each with its row number, into a destination.
 

@@ -280,3 +280,34 @@ def test_a_failed_run_leaves_nothing(store: ParquetStore) -> None:
     with pytest.raises(RuntimeError):
         _stage(store, True, body)
     assert store.runs() == [] and store.stats()["triples"] == 0
+
+
+def test_row_lineage_and_rules_commit_with_the_run_and_read_back(store: ParquetStore) -> None:
+    from provplug import rowlineage
+    from provplug.rowrules import ColumnRule, OpRowRules
+
+    rules = OpRowRules(7, 3, "exact", {"n": ColumnRule("aggregate", function="count_star"),
+                                       "city": ColumnRule("copy", 2, "city")}, {2: ("city",)})
+
+    def body(run: StagedRun) -> None:
+        with run.row_lineage_writer() as writer:
+            writer.write(7, 3, [0, 0, 1], [0, 1, 0], 2, [4, 5, 6])
+        run.record_row_rules(rules)
+        with pytest.raises(CaptureError, match="twice"):
+            run.record_row_rules(rules)
+
+    _stage(store, True, body)
+    assert rowlineage.rules_of(store) == {3: rules}
+    dataset = rowlineage.lineage_of(store)
+    assert dataset is not None
+    got = dataset.to_table().sort_by("in_row").to_pylist()
+    assert [(r["out_row"], r["member"], r["in_table"], r["in_row"], r["optional"]) for r in got] == [
+        (0, 0, 2, 4, False), (0, 1, 2, 5, False), (1, 0, 2, 6, False)]
+    assert rowlineage.lineage_of(store, run_ids=["no-such-run"]) is None
+
+
+def test_a_rule_refuses_an_unknown_aggregate() -> None:
+    from provplug.rowrules import ColumnRule
+
+    with pytest.raises(ValueError, match="unknown aggregate"):
+        ColumnRule("aggregate", 1, "x", function="median")
