@@ -19,12 +19,20 @@ document, which chains a group's documents into one component, as entity
 resolution does across filings. The 32 high fan-in values and the 10-99
 fan-in ones pick parents anywhere in their component.
 
+Replication (the paper's scaled datasets, §4: the trace "replicated by a
+factor of 9, 24 and 48"): copy ``k`` is the same trace with every value id
+shifted by ``k * COPY_STRIDE``, so copies share no value; tables and ops keep
+their names, so the copies are the same workflow run over other documents.
+Each copy is imported as its own run (one copy's memory at a time; the index
+treats a table name as one table across runs).
+
 Usage::
 
-    python examples/benchmarks/paper_trace.py STORE [--scale 1.0] [--seed 0]
+    python examples/benchmarks/paper_trace.py STORE [--scale 1.0] [--seed 0] [--copies 1]
 
-or ``generate(path, scale=1.0, seed=0)`` from Python (the query benchmark
-uses it too). The triples go through ``provplug.importer`` like any import.
+or ``generate(path, scale=1.0, seed=0, copies=1)`` from Python (the query
+benchmark uses it too). The triples go through ``provplug.importer`` like any
+import.
 """
 
 from __future__ import annotations
@@ -66,6 +74,9 @@ HUB_MAX = 450
 MID_FANIN_VALUES = 3_963
 # Parents per (value, parent table): mostly 1-3, some up to 9.
 FANIN_P = np.array([0.50, 0.25, 0.12, 0.05, 0.03, 0.02, 0.015, 0.01, 0.005])
+# Copy k's value ids are the trace's plus k * COPY_STRIDE (a round number, so a
+# copy's ids read as the original's; scale 1 uses ids below 4.6M).
+COPY_STRIDE = 1_000_000_000
 
 
 def component_sizes(scale: float, rng: np.random.Generator) -> np.ndarray:
@@ -209,9 +220,31 @@ def _wide_fanin(
     return base[parent][comp[rep]] + pick, ids[rep]
 
 
-def write_files(folder: str, scale: float = 1.0, seed: int = 0) -> tuple[str, str]:
-    """Write ``triples.parquet`` and ``values.parquet`` for ``provplug import``."""
-    triples, values = generate_arrays(scale, seed)
+Arrays = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]
+
+
+def replicate(arrays: Arrays, copy: int) -> Arrays:
+    """Copy ``copy`` of a trace: every value id shifted by ``copy * COPY_STRIDE``."""
+    triples, values = arrays
+    if copy < 0:
+        raise ValueError(f"copy must be >= 0, not {copy}")
+    if copy == 0:
+        return arrays
+    if len(values["value_id"]) and int(values["value_id"].max()) >= COPY_STRIDE:
+        raise ValueError(f"trace ids reach {int(values['value_id'].max()):,}: too large to replicate (stride {COPY_STRIDE:,})")
+    shift = np.int64(copy) * COPY_STRIDE
+    return (
+        {"src": triples["src"] + shift, "dst": triples["dst"] + shift, "op": triples["op"]},
+        {"value_id": values["value_id"] + shift, "table": values["table"]},
+    )
+
+
+def write_files(
+    folder: str, scale: float = 1.0, seed: int = 0, copy: int = 0, arrays: Arrays | None = None
+) -> tuple[str, str]:
+    """Write ``triples.parquet`` and ``values.parquet`` of copy ``copy`` for
+    ``provplug import`` (``arrays``: the trace already generated)."""
+    triples, values = replicate(arrays or generate_arrays(scale, seed), copy)
     names = list(WORKFLOW)
     op_names = pa.array([f"{names[c // 10]}_{c % 10}" for c in range(len(names) * 10)])
     tp, vp = os.path.join(folder, "triples.parquet"), os.path.join(folder, "values.parquet")
@@ -232,16 +265,29 @@ def write_files(folder: str, scale: float = 1.0, seed: int = 0) -> tuple[str, st
     return tp, vp
 
 
-def generate(path: str | os.PathLike[str], scale: float = 1.0, seed: int = 0, progress: Any = None) -> dict[str, Any]:
-    """Create a store at ``path`` holding the trace (one import run)."""
+def generate(
+    path: str | os.PathLike[str], scale: float = 1.0, seed: int = 0, progress: Any = None, copies: int = 1
+) -> dict[str, Any]:
+    """Create a store at ``path`` holding ``copies`` copies of the trace (one
+    import run each); ``triples`` and ``duplicates`` are summed over them."""
     from provplug.importer import import_provenance
     from provplug.plugins import open_store
     from provplug.progress import SILENT
 
-    with tempfile.TemporaryDirectory(prefix="provplug-trace-") as tmp:
-        tp, vp = write_files(tmp, scale, seed)
-        result = import_provenance(open_store(path), tp, vp, progress=progress or SILENT)
-    return {"store": os.fspath(path), "scale": scale, "seed": seed, **result}
+    if copies < 1:
+        raise ValueError(f"copies must be >= 1, not {copies}")
+    arrays = generate_arrays(scale, seed)
+    store = open_store(path)
+    runs, triples, duplicates = [], 0, 0
+    for copy in range(copies):
+        with tempfile.TemporaryDirectory(prefix="provplug-trace-") as tmp:
+            tp, vp = write_files(tmp, copy=copy, arrays=arrays)
+            result = import_provenance(store, tp, vp, progress=progress or SILENT)
+        runs.append(result["run_id"])
+        triples += int(result["triples"])
+        duplicates += int(result["duplicates"])
+    return {"store": os.fspath(path), "scale": scale, "seed": seed, "copies": copies, "run_id": runs[0],
+            "run_ids": runs, "triples": triples, "duplicates": duplicates}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,11 +295,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("store", help="store directory to create (must not hold a trace already)")
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--copies", type=int, default=1, help="replication factor: copies with fresh ids, one run each")
     args = parser.parse_args(argv)
+    if args.copies < 1:
+        parser.error("--copies must be at least 1")
     from provplug.progress import Progress
 
     t0 = time.monotonic()
-    result = generate(args.store, args.scale, args.seed, progress=Progress())
+    result = generate(args.store, args.scale, args.seed, progress=Progress(), copies=args.copies)
     print(f"wrote {result['triples']:,} triples to {args.store} in {time.monotonic() - t0:.1f}s")
     return 0
 
