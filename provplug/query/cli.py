@@ -38,7 +38,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--direction", choices=("up", "down"), default="up", help="up: ancestors (default); down: descendants")
     p.add_argument("--method", default="auto", help="auto (default), csprov, ccprov, rq, or a plugin's method")
     p.add_argument("--tau", type=whole_number(0, "triples"), metavar="TRIPLES",
-                   help="recurse on the driver below this many triples, on Spark above")
+                   help="recurse on the driver below this many triples, on Spark above (0: always Spark); "
+                   "default: on the driver whenever the query's triples fit its memory "
+                   "(half the available memory, or PROVPLUG_QUERY_DRIVER_MB)")
     p.add_argument("--run", metavar="RUN", help="query the tables of run RUN (when several runs wrote a table name)")
     p.add_argument("--subgraph", action="store_true",
                    help="ancestors, descendants and the other parents of each descendant, as one answer")

@@ -1,18 +1,34 @@
 """Spark-free reads of the lineage index (layout: :mod:`provplug.index.layout`).
 
-Everything the driver path needs is read with pyarrow, one bucket at a time,
-and kept per process (bounded by a byte budget) so that warm queries touch no
-file: a bucket of triples is held sorted by ``dst_csid``, so the triples of a
-set are one ``searchsorted`` range; value -> set and set dependencies likewise.
+A query reads only the rows of its own sets, from one of two sources:
+
+* **Mapped files** (``GEN/mapped/``, written by :func:`write_mapped` when the
+  index is built): every bucket once more as an Arrow IPC file sorted by the
+  key queries look up, memory-mapped. A set's rows are one ``searchsorted``
+  range of the mapped key column, so a query touches only the pages of its
+  own ranges: a cold process reads what the answer needs, and warm data is
+  the OS page cache's (shared between processes, reclaimable), so latency
+  follows the answer's sets, not the store's size, whatever memory is left.
+* **Parquet buckets** (a generation without mapped files, a store on a
+  remote filesystem): a bucket touched for the first time in a process is
+  scanned with the set filter pushed into the read; from the second touch on
+  it is held sorted in memory, in a cache bounded by bytes.
+
+The cache (:class:`_ByteBudgetCache`) holds loaded buckets and open maps up
+to a budget sized from the machine (half the memory available when it is
+first used) or ``PROVPLUG_QUERY_CACHE_MB``; beyond it the least recently used
+entries are evicted, never one the query in progress uses (a query that
+sweeps more buckets than fit reads the rest filtered instead of evicting its
+own buckets round-robin).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
+import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -22,17 +38,35 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from .. import storefiles
-from ..errors import NotIndexedError
+from ..errors import DamagedStoreError, NotIndexedError
 from ..index import integrity, layout
 from ..index.generation import check_generation, current_generation, generation_meta
 from ..protocols import Store
-from .driver import _gather_ranges
+from .driver import _gather_ranges, available_memory, megabytes_from_env
 from .model import Direction, Edges
 
 _T = TypeVar("_T")
 
 CACHE_ENV = "PROVPLUG_QUERY_CACHE_MB"
-DEFAULT_CACHE_MB = 2048
+MAPPED_ENV = "PROVPLUG_QUERY_MAPPED"  # "0": ignore mapped files (benchmarks, diagnosis)
+MIN_CACHE = 256 << 20
+# A loaded Parquet bucket takes about this many times its file size (int64
+# columns, uncompressed, plus the sorted copy's key).
+LOADED_PER_STORED = 3
+# An open map costs the process only its metadata: its pages are the OS's.
+MAPPED_ENTRY_BYTES = 4096
+
+MAPPED_DIR = "mapped"
+MAPPED_MANIFEST = f"{MAPPED_DIR}/manifest.json"
+MAPPED_FORMAT = 1
+# dataset -> (key it is sorted by, other columns); one file per bucket.
+MAPPED_BUCKETED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "triples": ("dst_csid", ("src", "dst", "op")),
+    "setdeps": ("dst_csid", ("src_csid",)),
+    "rsetdeps": ("src_csid", ("dst_csid",)),
+    "value_sets": ("value_id", ("ccid", "csid")),
+}
+MAPPED_SETS_BY_CCID = f"{MAPPED_DIR}/sets_by_ccid.arrow"  # sets.parquet's (ccid, csid) by ccid
 
 
 def arrow_ids(values: np.ndarray) -> pa.Array:
@@ -42,33 +76,65 @@ def arrow_ids(values: np.ndarray) -> pa.Array:
     return pa.array(np.asarray(values, dtype=np.int64).tolist(), pa.int64())
 
 
-class _ByteBudgetCache:
-    """A map of loaded index files bounded by bytes. Entries are admitted
-    while they fit and then kept: a query that sweeps every bucket would
-    otherwise evict and reload them all, round-robin, on every query."""
+@dataclass
+class _Entry:
+    value: Any
+    size: int
+    query: int  # the last query that used it
 
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
+
+class _ByteBudgetCache:
+    """Loaded index files by key, bounded by bytes, least recently used
+    evicted first. Entries the current query (:meth:`begin_query`) has used
+    are not evicted for it: :meth:`put` refuses instead, and the caller
+    reads what it needs without keeping it."""
+
+    def __init__(self, budget: int | None = None) -> None:
+        self._budget = budget
         self.used = 0
-        self.items: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()
+        self.items: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()
         self.touched: set[tuple[Any, ...]] = set()
+        self.query = 0
+        self.evictions = 0
         self.lock = threading.Lock()
 
-    def get(self, key: tuple[Any, ...], load: Callable[[], tuple[_T, int]]) -> _T:
+    @property
+    def budget(self) -> int:
+        """Bytes it may hold: ``PROVPLUG_QUERY_CACHE_MB``, or half the memory
+        available when it is first asked (a process's queries then share it)."""
+        if self._budget is None:
+            given = megabytes_from_env(CACHE_ENV)
+            self._budget = given if given is not None else max(MIN_CACHE, available_memory() // 2)
+        return self._budget
+
+    def set_budget(self, budget: int | None) -> None:
+        """A new budget in bytes (None: from the environment and the machine
+        again); entries beyond it are evicted now."""
         with self.lock:
-            hit = self.items.get(key)
-            if hit is not None:
-                self.items.move_to_end(key)
-                return hit[0]  # what this key's load returned
+            self._budget = budget
+            self.query += 1  # nothing in use: a shrink may evict anything
+            self._make_room(0)
+
+    def begin_query(self) -> None:
+        with self.lock:
+            self.query += 1
+
+    def get(self, key: tuple[Any, ...], load: Callable[[], tuple[_T, int]]) -> _T:
+        hit = self.peek(key)
+        if hit is not None:
+            return hit  # what this key's load returned
         value, size = load()
-        return self.put(key, value, size)
+        self.put(key, value, size)
+        return value
 
     def peek(self, key: tuple[Any, ...]) -> Any:
         with self.lock:
             hit = self.items.get(key)
-            if hit is not None:
-                self.items.move_to_end(key)
-            return None if hit is None else hit[0]
+            if hit is None:
+                return None
+            self.items.move_to_end(key)
+            hit.query = self.query
+            return hit.value
 
     def first_touch(self, key: tuple[Any, ...]) -> bool:
         """True the first time ``key`` is asked about in this process."""
@@ -78,16 +144,35 @@ class _ByteBudgetCache:
             self.touched.add(key)
             return True
 
-    def has_room(self) -> bool:
+    def would_fit(self, size: int) -> bool:
+        """Could ``size`` bytes be admitted, evicting only entries the current query has not used?"""
         with self.lock:
-            return self.used < self.budget
+            return self.used - self._evictable() + size <= self.budget
 
-    def put(self, key: tuple[Any, ...], value: _T, size: int) -> _T:
+    def put(self, key: tuple[Any, ...], value: Any, size: int) -> bool:
+        """Keep ``value`` if it fits (evicting least recently used entries); False if not kept."""
         with self.lock:
-            if key not in self.items and self.used + size <= self.budget:
-                self.items[key] = (value, size)
-                self.used += size
-        return value
+            if key in self.items:
+                return True
+            if not self._make_room(size):
+                return False
+            self.items[key] = _Entry(value, size, self.query)
+            self.used += size
+            return True
+
+    def _evictable(self) -> int:
+        return sum(e.size for e in self.items.values() if e.query != self.query)
+
+    def _make_room(self, size: int) -> bool:
+        budget = self.budget
+        if self.used - self._evictable() + size > budget:
+            return False
+        for key in [k for k, e in self.items.items() if e.query != self.query]:  # oldest first
+            if self.used + size <= budget:
+                break
+            self.used -= self.items.pop(key).size
+            self.evictions += 1
+        return self.used + size <= budget
 
     def clear(self) -> None:
         with self.lock:
@@ -96,16 +181,41 @@ class _ByteBudgetCache:
             self.used = 0
 
 
-_CACHE = _ByteBudgetCache(int(os.environ.get(CACHE_ENV, DEFAULT_CACHE_MB)) << 20)
+_CACHE = _ByteBudgetCache()
 # Generations whose files were checked in this process: the check is a
 # listing (a few ms, as much as a warm query), so it is done once per process.
 _CHECKED: set[tuple[str, str]] = set()
+# Mapped-file manifests by generation (None: the generation has none), read once per process.
+_MANIFESTS: dict[tuple[str, str], dict[str, int] | None] = {}
 
 
 def clear_cache() -> None:
     """Forget every cached index file and check (tests, or after re-indexing in-process)."""
     _CACHE.clear()
     _CHECKED.clear()
+    _MANIFESTS.clear()
+
+
+def set_cache_budget(megabytes: float | None) -> None:
+    """Bound the query cache to ``megabytes`` MiB (None: the default again)."""
+    _CACHE.set_budget(None if megabytes is None else int(megabytes * (1 << 20)))
+
+
+def cache_usage() -> dict[str, int]:
+    """Bytes held, the budget, entries, and evictions so far."""
+    with _CACHE.lock:
+        return {"used": _CACHE.used, "budget": _CACHE.budget, "entries": len(_CACHE.items),
+                "evictions": _CACHE.evictions}
+
+
+def begin_query() -> None:
+    """Mark the start of a query: what it uses is not evicted while it runs."""
+    _CACHE.begin_query()
+
+
+def cached(key: tuple[Any, ...], load: Callable[[], tuple[_T, int]]) -> _T:
+    """``load()``'s value (with its size in bytes), kept in the query cache while it fits."""
+    return _CACHE.get(key, load)
 
 
 @dataclass(frozen=True)
@@ -131,7 +241,8 @@ class IndexReader:
     Its files are checked against the generation's record when it is first
     opened in a process (:mod:`provplug.index.integrity`), and bucket files
     are taken from that record: a file lost later is an error, not an empty
-    bucket."""
+    bucket. Mapped files are used when the generation has them (see the
+    module's description) and the store is on the local filesystem."""
 
     def __init__(self, store: Store, generation: str, meta: dict[str, Any] | None = None) -> None:
         self.store = store
@@ -144,6 +255,7 @@ class IndexReader:
         self.value_buckets = self._buckets("value_sets", layout.VALUE_BUCKETS)
         self._key = (store.root, generation)
         self._recorded = _recorded_folders(self.meta)
+        self.mapped = self._mapped_manifest()
 
     @classmethod
     def current(cls, store: Store) -> IndexReader:
@@ -200,7 +312,55 @@ class IndexReader:
             return pa.table({c: pa.array([], pa.int64()) for c in columns})
         return self._scan(files, columns=columns)
 
+    def _stored_bytes(self, directory: str) -> int | None:
+        """Bytes of ``directory``'s data files as recorded (None: no record)."""
+        recorded = self.meta.get(integrity.FILES)
+        if self._recorded is None or not isinstance(recorded, dict):
+            return None
+        return sum(int(recorded[p]) for p in self._recorded.get(directory[len(self.root) + 1:], ()))
+
+    # -- mapped files ----------------------------------------------------------
+    def _mapped_manifest(self) -> dict[str, int] | None:
+        """The generation's mapped files (relative path -> size), or None."""
+        if not isinstance(self.fs, pafs.LocalFileSystem) or megabytes_from_env(MAPPED_ENV) == 0:
+            return None
+        if self._key not in _MANIFESTS:
+            path = f"{self.root}/{MAPPED_MANIFEST}"
+            found: dict[str, int] | None = None
+            if self.fs.get_file_info(path).type == pafs.FileType.File:
+                with self._damage():
+                    manifest = storefiles.read_json(self.fs, path)
+                if isinstance(manifest, dict) and manifest.get("format") == MAPPED_FORMAT:
+                    found = {str(k): int(v) for k, v in manifest.get("files", {}).items()}
+            _MANIFESTS[self._key] = found
+        return _MANIFESTS[self._key]
+
+    def _mapped_bucket(self, dataset: str, bucket: int, key: str, columns: list[str]) -> _Sorted | None:
+        """The mapped file of ``dataset``'s bucket, if there is one holding ``key`` and ``columns``."""
+        if self.mapped is None or dataset not in MAPPED_BUCKETED:
+            return None
+        mapped_key, mapped_columns = MAPPED_BUCKETED[dataset]
+        relative = f"{MAPPED_DIR}/{dataset}/bucket={bucket}.arrow"
+        if key != mapped_key or not set(columns) <= set(mapped_columns) or relative not in self.mapped:
+            return None
+        return self._open_mapped(relative, key)
+
+    def _open_mapped(self, relative: str, key: str) -> _Sorted:
+        def load() -> tuple[_Sorted, int]:
+            with self._damage():
+                return _map_sorted(self.fs, f"{self.root}/{relative}", key, self.mapped_size(relative)), MAPPED_ENTRY_BYTES
+
+        return _CACHE.get((*self._key, relative), load)
+
+    def mapped_size(self, relative: str) -> int:
+        assert self.mapped is not None
+        return self.mapped[relative]
+
     def _sorted_bucket(self, dataset: str, bucket: int, key: str, columns: list[str]) -> _Sorted:
+        mapped = self._mapped_bucket(dataset, bucket, key, columns)
+        if mapped is not None:
+            return mapped
+
         def load() -> tuple[_Sorted, int]:
             table = self._read(self.bucket_dir(dataset, bucket), [key, *columns])
             keys = table.column(key).to_numpy().astype(np.int64, copy=False)
@@ -251,6 +411,8 @@ class IndexReader:
 
     def sets_by_component(self) -> _Sorted:
         """``sets.parquet`` sorted by ccid (column csid)."""
+        if self.mapped is not None and MAPPED_SETS_BY_CCID in self.mapped:
+            return self._open_mapped(MAPPED_SETS_BY_CCID, "ccid")
 
         def load() -> tuple[_Sorted, int]:
             sets = self.set_table()
@@ -265,11 +427,22 @@ class IndexReader:
         return np.unique(by_cc.cols["csid"][by_cc.ranges(np.unique(ccids))])
 
     def triples_in_sets(self, csids: np.ndarray) -> int:
-        """Triples whose dst lies in ``csids`` (from the per-set sizes, no triple read)."""
+        """Triples whose dst lies in ``csids``, read from no triple: the
+        lengths of the sets' ranges in the mapped files, else the per-set
+        sizes of ``sets.parquet``."""
+        csids = np.unique(np.asarray(csids, dtype=np.int64))
+        if self._mapped_bucket("triples", 0, "dst_csid", []) is not None:
+            buckets = csids % self.triple_buckets
+            total = 0
+            for b in np.unique(buckets).tolist():
+                part = self._sorted_bucket("triples", b, "dst_csid", [])
+                wanted = csids[buckets == b]
+                total += int((np.searchsorted(part.key, wanted, "right") - np.searchsorted(part.key, wanted)).sum())
+            return total
         sets = self.set_table()
-        pos = np.minimum(np.searchsorted(sets.key, csids), max(len(sets.key) - 1, 0))
         if len(sets.key) == 0:
             return 0
+        pos = np.minimum(np.searchsorted(sets.key, csids), len(sets.key) - 1)
         hit = sets.key[pos] == csids
         return int(sets.cols["triples"][pos[hit]].sum())
 
@@ -279,45 +452,53 @@ class IndexReader:
         dataset, key, other = (
             ("setdeps", "dst_csid", "src_csid") if direction == "up" else ("rsetdeps", "src_csid", "dst_csid")
         )
-        seen = set(np.unique(start).tolist())
-        frontier = np.unique(np.asarray(start, dtype=np.int64))
+        seen = np.unique(np.asarray(start, dtype=np.int64))
+        frontier = seen
         while len(frontier):
+            buckets = frontier % self.setdep_buckets
             found = [
-                part.cols[other][part.ranges(frontier[frontier % self.setdep_buckets == b])]
-                for b in np.unique(frontier % self.setdep_buckets).tolist()
+                part.cols[other][part.ranges(frontier[buckets == b])]
+                for b in np.unique(buckets).tolist()
                 for part in [self._sorted_bucket(dataset, b, key, [other])]
             ]
             step = np.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
-            frontier = np.array([s for s in step.tolist() if s not in seen], dtype=np.int64)
-            seen.update(frontier.tolist())
-        return np.array(sorted(seen), dtype=np.int64)
+            frontier = np.setdiff1d(step, seen, assume_unique=True)
+            seen = np.union1d(seen, frontier)
+        return seen
 
     # -- triples ---------------------------------------------------------------
     def triples_of_sets(self, csids: np.ndarray) -> Edges:
-        """Every triple whose ``dst_csid`` is in ``csids``.
-
-        A bucket touched for the first time in this process is scanned with
-        the set filter pushed into the read (a cold, one-off query pays only
-        for the scan); from the second touch on it is held sorted by
-        ``dst_csid`` so that a warm query takes one range per set.
-        """
+        """Every triple whose ``dst_csid`` is in ``csids``: ranges of the
+        mapped files, or from Parquet (see the module's description)."""
         csids = np.unique(np.asarray(csids, dtype=np.int64))
         parts = []
         buckets = csids % self.triple_buckets
         for b in np.unique(buckets).tolist():
             wanted = csids[buckets == b]
-            key = (*self._key, "triples", b, "dst_csid")
-            part = _CACHE.peek(key)
-            # First touch, or a full cache: a filtered scan (~10 ms a bucket)
-            # instead of loading and evicting buckets round-robin.
-            if part is None and (_CACHE.first_touch(key) or not _CACHE.has_room()):
+            part = self._mapped_bucket("triples", b, "dst_csid", ["src", "dst", "op"])
+            if part is None:
+                part = self._held_triples(b)
+            if part is None:
                 parts.append(self._filtered_triples(b, wanted))
                 continue
-            if part is None:
-                part = self._sorted_bucket("triples", b, "dst_csid", ["src", "dst", "op"])
             rows = part.ranges(wanted)
             parts.append(Edges(part.cols["src"][rows], part.cols["dst"][rows], part.cols["op"][rows]))
         return Edges.concat(parts)
+
+    def _held_triples(self, bucket: int) -> _Sorted | None:
+        """The Parquet bucket sorted in memory, when held or worth holding:
+        not on its first touch in this process (a one-off query pays only for
+        a filtered scan), and not when it would not fit the cache."""
+        key = (*self._key, "triples", bucket, "dst_csid")
+        part = _CACHE.peek(key)
+        if part is not None:
+            return part
+        if _CACHE.first_touch(key):
+            return None
+        stored = self._stored_bytes(self.bucket_dir("triples", bucket))
+        if stored is not None and not _CACHE.would_fit(stored * LOADED_PER_STORED):
+            return None
+        return self._sorted_bucket("triples", bucket, "dst_csid", ["src", "dst", "op"])
 
     def _filtered_triples(self, bucket: int, csids: np.ndarray) -> Edges:
         files = self._files(self.bucket_dir("triples", bucket))
@@ -332,7 +513,6 @@ class IndexReader:
         return [f for b in buckets for f in self._files(self.bucket_dir("triples", b))]
 
 
-
 def _recorded_folders(meta: dict[str, Any]) -> dict[str, list[str]] | None:
     """The generation's recorded data files by folder, or None (no record)."""
     recorded = meta.get(integrity.FILES)
@@ -343,3 +523,80 @@ def _recorded_folders(meta: dict[str, Any]) -> dict[str, list[str]] | None:
         if integrity.is_data_file(path) and "/" in path:
             folders.setdefault(path.rsplit("/", 1)[0], []).append(path)
     return folders
+
+
+# -- mapped files: written at build time, memory-mapped by queries ----------------
+
+
+def _map_sorted(fs: pafs.FileSystem, path: str, key: str, size: int) -> _Sorted:
+    """A mapped file as zero-copy arrays over its pages (one record batch)."""
+    info = fs.get_file_info(path)
+    if info.type != pafs.FileType.File:
+        raise FileNotFoundError(2, "mapped index file missing", path)
+    if info.size != size:
+        raise DamagedStoreError(f"damaged store file {path}: {info.size} bytes where its manifest says {size}")
+    with storefiles.damage_reported(path):
+        reader = pa.ipc.open_file(pa.memory_map(path))
+        if reader.num_record_batches != 1:
+            raise pa.ArrowInvalid(f"{reader.num_record_batches} record batches, not 1")
+        batch = reader.get_batch(0)
+        arrays = {name: batch.column(i).to_numpy(zero_copy_only=True) for i, name in enumerate(batch.schema.names)}
+    return _Sorted(arrays.pop(key), arrays)
+
+
+def write_mapped(fs: pafs.FileSystem, gen_dir: str, buckets: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Write the mapped files of the generation in ``gen_dir`` (its Parquet
+    buckets and ``sets.parquet`` complete; ``buckets`` as in meta.json) and
+    their manifest, last: a generation has all of them or none. One bucket is
+    in memory at a time. Return ``{relative path: size}`` of what was written."""
+    counts = {**_default_buckets(), **(buckets or {})}
+    written: dict[str, int] = {}
+    for dataset, (key, columns) in MAPPED_BUCKETED.items():
+        for b in range(int(counts[dataset])):
+            table = _read_bucket(fs, f"{gen_dir}/{dataset}/bucket={b}", [key, *columns])
+            relative = f"{MAPPED_DIR}/{dataset}/bucket={b}.arrow"
+            written[relative] = _write_sorted(fs, f"{gen_dir}/{relative}", table, key)
+    sets = storefiles.read_parquet(fs, f"{gen_dir}/sets.parquet", columns=["ccid", "csid"])
+    written[MAPPED_SETS_BY_CCID] = _write_sorted(fs, f"{gen_dir}/{MAPPED_SETS_BY_CCID}", sets, "ccid")
+    manifest = json.dumps({"format": MAPPED_FORMAT, "files": written}, indent=1)
+    _write_atomic(fs, f"{gen_dir}/{MAPPED_MANIFEST}", manifest.encode())
+    return written
+
+
+def _default_buckets() -> dict[str, int]:
+    return {"triples": layout.TRIPLE_BUCKETS, "setdeps": layout.SETDEP_BUCKETS,
+            "rsetdeps": layout.SETDEP_BUCKETS, "value_sets": layout.VALUE_BUCKETS}
+
+
+def _read_bucket(fs: pafs.FileSystem, directory: str, columns: list[str]) -> pa.Table:
+    infos = fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
+    files = sorted(i.path for i in infos if i.type == pafs.FileType.File and integrity.is_data_file(i.path))
+    if not files:
+        return pa.table({c: pa.array([], pa.int64()) for c in columns})
+    return storefiles.scan(fs, files, f"{directory} (a file of)", columns=columns)
+
+
+def _write_sorted(fs: pafs.FileSystem, path: str, table: pa.Table, key: str) -> int:
+    """``table`` sorted by ``key`` (stable) as one int64 record batch in an Arrow IPC file; its size."""
+    order = np.argsort(table.column(key).to_numpy(), kind="stable")
+    arrays = [pa.array(table.column(c).to_numpy()[order].astype(np.int64, copy=False), pa.int64())
+              for c in table.column_names]
+    batch = pa.record_batch(arrays, schema=pa.schema([pa.field(c, pa.int64(), nullable=False) for c in table.column_names]))
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    data = sink.getvalue()
+    _write_atomic(fs, path, data)
+    return len(data)
+
+
+def _write_atomic(fs: pafs.FileSystem, path: str, data: bytes | pa.Buffer) -> None:
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    temporary = f"{path}.tmp-{threading.get_ident()}"
+    try:
+        with fs.open_output_stream(temporary) as out:
+            out.write(data)
+        fs.move(temporary, path)
+    finally:
+        if fs.get_file_info(temporary).type == pafs.FileType.File:
+            fs.delete_file(temporary)

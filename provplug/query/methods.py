@@ -7,11 +7,16 @@
             those sets (Algorithm 2).
 ``auto``    CSProv with the cheapest execution for the size (the default).
 
-Every method decides the execution path by the threshold ``tau``: when the
-triples it must recurse over number fewer than ``tau`` the recursion runs on
-the driver over arrays read with pyarrow (no JVM is started); otherwise it
-runs on Spark as semi-naive DataFrame recursion. The triple count is known
-before reading any triple (per-set sizes in ``sets.parquet``).
+Every method decides the execution path before reading any triple, from the
+count of triples it must recurse over (the sets' range lengths in the mapped
+index files, or the per-set sizes in ``sets.parquet``): by default the
+recursion runs on the driver over arrays read with pyarrow (no JVM is
+started) whenever it fits the driver's memory budget
+(:func:`~provplug.query.driver.fits_driver`), and on Spark as semi-naive
+DataFrame recursion only when it would not. A threshold ``tau`` given by the
+caller (``--tau``) replaces the budget: fewer than ``tau`` triples on the
+driver, the rest on Spark (``tau=0``: always Spark, e.g. for a store on a
+cluster filesystem).
 
 A plugin adds a method by implementing ``provplug_register_query_methods``
 and registering an object with ``name``, ``description`` and
@@ -31,21 +36,35 @@ from .. import schema, storefiles
 from ..index.generation import check_covers
 from ..markers import hookimpl
 from ..protocols import Store
-from .driver import walk
+from . import index_reader
+from .driver import fits_driver, walk
 from .index_reader import IndexReader
 from .model import Direction, Edges, MethodResult
 
-DEFAULT_TAU = 2_000_000
+# No fixed threshold: the driver's memory budget decides (see the module's description).
+DEFAULT_TAU: int | None = None
 
 
 @dataclass
 class QueryContext:
-    """What a method may use: the store, its index, tau and (lazily) Spark."""
+    """What a method may use: the store, its index, tau (None: the driver's
+    memory budget decides), the driver budget in bytes (None: from the
+    environment and the machine) and (lazily) Spark."""
 
     store: Store
-    tau: int = DEFAULT_TAU
+    tau: int | None = DEFAULT_TAU
     spark: Any = None
+    driver_budget: int | None = None
     _index: IndexReader | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        index_reader.begin_query()  # what this query loads is not evicted while it runs
+
+    def on_driver(self, triples: int) -> bool:
+        """Should a recursion over ``triples`` triples run on the driver?"""
+        if self.tau is not None:
+            return triples < self.tau
+        return fits_driver(triples, self.driver_budget)
 
     def index(self) -> IndexReader:
         if self._index is None:
@@ -80,24 +99,20 @@ class QueryMethod(Protocol):
 # -- RQ over the whole triple table ---------------------------------------------
 
 _whole_lock = threading.Lock()
-_whole_tables: dict[tuple[str, tuple[str, ...]], Edges] = {}
 _whole_frames: dict[tuple[int, str, tuple[str, ...]], Any] = {}
 
 
 def _whole_table(store: Store) -> Edges:
-    """Every committed triple as arrays, kept per process (warm RQ on the driver)."""
-    key = (store.root, tuple(m["run_id"] for m in store.runs()))
-    with _whole_lock:
-        hit = _whole_tables.get(key)
-    if hit is None:
+    """Every committed triple as arrays, kept in the query cache while it fits (warm RQ on the driver)."""
+
+    def load() -> tuple[Edges, int]:
         table = storefiles.scan(
             store.fs, store.triple_files(), f"triples of {store.uri}", schema.TRIPLES, columns=["src", "dst", "op"]
         )
-        hit = Edges(*(table.column(c).to_numpy().astype(np.int64) for c in ("src", "dst", "op")))
-        with _whole_lock:
-            _whole_tables.clear()  # one store's table at a time: it can be large
-            _whole_tables[key] = hit
-    return hit
+        edges = Edges(*(table.column(c).to_numpy().astype(np.int64) for c in ("src", "dst", "op")))
+        return edges, 3 * edges.src.nbytes
+
+    return index_reader.cached(("whole", store.root, tuple(m["run_id"] for m in store.runs())), load)
 
 
 class RecursiveQuery:
@@ -106,7 +121,7 @@ class RecursiveQuery:
 
     def run(self, context: QueryContext, seeds: np.ndarray, direction: Direction) -> MethodResult:
         total = int(sum(int(m["counts"].get("triples", 0)) for m in context.store.runs()))
-        if total < context.tau:
+        if context.on_driver(total):
             return MethodResult(walk(_whole_table(context.store), seeds, direction), "driver", 0, total)
         from .spark_rq import TRIPLE_COLUMNS_DDL, read_parquet, walk_spark
 
@@ -135,7 +150,7 @@ def _recurse_over_sets(
     """RQ over the triples whose dst lies in ``csids``, on the driver or on Spark."""
     index = context.index()
     count = index.triples_in_sets(csids)
-    if count < context.tau:
+    if context.on_driver(count):
         triples = index.triples_of_sets(csids)
         return MethodResult(walk(triples, seeds, direction), "driver", len(csids), len(triples))
     from pyspark.sql import functions as F
@@ -180,10 +195,10 @@ class ConnectedSetQuery:
 
 class AutoQuery(ConnectedSetQuery):
     """CSProv never reads more than CCProv (its sets are a subset of the
-    component's), so it is the default; tau then picks driver or Spark."""
+    component's), so it is the default; memory (or tau) then picks driver or Spark."""
 
     name = "auto"
-    description = "CSProv, on the driver below tau triples and on Spark above (default)"
+    description = "CSProv, on the driver when it fits the driver's memory (or below --tau triples), else on Spark (default)"
 
 
 BUILTIN_METHODS: tuple[QueryMethod, ...] = (RecursiveQuery(), ComponentQuery(), ConnectedSetQuery(), AutoQuery())
