@@ -223,6 +223,8 @@ def test_locations_json_round_trips(tmp_path: Path) -> None:
         ('{"format": "provplug-locations", "version": 7, "edges": []}', "unsupported version 7"),
         (edges_json(sample_edges()[:1]).replace('"consumption": 1', '"consumption": 0'), "positive integer"),
         (edges_json(sample_edges()[:1]).replace('"counts": [2, 1]', '"counts": [2]'), "2 run starts for 1"),
+        (edges_json(sample_edges()[:1]).replace('"src_table": 3', '"src_table": 0'), "table id 0 outside"),
+        (edges_json(sample_edges()[:1]).replace('"firsts": [0, ', '"firsts": [0.5, '), "holds integers"),
     ],
 )
 def test_a_damaged_locations_file_is_one_line(tmp_path: Path, text: str, message: str) -> None:

@@ -74,9 +74,8 @@ class LocationEdge:
     @property
     def triple_count(self) -> int:
         """How many triples the edge stands for."""
-        firings = np.arange(1, self.dst_rows.size // self.rates.production + 1, dtype=np.int64)
-        low, high = self.rates.windows(firings)
-        return int((high - low + 1).sum()) * self.rates.production * len(self.column_pairs)
+        firings = self.dst_rows.size // self.rates.production
+        return self.rates.used(firings) * self.rates.production * len(self.column_pairs)
 
 
 def location_edge(

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .. import storefiles
-from ..errors import DamagedStoreError, LocationError, ProvplugError, StoreError
+from ..errors import DamagedStoreError, IdSpaceError, LocationError, ProvplugError, StoreError
 from ..protocols import Store
 from ..writers import Destination
 from .edges import LocationEdge, location_edge
@@ -60,7 +60,7 @@ def parse_edges(text: str, what: str) -> list[LocationEdge]:
         if record.get("version") != VERSION:
             raise ValueError(f"unsupported version {record.get('version')!r}")
         return [_edge(e) for e in record["edges"]]
-    except (ValueError, KeyError, TypeError, AttributeError, LocationError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, LocationError, IdSpaceError) as exc:
         raise DamagedStoreError(f"damaged store file {what}: {exc}") from None
 
 

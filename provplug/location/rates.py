@@ -92,12 +92,21 @@ class Rates:
     def upstream(self, start: int, end: int, initial: int = 0) -> tuple[int, int] | None:
         """The input positions output positions ``start..end`` depend on
         (one interval, see the module docstring); None if all are initial."""
-        last = self.firing(end, initial)
-        if last is None:
+        if end <= initial:
             return None
-        first = self.firing(max(start, initial + 1), initial)
-        assert first is not None
+        first = ceil_div(max(start, initial + 1) - initial, self.production)
+        last = ceil_div(end - initial, self.production)
         return self.window(first)[0], self.window(last)[1]
+
+    def used(self, firings: int) -> int:
+        """How many (firing, input position) uses firings ``1..firings`` make in all."""
+        c = self.consumption
+        if self.dynamic:
+            return c * firings * (firings + 1) // 2
+        if self.buffer is None:
+            return c * firings
+        filling = min(firings, ceil_div(self.buffer, c) - 1)  # firings whose window is shorter than the buffer
+        return c * filling * (filling + 1) // 2 + (firings - filling) * self.buffer
 
     def describe(self) -> str:
         kept = f", buffer {self.buffer}" if self.buffer is not None else ", dynamic buffer" if self.dynamic else ""

@@ -85,6 +85,8 @@ def simulate(graph: Workflow, sources: Mapping[str, int], max_firings: int = 100
     feedback loop may fire without end)."""
     sizes = dict(graph.initial)
     for name, count in sources.items():
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise LocationError(f"container {name!r} cannot be given {count!r} tokens")
         if graph.producer(name) is not None:
             raise LocationError(f"container {name!r} is written by an actor: it cannot be given tokens")
         sizes[name] += count
