@@ -179,7 +179,7 @@ def test_crash_during_build_keeps_the_old_index(store_path: Path, monkeypatch: p
     def boom(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(local_engine, "write_bucketed", boom)
+    monkeypatch.setattr(local_engine, "write_parquet", boom)
     with pytest.raises(RuntimeError, match="disk full"):
         build_index(store, theta=2, engine="local")
     assert current_generation(store) == live

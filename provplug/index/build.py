@@ -8,10 +8,13 @@ depends only on the tables and triples, never on run order.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import pyarrow.fs as pafs
@@ -22,7 +25,7 @@ from ..model import utc_now
 from ..plugins import Plugins, get_plugins, open_store
 from ..progress import SILENT, Progress
 from ..protocols import Store
-from . import DEFAULT_THETA, integrity, layout
+from . import DEFAULT_THETA, budget, integrity, layout
 from .algorithm import IndexEngine, InputStats, OutputDir, SetPlan
 from .generation import (
     PREVIOUS,
@@ -36,12 +39,12 @@ from .generation import (
 from .splits import Split, SplitsError, build_splits, check_names, compile_splits, load_splits_file, splits_to_spec
 from .workflow import TableCatalogue, WorkflowGraph, infer_workflow
 
-# engine="auto" indexes on one machine up to this many triples (~1.5 GB of arrays).
-LOCAL_MAX_TRIPLES = 30_000_000
 # 2: meta.json records the generation's files (provplug.index.integrity).
 META_FORMAT = 2
-# The Spark engine's intermediates, inside the new generation; removed before it is published.
+# The engines' intermediates, inside the new generation; removed before it is published
+# (the local engine's go to a temporary folder when the store is not on local disk).
 SCRATCH = "_scratch"
+LOCAL_SCRATCH = "local"
 
 Engine = Literal["auto", "local", "spark"]
 
@@ -54,13 +57,16 @@ def build_index(
     engine: Engine = "auto",
     progress: Progress = SILENT,
     plugins: Plugins | None = None,
+    memory_budget: int | None = None,
 ) -> dict[str, Any]:
     """Build and publish the lineage index of ``store``; return its ``meta.json``.
 
     ``splits``: a ``--splits`` document (list) or the path of a JSON file;
     ``None`` asks the ``provplug_choose_splits`` hook (built-in: automatic).
-    ``engine``: ``"local"`` (NumPy), ``"spark"`` (``spark`` or a local
-    session), or ``"auto"`` (local up to ``LOCAL_MAX_TRIPLES`` triples).
+    ``engine``: ``"local"`` (NumPy, out of core), ``"spark"`` (``spark`` or a
+    local session), or ``"auto"``: local unless its per-value arrays would
+    not fit ``memory_budget`` (bytes; default: 3/4 of the memory available
+    now), which it finds out while counting the values.
     """
     store = open_store(store) if isinstance(store, (str, os.PathLike)) else store
     store.check()
@@ -68,18 +74,19 @@ def build_index(
         raise ProvplugError(f"theta must be a positive number of nodes, not {theta!r}")
     if engine not in ("auto", "local", "spark"):
         raise ProvplugError(f"unknown index engine {engine!r} (auto, local, spark)")
+    if memory_budget is not None and (not isinstance(memory_budget, int) or memory_budget < 1):
+        raise ProvplugError(f"the memory budget must be a positive number of bytes, not {memory_budget!r}")
     spec = load_splits_file(os.fspath(splits)) if isinstance(splits, (str, os.PathLike)) else splits
     catalogue = TableCatalogue.from_store(store)
     if spec is not None:
         check_names(spec, catalogue.names)  # fail before anything is written
     runs = [m["run_id"] for m in store.runs()]
-    if engine == "auto":
-        engine = "local" if store.stats()["triples"] <= LOCAL_MAX_TRIPLES else "spark"
     had_index = store.fs.get_file_info(index_root(store)).type == pafs.FileType.Directory
     t0 = time.monotonic()
     try:
         with build_lock(store):
-            return _build(store, catalogue, runs, theta, spec, spark, engine, progress, plugins, t0)
+            choice = _EngineChoice(engine, spark, memory_budget or budget.default_budget())
+            return _build(store, catalogue, runs, theta, spec, choice, progress, plugins, t0)
     except BaseException:
         if not had_index:
             store.fs.delete_dir(index_root(store))
@@ -92,8 +99,7 @@ def _build(
     runs: list[str],
     theta: int,
     spec: Any,
-    spark: Any,
-    engine_name: str,
+    choice: _EngineChoice,
     progress: Progress,
     plugins: Plugins | None,
     t0: float,
@@ -104,15 +110,15 @@ def _build(
     gen_dir = store.path(layout.INDEX_DIR, name)
     store.fs.create_dir(gen_dir, recursive=True)
     try:
-        engine = _make_engine(store, catalogue, progress, engine_name, spark, name)
-        stats = engine.load()
-        workflow = infer_workflow(store, catalogue, [(a, b) for a, b, _ in stats.pair_triples])
-        tree, source = _choose(spec, workflow, catalogue, stats, theta, plugins or get_plugins())
-        progress.done(f"splits ({source}): {json.dumps(splits_to_spec(tree))}")
-        plan = SetPlan(theta, compile_splits(tree, catalogue.names))
-        counts = engine.build(plan, OutputDir(gen_dir, store.to_spark_path(gen_dir)))
+        with _local_scratch(store, gen_dir) as scratch:
+            engine, stats = _load(store, catalogue, progress, choice, name, scratch)
+            workflow = infer_workflow(store, catalogue, [(a, b) for a, b, _ in stats.pair_triples])
+            tree, source = _choose(spec, workflow, catalogue, stats, theta, plugins or get_plugins())
+            progress.done(f"splits ({source}): {json.dumps(splits_to_spec(tree))}")
+            plan = SetPlan(theta, compile_splits(tree, catalogue.names))
+            counts = engine.build(plan, OutputDir(gen_dir, store.to_spark_path(gen_dir)))
         _drop_scratch(store, gen_dir)
-        meta = _meta(name, engine_name, theta, tree, source, workflow, runs, counts, time.monotonic() - t0)
+        meta = _meta(name, engine.name, theta, tree, source, workflow, runs, counts, time.monotonic() - t0)
         meta[integrity.FILES] = integrity.listing(store.fs, gen_dir)  # checked when a query opens it
         store.write_text(f"{gen_dir}/{layout.META}", json.dumps(meta, indent=1))
         publish(store, name)
@@ -130,13 +136,50 @@ def _previous(store: Store) -> str | None:
     return storefiles.read_text(store.fs, path).strip() or None
 
 
-def _make_engine(
-    store: Store, catalogue: TableCatalogue, progress: Progress, engine: str, spark: Any, gen: str
-) -> IndexEngine:
-    if engine == "local":
-        from .local_engine import LocalEngine
+@dataclasses.dataclass(frozen=True)
+class _EngineChoice:
+    """The engine asked for, the Spark session if any, the local memory budget."""
 
-        return LocalEngine(store, catalogue, progress)
+    name: str
+    spark: Any
+    memory_budget: int
+
+
+def _load(
+    store: Store, catalogue: TableCatalogue, progress: Progress, choice: _EngineChoice, gen: str, scratch: str
+) -> tuple[IndexEngine, InputStats]:
+    """The engine that reads the triples, and what it read. ``auto`` starts
+    locally with a limit on the values (what the budget holds); past it, Spark."""
+    if choice.name != "spark":
+        from .local_engine import LocalEngine
+        from .spill import TooManyValues
+
+        limit = None if choice.name == "local" else budget.value_limit(choice.memory_budget)
+        local = LocalEngine(store, catalogue, progress, scratch, choice.memory_budget, limit)
+        try:
+            return local, local.load()
+        except TooManyValues as exc:
+            progress.done(
+                f"more than {exc.args[0]:,} values: beyond the local memory budget "
+                f"({choice.memory_budget / 2**30:.1f} GiB), indexing on Spark"
+            )
+    engine = _spark_engine(store, catalogue, progress, choice.spark, gen)
+    return engine, engine.load()
+
+
+@contextlib.contextmanager
+def _local_scratch(store: Store, gen_dir: str) -> Iterator[str]:
+    """A local folder for the local engine's spills: inside the new generation
+    when the store is on local disk (removed with ``_scratch``), else a
+    temporary folder."""
+    if store.local:
+        yield f"{gen_dir}/{SCRATCH}/{LOCAL_SCRATCH}"
+        return
+    with tempfile.TemporaryDirectory(prefix="provplug-index-") as folder:
+        yield folder
+
+
+def _spark_engine(store: Store, catalogue: TableCatalogue, progress: Progress, spark: Any, gen: str) -> IndexEngine:
     from .spark_engine import SparkEngine
 
     if spark is None:

@@ -1,4 +1,4 @@
-"""``provplug index STORE [--theta N] [--splits FILE] [--local|--spark|--engine E]``."""
+"""``provplug index STORE [--theta N] [--splits FILE] [--local|--spark|--engine E] [--memory-budget SIZE]``."""
 
 from __future__ import annotations
 
@@ -23,11 +23,23 @@ def add_parser(sub: Any) -> None:
     )
     engine = p.add_mutually_exclusive_group()
     engine.add_argument("--engine", choices=("auto", "local", "spark"), default="auto",
-                        help="local (NumPy) for graphs that fit one machine, spark otherwise (default auto: by size)")
+                        help="local (NumPy, out of core) or spark (default auto: local when the memory budget "
+                        "holds its per-value arrays, spark otherwise)")
     engine.add_argument("--local", dest="engine", action="store_const", const="local", help="same as --engine local")
     engine.add_argument("--spark", dest="engine", action="store_const", const="spark", help="same as --engine spark")
+    p.add_argument("--memory-budget", type=_size, metavar="SIZE",
+                   help="memory the local engine may use, e.g. 6G or 512M (default: 3/4 of the memory available)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_cmd_index)
+
+
+def _size(text: str) -> int:
+    from .budget import MemoryBudgetError, parse_size
+
+    try:
+        return parse_size(text)
+    except MemoryBudgetError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
@@ -37,7 +49,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
     meta = build_index(
         open_store(args.store), theta=args.theta, splits=args.splits, engine=args.engine,
-        progress=Progress(enabled=not args.quiet),
+        progress=Progress(enabled=not args.quiet), memory_budget=args.memory_budget,
     )
     c = meta["counts"]
     print(

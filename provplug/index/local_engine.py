@@ -1,56 +1,86 @@
-"""The index on one machine: NumPy arrays in, the layout's Parquet out.
+"""The index on one machine, in bounded memory.
 
-Chosen by ``engine="auto"`` when the triples fit comfortably in memory; it
-computes exactly what :mod:`provplug.index.spark_engine` computes (the tests
-compare the two). Values are renumbered to dense indices in id order, so
-"smallest index" and "smallest value id" are the same thing.
+A few NumPy arrays per value stay in memory; everything per triple is
+streamed in chunks of ``chunk_rows`` triples and spilled to scratch files
+(:mod:`provplug.index.spill`), so the peak is about
+``budget.BYTES_PER_VALUE`` bytes a value plus the chunk buffers, however
+many triples there are. Passes:
+
+1. the committed triples' distinct values -> ``nodes``, sorted: a value's
+   dense index is its rank, so "smallest index" is "smallest value id";
+2. the triples again -> dense endpoints (spilled to ``ends``), each value's
+   table (the smallest table code it is seen with), triples per table pair;
+3. components: the endpoints streamed through a union-find over dense
+   indices (:func:`.localwcc.merge_groups`);
+4. sets, one split depth per round (Algorithm 3, see :mod:`.algorithm`).
+   An edge kept at one depth lies inside one of the new sets, and only such
+   edges can be kept at the next depth, so every round reads the previous
+   round's (smaller) spill of kept edges;
+5. the layout: the triples a third time beside their endpoints, each row
+   appended to its bucket's spill, then written bucket by bucket; set
+   dependencies made distinct per bucket; values, sets and components from
+   the per-value arrays.
+
+It computes exactly what :mod:`provplug.index.spark_engine` computes (the
+tests compare the two, and the chunked run with a single-chunk one).
 """
 
 from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .. import schema, storefiles
+from .. import storefiles
+from ..errors import DamagedStoreError
 from ..progress import Progress
 from ..protocols import Store
-from . import layout
+from . import budget, layout
 from .algorithm import InputStats, OutputDir, SetPlan
-from .localwcc import wcc_labels
+from .localwcc import flatten, merge_groups
+from .spill import ROW_GROUP, BucketSpill, DistinctRuns, EdgeFile, write_parquet
 from .splits import CompiledSplits
 from .workflow import TableCatalogue
+
+TRIPLE_COLUMNS = ("src", "dst", "op", "src_table", "dst_table")
 
 
 class LocalEngine:
     name = "local"
 
-    def __init__(self, store: Store, catalogue: TableCatalogue, progress: Progress) -> None:
+    def __init__(
+        self,
+        store: Store,
+        catalogue: TableCatalogue,
+        progress: Progress,
+        scratch: str,
+        memory_budget: int | None = None,
+        value_limit: int | None = None,
+    ) -> None:
+        """``scratch``: an empty local folder for the spills (the caller removes
+        it). ``memory_budget``: sizes the chunks. ``value_limit``: stop with
+        :class:`.spill.TooManyValues` once there are more values than that."""
         self.store = store
         self.catalogue = catalogue
         self.progress = progress
+        self.scratch = scratch
+        self.chunk_rows = budget.chunk_rows(memory_budget if memory_budget is not None else budget.default_budget())
+        self.value_limit = value_limit
 
     # -- input ---------------------------------------------------------------
     def load(self) -> InputStats:
-        self.progress.done("reading triples")
-        t = storefiles.scan(self.store.fs, self.store.triple_files(), f"triples of {self.store.uri}", schema.TRIPLES)
-        self.triples = t
-        src = t.column("src").to_numpy()
-        dst = t.column("dst").to_numpy()
-        self.src_code = self.catalogue.codes(t.column("src_table").to_numpy(), self.store.uri)
-        self.dst_code = self.catalogue.codes(t.column("dst_table").to_numpy(), self.store.uri)
-        m = len(src)
-        self.nodes, inverse = np.unique(np.concatenate([src, dst]), return_inverse=True)
-        self.si, self.di = inverse[:m].astype(np.int64), inverse[m:].astype(np.int64)
+        os.makedirs(self.scratch, exist_ok=True)
+        self.nodes = self._distinct_values()
         n = len(self.nodes)
-        # A value's table: the smallest table code it is seen with (one, normally).
-        self.node_table = np.full(n, np.iinfo(np.int32).max, dtype=np.int32)
-        np.minimum.at(self.node_table, self.si, self.src_code)
-        np.minimum.at(self.node_table, self.di, self.dst_code)
+        self.index_dtype = np.dtype(np.int32 if n < 2**31 else np.int64)
+        self.code_dtype = np.dtype(np.int16 if len(self.catalogue.names) < 2**15 else np.int32)
+        per_table, pair_counts = self._dense_ends()
+        m = self.edges.rows
         self.progress.done("read triples", m, "triples")
-        per_table = np.bincount(self.node_table, minlength=len(self.catalogue.names)) if n else np.zeros(0, int)
         n_tables = max(len(self.catalogue.names), 1)
-        pair_counts = np.bincount(self.src_code.astype(np.int64) * n_tables + self.dst_code, minlength=1)
         pairs = np.flatnonzero(pair_counts)
         return InputStats(
             triples=m,
@@ -59,104 +89,278 @@ class LocalEngine:
             pair_triples=[(int(p // n_tables), int(p % n_tables), int(pair_counts[p])) for p in pairs],
         )
 
+    def _batches(self, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+        return triple_batches(self.store, columns, self.chunk_rows)
+
+    def _distinct_values(self) -> np.ndarray:
+        runs = DistinctRuns(self.value_limit)
+        rows = 0
+        for batch in self._batches(("src", "dst")):
+            runs.add(np.concatenate([ints(batch, "src"), ints(batch, "dst")]))
+            rows += batch.num_rows
+            self.progress.update("reading triples: values", rows, "triples")
+        nodes = runs.result(np.dtype(np.int64))
+        self.progress.done("reading triples: values", len(nodes), "values")
+        return nodes
+
+    def _dense_ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """Pass 2; returns values per table code and triples per table-code pair."""
+        n_tables = max(len(self.catalogue.names), 1)
+        node_table = np.full(len(self.nodes), np.iinfo(self.code_dtype).max, dtype=self.code_dtype)
+        pair_counts = np.zeros(n_tables * n_tables, dtype=np.int64)
+        self.edges = EdgeFile(f"{self.scratch}/ends", self.index_dtype)
+        for batch in self._batches(("src", "dst", "src_table", "dst_table")):
+            si = np.searchsorted(self.nodes, ints(batch, "src")).astype(self.index_dtype)
+            di = np.searchsorted(self.nodes, ints(batch, "dst")).astype(self.index_dtype)
+            sc = self.catalogue.codes(ints(batch, "src_table"), self.store.uri).astype(self.code_dtype)
+            dc = self.catalogue.codes(ints(batch, "dst_table"), self.store.uri).astype(self.code_dtype)
+            np.minimum.at(node_table, si, sc)
+            np.minimum.at(node_table, di, dc)
+            pair_counts += np.bincount(sc.astype(np.int64) * n_tables + dc, minlength=len(pair_counts))
+            self.edges.write(si, di)
+            self.progress.update("reading triples: endpoints", self.edges.rows, "triples")
+        self.edges.close()
+        self.node_table = node_table
+        per_table = np.bincount(node_table, minlength=len(self.catalogue.names)) if len(node_table) else np.zeros(0, int)
+        return per_table, pair_counts
+
     # -- components and sets ---------------------------------------------------
     def build(self, plan: SetPlan, out: OutputDir) -> dict[str, int]:
-        n = len(self.nodes)
-        comp = wcc_labels(n, self.si, self.di)
-        comp_nodes = np.bincount(comp, minlength=n)
-        self.progress.done("components", int((comp_nodes > 0).sum()), "components")
-        labels, split_id = self._partition(comp, comp_nodes, plan.theta, plan.splits)
+        comp = self._components()
+        labels, split_id = self._partition(comp, plan.theta, plan.splits)
+        del self.node_table
         return self._write(comp, labels, split_id, plan.splits, out.path)
 
-    def _partition(
-        self, comp: np.ndarray, comp_nodes: np.ndarray, theta: int, splits: CompiledSplits
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def _components(self) -> np.ndarray:
+        labels = np.arange(len(self.nodes), dtype=self.index_dtype)
+        done = 0
+        for src, dst in self.edges.chunks(self.chunk_rows):
+            merge_groups(labels, src, dst)
+            done += len(src)
+            self.progress.update("components", done, "triples")
+        flatten(labels)
+        self.progress.done("components", count_roots(labels), "components")
+        return labels
+
+    def _partition(self, comp: np.ndarray, theta: int, splits: CompiledSplits) -> tuple[np.ndarray, np.ndarray]:
         """Algorithm 3 for all large components at once, one split depth per round."""
         n = len(comp)
         labels = comp.copy()
-        split_id = np.full(n, -1, dtype=np.int32)
-        active = comp_nodes[comp] >= theta
+        split_id = np.full(n, -1, dtype=np.int16 if len(splits.names) < 2**15 else np.int32)
+        active = np.bincount(comp, minlength=n)[comp] >= theta
+        source = self.edges
         for depth in range(splits.depth):
             if not active.any():
                 break
-            key = np.where(active, splits.paths[self.node_table, depth], -1)
-            keep = (
-                active[self.si]
-                & active[self.di]
-                & (labels[self.si] == labels[self.di])
-                & (key[self.si] == key[self.di])
-            )
-            inner = wcc_labels(n, self.si[keep], self.di[keep])
-            labels = np.where(active, inner, labels)
-            split_id = np.where(active, key, split_id).astype(np.int32)
+            key = np.where(active, splits.paths[self.node_table, depth], -1).astype(split_id.dtype)
+            inner = np.where(active, np.arange(n, dtype=self.index_dtype), labels)
+            kept = EdgeFile(f"{self.scratch}/kept-{depth}", self.index_dtype)
+            for src, dst in source.chunks(self.chunk_rows):
+                keep = active[src] & active[dst] & (labels[src] == labels[dst]) & (key[src] == key[dst])
+                src, dst = src[keep], dst[keep]
+                kept.write(src, dst)
+                merge_groups(inner, src, dst)
+                self.progress.update(f"sets at split depth {depth + 1}", kept.rows, "edges kept")
+            kept.close()
+            flatten(inner)
+            labels = inner
+            split_id[active] = key[active]
+            del key, inner
             sizes = np.bincount(labels[active], minlength=n)
-            deeper = splits.paths[self.node_table, depth + 1] >= 0 if depth + 1 < splits.depth else np.zeros(n, bool)
-            self.progress.done(f"sets at split depth {depth + 1}", int(np.unique(labels[active]).size), "sets")
-            active = active & (sizes[labels] >= theta) & deeper
+            self.progress.done(f"sets at split depth {depth + 1}", count_roots(labels, active), "sets")
+            if depth + 1 < splits.depth:
+                deeper = splits.paths[self.node_table, depth + 1] >= 0
+                active &= (sizes[labels] >= theta) & deeper
+                del deeper
+            else:
+                active[:] = False
+            del sizes
+            if source is not self.edges:
+                source.remove()
+            source = kept
+        if source is not self.edges:
+            source.remove()
         return labels, split_id
 
     # -- output ----------------------------------------------------------------
     def _write(
         self, comp: np.ndarray, labels: np.ndarray, split_id: np.ndarray, splits: CompiledSplits, out_dir: str
     ) -> dict[str, int]:
-        fs = self.store.fs
-        ids = self.nodes
-        ccid, csid = ids[comp], ids[labels]
-        t = self.triples
-        src_csid, dst_csid = csid[self.si], csid[self.di]
-        indexed = pa.table(
-            {
-                **{c: t.column(c) for c in ("src", "dst", "op", "src_table", "dst_table")},
-                "ccid": ccid[self.di],
-                "src_csid": src_csid,
-                "dst_csid": dst_csid,
-            },
-            schema=layout.INDEXED_TRIPLES,
-        )
-        write_bucketed(fs, indexed, dst_csid, layout.TRIPLE_BUCKETS, f"{out_dir}/triples")
-        self.progress.done("wrote triples", indexed.num_rows, "triples")
-
-        cross = src_csid != dst_csid
-        dep_src, dep_dst = unique_pairs(src_csid[cross], dst_csid[cross])
-        deps = pa.table({"src_csid": dep_src, "dst_csid": dep_dst}, schema=layout.SETDEPS)
-        write_bucketed(fs, deps, dep_dst, layout.SETDEP_BUCKETS, f"{out_dir}/setdeps")
-        write_bucketed(fs, deps, dep_src, layout.SETDEP_BUCKETS, f"{out_dir}/rsetdeps")
-
-        values = pa.table({"value_id": ids, "ccid": ccid, "csid": csid}, schema=layout.VALUE_SETS)
-        write_bucketed(fs, values, ids, layout.VALUE_BUCKETS, f"{out_dir}/value_sets")
-
-        n = len(ids)
-        set_nodes = np.bincount(labels, minlength=n)
-        set_triples = np.bincount(labels[self.di], minlength=n)
-        roots = np.flatnonzero(set_nodes)
-        names = np.array((*splits.names, ""), dtype=object)
-        split_names = pa.array(names[split_id[roots]], type=pa.string(), mask=split_id[roots] < 0)
-        sets = pa.table(
-            {
-                "csid": ids[roots],
-                "ccid": ccid[roots],
-                "split": split_names,
-                "nodes": set_nodes[roots],
-                "triples": set_triples[roots],
-            },
-            schema=layout.SETS,
-        )
-        pq.write_table(sets, f"{out_dir}/sets.parquet", filesystem=fs)
-        comp_nodes = np.bincount(comp, minlength=n)
-        comp_triples = np.bincount(comp[self.di], minlength=n)
-        croots = np.flatnonzero(comp_nodes)
-        components = pa.table(
-            {"ccid": ids[croots], "nodes": comp_nodes[croots], "triples": comp_triples[croots]},
-            schema=layout.COMPONENTS,
-        )
-        pq.write_table(components, f"{out_dir}/components.parquet", filesystem=fs)
+        set_triples, comp_triples, deps = self._write_triples(comp, labels, out_dir)
+        self.edges.remove()
+        n_deps = self._write_setdeps(deps, out_dir)
+        self._write_values(comp, labels, out_dir)
+        n_sets = self._write_sets(comp, labels, split_id, set_triples, splits, out_dir)
+        del split_id, set_triples
+        n_components = self._write_components(comp, comp_triples, out_dir)
         return {
-            "triples": indexed.num_rows,
-            "values": n,
-            "components": len(croots),
-            "sets": len(roots),
-            "set_dependencies": deps.num_rows,
+            "triples": self.edges.rows,
+            "values": len(self.nodes),
+            "components": n_components,
+            "sets": n_sets,
+            "set_dependencies": n_deps,
         }
+
+    def _write_triples(self, comp: np.ndarray, labels: np.ndarray, out_dir: str) -> tuple[np.ndarray, np.ndarray, BucketSpill]:
+        """Pass 3: every triple with its ids into its bucket's spill (in scan
+        order), then one Parquet file per bucket. Returns the triples per set
+        and per component (by root index) and the spilled cross-set pairs."""
+        n, nodes = len(self.nodes), self.nodes
+        count_dtype = np.int32 if self.edges.rows < 2**31 else np.int64
+        set_triples = np.zeros(n, dtype=count_dtype)
+        comp_triples = np.zeros(n, dtype=count_dtype)
+        rows = BucketSpill(f"{self.scratch}/triples", layout.INDEXED_TRIPLES, layout.TRIPLE_BUCKETS)
+        deps = BucketSpill(f"{self.scratch}/setdeps", layout.SETDEPS, layout.SETDEP_BUCKETS)
+        ends, done = self.edges.reader(), 0
+        try:
+            for batch in self._batches(TRIPLE_COLUMNS):
+                si, di = ends.read(batch.num_rows)
+                ls, ld, cd = labels[si], labels[di], comp[di]
+                np.add.at(set_triples, ld, 1)
+                np.add.at(comp_triples, cd, 1)
+                src_csid, dst_csid = nodes[ls], nodes[ld]
+                columns = [batch.column(c).cast(layout.INDEXED_TRIPLES.field(c).type) for c in TRIPLE_COLUMNS]
+                indexed = pa.record_batch([*columns, nodes[cd], src_csid, dst_csid], schema=layout.INDEXED_TRIPLES)
+                rows.write(indexed, bucket_of(dst_csid, layout.TRIPLE_BUCKETS))
+                cross = src_csid != dst_csid
+                a, b = unique_pairs(src_csid[cross], dst_csid[cross])
+                deps.write(pa.record_batch([a, b], schema=layout.SETDEPS), bucket_of(b, layout.SETDEP_BUCKETS))
+                done += batch.num_rows
+                self.progress.update("indexing triples", done, "triples")
+        finally:
+            ends.close()
+            rows.close()
+            deps.close()
+        self.progress.done("indexing triples", self.edges.rows, "triples")
+        for k in range(layout.TRIPLE_BUCKETS):
+            write_parquet(self.store.fs, self._bucket_file(out_dir, "triples", k), layout.INDEXED_TRIPLES, rows.read(k))
+            rows.remove(k)
+            self.progress.update("wrote triples", k + 1, "buckets")
+        self.progress.done("wrote triples", self.edges.rows, "triples")
+        return set_triples, comp_triples, deps
+
+    def _bucket_file(self, out_dir: str, name: str, k: int) -> str:
+        folder = f"{out_dir}/{name}/bucket={k}"
+        self.store.fs.create_dir(folder, recursive=True)
+        return f"{folder}/part-0.parquet"
+
+    def _write_setdeps(self, deps: BucketSpill, out_dir: str) -> int:
+        """Distinct cross-set pairs, by ``dst_csid`` (``setdeps``) and by
+        ``src_csid`` (``rsetdeps``), each bucket sorted by (src, dst)."""
+        fs, buckets = self.store.fs, layout.SETDEP_BUCKETS
+        reverse = BucketSpill(f"{self.scratch}/rsetdeps", layout.SETDEPS, buckets)
+        total = 0
+        try:
+            for k in range(buckets):
+                a, b = unique_pairs(*pair_columns(deps.read(k)))
+                deps.remove(k)
+                pairs = pa.record_batch([a, b], schema=layout.SETDEPS)
+                write_parquet(fs, self._bucket_file(out_dir, "setdeps", k), layout.SETDEPS, [pairs])
+                reverse.write(pairs, bucket_of(a, buckets))
+                total += len(a)
+        finally:
+            reverse.close()
+        for k in range(buckets):
+            a, b = pair_columns(reverse.read(k))
+            order = np.lexsort((b, a))
+            pairs = pa.record_batch([a[order], b[order]], schema=layout.SETDEPS)
+            write_parquet(fs, self._bucket_file(out_dir, "rsetdeps", k), layout.SETDEPS, [pairs])
+            reverse.remove(k)
+        self.progress.done("wrote set dependencies", total, "pairs")
+        return total
+
+    def _write_values(self, comp: np.ndarray, labels: np.ndarray, out_dir: str) -> None:
+        """``value_sets``: each bucket's values in id order (``nodes`` is sorted)."""
+        nodes, buckets = self.nodes, layout.VALUE_BUCKETS
+        bucket = bucket_of(nodes, buckets)
+        order = np.argsort(bucket, kind="stable")
+        starts = np.searchsorted(bucket[order], np.arange(buckets + 1))
+        del bucket
+        for k in range(buckets):
+            idx = order[starts[k] : starts[k + 1]]
+            part = pa.record_batch([nodes[idx], nodes[comp[idx]], nodes[labels[idx]]], schema=layout.VALUE_SETS)
+            write_parquet(self.store.fs, self._bucket_file(out_dir, "value_sets", k), layout.VALUE_SETS, [part])
+        self.progress.done("wrote values", len(nodes), "values")
+
+    def _write_sets(
+        self,
+        comp: np.ndarray,
+        labels: np.ndarray,
+        split_id: np.ndarray,
+        set_triples: np.ndarray,
+        splits: CompiledSplits,
+        out_dir: str,
+    ) -> int:
+        roots = np.flatnonzero(labels == np.arange(len(labels), dtype=labels.dtype))
+        set_nodes = np.bincount(labels, minlength=len(labels))[roots]
+        names = pa.array([*splits.names, None], type=pa.string())  # split_id -1 -> the null at the end
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for lo in range(0, len(roots), ROW_GROUP):
+                r = roots[lo : lo + ROW_GROUP]
+                sid = split_id[r].astype(np.int64)
+                yield pa.record_batch(
+                    [
+                        self.nodes[r],
+                        self.nodes[comp[r]],
+                        names.take(pa.array(np.where(sid < 0, len(splits.names), sid))),
+                        set_nodes[lo : lo + ROW_GROUP],
+                        set_triples[r].astype(np.int64),
+                    ],
+                    schema=layout.SETS,
+                )
+
+        return write_parquet(self.store.fs, f"{out_dir}/sets.parquet", layout.SETS, batches())
+
+    def _write_components(self, comp: np.ndarray, comp_triples: np.ndarray, out_dir: str) -> int:
+        roots = np.flatnonzero(comp == np.arange(len(comp), dtype=comp.dtype))
+        comp_nodes = np.bincount(comp, minlength=len(comp))[roots]
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for lo in range(0, len(roots), ROW_GROUP):
+                r = roots[lo : lo + ROW_GROUP]
+                yield pa.record_batch(
+                    [self.nodes[r], comp_nodes[lo : lo + ROW_GROUP], comp_triples[r].astype(np.int64)],
+                    schema=layout.COMPONENTS,
+                )
+
+        return write_parquet(self.store.fs, f"{out_dir}/components.parquet", layout.COMPONENTS, batches())
+
+
+def triple_batches(store: Store, columns: Sequence[str], rows: int) -> Iterator[pa.RecordBatch]:
+    """The committed triples' ``columns`` in record batches of at most ``rows``,
+    file by file in :meth:`~provplug.protocols.Store.triple_files` order."""
+    for path in store.triple_files():
+        with storefiles.damage_reported(path), store.fs.open_input_file(path) as f:
+            parquet = pq.ParquetFile(f)
+            missing = [c for c in columns if c not in parquet.schema_arrow.names]
+            if missing:
+                raise DamagedStoreError(f"damaged store file {path}: no {missing[0]!r} column")
+            for batch in parquet.iter_batches(batch_size=rows, columns=list(columns)):
+                if any(batch.column(c).null_count for c in columns):
+                    raise DamagedStoreError(f"damaged store file {path}: a triple has an empty field")
+                yield batch
+
+
+def ints(batch: pa.RecordBatch, column: str) -> np.ndarray:
+    return np.asarray(batch.column(column).to_numpy(), dtype=np.int64)
+
+
+def bucket_of(key: np.ndarray, buckets: int) -> np.ndarray:
+    """Bucket of every key (as :func:`.layout.bucket`), small enough for a radix sort."""
+    return (np.asarray(key, dtype=np.int64) % buckets).astype(np.uint8 if buckets <= 256 else np.int64)
+
+
+def count_roots(labels: np.ndarray, among: np.ndarray | None = None) -> int:
+    roots = labels == np.arange(len(labels), dtype=labels.dtype)
+    return int(np.count_nonzero(roots if among is None else roots & among))
+
+
+def pair_columns(batches: Iterable[pa.RecordBatch]) -> tuple[np.ndarray, np.ndarray]:
+    table = pa.Table.from_batches(list(batches), layout.SETDEPS)
+    src = np.asarray(table.column("src_csid").to_numpy(), dtype=np.int64)
+    dst = np.asarray(table.column("dst_csid").to_numpy(), dtype=np.int64)
+    return src, dst
 
 
 def unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -167,17 +371,3 @@ def unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     first = np.ones(len(a), dtype=bool)
     first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
     return a[first], b[first]
-
-
-def write_bucketed(fs: pa.fs.FileSystem, table: pa.Table, key: np.ndarray, buckets: int, folder: str) -> None:
-    """``folder/bucket=K/part-0.parquet`` for every K (empty buckets get an empty
-    file, so readers never need to special-case a missing directory); a
-    stable sort keeps the rows' order (value_sets: by value_id) in each file."""
-    bucket = np.asarray(key, dtype=np.int64) % buckets
-    order = np.argsort(bucket, kind="stable")
-    starts = np.searchsorted(bucket[order], np.arange(buckets + 1))
-    ordered = table.take(pa.array(order)) if len(order) else table
-    for k in range(buckets):
-        part = ordered.slice(int(starts[k]), int(starts[k + 1] - starts[k]))
-        fs.create_dir(f"{folder}/bucket={k}", recursive=True)
-        pq.write_table(part, f"{folder}/bucket={k}/part-0.parquet", filesystem=fs)

@@ -38,3 +38,47 @@ def _compress(parent: np.ndarray) -> np.ndarray:
         if np.array_equal(grand, parent):
             return parent
         parent = grand
+
+
+# -- streamed: one chunk of edges at a time ----------------------------------------
+def merge_groups(labels: np.ndarray, src: np.ndarray, dst: np.ndarray) -> None:
+    """Join, in place, the groups of ``labels`` that the edges ``src -- dst`` connect.
+
+    ``labels`` is a forest with ``labels[x] <= x``: following it from any node
+    ends at its group's root, the group's smallest index (``labels[r] == r``).
+    The chunk's roots are joined by :func:`wcc_labels` on the chunk alone;
+    every joined root then points at the smallest root of its new group, so
+    the invariant holds and no pass over all nodes is needed. The endpoints
+    are pointed straight at their roots, which keeps later lookups short.
+    """
+    rs, rd = find_roots(labels, src), find_roots(labels, dst)
+    labels[src] = rs
+    labels[dst] = rd
+    open_ = rs != rd
+    if not open_.any():
+        return
+    rs, rd = rs[open_], rd[open_]
+    roots, inverse = np.unique(np.concatenate([rs, rd]), return_inverse=True)
+    k = len(rs)
+    new_root = roots[wcc_labels(len(roots), inverse[:k], inverse[k:])]
+    moved = new_root != roots
+    labels[roots[moved]] = new_root[moved]
+
+
+def find_roots(labels: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    roots = labels[nodes]
+    while True:
+        up = labels[roots]
+        if np.array_equal(up, roots):
+            return roots
+        roots = up
+
+
+def flatten(labels: np.ndarray) -> None:
+    """Point every node of a :func:`merge_groups` forest at its root, in place."""
+    up = np.empty_like(labels)
+    while True:
+        np.take(labels, labels, out=up)
+        if np.array_equal(up, labels):
+            return
+        labels[:] = up
