@@ -27,6 +27,7 @@ ALL_COLUMNS = "*"
 if TYPE_CHECKING:
     from ..explore.browse import RunRecord, TableDetail, TableRecord
     from ..explore.manage import DeletedRun, GcReport
+    from ..whatif.model import WhatIfAnswer
     from .depends import DependsAnswer
 
 
@@ -125,6 +126,26 @@ class ProvenanceStore:
         from .depends import depends
 
         return depends(self, a, b, a_where=a_where, b_where=b_where, run=run, method=method, tau=tau, spark=spark)
+
+    def whatif(self, table: str | None = None, where: str | None = None, *,
+               value_id: int | Iterable[int] | None = None,
+               deletions: Iterable[tuple[str, str | None]] = (), run: str | None = None) -> WhatIfAnswer:
+        """What deleting rows would do downstream (DESIGN §9): the rows of
+        ``table`` where ``where`` holds (every row without it), the rows of
+        the cells ``value_id`` and every ``(table, where)`` of ``deletions``.
+        Per downstream table: rows that vanish, cells that change (old ->
+        new), rows whose fate is unknown, untouched rows. Nothing is re-run
+        and the store is only read (see :mod:`provplug.whatif`)."""
+        from ..whatif.query import whatif
+        from ..whatif.select import Deletion
+
+        chosen = [Deletion(t, w) for t, w in deletions]
+        if table is not None:
+            chosen.insert(0, Deletion(table, where))
+        elif where is not None:
+            raise LineageQueryError("a where clause needs the table whose rows it selects")
+        values = [] if value_id is None else [value_id] if isinstance(value_id, (int, np.integer)) else list(value_id)
+        return whatif(self.store, chosen, [int(v) for v in values], run)
 
     def records(self, value_ids: Iterable[int]) -> list[dict[str, Any]]:
         """A record per value id: ``{value_id, table, column, row, value}``."""
