@@ -105,11 +105,11 @@ class Engine:
                 inputs = {t: states[t] for t in op.inputs if t in states and states[t].touched()}
                 if not inputs:
                     continue
-                state, rows = self._step(op, out, inputs)
+                state, shown = self._step(op, out, inputs)
                 if out in states:  # deleted itself: the deletion stands
                     state = _merged(states[out], state)
                 states[out] = state
-                old[out] = rows
+                old[out] = shown
         for t, rows in deleted.items():
             old[t] = {**self.values.as_dicts(t, rows), **old.get(t, {})}
         stats = {"seconds": round(time.perf_counter() - started, 6), "lineage_records_read": self.lineage.records_read,
@@ -236,7 +236,7 @@ class _OpStep:
         of a live member changed, or a row of an opaque input is affected."""
         doubts: dict[int, tuple[str, Cause]] = {}
         record_live = live[m.group]
-        for i in np.flatnonzero((m.status != ALIVE)).tolist():
+        for i in np.flatnonzero(m.status != ALIVE).tolist():
             t, r, row = int(m.in_table[i]), int(m.in_row[i]), int(m.out_row[i])
             if t in self.rules.opaque_inputs:
                 doubts.setdefault(row, (f"{self.rules.reason or self.op.name} reads {self.engine.name(t)}", (t, r)))
@@ -328,10 +328,11 @@ class _OpStep:
         for r in rows:
             alive, maybe, total = self.summary[r]
             hit = [n for n in notes.get(r, []) if n[1] == rule.table and
-                   (n[3] == DEAD or rule.column in self.inputs[n[1]].changed.get(n[2], {}))]
+                   (n[3] == DEAD or str(rule.column) in self.inputs[n[1]].changed.get(n[2], {}))]
             if alive == total and not hit:
                 continue
-            if maybe or any(n[3] == CHANGED and self.inputs[n[1]].changed[n[2]][rule.column] is UNKNOWN for n in hit):
+            if maybe or any(n[3] == CHANGED and self.inputs[n[1]].changed[n[2]][str(rule.column)] is UNKNOWN
+                            for n in hit):
                 out[r] = UNKNOWN
             elif rule.function == "count_star":
                 out[r] = alive
@@ -368,6 +369,7 @@ class _OpStep:
         patch = np.flatnonzero(status != ALIVE)
         if not len(patch):
             return values
+        assert rule.table is not None and rule.column is not None
         changed = self.inputs[rule.table].changed
         items = values.to_pylist()
         for i in patch.tolist():

@@ -47,7 +47,8 @@ class TableState:
     def status(self, rows: np.ndarray) -> np.ndarray:
         """The status of each of ``rows``: ALIVE, CHANGED, MAYBE or DEAD."""
         if self._arrays is None:
-            self._arrays = tuple(np.fromiter(d, dtype=np.int64) for d in (self.dead, self.maybe, self.changed))
+            self._arrays = (np.fromiter(self.dead, dtype=np.int64), np.fromiter(self.maybe, dtype=np.int64),
+                            np.fromiter(self.changed, dtype=np.int64))
         dead, maybe, changed = self._arrays
         out = np.zeros(len(rows), dtype=np.int8)
         out[np.isin(rows, changed)] = CHANGED
