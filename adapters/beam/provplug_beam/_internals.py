@@ -213,3 +213,24 @@ def top_of(transform: Any) -> tuple[int, Any, bool] | None:
     if isinstance(transform, _combiners.Top.Of):
         return transform._n, transform._key, transform._reverse
     return None
+
+
+def aggregate_function(fn: Any) -> str | None:
+    """The aggregate of the row-lineage format (:data:`provplug.rowrules.AGGREGATES`)
+    a combine computes: ``sum``/``min``/``max`` (the builtins, Beam's typed
+    combiners), ``avg`` (``Mean``), ``count_star`` (``Count``); else None."""
+    from apache_beam.transforms import cy_combiners
+
+    inner = getattr(fn, "_fn", fn) if isinstance(fn, beam.transforms.core.CallableWrapperCombineFn) else fn
+    builtin = next((name for f, name in ((sum, "sum"), (min, "min"), (max, "max")) if inner is f), None)
+    if builtin is not None:
+        return builtin
+    kind = inner if isinstance(inner, type) else type(inner)
+    classes = {
+        "count_star": (_combiners.CountCombineFn, cy_combiners.CountCombineFn),
+        "avg": (_combiners.MeanCombineFn, cy_combiners.MeanInt64Fn, cy_combiners.MeanFloatFn),
+        "sum": (cy_combiners.SumInt64Fn, cy_combiners.SumFloatFn),
+        "min": (cy_combiners.MinInt64Fn, cy_combiners.MinFloatFn),
+        "max": (cy_combiners.MaxInt64Fn, cy_combiners.MaxFloatFn),
+    }
+    return next((name for name, found in classes.items() if issubclass(kind, found)), None)

@@ -47,6 +47,7 @@ from apache_beam.typehints.typehints import Tuple
 from provplug.errors import CaptureError
 
 from . import _internals as internals
+from . import rowstate
 from .elements import Traced, all_ids, key_and_value_ids, kv_prov, union, value_key
 from .fns import MergeEqualFn, TracedCombineFn, TracedDoFn, as_combine_fn, split_ids
 
@@ -58,6 +59,7 @@ class Rule:
     operation: str
     black_box: bool
     expand: Expand
+    rows: rowstate.Transfer  # how the rows of its output follow from its inputs' (row lineage)
 
 
 class Expansion(beam.PTransform):
@@ -92,20 +94,20 @@ def rule_for(
     if isinstance(transform, beam.ParDo):
         return _pardo(transform, label, plain)
     if isinstance(transform, beam.GroupByKey):
-        return Rule("GroupByKey", False, lambda pc: _group_by_key(pc, key))
+        return Rule("GroupByKey", False, lambda pc: _group_by_key(pc, key), rowstate.group_by_key)
     if isinstance(transform, beam.CombinePerKey):
         return _combine_per_key(transform, label, key)
     if isinstance(transform, beam.CombineGlobally):
         return _combine_globally(transform, label)
     top = internals.top_of(transform)
     if top is not None:
-        return _combine_globally_with(TopCombineFn(*top), getattr(transform, "has_defaults", True), "Top.Of")
+        return _combine_globally_with(TopCombineFn(*top), getattr(transform, "has_defaults", True), "Top.Of", None)
     if isinstance(transform, beam.CoGroupByKey):
-        return Rule("CoGroupByKey", False, lambda pcolls: _co_group_by_key(pcolls, key))
+        return Rule("CoGroupByKey", False, lambda pcolls: _co_group_by_key(pcolls, key), rowstate.co_group_by_key)
     if isinstance(transform, beam.Flatten):
-        return Rule("Flatten", False, lambda pcolls: pcolls | "Flatten" >> beam.Flatten())
+        return Rule("Flatten", False, lambda pcolls: pcolls | "Flatten" >> beam.Flatten(), rowstate.flatten)
     if internals.is_distinct(transform):
-        return Rule("Distinct", False, _distinct)
+        return Rule("Distinct", False, _distinct, rowstate.distinct)
     if internals.is_group_and_aggregate(transform):
         return _group_and_aggregate(transform)
     if isinstance(transform, beam.GroupBy):
@@ -119,12 +121,27 @@ def rule_for(
 def _pardo(transform: beam.ParDo, label: str, plain: Callable[[Any], Any]) -> Rule:
     if internals.uses_dofn_params(transform.fn):
         raise CaptureError(f"{label}: a DoFn asking for timestamps, windows or state cannot be captured")
-    args, kwargs = internals.pardo_side_inputs(transform)
-    args = tuple(_plain_side_input(a, plain) for a in args)
-    kwargs = {k: _plain_side_input(v, plain) for k, v in kwargs.items()}
+    raw_args, raw_kwargs = internals.pardo_side_inputs(transform)
+    args = tuple(_plain_side_input(a, plain) for a in raw_args)
+    kwargs = {k: _plain_side_input(v, plain) for k, v in raw_kwargs.items()}
     keep = internals.is_filter(transform)
     fn = TracedDoFn(transform.fn, keep, label)
-    return Rule(internals.pardo_operation(transform), not keep, lambda pc: pc | "Traced" >> beam.ParDo(fn, *args, **kwargs))
+    operation = internals.pardo_operation(transform)
+    rows = _pardo_rows(operation, keep)
+    if any(new is not old for new, old in zip((*args, *kwargs.values()), (*raw_args, *raw_kwargs.values()), strict=True)):
+        # The side input's rows are no member: existence and values may follow them unseen.
+        rows = rowstate.opaque(rows, f"{operation} reads captured data as a side input")
+    return Rule(operation, not keep, lambda pc: pc | "Traced" >> beam.ParDo(fn, *args, **kwargs), rows)
+
+
+def _pardo_rows(operation: str, keep: bool) -> rowstate.Transfer:
+    """``Filter`` keeps rows, ``Map``/``MapTuple`` give one row per row (a
+    black box); any other DoFn may give 0..n per element and keep state."""
+    if keep:
+        return rowstate.filtered
+    if operation in ("Map", "MapTuple"):
+        return rowstate.mapped
+    return rowstate.black_box(f"{operation}: a black box that may emit 0..n elements per input")
 
 
 def _plain_side_input(arg: Any, plain: Callable[[Any], Any]) -> Any:
@@ -194,7 +211,8 @@ def _from_co_grouped(kv: tuple[Any, Any]) -> Traced:
 def _combine_per_key(transform: beam.CombinePerKey, label: str, key: Callable[[], Any]) -> Rule:
     if transform.args or transform.kwargs:
         raise CaptureError(f"{label}: CombinePerKey with extra arguments cannot be captured")
-    fn = TracedCombineFn(as_combine_fn(transform.fn), 2)
+    combine_fn = as_combine_fn(transform.fn)
+    fn = TracedCombineFn(combine_fn, 2)
 
     def expand(pc: Any) -> Any:
         return (
@@ -204,7 +222,7 @@ def _combine_per_key(transform: beam.CombinePerKey, label: str, key: Callable[[]
             | "WithProv" >> beam.Map(_from_combined)
         )
 
-    return Rule("CombinePerKey", False, expand)
+    return Rule("CombinePerKey", False, expand, rowstate.combine_per_key(internals.aggregate_function(combine_fn)))
 
 
 def _to_combine_kv(element: Traced) -> tuple[Any, tuple[Any, Any]]:
@@ -225,10 +243,12 @@ def _from_combined(kv: tuple[Any, Any]) -> Traced:
 def _combine_globally(transform: beam.CombineGlobally, label: str) -> Rule:
     if transform.args or transform.kwargs or getattr(transform, "as_view", False):
         raise CaptureError(f"{label}: CombineGlobally with arguments or as a view cannot be captured")
-    return _combine_globally_with(as_combine_fn(transform.fn), getattr(transform, "has_defaults", True), "CombineGlobally")
+    combine_fn = as_combine_fn(transform.fn)
+    return _combine_globally_with(combine_fn, getattr(transform, "has_defaults", True), "CombineGlobally",
+                                  internals.aggregate_function(combine_fn))
 
 
-def _combine_globally_with(combine_fn: beam.CombineFn, has_defaults: bool, operation: str) -> Rule:
+def _combine_globally_with(combine_fn: beam.CombineFn, has_defaults: bool, operation: str, function: str | None) -> Rule:
     fn = TracedCombineFn(combine_fn, 1)
     combine = beam.CombineGlobally(fn)
     if not has_defaults:
@@ -237,7 +257,10 @@ def _combine_globally_with(combine_fn: beam.CombineFn, has_defaults: bool, opera
     def expand(pc: Any) -> Any:
         return pc | "ToInput" >> beam.Map(_to_global_input) | "CombineGlobally" >> combine | "WithProv" >> beam.Map(_from_global)
 
-    return Rule(operation, False, expand)
+    rows = rowstate.combine_globally(function)
+    if has_defaults:  # the format has no row that exists without members
+        rows = rowstate.opaque(rows, f"{operation} emits a default row when no input row is left")
+    return Rule(operation, False, expand, rows)
 
 
 def _to_global_input(element: Traced) -> tuple[Any, tuple[int, ...]]:
@@ -273,7 +296,7 @@ def _group_by(transform: beam.GroupBy) -> Rule:
     def expand(pc: Any) -> Any:
         return pc | "ToKV" >> beam.Map(to_kv) | "GroupByKey" >> beam.GroupByKey() | "WithProv" >> beam.Map(_from_grouped)
 
-    return Rule("GroupBy", None in sources, expand)
+    return Rule("GroupBy", None in sources, expand, rowstate.group_by(sources))
 
 
 def _group_and_aggregate(transform: Any) -> Rule:
@@ -302,7 +325,11 @@ def _group_and_aggregate(transform: Any) -> Rule:
             | "WithProv" >> beam.Map(from_combined)
         )
 
-    return Rule("GroupBy.aggregate_field", None in sources, expand)
+    rows = rowstate.group_and_aggregate(
+        [(name, src) for name, _, src in key_fields],
+        [(dest, src, internals.aggregate_function(combine)) for _, combine, dest, src in aggs],
+    )
+    return Rule("GroupBy.aggregate_field", None in sources, expand, rows)
 
 
 def _select(transform: beam.Select) -> Rule:
@@ -316,4 +343,5 @@ def _select(transform: beam.Select) -> Rule:
             return row, prov
         return row, {name: tuple(prov.get(src, every)) if src else every for name, _, src in fields}
 
-    return Rule("Select", any(src is None for _, _, src in fields), lambda pc: pc | "Select" >> beam.Map(select))
+    return Rule("Select", any(src is None for _, _, src in fields), lambda pc: pc | "Select" >> beam.Map(select),
+                rowstate.select([(name, src) for name, _, src in fields]))

@@ -3,6 +3,7 @@ runs the pipeline when the capture block ends and records what it wrote."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import itertools
@@ -14,12 +15,14 @@ import apache_beam as beam
 from apache_beam.metrics.metric import Lineage
 from apache_beam.typehints import typehints
 
+from provplug.capture import module
 from provplug.errors import CaptureError
 from provplug.model import OpInfo, StepInfo, TableInfo
 from provplug.protocols import RunRecorder
 from provplug.writers import Destination
 
 from . import _internals as internals
+from . import rowstate
 from .rules import Expansion, rule_for
 from .tables import (
     CreateNumbered,
@@ -51,6 +54,7 @@ class Trace:
     plain_type: internals.PlainType = dataclasses.field(default_factory=lambda: internals.PlainType.known(None))
     operations: tuple[str, ...] = ()
     black_box: bool = False
+    rows: rowstate.RowsFn = rowstate.no_input  # its row lineage (see provplug_beam.rowstate)
 
 
 @dataclasses.dataclass
@@ -91,6 +95,9 @@ class BeamSession:
         self._result: Any = None
         self._closed = False  # close() ran
         self._scratch: Destination | None = None
+        self._columns: dict[int, tuple[str, ...]] = {}  # table id -> columns (step outputs' once run)
+        self._row_rules: list[tuple[int, int, rowstate.RowsFn]] = []  # (op, output table, its rows)
+        self._modules_open: set[int] = set()  # ids of the transforms outside steps being applied
         self._original_apply = internals.install(pipeline, self._apply)
         self._original_run = internals.replace_run(pipeline, self._run_once)
 
@@ -134,7 +141,9 @@ class BeamSession:
         self.run.record_table(
             dataclasses.replace(table, columns=layout[0], rows=len(rows), stored_rows=self.run.store_rows)
         )
-        self._register(created, Trace(frozenset({table.table_id}), None, internals.PlainType.known(plain_type)))
+        self._columns[table.table_id] = layout[0]
+        self._register(created, Trace(frozenset({table.table_id}), None, internals.PlainType.known(plain_type),
+                                      rows=rowstate.table(table.table_id)))
         return created
 
     def run_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
@@ -207,10 +216,19 @@ class BeamSession:
             assert self._scratch is not None  # handed out with the first table
             counts[table.table_id] = summary = json.loads(self._scratch.read_text(summary_name(table.table_id)))
             self.run.record_table(dataclasses.replace(table, columns=tuple(summary["columns"]), rows=summary["rows"]))
+            self._columns[table.table_id] = tuple(summary["columns"])
         for op in self._ops:
             triples = sum(counts[t]["triples"] for t in op.outputs)
             self.run.finish_op(op.op_id, triples=triples, finished=finished)
+        self._record_row_rules()
         self._record_lineage()
+
+    def _record_row_rules(self) -> None:
+        """What each step output's row lineage means, now that every table's columns are known."""
+        inputs = {op.op_id: op.inputs for op in self._ops}
+        for op_id, table_id, rows in self._row_rules:
+            state = rows(self._columns)
+            self.run.record_row_rules(rowstate.op_rules(op_id, table_id, self._columns[table_id], state, inputs[op_id]))
 
     def _record_lineage(self) -> None:
         """Beam's own Lineage metrics (sources read, sinks written), kept beside the run."""
@@ -232,13 +250,14 @@ class BeamSession:
             self.run.rows_destination(table.table_id) if self.run.store_rows else None,
             self.run.triples_destination() if op_id is not None else None,
             self._scratch,
+            self.run.row_lineage_destination() if op_id is not None else None,
         )
         with self._internal():
             rebased = numbered | f"{label}/Materialize" >> Materialize(target)
         self._tables.append(dataclasses.replace(table, stored_rows=self.run.store_rows))
         if not isinstance(plain_type, internals.PlainType):
             plain_type = internals.PlainType.known(plain_type)
-        self._register(rebased, Trace(frozenset({table.table_id}), None, plain_type))
+        self._register(rebased, Trace(frozenset({table.table_id}), None, plain_type, rows=rowstate.table(table.table_id)))
         return rebased
 
     def _output(self, step: StepInfo, name: str, out: Any, op_id: int, scope: StepScope) -> tuple[TableInfo, Any]:
@@ -248,14 +267,16 @@ class BeamSession:
         trace = self._trace(out)
         label = f"provplug:{name}"
         plain_type = out.element_type
+        rows: rowstate.RowsFn = rowstate.no_input
         with self._internal():
             if trace is None:  # built without reading a captured table: no parents
                 out = out | f"{label}/Trace" >> beam.Map(lambda v: (v, {}))
             else:
                 scope.read(out, trace)
-                plain_type = trace.plain_type
+                plain_type, rows = trace.plain_type, trace.rows
             numbered = out | f"{label}/Number" >> NumberByContent()
         table = self.run.new_table(name, "output", ())
+        self._row_rules.append((op_id, table.table_id, rows))
         return table, self._materialize(numbered, table, op_id, label, plain_type)
 
     # -- the apply interceptor -----------------------------------------------------
@@ -265,6 +286,18 @@ class BeamSession:
         transform, label = internals.unname(transform, label)
         if isinstance(transform, _Composite):  # Beam re-applies a labelled transform
             return original(transform, pvalueish, label)
+        if self._step is None and not self._implicit and id(transform) not in self._modules_open:
+            # A user's composite is a module of the steps it calls (zoom queries);
+            # Beam applies a labelled transform once more, in the same module.
+            self._modules_open.add(id(transform))
+            try:
+                with _composite_module(label or transform.label):
+                    return self._dispatch(original, transform, pvalueish, label)
+            finally:
+                self._modules_open.discard(id(transform))
+        return self._dispatch(original, transform, pvalueish, label)
+
+    def _dispatch(self, original: Callable[..., Any], transform: Any, pvalueish: Any, label: str | None) -> Any:
         scope = self._step
         inputs = list(_pcollections(pvalueish))
         traced = [pc for pc in inputs if self._trace(pc) is not None]
@@ -291,7 +324,7 @@ class BeamSession:
             result = original(Expansion(rule), pvalueish, name)
         scope.operations.append(rule.operation)
         scope.black_box |= rule.black_box
-        self._register(result, Trace(tables, scope.token, input_type.after(transform)))
+        self._register(result, Trace(tables, scope.token, input_type.after(transform), rows=self._rows_after(rule, pvalueish)))
         return result
 
     def _apply_outside(self, original: Callable[..., Any], transform: Any, pvalueish: Any, name: str,
@@ -323,9 +356,19 @@ class BeamSession:
         self._register(result, Trace(
             frozenset().union(*(t.tables for t in traces)), None, input_type.after(transform),
             (*(op for t in traces for op in t.operations), rule.operation),
-            any(t.black_box for t in traces) or rule.black_box,
+            any(t.black_box for t in traces) or rule.black_box, self._rows_after(rule, pvalueish),
         ))
         return result
+
+    def _rows_after(self, rule: Any, pvalueish: Any) -> rowstate.RowsFn:
+        """The row lineage of ``rule``'s output, from that of its (traced) inputs."""
+        if isinstance(pvalueish, dict):
+            tagged: list[tuple[Any, Any]] = list(pvalueish.items())
+        elif isinstance(pvalueish, (tuple, list)):
+            tagged = list(enumerate(pvalueish))
+        else:
+            tagged = [(None, pvalueish)]
+        return rowstate.applied(rule.rows, [(tag, self._trace_of(pc).rows) for tag, pc in tagged])
 
     def _expand_composite(self, original: Callable[..., Any], transform: Any, pvalueish: Any, label: str | None,
                           where: str) -> Any:
@@ -359,7 +402,8 @@ class BeamSession:
 
     def _remember(self, result: Any, recipe: _Recipe) -> None:
         for pc in _pcollections(result):
-            self._recipes[id(pc)] = (pc, recipe)
+            if self._trace(pc) is None:  # a step's output (a composite's) is traced already
+                self._recipes[id(pc)] = (pc, recipe)
 
     def _traced_of(self, pcoll: Any) -> Any:
         """The traced counterpart of a PCollection plain code made from
@@ -406,7 +450,10 @@ class BeamSession:
             return pcoll
         if id(pcoll) not in self._plain:
             with self._internal():
-                self._plain[id(pcoll)] = pcoll | f"provplug:Plain{len(self._plain)}" >> beam.Map(lambda e: e[0])
+                plain = pcoll | f"provplug:Plain{len(self._plain)}" >> beam.Map(lambda e: e[0])
+            self._plain[id(pcoll)] = plain
+            # A step called on it (inside a composite that sees plain values) reads ``pcoll``.
+            self._remember(plain, _Recipe(None, pcoll, "provplug:Plain", plain, pcoll))
         return self._plain[id(pcoll)]
 
     class _Internal:
@@ -463,6 +510,12 @@ class _Composite(beam.PTransform):
 
     def expand(self, pvalueish: Any) -> Any:
         return self.inner.expand(pvalueish)
+
+
+def _composite_module(label: str) -> contextlib.AbstractContextManager[None]:
+    """``provplug.module(label)``: dots inside read as nesting, as in any module name."""
+    name = label.strip(". ")
+    return module(name) if name else contextlib.nullcontext()
 
 
 def _refuse_run(*args: Any, **kwargs: Any) -> Any:

@@ -32,9 +32,10 @@ from apache_beam.typehints import typehints
 
 from provplug import ids
 from provplug.errors import CaptureError
-from provplug.writers import Destination, RowsWriter, TripleWriter
+from provplug.writers import Destination, RowLineageWriter, RowsWriter, TripleWriter
 
 from .elements import Prov, Traced, bucket, cells, element_key, per_attribute
+from .rowstate import lineage_records
 
 Numbered = tuple[int, Any, "Prov | None"]
 Layout = tuple[tuple[str, ...], pa.Schema]
@@ -46,8 +47,9 @@ FLUSH_ROWS = 100_000
 class TableTarget:
     """Where one table's files go (picklable: shipped to the workers).
 
-    ``rows`` is None when the run keeps no rows; ``triples`` is None for a
-    source (no op, no triples). ``summary`` is the run's scratch directory.
+    ``rows`` is None when the run keeps no rows; ``triples`` and
+    ``lineage`` (row lineage) are None for a source (no op). ``summary`` is
+    the run's scratch directory.
     """
 
     table_id: int
@@ -56,6 +58,7 @@ class TableTarget:
     rows: Destination | None
     triples: Destination | None
     summary: Destination
+    lineage: Destination | None = None
 
     @property
     def summary_name(self) -> str:
@@ -205,8 +208,10 @@ def _unify(kinds: set[pa.DataType]) -> pa.DataType:
 
 # -- writing ---------------------------------------------------------------------
 class WriteTable(beam.DoFn):
-    """Writes the rows and the triples of each bundle through the run's
-    writers (a new part every ``FLUSH_ROWS`` rows)."""
+    """Writes the rows, the triples and the row lineage (derived from the
+    triples, :func:`.rowstate.lineage_records`) of each bundle through the
+    run's writers (a new part every ``FLUSH_ROWS`` rows; a row's triples are
+    never split between parts)."""
 
     def __init__(self, target: TableTarget) -> None:
         super().__init__()
@@ -225,6 +230,10 @@ class WriteTable(beam.DoFn):
         self.triples_writer = (
             TripleWriter(target.triples, f"op-{target.op_id}-{stem}")
             if target.triples is not None and target.op_id is not None else None
+        )
+        self.lineage_writer = (
+            RowLineageWriter(target.lineage, f"op-{target.op_id}-{stem}")
+            if target.lineage is not None and target.op_id is not None else None
         )
 
     def process(self, element: Numbered, stats: Stats) -> None:
@@ -247,7 +256,7 @@ class WriteTable(beam.DoFn):
 
     def finish_bundle(self) -> None:
         self._flush()
-        for writer in (self.rows_writer, self.triples_writer):
+        for writer in (self.rows_writer, self.triples_writer, self.lineage_writer):
             if writer is not None:
                 writer.close()
 
@@ -259,6 +268,9 @@ class WriteTable(beam.DoFn):
             )
         if self.src and self.triples_writer is not None:
             self.triples_writer.write(self.src, self.dst, self.target.op_id, dst_table=self.target.table_id)
+        if self.src and self.lineage_writer is not None and self.target.op_id is not None:
+            out_row, member, in_table, in_row = lineage_records(self.src, self.dst)
+            self.lineage_writer.write(self.target.op_id, self.target.table_id, out_row, member, in_table, in_row)
         self.rows, self.numbers, self.src, self.dst = [], [], [], []
 
 

@@ -1,0 +1,310 @@
+"""Row lineage of Beam steps (DESIGN §9; the format is :mod:`provplug.rowlineage`).
+
+**Records.** Every transform the adapter traces keeps or merges rows; none
+uses two rows *jointly* (Beam has no join primitive: ``CoGroupByKey`` emits
+one row per key that exists while any element of any side has that key, and
+what a ``FlatMap`` makes of it is a black box). So an output row's members
+are exactly the distinct input rows its cells come from, one row each, and
+they follow from the cell ids every element already carries: a cell id packs
+its table and row (:mod:`provplug.ids`). ``WriteTable`` derives the records
+from the triples it writes (:func:`lineage_records`); no extra state travels
+with the elements. ``optional`` is never set (no outer join is captured).
+
+**Rules.** How each output column follows from the members, which input
+columns decide existence and which transforms make existence opaque are
+worked out on the driver, symbolically, along the transforms of the step
+(:class:`RowState` per traced PCollection, one transfer per rule in
+:mod:`provplug_beam.rules`). A table's columns are known only after the run,
+so each PCollection's state is a function of the tables' columns
+(:data:`RowsFn`), evaluated when the run is recorded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from provplug import ids
+from provplug.rowrules import ColumnKind, ColumnRule, OpRowRules
+
+Ref = tuple[int, str]  # (input table, column)
+Catalog = Mapping[int, Sequence[str]]  # table id -> its columns
+
+
+@dataclasses.dataclass(frozen=True)
+class Col:
+    """How one attribute follows from the input rows (a :class:`ColumnRule` to be)."""
+
+    kind: ColumnKind
+    refs: frozenset[Ref] = frozenset()
+    function: str | None = None
+
+    @staticmethod
+    def computed(refs: Iterable[Ref]) -> Col:
+        refs = frozenset(refs)
+        return Col("computed", refs) if refs else Col("literal")
+
+
+@dataclasses.dataclass(frozen=True)
+class RowState:
+    """What the elements of one traced PCollection are, in terms of the rows
+    of the tables it reads: a rule per attribute (``other`` for attributes
+    not named), the columns deciding existence, why existence is opaque, and
+    whether each element stands for exactly one input row (so an aggregate
+    over the elements is one over the members)."""
+
+    named: Mapping[str, Col]
+    other: Col | None = None
+    deciding: frozenset[Ref] = frozenset()
+    opaque: tuple[str, ...] = ()
+    one_row: bool = True
+    sources: frozenset[int] = frozenset()  # tables whose rows the elements come from
+
+    def col(self, attribute: str) -> Col:
+        found = self.named.get(attribute, self.other)
+        return found if found is not None else Col.computed(self.refs())
+
+    def refs(self, skip: Iterable[str] = ()) -> frozenset[Ref]:
+        skipped = set(skip)
+        cols = [c for a, c in self.named.items() if a not in skipped]
+        if self.other is not None:
+            cols.append(self.other)
+        return frozenset().union(*(c.refs for c in cols))
+
+    def key(self) -> Col:
+        """A KV element's key (an element without a ``key`` attribute gives
+        all its cells to key and value, as :func:`.elements.key_and_value_ids`)."""
+        return self.named["key"] if "key" in self.named else Col.computed(self.refs())
+
+    def value_refs(self) -> frozenset[Ref]:
+        return self.refs(skip=("key",)) if "key" in self.named else self.refs()
+
+
+RowsFn = Callable[[Catalog], RowState]
+Tagged = Sequence[tuple[Any, RowState]]  # (tag or position, state) per main input
+Transfer = Callable[[Tagged], RowState]
+
+
+def table(table_id: int) -> RowsFn:
+    """A table read by a step: each attribute is a copy of its own column."""
+
+    def state(catalog: Catalog) -> RowState:
+        return RowState({c: Col("copy", frozenset({(table_id, c)})) for c in catalog[table_id]},
+                        sources=frozenset({table_id}))
+
+    return state
+
+
+def no_input(catalog: Catalog) -> RowState:
+    """A step output built without reading a captured table."""
+    return RowState({}, Col("literal"))
+
+
+def applied(transfer: Transfer, inputs: Sequence[tuple[Any, RowsFn]]) -> RowsFn:
+    return lambda catalog: transfer([(tag, rows(catalog)) for tag, rows in inputs])
+
+
+def _only(inputs: Tagged) -> RowState:
+    return inputs[0][1]
+
+
+# -- transfers, one per kind of rule -----------------------------------------------
+def filtered(inputs: Tagged) -> RowState:
+    """``Filter``: rows kept as they are; the predicate reads the whole element."""
+    s = _only(inputs)
+    return dataclasses.replace(s, deciding=s.deciding | s.refs())
+
+
+def mapped(inputs: Tagged) -> RowState:
+    """``Map``/``MapTuple``: one output per input (Beam's contract), a black box."""
+    s = _only(inputs)
+    return dataclasses.replace(s, named={}, other=Col.computed(s.refs()))
+
+
+def black_box(reason: str) -> Transfer:
+    """``FlatMap``/``ParDo``: 0..n outputs per input, from code that may keep state."""
+
+    def transfer(inputs: Tagged) -> RowState:
+        s = mapped(inputs)
+        return dataclasses.replace(s, deciding=s.deciding | s.refs(), opaque=(*s.opaque, reason), one_row=False)
+
+    return transfer
+
+
+def opaque(transfer: Transfer, reason: str) -> Transfer:
+    def wrapped(inputs: Tagged) -> RowState:
+        s = transfer(inputs)
+        return dataclasses.replace(s, opaque=(*s.opaque, reason))
+
+    return wrapped
+
+
+def aggregate(function: str | None, s: RowState, col: Col) -> Col:
+    """An aggregate over the elements is one over the members only when each
+    element is one input row and the aggregated value a copy of its cell."""
+    if function is None or not s.one_row:
+        return Col.computed(col.refs)
+    if function == "count_star":
+        return Col("aggregate", frozenset(), "count_star")
+    if col.kind == "copy":
+        return Col("aggregate", col.refs, function)
+    return Col.computed(col.refs)
+
+
+def _grouped(s: RowState, named: Mapping[str, Col], key_refs: Iterable[Ref], other: Col | None = None) -> RowState:
+    return RowState(named, other, s.deciding | frozenset(key_refs), s.opaque, False, s.sources)
+
+
+def group_by_key(inputs: Tagged) -> RowState:
+    s = _only(inputs)
+    key = s.key()
+    return _grouped(s, {"key": key, "value": Col.computed(s.value_refs())}, key.refs)
+
+
+def combine_per_key(function: str | None) -> Transfer:
+    def transfer(inputs: Tagged) -> RowState:
+        s = _only(inputs)
+        key, values = s.key(), Col.computed(s.value_refs())
+        value = aggregate(function, s, s.named.get("value", values)) if "key" in s.named else values
+        return _grouped(s, {"key": key, "value": value}, key.refs, values)
+
+    return transfer
+
+
+def combine_globally(function: str | None) -> Transfer:
+    def transfer(inputs: Tagged) -> RowState:
+        s = _only(inputs)
+        every = Col.computed(s.refs())
+        single = set(s.named) == {"value"} and s.other is None
+        value = aggregate(function, s, s.named["value"]) if single else every
+        return _grouped(s, {"value": value}, (), every)
+
+    return transfer
+
+
+def co_group_by_key(inputs: Tagged) -> RowState:
+    """One row per key: its members are the elements of every side with that key."""
+    states = [s for _, s in inputs]
+    key_refs = frozenset().union(*(s.key().refs for s in states))
+    named: dict[str, Col] = {"key": Col.computed(key_refs)}
+    if all(isinstance(tag, str) for tag, _ in inputs):
+        named.update({tag: Col.computed(s.value_refs()) for tag, s in inputs})
+    else:
+        named["value"] = Col.computed(frozenset().union(*(s.value_refs() for s in states)))
+    return RowState(
+        named, None, frozenset().union(*(s.deciding for s in states)) | key_refs,
+        tuple(r for s in states for r in s.opaque), False, frozenset().union(*(s.sources for s in states)),
+    )
+
+
+def flatten(inputs: Tagged) -> RowState:
+    """Union: each row keeps its one member; a column copies one table's
+    cell only when every branch copies that cell (the format names one table)."""
+    states = [s for _, s in inputs]
+    if not states:
+        return RowState({}, Col("literal"))
+    names = {a for s in states for a in s.named}
+    named = {a: _same_or_computed([s.col(a) for s in states]) for a in names}
+    others = [s.other for s in states if s.other is not None]
+    disjoint = sum(len(s.sources) for s in states) == len(frozenset().union(*(s.sources for s in states)))
+    return RowState(
+        named, _same_or_computed(others) if others else None,
+        frozenset().union(*(s.deciding for s in states)), tuple(r for s in states for r in s.opaque),
+        all(s.one_row for s in states) and disjoint, frozenset().union(*(s.sources for s in states)),
+    )
+
+
+def _same_or_computed(cols: Sequence[Col]) -> Col:
+    return cols[0] if all(c == cols[0] for c in cols) else Col.computed(frozenset().union(*(c.refs for c in cols)))
+
+
+def distinct(inputs: Tagged) -> RowState:
+    """Equal elements merge: each attribute copies any member's cell (they agree)."""
+    s = _only(inputs)
+    return dataclasses.replace(s, deciding=s.deciding | s.refs(), one_row=False)
+
+
+def _field(s: RowState, source: str | None) -> Col:
+    return s.col(source) if source is not None else Col.computed(s.refs())
+
+
+def group_by(sources: Sequence[str | None]) -> Transfer:
+    """``GroupBy(fields)``: ``key`` and the list of grouped elements."""
+
+    def transfer(inputs: Tagged) -> RowState:
+        s = _only(inputs)
+        keys = [_field(s, src) for src in sources]
+        key = keys[0] if len(keys) == 1 else Col.computed(frozenset().union(*(k.refs for k in keys)))
+        return _grouped(s, {"key": key, "value": Col.computed(s.refs())}, key.refs)
+
+    return transfer
+
+
+def group_and_aggregate(keys: Sequence[tuple[str, str | None]],
+                        aggregates: Sequence[tuple[str, str | None, str | None]]) -> Transfer:
+    """``GroupBy(...).aggregate_field``: ``keys`` as (name, source field);
+    ``aggregates`` as (dest, source field, aggregate function or None)."""
+
+    def transfer(inputs: Tagged) -> RowState:
+        s = _only(inputs)
+        named = {name: _field(s, src) for name, src in keys}
+        key_refs = frozenset().union(*(c.refs for c in named.values()))
+        for dest, src, function in aggregates:
+            named[dest] = aggregate(function, s, _field(s, src)) if src is not None else Col.computed(s.refs())
+        return _grouped(s, named, key_refs)
+
+    return transfer
+
+
+def select(fields: Sequence[tuple[str, str | None]]) -> Transfer:
+    def transfer(inputs: Tagged) -> RowState:
+        s = _only(inputs)
+        return dataclasses.replace(s, named={name: _field(s, src) for name, src in fields}, other=None)
+
+    return transfer
+
+
+# -- the recorded form ------------------------------------------------------------
+def op_rules(op_id: int, out_table: int, columns: Sequence[str], state: RowState, inputs: Sequence[int]) -> OpRowRules:
+    """The :class:`OpRowRules` of one output table of a step."""
+    deciding: dict[int, set[str]] = {}
+    for t, c in state.deciding:
+        if t in inputs:
+            deciding.setdefault(t, set()).add(c)
+    reasons = tuple(dict.fromkeys(state.opaque))
+    return OpRowRules(
+        op_id, out_table, "opaque" if reasons else "exact",
+        {c: _column_rule(state.col(c)) for c in columns},
+        {t: tuple(sorted(cols)) for t, cols in sorted(deciding.items())},
+        reason="; ".join(reasons),
+    )
+
+
+def _column_rule(col: Col) -> ColumnRule:
+    if col.kind in ("copy", "aggregate") and col.refs:
+        ((table_id, column),) = col.refs
+        return ColumnRule(col.kind, table_id, column, col.function)
+    if col.kind == "aggregate":
+        return ColumnRule("aggregate", function=col.function)
+    if col.kind == "computed":
+        return ColumnRule("computed", references=tuple(sorted(col.refs)))
+    return ColumnRule("literal")
+
+
+# -- records (on the workers) -------------------------------------------------------
+_ROW_OF = ~np.int64((ids.MAX_COLUMNS - 1) << ids.COLUMN_SHIFT)  # clears the column bits of a cell id
+
+
+def lineage_records(src: Sequence[int], dst: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(out_row, member, in_table, in_row)`` of the triples ``src -> dst``
+    of one output table: each distinct input row of an output row is one
+    member of it, numbered in (table, row) order."""
+    pairs = np.unique(np.stack([np.asarray(dst, np.int64) & (ids.MAX_ROWS - 1),
+                                np.asarray(src, np.int64) & _ROW_OF]), axis=1)
+    out_row, in_id = pairs[0], pairs[1]
+    starts = np.flatnonzero(np.r_[True, out_row[1:] != out_row[:-1]])
+    member = np.arange(len(out_row)) - np.repeat(starts, np.diff(np.r_[starts, len(out_row)]))
+    return out_row, member, in_id >> ids.TABLE_SHIFT, in_id & (ids.MAX_ROWS - 1)
