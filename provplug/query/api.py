@@ -116,16 +116,16 @@ class ProvenanceStore:
         return answer
 
     def depends(self, a: int | Iterable[int] | str, b: int | Iterable[int] | str, *, a_where: str | None = None,
-                b_where: str | None = None, run: str | None = None, method: str = "auto",
-                tau: int | None = None, spark: Any = None) -> DependsAnswer:
-        """Does ``b`` depend on ``a`` (is a cell of ``a`` among ``b``'s
-        ancestors)? Each a value id, ids, or ``"TABLE.COLUMN"`` (``"TABLE.*"``:
-        every column) with its rows chosen by ``a_where`` / ``b_where``. The
-        answer holds the shortest path from ``a`` to ``b`` (see
-        :mod:`provplug.query.depends`)."""
+                b_where: str | None = None, run: str | None = None) -> DependsAnswer:
+        """Does ``b`` depend on ``a``: does a cell of ``b`` vanish or change
+        when the rows of ``a`` are deleted (Lipstick §4.3)? Each a value id,
+        ids, or ``"TABLE.COLUMN"`` (``"TABLE.*"``: every column) with its
+        rows chosen by ``a_where`` / ``b_where``. The answer is yes (with the
+        chain of rows through which the deletion reaches ``b``), no, or
+        unknown (see :mod:`provplug.query.depends`)."""
         from .depends import depends
 
-        return depends(self, a, b, a_where=a_where, b_where=b_where, run=run, method=method, tau=tau, spark=spark)
+        return depends(self, a, b, a_where=a_where, b_where=b_where, run=run)
 
     def whatif(self, table: str | None = None, where: str | None = None, *,
                value_id: int | Iterable[int] | None = None,

@@ -1,32 +1,40 @@
-"""The dependency query (Lipstick §4.3) and ``provplug depends``.
+"""The dependency query (Lipstick §4.3, DESIGN §9) and ``provplug depends``.
 
-``provplug depends STORE A B``: does B depend on A, i.e. is some cell of A
-among the ancestors of some cell of B? A and B are each a value id, or
-``TABLE.COLUMN`` (or ``TABLE.*``: every column, a whole row) with the rows
-chosen by ``--a-where`` / ``--b-where``. The answer is yes with the shortest
-chain of cells and ops from an A cell to a B cell, or no.
+``provplug depends STORE A B``: does B depend on A, i.e. does B vanish or
+change when A's rows are deleted? A and B are each a value id (or ids), or
+``TABLE.COLUMN`` (``TABLE.*``: every column, a whole row) with the rows
+chosen by ``--a-where`` / ``--b-where``. A names rows: its cells' rows are
+deleted together; B names cells: B depends on A when a B cell's row vanishes
+or the cell's value changes.
 
-It is answered by one ancestors query of B through the index (the query
-methods of ``provplug lineage``), then a breadth-first search over that
-answer's triples: never a scan of the store. A cell is not its own ancestor,
-so A and B must not share a cell.
+It is answered by one what-if (:mod:`provplug.whatif`): the deletion of A's
+rows propagated over the row lineage, never by re-running or scanning the
+store. The answer is ``yes`` with the chain of rows through which the
+deletion reaches B (each row with what happens to it, and the op between
+two rows), ``no``, or ``unknown`` when the what-if cannot tell (B's
+existence depends on a changed key, an opaque op, or B's value is computed
+from a changed cell).
 """
 
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
+from .. import ids
 from ..errors import LineageQueryError
-from .answer import LineageAnswer, Record, _label, finite
+from ..whatif.engine import Propagation
+from ..whatif.model import WhatIfAnswer
+from ..whatif.values import UNKNOWN, shown
+from .answer import Record, _label, _row_text, finite
 from .targets import parse_target
 
 JSON_FORMAT = "provplug-depends"
-JSON_VERSION = 1
+JSON_VERSION = 2
 Cells = int | Iterable[int] | str  # value id(s) or "TABLE.COLUMN"
+Verdict = Literal["yes", "no", "unknown"]
 
 
 class Queries(Protocol):
@@ -34,36 +42,36 @@ class Queries(Protocol):
 
     def cells(self, *args: Any, **kwargs: Any) -> list[int]: ...
 
-    def lineage(self, *args: Any, **kwargs: Any) -> LineageAnswer: ...
-
     def records(self, value_ids: Iterable[int]) -> list[Record]: ...
+
+    def whatif(self, *args: Any, **kwargs: Any) -> WhatIfAnswer: ...
 
 
 @dataclass
 class DependsAnswer:
-    """``depends``: B depends on A. ``path``: the cells from an A cell to a B
-    cell (empty when not), ``ops[i]`` the op from ``path[i]`` to ``path[i+1]``.
-    ``reached``: the ids of A's cells among B's ancestors."""
+    """``answer``: yes, no or unknown (``depends``: True, False, None).
+    ``path``: the rows from a deleted A row to B's row, each a record
+    ``{table, row_number, row, effect}`` (``effect``: deleted, vanishes,
+    changes — with ``cells`` old/new —, or unknown — with ``reason``), the
+    last one also naming B's cell (``value_id``, ``column``, ``value``);
+    ``ops[i]`` the op from ``path[i]`` to ``path[i+1]``. ``reason``: why."""
 
-    depends: bool
+    answer: Verdict
     a: list[Record]
     b: list[Record]
     path: list[Record]
     ops: list[str]
-    reached: list[int]
-    ancestors: int
+    reason: str
     stats: dict[str, Any]
 
-    def reached_records(self) -> list[Record]:
-        """A's cells among B's ancestors."""
-        reached = set(self.reached)
-        return [r for r in self.a if r["value_id"] in reached]
+    @property
+    def depends(self) -> bool | None:
+        return {"yes": True, "no": False}.get(self.answer)
 
     def to_dict(self) -> dict[str, Any]:
         return finite({
-            "format": JSON_FORMAT, "version": JSON_VERSION, "depends": self.depends,
-            "a": self.a, "b": self.b, "path": self.path, "ops": self.ops, "reached": self.reached,
-            "ancestors": self.ancestors, "stats": self.stats,
+            "format": JSON_FORMAT, "version": JSON_VERSION, "depends": self.depends, "answer": self.answer,
+            "reason": self.reason, "a": self.a, "b": self.b, "path": self.path, "ops": self.ops, "stats": self.stats,
         })
 
     def to_json(self) -> str:
@@ -71,13 +79,12 @@ class DependsAnswer:
 
     def render(self) -> str:
         a, b = _cells_text(self.a), _cells_text(self.b)
-        if not self.depends:
-            return (f"no: {b} does not depend on {a}\n"
-                    f"(none of A's {len(self.a)} cell(s) is among B's {self.ancestors} ancestors)")
-        lines = [f"yes: {b} depends on {a}",
-                 f"({len(self.reached)} of A's {len(self.a)} cell(s) among B's {self.ancestors} ancestors); shortest path:",
-                 f"  {_label(self.path[0])}"]
-        lines += [f"  -> {op} -> {_label(cell)}" for op, cell in zip(self.ops, self.path[1:], strict=True)]
+        if self.answer == "no":
+            return f"no: {b} does not depend on {a}\n({self.reason})"
+        head = "yes" if self.answer == "yes" else "unknown"
+        verb = "depends on" if self.answer == "yes" else "may depend on"
+        lines = [f"{head}: {b} {verb} {a}", f"({self.reason}); the deletion's path:", f"  {_step_text(self.path[0])}"]
+        lines += [f"  -> {op} -> {_step_text(step)}" for op, step in zip(self.ops, self.path[1:], strict=True)]
         return "\n".join(lines)
 
 
@@ -88,29 +95,117 @@ def _cells_text(records: list[Record]) -> str:
     return f"{len(records)} cells of {', '.join(names)}"
 
 
+def _step_text(step: Record) -> str:
+    row = f"row {_row_text(step['row'])}" if step.get("row") else f"row {step['row_number']}"
+    if step.get("column") is not None:
+        where = f"{step['table']}.{step['column']} = {step['value']!r}  ({row})"
+    else:
+        where = f"{step['table']} {row}"
+    effect = step["effect"]
+    if effect == "changes":
+        cells = step.get("cells", {})
+        shown_cells = {step["column"]: cells[step["column"]]} if step.get("column") in cells else cells
+        effect = "changes " + "; ".join(f"{c} to {v['new']!r}" if v["known"] else f"{c} (value unknown)"
+                                        for c, v in shown_cells.items())
+    elif effect == "unknown":
+        effect = f"unknown: {step.get('reason', '')}"
+    return f"{where}: {effect}"
+
+
 def depends(store: Queries, a: Cells, b: Cells, *, a_where: str | None = None,
-            b_where: str | None = None, run: str | None = None, method: str = "auto",
-            tau: int | None = None, spark: Any = None) -> DependsAnswer:
+            b_where: str | None = None, run: str | None = None) -> DependsAnswer:
     """See :meth:`ProvenanceStore.depends`."""
     a_ids = store.cells(**_selection(a, a_where, run, "A"))
     b_ids = store.cells(**_selection(b, b_where, run, "B"))
     shared = set(a_ids) & set(b_ids)
     if shared:
         raise LineageQueryError(f"A and B share {len(shared)} cell(s) (value {min(shared)}): a cell is not its own ancestor")
-    answer = store.lineage(b_ids, method=method, direction="up", tau=tau, spark=spark, run=run)
-    records = {r["value_id"]: r for r in [*answer.query, *answer.lineage]}
-    chain = _shortest_path(answer.edges, b_ids, set(a_ids))
+    what = store.whatif(value_id=a_ids)
+    b_records = store.records(b_ids)
+    verdicts = [(_verdict(what.propagation, vid), vid, rec) for vid, rec in zip(b_ids, b_records, strict=True)]
+    chosen = next((v for v in verdicts if v[0][0] == "yes"), None) or next(
+        (v for v in verdicts if v[0][0] == "unknown"), None)
+    stats = {**what.stats, "b_cells": len(b_ids)}
     a_records = store.records(a_ids)
-    return DependsAnswer(
-        depends=bool(chain),
-        a=a_records,
-        b=answer.query,
-        path=[records[v] for v, _ in chain],
-        ops=[op for _, op in chain[:-1]],
-        reached=sorted(set(a_ids) & answer.value_ids),
-        ancestors=len(answer.lineage),
-        stats=answer.stats,
-    )
+    if chosen is None:
+        reason = f"deleting A's {_rows_text(a_ids)} neither removes nor changes any of B's {len(b_ids)} cell(s)"
+        return DependsAnswer("no", a_records, b_records, [], [], reason, stats)
+    (verdict, reason), vid, record = chosen
+    path, ops = _path(what, vid, record)
+    return DependsAnswer(verdict, a_records, b_records, path, ops, reason, stats)
+
+
+def _rows_text(a_ids: list[int]) -> str:
+    rows = {(v >> ids.TABLE_SHIFT, v & (ids.MAX_ROWS - 1)) for v in a_ids}
+    return "row" if len(rows) == 1 else f"{len(rows)} rows"
+
+
+def _verdict(propagation: Propagation, value_id: int) -> tuple[Verdict, str]:
+    """What deleting A does to cell ``value_id``: yes (it vanishes, or a
+    known value changes), unknown, or no."""
+    table, column, row = ids.unpack(value_id) if ids.is_packed(value_id) else (-1, -1, -1)
+    state = propagation.states.get(table)
+    if state is None:
+        return "no", ""
+    if row in state.dead:
+        return "yes", "its row vanishes when A's rows are deleted"
+    if state.whole:
+        return "unknown", f"every row of its table is unknown: {state.whole}"
+    if row in state.maybe:
+        return "unknown", f"its row may vanish: {state.maybe[row][0]}"
+    name = _column_name(propagation, table, column)
+    if row in state.changed and name in state.changed[row]:
+        if state.changed[row][name] is UNKNOWN:
+            return "unknown", "its value is computed from a changed cell: it may change"
+        return "yes", "its value changes when A's rows are deleted"
+    return "no", ""
+
+
+def _column_name(propagation: Propagation, table: int, column: int) -> str | None:
+    """The name of ``column`` of ``table`` (from the rules, or the catalogue of the answer's tables)."""
+    columns = propagation.columns.get(table, ())
+    return columns[column] if 0 <= column < len(columns) else None
+
+
+def _path(what: WhatIfAnswer, value_id: int, record: Record) -> tuple[list[Record], list[str]]:
+    """The chain of rows from a deleted A row to B's row (by each row's cause)."""
+    propagation: Propagation = what.propagation
+    table, _, row = ids.unpack(value_id)
+    steps: list[Record] = []
+    ops: list[str] = []
+    at: tuple[int, int] | None = (table, row)
+    while at is not None:
+        t, r = at
+        state = propagation.states[t]
+        step, cause = _step(what, t, r)
+        steps.append(step)
+        if cause is not None and state.op is not None:
+            ops.append(propagation.ops[state.op].name)
+        at = cause
+    steps.reverse()
+    ops.reverse()
+    steps[-1].update({"value_id": value_id, "column": record["column"], "value": record["value"]})
+    return steps, ops
+
+
+def _step(what: WhatIfAnswer, table: int, row: int) -> tuple[Record, tuple[int, int] | None]:
+    state = what.propagation.states[table]
+    old = what.propagation.old.get(table, {}).get(row)
+    effect = next((t for t in what.tables if t.table_id == table), None)
+    step: Record = {"table": effect.table if effect else str(table), "row_number": row,
+                    "row": None if old is None else {k: shown(v) for k, v in old.items()}}
+    if row in state.dead:
+        cause = state.dead[row]
+        step["effect"] = "deleted" if cause is None else "vanishes"
+    elif row in state.maybe:
+        reason, cause = state.maybe[row]
+        step.update(effect="unknown", reason=reason)
+    else:
+        cause = state.changed_cause.get(row)
+        cells = state.changed.get(row, {})
+        step.update(effect="changes", cells={
+            c: {"old": shown((old or {}).get(c)), "new": shown(v), "known": v is not UNKNOWN} for c, v in cells.items()})
+    return step, cause
 
 
 def _selection(cells: Cells, where: str | None, run: str | None, name: str) -> dict[str, Any]:
@@ -121,29 +216,3 @@ def _selection(cells: Cells, where: str | None, run: str | None, name: str) -> d
     if where is not None:
         raise LineageQueryError(f"{name}: a where clause needs TABLE.COLUMN, not value ids")
     return {"value_id": cells, "run": run}
-
-
-def _shortest_path(edges: list[dict[str, Any]], starts: list[int], targets: set[int]) -> list[tuple[int, str]]:
-    """Breadth-first from ``starts`` up the triples to the nearest target:
-    ``[(A cell, op to next), …, (B cell, "")]``, or ``[]``."""
-    parents: dict[int, list[tuple[int, str]]] = {}
-    for e in edges:
-        parents.setdefault(e["dst"], []).append((e["src"], e["op"]))
-    came_from: dict[int, tuple[int, str] | None] = dict.fromkeys(sorted(starts))
-    queue = deque(sorted(starts))
-    while queue:
-        value = queue.popleft()
-        if value in targets:
-            chain: list[tuple[int, str]] = [(value, "")]
-            step = came_from[value]
-            while step is not None:
-                child, op = step
-                chain[-1] = (chain[-1][0], op)
-                chain.append((child, ""))
-                step = came_from[child]
-            return chain
-        for parent, op in sorted(parents.get(value, [])):
-            if parent not in came_from:
-                came_from[parent] = (value, op)
-                queue.append(parent)
-    return []

@@ -57,6 +57,7 @@ class Propagation:
     old: dict[int, dict[int, dict[str, Any]]]
     ops: dict[int, Op]
     stats: dict[str, Any]
+    columns: dict[int, tuple[str, ...]]  # the column names of the tables in ``states``
 
 
 def ordered_ops(store: Store[Any]) -> list[Op]:
@@ -114,7 +115,8 @@ class Engine:
             old[t] = {**self.values.as_dicts(t, rows), **old.get(t, {})}
         stats = {"seconds": round(time.perf_counter() - started, 6), "lineage_records_read": self.lineage.records_read,
                  "lineage_scans": self.lineage.scans, "stored_rows_read": self.values.rows_read}
-        return Propagation(states, old, {o.op_id: o for o in ops}, stats)
+        columns = {t: self.catalog.tables[t].columns for t in states if t in self.catalog.tables}
+        return Propagation(states, old, {o.op_id: o for o in ops}, stats, columns)
 
     # -- one op ------------------------------------------------------------------
     def _step(self, op: Op, out: int, inputs: dict[int, TableState]) -> tuple[TableState, dict[int, dict[str, Any]]]:
