@@ -307,3 +307,76 @@ def test_zoom_out_of_a_composite(store: Path, cli: Any) -> None:
     coarse = json.loads(zoomed.out)
     assert {(c["table"], c["value"]) for c in coarse["lineage"]} == {("Person1", 30), ("Person1", 40)}
     assert {e["op"] for e in coarse["edges"]} == {"Prepare"}
+
+
+# -- composites with transforms between steps, global combines, side inputs ----------------
+@provplug.step("Keep", output="Kept")
+def keep(people: Any) -> Any:
+    return people | beam.Filter(lambda p: p["City"] == "NY")
+
+
+@provplug.step("Ages", output="AgeSum")
+def ages(pairs: Any) -> Any:
+    return pairs | beam.CombinePerKey(sum)
+
+
+class Inner(beam.PTransform):  # type: ignore[misc]
+    def expand(self, people: Any) -> Any:
+        # Plain transforms before and between the steps join their ops.
+        kept = keep(people | "Adults" >> beam.Filter(lambda p: p["Age"] >= 25))
+        return ages(kept | "Pair" >> beam.Map(lambda p: (p["City"], p["Age"])))
+
+
+class Outer(beam.PTransform):  # type: ignore[misc]
+    def expand(self, people: Any) -> Any:
+        return people | "Inner" >> Inner()
+
+
+@provplug.step("Total", output="TotalAge")
+def total(values: Any) -> Any:
+    return values | beam.CombineGlobally(sum)
+
+
+@provplug.step("TotalOrNothing", output="TotalAgeOrNothing")
+def total_or_nothing(values: Any) -> Any:
+    return values | beam.CombineGlobally(sum).without_defaults()
+
+
+@provplug.step("AboveAverage", output="Above")
+def above_average(people: Any, ages: Any) -> Any:
+    mean = ages | beam.combiners.Mean.Globally()
+    return people | beam.Filter(lambda p, m: p["Age"] > m, beam.pvalue.AsSingleton(mean))
+
+
+def test_nested_composites_global_combines_and_side_inputs(tmp_path: Path) -> None:
+    path = tmp_path / "more.prov"
+    with provplug.capture(beam.Pipeline(), store=path) as run:
+        people = run.source(PEOPLE, "People")
+        _ = people | "Outer" >> Outer()
+        ages_table = run.source([30, 40, 40, 20], "AgeList")
+        total(ages_table), total_or_nothing(ages_table)
+        above_average(people, ages_table)
+    got = Rows(path)
+    params = {name: json.loads(op["params"] or "{}") for name, op in got.got.ops.items()}
+    assert params["Keep"] == params["Ages"] == {"module": "Outer.Inner"}
+    assert got.got.ops["Keep"]["operations"] == ["Filter", "Filter"]
+    assert got.got.ops["Ages"]["operations"] == ["Map", "CombinePerKey"]
+    # NY adults: Steve 30, Mark 40 -> one row (NY, 70) with both as members.
+    assert got.lineage("Ages") == expect(
+        "AgeSum", ({"key": "NY", "value": 70}, [[("Kept", person("Steve"))], [("Kept", person("Mark"))]]))
+    kept = got.table_id("Kept")
+    # The Map made the pairs: the sum is of computed values, not of a column.
+    every = computed(*[(kept, c) for c in PEOPLE_COLUMNS])
+    assert got.rule("Ages").columns == {"key": every, "value": every} and got.rule("Ages").existence == "exact"
+
+    age_list = got.table_id("AgeList")
+    members = [[("AgeList", {"value": a})] for a in (30, 40, 40, 20)]
+    assert got.lineage("Total") == expect("TotalAge", ({"value": 130}, members))
+    # With defaults the row exists with no member left: not derivable.
+    assert got.rule("Total").existence == "opaque" and "default" in got.rule("Total").reason
+    assert got.rule("TotalOrNothing") == OpRowRules(
+        got.got.ops["TotalOrNothing"]["op_id"], got.table_id("TotalAgeOrNothing"), "exact",
+        {"value": ColumnRule("aggregate", age_list, "value", "sum")})
+    # The mean arrives as a side input: its rows are no member, so existence is opaque.
+    assert got.lineage("AboveAverage") == expect("Above", *[(person(n), [[("People", person(n))]]) for n in ("Mark", "Shane")])
+    assert got.rule("AboveAverage").existence == "opaque" and "side input" in got.rule("AboveAverage").reason

@@ -45,6 +45,20 @@ and ``value`` or the value's fields)::
   the step fails with a ``CaptureError`` naming it — never a silent cut.
 * A step called again is labelled, and names its tables, ``<name>#2``,
   ``#3``, ... (its ops keep the step's name).
+* A user's composite ``PTransform`` applied outside any step is a *module*
+  of the steps its ``expand`` calls (Lipstick's ZoomOut/ZoomIn): their ops
+  record its label as their ``module`` parameter (nested composites dotted,
+  ``Outer.Inner``; inside ``provplug.module(...)`` blocks prefixed), so
+  ``provplug lineage ... --zoom-out LABEL`` answers at composite level. The
+  steps read the captured data the composite was given, through any plain
+  transforms it applies before them (those join the step's op).
+* Row lineage (DESIGN §9, :mod:`provplug.rowlineage`): every row of a step
+  output is recorded with its input rows (one member per merged element for
+  combines, ``Distinct`` and ``CoGroupByKey``; one member otherwise), and
+  each output table with its rules (copied, aggregated and computed columns,
+  deciding columns). ``FlatMap``/``ParDo`` (0..n elements per input, maybe
+  stateful), DoFns reading captured side inputs and global combines with
+  defaults make existence opaque; see :mod:`provplug_beam.rowstate`.
 * Any ``Pipeline``, ``TestPipeline`` included, can be captured.
 * Provenance travels *with the data*: every element is ``(value, provenance)``
   inside the pipeline (the provenance of a black box's output is one id

@@ -7,7 +7,7 @@ what a ``FlatMap`` makes of it is a black box). So an output row's members
 are exactly the distinct input rows its cells come from, one row each, and
 they follow from the cell ids every element already carries: a cell id packs
 its table and row (:mod:`provplug.ids`). ``WriteTable`` derives the records
-from the triples it writes (:func:`lineage_records`); no extra state travels
+beside the triples it writes (:func:`member_rows`); no extra state travels
 with the elements. ``optional`` is never set (no outer join is captured).
 
 **Rules.** How each output column follows from the members, which input
@@ -295,16 +295,18 @@ def _column_rule(col: Col) -> ColumnRule:
 
 
 # -- records (on the workers) -------------------------------------------------------
-_ROW_OF = ~np.int64((ids.MAX_COLUMNS - 1) << ids.COLUMN_SHIFT)  # clears the column bits of a cell id
+_ROW_OF = ~((ids.MAX_COLUMNS - 1) << ids.COLUMN_SHIFT)  # clears the column bits of a cell id
 
 
-def lineage_records(src: Sequence[int], dst: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(out_row, member, in_table, in_row)`` of the triples ``src -> dst``
-    of one output table: each distinct input row of an output row is one
-    member of it, numbered in (table, row) order."""
-    pairs = np.unique(np.stack([np.asarray(dst, np.int64) & (ids.MAX_ROWS - 1),
-                                np.asarray(src, np.int64) & _ROW_OF]), axis=1)
-    out_row, in_id = pairs[0], pairs[1]
-    starts = np.flatnonzero(np.r_[True, out_row[1:] != out_row[:-1]])
-    member = np.arange(len(out_row)) - np.repeat(starts, np.diff(np.r_[starts, len(out_row)]))
-    return out_row, member, in_id >> ids.TABLE_SHIFT, in_id & (ids.MAX_ROWS - 1)
+def member_rows(prov: Any) -> list[int]:
+    """The input rows of an output element, as the ids of their column 0,
+    sorted: each is one member of its row (numbered in this order)."""
+    if type(prov) is tuple:
+        return sorted({i & _ROW_OF for i in prov})
+    return sorted({i & _ROW_OF for group in prov.values() for i in group})
+
+
+def split_rows(row_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """``(in_table, in_row)`` of the row ids :func:`member_rows` gives."""
+    packed = np.asarray(row_ids, np.int64)
+    return packed >> ids.TABLE_SHIFT, packed & (ids.MAX_ROWS - 1)

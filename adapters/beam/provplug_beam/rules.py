@@ -27,6 +27,15 @@ adapter understands (README "Capture semantics" in Beam terms), or ``None``:
 A key or aggregate given as a callable instead of a field name sees the whole
 element, so it is a black box over the element's cells.
 
+Each rule also says how its output rows follow from its input rows
+(``Rule.rows``, a transfer of :mod:`provplug_beam.rowstate`): ``Filter``,
+``Select``, ``Flatten`` keep rows; ``Map``/``MapTuple`` give one row per row;
+groupings, ``Distinct`` and ``CoGroupByKey`` merge rows (one member each);
+``FlatMap``/``ParDo``, DoFns reading captured side inputs and global
+combines with defaults make existence opaque. ``sum``/``min``/``max``,
+``Mean`` and ``Count`` over a copied column are aggregates the format
+recomputes.
+
 Grouping keys keep the type Beam knows for the plain input (``Tuple[K, V]``),
 so a coder registered for ``K`` groups the traced elements as it groups the
 plain ones.

@@ -35,7 +35,7 @@ from provplug.errors import CaptureError
 from provplug.writers import Destination, RowLineageWriter, RowsWriter, TripleWriter
 
 from .elements import Prov, Traced, bucket, cells, element_key, per_attribute
-from .rowstate import lineage_records
+from .rowstate import member_rows, split_rows
 
 Numbered = tuple[int, Any, "Prov | None"]
 Layout = tuple[tuple[str, ...], pa.Schema]
@@ -208,10 +208,9 @@ def _unify(kinds: set[pa.DataType]) -> pa.DataType:
 
 # -- writing ---------------------------------------------------------------------
 class WriteTable(beam.DoFn):
-    """Writes the rows, the triples and the row lineage (derived from the
-    triples, :func:`.rowstate.lineage_records`) of each bundle through the
-    run's writers (a new part every ``FLUSH_ROWS`` rows; a row's triples are
-    never split between parts)."""
+    """Writes the rows, the triples and the row lineage (each row's input
+    rows, from the same ids: :func:`.rowstate.member_rows`) of each bundle
+    through the run's writers (a new part every ``FLUSH_ROWS`` rows)."""
 
     def __init__(self, target: TableTarget) -> None:
         super().__init__()
@@ -222,6 +221,9 @@ class WriteTable(beam.DoFn):
         self.numbers: list[int] = []
         self.src: list[int] = []
         self.dst: list[int] = []
+        self.out_rows: list[int] = []  # row lineage: out row, member, in row (as a row id)
+        self.members: list[int] = []
+        self.in_rows: list[int] = []
         self.layout: Layout | None = None
         self.index: dict[str, int] = {}
         stem = uuid.uuid4().hex
@@ -251,6 +253,11 @@ class WriteTable(beam.DoFn):
                 dst = ids.value_id(self.target.table_id, self.index[attr], row)
                 self.src.extend(parents)
                 self.dst.extend([dst] * len(parents))
+        if prov and self.lineage_writer is not None:
+            in_rows = member_rows(prov)
+            self.out_rows.extend([row] * len(in_rows))
+            self.members.extend(range(len(in_rows)))
+            self.in_rows.extend(in_rows)
         if len(self.rows) >= FLUSH_ROWS or len(self.src) >= 10 * FLUSH_ROWS:
             self._flush()
 
@@ -268,10 +275,11 @@ class WriteTable(beam.DoFn):
             )
         if self.src and self.triples_writer is not None:
             self.triples_writer.write(self.src, self.dst, self.target.op_id, dst_table=self.target.table_id)
-        if self.src and self.lineage_writer is not None and self.target.op_id is not None:
-            out_row, member, in_table, in_row = lineage_records(self.src, self.dst)
-            self.lineage_writer.write(self.target.op_id, self.target.table_id, out_row, member, in_table, in_row)
+        if self.in_rows and self.lineage_writer is not None and self.target.op_id is not None:
+            in_table, in_row = split_rows(self.in_rows)
+            self.lineage_writer.write(self.target.op_id, self.target.table_id, self.out_rows, self.members, in_table, in_row)
         self.rows, self.numbers, self.src, self.dst = [], [], [], []
+        self.out_rows, self.members, self.in_rows = [], [], []
 
 
 def _record(value: Any, arrow_schema: pa.Schema) -> dict[str, Any]:
