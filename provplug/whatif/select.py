@@ -7,6 +7,8 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import ids, schema
 from ..errors import LineageQueryError
@@ -54,12 +56,27 @@ def _rows_where(catalog: Catalog, deletion: Deletion, run: str | None) -> tuple[
 
 
 def _rows_of_values(catalog: Catalog, values: np.ndarray) -> dict[int, np.ndarray]:
+    """The rows of captured value ids, each checked against its table (row
+    numbers need not be dense: Spark numbers rows per partition)."""
     for v in values.tolist():
         if v < 0:
             raise LineageQueryError(f"value id {v} is not a non-negative integer")
-    catalog.check_known(values.tolist())
-    imported = values[~(values >= ids.IMPORTED_ID_LIMIT)]
+    imported = values[values < ids.IMPORTED_ID_LIMIT]
     if len(imported):
-        raise LineageQueryError(f"value {int(imported[0])} was imported without its row: delete rows by table")
-    table, _, row = catalog.locate(values)
-    return {int(t): row[table == t] for t in np.unique(table).tolist()}
+        raise LineageQueryError(f"value {int(imported[0])} is not a captured cell: delete rows by table and --where")
+    table, column, row = catalog.locate(values)
+    out: dict[int, np.ndarray] = {}
+    for t in np.unique(table).tolist():
+        entry = catalog.tables.get(t)
+        at = table == t
+        bad = values[at][column[at] >= len(entry.columns)] if entry else values[at]
+        if len(bad):
+            raise LineageQueryError(f"unknown value id {int(bad[0])}: it names no cell of this store")
+        out[t] = np.unique(row[at])
+        if entry is not None and entry.stored_rows:
+            found = catalog.read_rows(entry, pc.field(schema.ROW_COLUMN).isin(pa.array(out[t], pa.int64())))
+            missing = np.setdiff1d(out[t], found.column(schema.ROW_COLUMN).to_numpy())
+            if len(missing):
+                raise LineageQueryError(f"unknown value id {ids.value_id(t, 0, int(missing[0]))}: "
+                                        f"{entry.name} has no row {int(missing[0])}")
+    return out
