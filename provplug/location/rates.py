@@ -83,15 +83,10 @@ class Rates:
             return np.maximum(1, end - self.buffer + 1), end
         return end - self.consumption + 1, end
 
-    def firing(self, position: int, initial: int = 0) -> int | None:
-        """The firing that produced output ``position``; None for an initial token."""
-        if position <= initial:
-            return None
-        return ceil_div(position - initial, self.production)
-
     def upstream(self, start: int, end: int, initial: int = 0) -> tuple[int, int] | None:
         """The input positions output positions ``start..end`` depend on
-        (one interval, see the module docstring); None if all are initial."""
+        (one interval, see the module docstring); None if all are initial.
+        Output position ``k > initial`` is produced by firing ``ceil((k - initial) / p)``."""
         if end <= initial:
             return None
         first = ceil_div(max(start, initial + 1) - initial, self.production)
