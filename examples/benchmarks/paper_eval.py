@@ -76,6 +76,7 @@ PAPER_SIZE = {1: "10M", 9: "100M", 24: "250M", 48: "500M"}
 PAPER_PREPROCESS = {1: "6 min (WCC only)", 9: "16 min", 24: "28 min", 48: "50 min"}
 PAPER_LARGE = {1: 3, 9: 27, 24: 72, 48: 144}
 BIG_SET = 1000  # Table 9's middle figure: sets with at least this many nodes
+NOTES = "## Notes (written by hand)"  # this section of the report survives re-rendering
 
 
 # -- child processes ------------------------------------------------------------------
@@ -109,6 +110,7 @@ class Options:
     seed: int
     theta: int
     engine: str
+    index_memory: str | None = None  # the local engine's --memory-budget (None: provplug's default)
 
     def store(self, factor: int) -> Path:
         return self.data / f"paper-eval-x{factor}.prov"
@@ -162,7 +164,8 @@ def prepare(opts: Options, factor: int, splits: Path | None) -> dict[str, Any]:
     fresh = meta is not None and set(meta["runs"]) == {m["run_id"] for m in store.runs()} and meta["theta"] == opts.theta
     if not fresh or (splits is not None and meta is not None and meta["splits"] != json.loads(splits.read_text())):
         print(f"x{factor}: indexing ({opts.engine})", flush=True)
-        cmd = provplug_cmd("index", str(path), "--theta", str(opts.theta), "--engine", opts.engine)
+        cmd = provplug_cmd("index", str(path), "--theta", str(opts.theta), "--engine", opts.engine,
+                           *(["--memory-budget", opts.index_memory] if opts.index_memory else []))
         seconds, rss = run_child([*cmd, *(["--splits", str(splits)] if splits else [])], opts.log)
         meta = read_meta(open_store(path)) or {}
         state["index"] = {"wall": round(seconds, 1), "seconds": meta["seconds"], "rss": rss, "engine": meta["engine"],
@@ -524,6 +527,7 @@ class Bench:
     runs: int
     slow: int  # RQ, CCProv and DuckDB run the first `slow` queries of a class
     duck: Callable[[int, str], int]
+    tau: int | None = None  # None: provplug's default choice of driver or Spark
 
     def method_series(self, cls: str, queries: list[Query], direction: str) -> Iterator[tuple[str, int, Query, int]]:
         for i, q in enumerate(queries):
@@ -547,7 +551,7 @@ class Bench:
                 continue
             spark_path = method != "csprov"
             query = functools.partial(opened.lineage, value_id=value, method=method, direction=direction,
-                                      spark=self.spark)
+                                      spark=self.spark, tau=self.tau)
             t, ans = timed(query, 1 if spark_path else self.runs, 1 if spark_path else 2)
             check_answer(ans, q, where)
             record(out[method], t, ans)
@@ -564,7 +568,7 @@ class Bench:
                 continue
             drop_caches(self.spark)
             t0 = time.perf_counter()
-            ans = opened.lineage(value_id=value, method=method, direction=direction, spark=self.spark)
+            ans = opened.lineage(value_id=value, method=method, direction=direction, spark=self.spark, tau=self.tau)
             t = time.perf_counter() - t0
             check_answer(ans, q, f"x{self.factor} disk {direction} {cls} #{i} {method}")
             record(out[method], t, ans)
@@ -574,7 +578,8 @@ class Bench:
         times = []
         for i, q in enumerate(queries):
             cmd = provplug_cmd("lineage", str(self.path), "--value-id", str(copy_value(q, i, self.factor)),
-                               "--method", "csprov", "--direction", direction, "--json", "-o", os.devnull)
+                               "--method", "csprov", "--direction", direction, "--json", "-o", os.devnull,
+                               *([] if self.tau is None else ["--tau", str(self.tau)]))
             t0 = time.perf_counter()
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
             times.append(time.perf_counter() - t0)
@@ -601,8 +606,8 @@ def bench_factor(opts: Options, factor: int, picks: dict[str, Any], args: argpar
     store = open_store(path)
     slow = args.slow_queries if factor == 1 else args.big_slow_queries
     con, duck = duckdb_runner(store, opts.data / f"paper-eval-x{factor}.duckdb", args.duckdb_memory)
-    bench = Bench(factor, path, spark, args.runs, slow, duck)
-    result: dict[str, Any] = {"slow": slow, "ram": {}, "disk": {}, "cli": {}}
+    bench = Bench(factor, path, spark, args.runs, slow, duck, args.tau)
+    result: dict[str, Any] = {"slow": slow, "tau": args.tau, "ram": {}, "disk": {}, "cli": {}}
     # Every RAM run first: the disk variant drops the cached triple table RQ keeps.
     try:
         for key in ("ram", "disk", "cli"):
@@ -655,7 +660,9 @@ def render(results: dict[str, Any], out: Path) -> None:
                                   ("disk", "Table XIII: cached on disk (cold: caches dropped before every query)", PAPER_DISK)):
         lines += query_tables(results, factors, variant, title, paper)
     lines += scans_section(results, factors)
-    out.write_text("\n".join(lines) + "\n")
+    old = out.read_text() if out.exists() else ""
+    notes = old[old.index(NOTES):] if NOTES in old else ""  # kept across re-renders
+    out.write_text("\n".join(lines) + "\n" + notes)
 
 
 def header(results: dict[str, Any]) -> list[str]:
@@ -804,6 +811,10 @@ def query_tables(results: dict[str, Any], factors: list[int], variant: str, titl
     return lines
 
 
+def tau_text(tau: int | None) -> str:
+    return "provplug's default (the driver when the triples fit its memory budget)" if tau is None else f"tau = {tau:,} triples"
+
+
 def method_cell(bench: dict[str, Any], variant: str, direction: str, cls: str, method: str) -> str:
     if method == "csprov_cli":
         times = bench["cli"].get(direction, {}).get(cls, [])
@@ -832,7 +843,9 @@ def scans_section(results: dict[str, Any], factors: list[int]) -> list[str]:
                 lines.append(f"| {f}x | {direction} | {cls} | {' | '.join(cells)} |")
     lines.append("")
     caps = ", ".join(f"{f}x: first {results['factors'][str(f)]['bench']['slow']}" for f in factors)
-    lines += [f"Slow-query cap (RQ, CCProv, DuckDB) per factor: {caps} queries of each class; CSProv ran all.", ""]
+    taus = ", ".join(f"{f}x: {tau_text(results['factors'][str(f)]['bench'].get('tau'))}" for f in factors)
+    lines += [f"Slow-query cap (RQ, CCProv, DuckDB) per factor: {caps} queries of each class; CSProv ran all.",
+              f"Driver or Spark (tau): {taus}.", ""]
     return lines
 
 
@@ -872,11 +885,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--theta", type=int, default=25_000)
     p.add_argument("--engine", choices=("local", "spark", "auto"), default="local", help="index engine (default local)")
+    p.add_argument("--index-memory", metavar="SIZE", help="memory budget of the local index engine, e.g. 8G "
+                   "(default: provplug's, 3/4 of the memory available)")
     p.add_argument("--data", type=Path, default=HERE / "data")
     p.add_argument("--queries", type=int, default=10, help="queries per class")
     p.add_argument("--directions", default="up", help="up, or up,down (classes picked by the same rules on descendants)")
     p.add_argument("--slow-queries", type=int, default=10, help="at 1x: how many queries of a class RQ, CCProv and DuckDB run")
     p.add_argument("--big-slow-queries", type=int, default=3, help="the same above 1x")
+    p.add_argument("--tau", type=int, default=None,
+                   help="triples below which a query recurses on the driver (default: provplug's own choice)")
     p.add_argument("--runs", type=int, default=3, help="timed runs per driver-path query (Spark paths: 1)")
     p.add_argument("--max-checks", type=int, default=200_000, help="candidates checked per class at most")
     p.add_argument("--driver-memory", default="6g")
@@ -890,7 +907,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python " + " ".join([str(Path(__file__).resolve().relative_to(HERE.parent.parent)),
                                     *(argv if argv is not None else sys.argv[1:])])
     args.data.mkdir(parents=True, exist_ok=True)
-    opts = Options(args.data, args.scale, args.seed, args.theta, args.engine)
+    opts = Options(args.data, args.scale, args.seed, args.theta, args.engine, args.index_memory)
     results_path = args.data / "paper-eval-results.json"
     results = load_json(results_path, {"factors": {}})
     if results.get("setup") not in (None, [args.scale, args.seed, args.theta]):
