@@ -20,10 +20,12 @@ def comparable(idx: dict[str, Any]) -> dict[str, Any]:
 
 def test_table7_on_spark_via_cli(spark: Any, cli, store_path: Path, tmp_path: Path, monkeypatch: Any) -> None:
     import provplug
-    from provplug.index import spark_engine
+    from provplug.index import spark_engine, sparkwcc
 
-    # Force the sets, too, through large-star/small-star (not the in-task path).
-    monkeypatch.setattr(spark_engine, "GROUP_EDGE_LIMIT", 0)
+    # Force every component through the level-synchronous Spark path (not
+    # the in-task Algorithm 3), its link graphs through large-star/small-star.
+    monkeypatch.setattr(spark_engine, "COMPONENT_TASK_LIMIT", 0)
+    monkeypatch.setattr(sparkwcc, "TASK_EDGE_LIMIT", 0)
 
     imported(store_path, TABLE7)
     splits = tmp_path / "splits.json"
@@ -31,7 +33,7 @@ def test_table7_on_spark_via_cli(spark: Any, cli, store_path: Path, tmp_path: Pa
     r = cli("index", store_path, "--theta", "4", "--splits", splits, "--spark")
     assert r.code == 0, r
     assert "(spark," in r.out
-    assert "star round" in r.err
+    assert "components: 1 components indexed on Spark" in r.err
     store = provplug.open_store(store_path)
     _check_table7(read_index(store))
     gen = Path(store_path, "index", read_index(store)["meta"]["generation"])

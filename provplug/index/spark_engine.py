@@ -1,20 +1,44 @@
-"""The index on Spark (DataFrame API only; nothing but small aggregates such as
-per-table counts ever reaches the driver).
+"""The index on Spark: the triples are read once, every component is indexed
+whole inside one task, and Spark moves the data between those steps.
 
-Every intermediate that is used more than once (triples with table codes,
-per-value state after each split depth, the edge sets of each WCC round) is
-written to a scratch directory inside the new generation and read back, which
-bounds plan growth and is deleted before the generation is published.
+1. ``load``: one scan of the store's triple files. Each input partition runs
+   the NumPy union-find over its own triples (:mod:`.sparkwcc`, "local") and
+   emits its triples tagged with their local root, plus one row per value it
+   holds (local root, smallest table code, local component size); these
+   rows are persisted, so the files are read once. The value rows are
+   shuffled by value once ("merge"): that gives the per-table value counts
+   the split choice needs and the link graph between local roots.
+2. ``build``: the link graph is solved (one task, or large-star/small-star
+   when it is too large), which labels every local root with its component
+   id; a triple's ``ccid`` is the label of its root (a broadcast join when the
+   labels are few). The triples are shuffled by ``ccid`` and each task runs
+   Algorithm 3 (:mod:`.algorithm`) on the whole components it received,
+   exactly as the local engine does for all components at once, and emits
+   every output row (indexed triples, values, sets, components, set
+   dependencies; a component's rows never depend on another component).
+   Components above :data:`COMPONENT_TASK_LIMIT` triples are indexed
+   level-synchronously on Spark instead (:meth:`SparkEngine._huge_rows`).
+3. The rows are persisted once and written in the layout
+   (:mod:`.layout`): one shuffle per bucketed dataset.
+
+Nothing but small aggregates (per-table counts, the ids of huge components)
+reaches the driver. Intermediates live in Spark's storage (persist and local
+checkpoints), never in the store; ``scratch`` is kept for the caller's
+cleanup contract only.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .. import schema, storefiles
@@ -23,13 +47,42 @@ from ..protocols import Store
 from ..sparksession import spark_ddl, spark_type
 from . import layout
 from .algorithm import InputStats, OutputDir, SetPlan
-from .sparkwcc import empty_labels, grouped_wcc, spark_wcc, tune
+from .localwcc import wcc_labels
+from .sparkwcc import attach, concat_batches, link_labels, node_links, partition_roots, spark_wcc, tune
 from .splits import CompiledSplits
 from .workflow import TableCatalogue
 
-# A current set whose kept edges exceed this is split by large-star/small-star
-# on Spark instead of in one task's memory (~1 GB of NumPy arrays at the limit).
-GROUP_EDGE_LIMIT = 20_000_000
+# A component with more triples than this is indexed level-synchronously on
+# Spark instead of in one task (~1.5 GB of NumPy arrays at the limit).
+COMPONENT_TASK_LIMIT = 20_000_000
+
+# Rows of the load step: a triple (with its partition's local root ``r``), or a
+# value (``v``: its local root ``r``, smallest table code ``t``, and ``n`` = the
+# triples of its local component when it is that component's root, else 0).
+LOAD_DDL = "src long, dst long, op long, src_table int, dst_table int, r long, v long, t int, n long"
+# Rows of the merge step: kind 0 a link (a > b), 1 a table code's value count, 2 a root's triples.
+MERGE_DDL = "kind tinyint, a long, b long"
+LINK, TABLE_VALUES, ROOT_TRIPLES = 0, 1, 2
+# Rows of the index step, one kind per output of the layout.
+TRIPLE, VALUE, SET, COMPONENT, SETDEP = 0, 1, 2, 3, 4
+OUT_COLUMNS = {
+    "kind": pa.int8(),
+    "src": pa.int64(),
+    "dst": pa.int64(),
+    "op": pa.int64(),
+    "src_table": pa.int32(),
+    "dst_table": pa.int32(),
+    "ccid": pa.int64(),
+    "src_csid": pa.int64(),
+    "dst_csid": pa.int64(),
+    "value_id": pa.int64(),
+    "csid": pa.int64(),
+    "split_id": pa.int32(),
+    "nodes": pa.int64(),
+    "triples": pa.int64(),
+}
+OUT_DDL = spark_ddl(pa.schema(list(OUT_COLUMNS.items())))
+BATCH = 1 << 20
 
 
 class SparkEngine:
@@ -42,105 +95,129 @@ class SparkEngine:
         self.catalogue = catalogue
         self.progress = progress
         self.spark = spark
-        self.scratch = scratch.spark_path  # intermediates are written and read by Spark only
+        self.scratch = scratch.spark_path
+        self.partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
+        self.lookup = catalogue.id_to_code_array()
+        self._persisted: list[DataFrame] = []
         tune(spark)
 
-    def _save(self, df: DataFrame, name: str) -> DataFrame:
-        path = f"{self.scratch}/{name}-{uuid.uuid4().hex[:8]}"
-        df.write.parquet(path)
-        return self.spark.read.parquet(path)
+    def _keep(self, df: DataFrame) -> DataFrame:
+        """Persist ``df`` (columnar, spilling to disk) until the build ends."""
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self._persisted.append(df)
+        return df
+
+    def release(self) -> None:
+        for df in self._persisted:
+            df.unpersist()
+        self._persisted.clear()
 
     # -- input ---------------------------------------------------------------
     def load(self) -> InputStats:
+        try:
+            return self._load()
+        except BaseException:
+            self.release()
+            raise
+
+    def _load(self) -> InputStats:
         paths = [self.store.to_spark_path(p) for p in self.store.run_paths("triples")]
         self.progress.done("reading triples (spark)")
         triples_ddl = spark_ddl(schema.TRIPLES)
-        if not paths:
-            raw = self.spark.createDataFrame([], triples_ddl)
-        else:
-            raw = self.spark.read.schema(triples_ddl).parquet(*paths)
-        codes = self.spark.createDataFrame(
-            sorted(self.catalogue.code_of_id.items()), "table_id int, code int"
-        )
-        src_codes = F.broadcast(codes.select(F.col("table_id").alias("src_table"), F.col("code").alias("src_code")))
-        dst_codes = F.broadcast(codes.select(F.col("table_id").alias("dst_table"), F.col("code").alias("dst_code")))
-        self.triples = self._save(raw.join(src_codes, "src_table").join(dst_codes, "dst_table"), "triples")
-        ends = self.triples.select(F.col("src").alias("v"), F.col("src_code").alias("tcode")).unionByName(
-            self.triples.select(F.col("dst").alias("v"), F.col("dst_code").alias("tcode"))
-        )
-        self.nodes = self._save(ends.groupBy("v").agg(F.min("tcode").alias("tcode")), "nodes")
-        table_values = {int(r["tcode"]): int(r["count"]) for r in self.nodes.groupBy("tcode").count().collect()}
-        pairs = [
-            (int(r["src_code"]), int(r["dst_code"]), int(r["count"]))
-            for r in self.triples.groupBy("src_code", "dst_code").count().collect()
-        ]
+        raw = self.spark.read.schema(triples_ddl).parquet(*paths) if paths else self.spark.createDataFrame([], triples_ddl)
+        pairs = self._pairs(raw)  # checks every table id first: the tasks below rely on it
+        lookup = self.lookup
+        self.loaded = self._keep(raw.mapInArrow(lambda b: _load_partition(lookup, b), LOAD_DDL))
+        nodes = self.loaded.where(F.col("v").isNotNull()).select("v", "r", "t", "n")
+        self.merged = nodes.repartition(self.partitions, "v").mapInArrow(_merge_partition, MERGE_DDL).localCheckpoint()
+        table_values = {
+            int(r["a"]): int(r["values"])
+            for r in self.merged.where(F.col("kind") == TABLE_VALUES).groupBy("a").agg(F.sum("b").alias("values")).collect()
+        }
         stats = InputStats(
             triples=sum(n for _, _, n in pairs),
             values=sum(table_values.values()),
             table_values=table_values,
-            pair_triples=sorted(pairs),
+            pair_triples=pairs,
         )
-        self._check_tables(raw, stats.triples)
         self.values = stats.values
         self.progress.done("read triples (spark)", stats.triples, "triples")
         return stats
 
-    def _check_tables(self, raw: DataFrame, joined: int) -> None:
-        """The joins with the table codes drop triples of unknown tables:
-        compare with the files' row counts (metadata only) and name them."""
-        files = self.store.triple_files()
-        if joined == (storefiles.count_rows(self.store.fs, files, f"triples of {self.store.uri}") if files else 0):
-            return
-        ends = raw.select(F.col("src_table").alias("t")).union(raw.select(F.col("dst_table").alias("t")))
-        seen = {int(r["t"]) for r in ends.distinct().collect()}
-        raise self.catalogue.unknown_tables(sorted(seen - set(self.catalogue.code_of_id)), self.store.uri)
+    def _pairs(self, raw: DataFrame) -> list[tuple[int, int, int]]:
+        """Triples per (source table code, destination table code); a triple
+        naming a table no committed run defines is store damage."""
+        rows = raw.groupBy("src_table", "dst_table").count().collect()
+        ids = {int(r[c]) for r in rows for c in ("src_table", "dst_table")}
+        unknown = sorted(i for i in ids if i not in self.catalogue.code_of_id)
+        if unknown:
+            raise self.catalogue.unknown_tables(unknown, self.store.uri)
+        code = self.catalogue.code_of_id
+        counts: dict[tuple[int, int], int] = {}
+        for r in rows:
+            key = (code[int(r["src_table"])], code[int(r["dst_table"])])
+            counts[key] = counts.get(key, 0) + int(r["count"])
+        return sorted((a, b, n) for (a, b), n in counts.items())
 
     # -- components and sets ---------------------------------------------------
     def build(self, plan: SetPlan, out: OutputDir) -> dict[str, int]:
-        edges = self.triples.select("src", "dst")
-        comp = self._wcc(edges, "components")
-        state = self.nodes.join(comp, self.nodes["v"] == comp["node"], "left").select(
-            "v", "tcode", F.coalesce("label", "v").alias("ccid")
-        )
-        sizes = state.groupBy("ccid").agg(F.count("*").alias("cc_nodes"))
-        state = self._save(
-            state.join(sizes, "ccid").select(
-                "v",
-                "tcode",
-                "ccid",
-                F.col("ccid").alias("label"),
-                F.lit(-1).alias("split_id"),
-                (F.col("cc_nodes") >= plan.theta).alias("active"),
-            ),
-            "state",
-        )
-        self.progress.done("components")
-        state = self._partition(state, edges, plan)
-        return self._write(state, plan.splits, out)
+        try:
+            rows = self._keep(self._index_rows(plan))
+            return self._write(rows, plan.splits, out)
+        finally:
+            self.release()
 
-    def _wcc(self, edges: DataFrame, what: str) -> DataFrame:
+    def _index_rows(self, plan: SetPlan) -> DataFrame:
+        links = self.merged.where(F.col("kind") == LINK).select(F.col("a").alias("u"), F.col("b").alias("v"))
+        labels, rows = link_labels(links.distinct(), on_round=self._on_round("components"))
+        triples = attach(
+            self.loaded.where(F.col("v").isNull()).select("src", "dst", "op", "src_table", "dst_table", "r"),
+            "r", labels, rows, "ccid",
+        ).drop("r")
+        huge = self._huge_components(labels, rows)
+        self.progress.done("components", len(huge), "components indexed on Spark (above the task limit)")
+        lookup, paths, theta = self.lookup, plan.splits.paths, plan.theta
+        in_task = triples.where(~F.col("ccid").isin(huge)) if huge else triples
+        indexed = in_task.repartition(self.partitions, "ccid").mapInArrow(
+            lambda b: _index_partition(lookup, paths, theta, b), OUT_DDL
+        )
+        if huge:
+            indexed = indexed.unionByName(self._huge_rows(triples.where(F.col("ccid").isin(huge)), plan))
+        return indexed
+
+    def _on_round(self, what: str) -> Any:
         def on_round(k: int) -> None:
             self.progress.done(f"{what}: star round {k}")
 
-        return spark_wcc(edges, f"{self.scratch}/wcc-{uuid.uuid4().hex[:8]}", on_round)
+        return on_round
 
-    def _scoped_wcc(self, kept: DataFrame, what: str) -> DataFrame:
-        """Components of one split depth's kept edges. Every edge lies inside one
-        current set, so sets small enough for one task are solved in memory
-        there (one shuffle); otherwise large-star/small-star on Spark."""
-        kept = self._save(kept, "kept")
-        row = kept.groupBy("grp").count().agg(F.max("count")).first()
-        largest = None if row is None else row[0]
-        if largest is None:
-            return empty_labels(self.spark)
-        if largest <= GROUP_EDGE_LIMIT:
-            self.progress.done(f"{what}: in-task union-find", int(largest), "edges in the largest set")
-            partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 8)
-            return grouped_wcc(kept, partitions)
-        return self._wcc(kept.select("src", "dst"), what)
+    def _huge_components(self, labels: DataFrame, rows: int) -> list[int]:
+        roots = self.merged.where(F.col("kind") == ROOT_TRIPLES).select(F.col("a").alias("r"), F.col("b").alias("n"))
+        sizes = attach(roots, "r", labels, rows, "ccid").groupBy("ccid").agg(F.sum("n").alias("triples"))
+        return sorted(int(r["ccid"]) for r in sizes.where(F.col("triples") > COMPONENT_TASK_LIMIT).collect())
+
+    # -- components too large for one task --------------------------------------
+    def _huge_rows(self, triples: DataFrame, plan: SetPlan) -> DataFrame:
+        """Algorithm 3 level-synchronously on Spark (see :mod:`.algorithm`) for
+        the components above the task limit, as the index step's rows."""
+        codes = self.spark.createDataFrame(sorted(self.catalogue.code_of_id.items()), "table_id int, code int")
+        triples = triples.join(
+            F.broadcast(codes.select(F.col("table_id").alias("src_table"), F.col("code").alias("src_code"))), "src_table"
+        ).join(F.broadcast(codes.select(F.col("table_id").alias("dst_table"), F.col("code").alias("dst_code"))), "dst_table")
+        triples = self._keep(triples)
+        ends = triples.select(F.col("src").alias("v"), F.col("src_code").alias("tcode"), "ccid").unionByName(
+            triples.select(F.col("dst").alias("v"), F.col("dst_code").alias("tcode"), "ccid")
+        )
+        state = ends.groupBy("v").agg(F.min("tcode").alias("tcode"), F.min("ccid").alias("ccid"))
+        sizes = state.groupBy("ccid").agg(F.count("*").alias("cc_nodes"))
+        state = state.join(sizes, "ccid").select(
+            "v", "tcode", "ccid", F.col("ccid").alias("label"), F.lit(-1).alias("split_id"),
+            (F.col("cc_nodes") >= plan.theta).alias("active"),
+        )
+        state = self._keep(self._partition(state.localCheckpoint(), triples.select("src", "dst"), plan))
+        return _rows_from_labels(triples, state)
 
     def _partition(self, state: DataFrame, edges: DataFrame, plan: SetPlan) -> DataFrame:
-        """Algorithm 3, one split depth per round (see :mod:`.algorithm`)."""
         paths = plan.splits.paths
         for depth in range(plan.splits.depth):
             if state.where("active").limit(1).count() == 0:
@@ -156,88 +233,38 @@ class SparkEngine:
                 edges.join(act.select(F.col("v").alias("src"), F.col("label").alias("sl"), F.col("key").alias("sk")), "src")
                 .join(act.select(F.col("v").alias("dst"), F.col("label").alias("dl"), F.col("key").alias("dk")), "dst")
                 .where((F.col("sl") == F.col("dl")) & (F.col("sk") == F.col("dk")))
-                .select("src", "dst", F.col("sl").alias("grp"))
+                .select("src", "dst")
             )
-            inner = self._scoped_wcc(kept, f"sets at split depth {depth + 1}")
-            moved = self._move(keyed, inner)
-            sizes = moved.where("active").groupBy("label").agg(F.count("*").alias("set_nodes"))
-            state = self._save(
-                moved.join(sizes, "label", "left").select(
-                    "v",
-                    "tcode",
-                    "ccid",
-                    "label",
-                    "split_id",
-                    (F.col("active") & (F.col("set_nodes") >= plan.theta) & F.col("deeper")).alias("active"),
-                ),
-                "state",
-            )
-            self.progress.done(f"sets at split depth {depth + 1}")
+            what = f"sets at split depth {depth + 1}"
+            inner = spark_wcc(kept, self.partitions, on_round=self._on_round(what))
+            moved = _move(keyed, inner)
+            set_sizes = moved.where("active").groupBy("label").agg(F.count("*").alias("set_nodes"))
+            state = moved.join(set_sizes, "label", "left").select(
+                "v", "tcode", "ccid", "label", "split_id",
+                (F.col("active") & (F.col("set_nodes") >= plan.theta) & F.col("deeper")).alias("active"),
+            ).localCheckpoint()
+            self.progress.done(what)
         return state
 
-    @staticmethod
-    def _move(keyed: DataFrame, inner: DataFrame) -> DataFrame:
-        joined = keyed.join(inner.select(F.col("node").alias("v"), F.col("label").alias("new_label")), "v", "left")
-        return joined.select(
-            "v",
-            "tcode",
-            "ccid",
-            F.when(F.col("active"), F.coalesce("new_label", "v")).otherwise(F.col("label")).alias("label"),
-            F.when(F.col("active"), F.col("key")).otherwise(F.col("split_id")).alias("split_id"),
-            "active",
-            F.coalesce("deeper", F.lit(False)).alias("deeper"),
-        )
-
     # -- output ----------------------------------------------------------------
-    def _write(self, state: DataFrame, splits: CompiledSplits, out: OutputDir) -> dict[str, int]:
+    def _write(self, rows: DataFrame, splits: CompiledSplits, out: OutputDir) -> dict[str, int]:
         fs_dir, spark_dir = out.path, out.spark_path
-        src_side = state.select(F.col("v").alias("src"), F.col("label").alias("src_csid"))
-        dst_side = state.select(F.col("v").alias("dst"), F.col("label").alias("dst_csid"), "ccid")
-        indexed = self._save(
-            self.triples.join(src_side, "src").join(dst_side, "dst").select(
-                *[F.col(f.name).cast(spark_type(f.type)) for f in layout.INDEXED_TRIPLES]
-            ),
-            "indexed",
-        )
-        self._write_bucketed(indexed, "dst_csid", layout.TRIPLE_BUCKETS, fs_dir, spark_dir, "triples", layout.INDEXED_TRIPLES)
+        kind = F.col("kind")
+        self._write_bucketed(rows.where(kind == TRIPLE), "dst_csid", layout.TRIPLE_BUCKETS, out, "triples", layout.INDEXED_TRIPLES)
         self.progress.done("wrote triples (spark)")
-
-        deps = self._save(
-            indexed.where(F.col("src_csid") != F.col("dst_csid")).select("src_csid", "dst_csid").distinct(), "deps"
-        )
-        self._write_bucketed(deps, "dst_csid", layout.SETDEP_BUCKETS, fs_dir, spark_dir, "setdeps", layout.SETDEPS)
-        self._write_bucketed(deps, "src_csid", layout.SETDEP_BUCKETS, fs_dir, spark_dir, "rsetdeps", layout.SETDEPS)
-
-        values = state.select(F.col("v").alias("value_id"), "ccid", F.col("label").alias("csid"))
+        deps = rows.where(kind == SETDEP)
+        self._write_bucketed(deps, "dst_csid", layout.SETDEP_BUCKETS, out, "setdeps", layout.SETDEPS)
+        self._write_bucketed(deps, "src_csid", layout.SETDEP_BUCKETS, out, "rsetdeps", layout.SETDEPS)
         self._write_bucketed(
-            values, "value_id", layout.VALUE_BUCKETS, fs_dir, spark_dir, "value_sets", layout.VALUE_SETS, sort="value_id"
+            rows.where(kind == VALUE), "value_id", layout.VALUE_BUCKETS, out, "value_sets", layout.VALUE_SETS, sort="value_id"
         )
-
         names = F.array(*[F.lit(n) for n in splits.names]) if splits.names else F.array().cast("array<string>")
-        set_triples = indexed.groupBy(F.col("dst_csid").alias("csid")).agg(F.count("*").alias("triples"))
-        sets = (
-            state.groupBy(F.col("label").alias("csid"))
-            .agg(F.min("ccid").alias("ccid"), F.max("split_id").alias("split_id"), F.count("*").alias("nodes"))
-            .join(set_triples, "csid", "left")
-            .select(
-                "csid",
-                "ccid",
-                F.when(F.col("split_id") >= 0, F.element_at(names, F.col("split_id") + 1)).alias("split"),
-                "nodes",
-                F.coalesce("triples", F.lit(0)).alias("triples"),
-            )
-            .orderBy("csid")
+        sets = rows.where(kind == SET).withColumn(
+            "split", F.when(F.col("split_id") >= 0, F.element_at(names, F.col("split_id") + 1))
         )
-        self._write_single(sets, fs_dir, spark_dir, "sets.parquet", layout.SETS)
-        comp_triples = indexed.groupBy("ccid").agg(F.count("*").alias("triples"))
-        components = (
-            state.groupBy("ccid")
-            .agg(F.count("*").alias("nodes"))
-            .join(comp_triples, "ccid", "left")
-            .select("ccid", "nodes", F.coalesce("triples", F.lit(0)).alias("triples"))
-            .orderBy("ccid")
-        )
-        self._write_single(components, fs_dir, spark_dir, "components.parquet", layout.COMPONENTS)
+        self._write_single(sets, "csid", fs_dir, spark_dir, "sets.parquet", layout.SETS)
+        self._write_single(rows.where(kind == COMPONENT), "ccid", fs_dir, spark_dir, "components.parquet", layout.COMPONENTS)
+        self.progress.done("wrote sets and components (spark)")
         return {  # counted from the written files' metadata, not by Spark jobs
             "triples": _rows(self.store, f"{fs_dir}/triples"),
             "values": self.values,
@@ -247,20 +274,22 @@ class SparkEngine:
         }
 
     def _write_bucketed(
-        self, df: DataFrame, key: str, buckets: int, fs_dir: str, spark_dir: str, name: str, schema: Any, sort: str | None = None
+        self, df: DataFrame, key: str, buckets: int, out: OutputDir, name: str, schema: pa.Schema, sort: str | None = None
     ) -> None:
         columns = [F.col(f.name).cast(spark_type(f.type)) for f in schema]
-        out = df.select(*columns, F.pmod(F.col(key), F.lit(buckets)).cast("int").alias("bucket"))
+        frame = df.select(*columns, F.pmod(F.col(key), F.lit(buckets)).cast("int").alias("bucket"))
         # No explicit partition count: adaptive execution may coalesce small
         # shuffles, and a coalesced partition still holds whole buckets.
-        out = out.repartition("bucket").sortWithinPartitions("bucket", *([sort] if sort else []))
-        out.write.partitionBy("bucket").parquet(f"{spark_dir}/{name}")
-        fill_empty_buckets(self.store.fs, f"{fs_dir}/{name}", buckets, schema)
+        frame = frame.repartition("bucket").sortWithinPartitions("bucket", *([sort] if sort else []))
+        frame.write.partitionBy("bucket").parquet(f"{out.spark_path}/{name}")
+        fill_empty_buckets(self.store.fs, f"{out.path}/{name}", buckets, schema)
 
-    def _write_single(self, df: DataFrame, fs_dir: str, spark_dir: str, name: str, schema: Any) -> None:
-        """One Parquet file at ``name`` (Spark writes a directory; move its one part)."""
+    def _write_single(self, df: DataFrame, key: str, fs_dir: str, spark_dir: str, name: str, schema: pa.Schema) -> None:
+        """One Parquet file at ``name``, sorted by ``key`` (Spark writes a
+        directory; its one part is moved)."""
         tmp = f"_tmp-{uuid.uuid4().hex[:8]}"
-        df.select(*[F.col(f.name).cast(spark_type(f.type)) for f in schema]).coalesce(1).write.parquet(f"{spark_dir}/{tmp}")
+        columns = [F.col(f.name).cast(spark_type(f.type)) for f in schema]
+        df.select(*columns).repartition(1).sortWithinPartitions(key).write.parquet(f"{spark_dir}/{tmp}")
         fs = self.store.fs
         parts = [i.path for i in fs.get_file_info(pafs.FileSelector(f"{fs_dir}/{tmp}")) if i.base_name.endswith(".parquet")]
         if parts:
@@ -270,7 +299,204 @@ class SparkEngine:
         fs.delete_dir(f"{fs_dir}/{tmp}")
 
 
-def fill_empty_buckets(fs: pafs.FileSystem, folder: str, buckets: int, schema: Any) -> None:
+# -- tasks (run in Spark's Python workers) -------------------------------------------
+def _load_partition(lookup: np.ndarray, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """One input partition: its triples tagged with their local root, and its values."""
+    table = concat_batches(batches)
+    if table is None:
+        return
+    nodes, roots, si, di = partition_roots(table.column("src").to_numpy(), table.column("dst").to_numpy())
+    tcode = np.full(len(nodes), np.iinfo(np.int32).max, dtype=np.int32)
+    np.minimum.at(tcode, si, lookup[table.column("src_table").to_numpy()])
+    np.minimum.at(tcode, di, lookup[table.column("dst_table").to_numpy()])
+    local = np.searchsorted(nodes, roots)  # dense index of each node's root
+    root_triples = np.bincount(local[si], minlength=len(nodes))
+    yield from _batches(
+        {"src": table.column("src"), "dst": table.column("dst"), "op": table.column("op"),
+         "src_table": table.column("src_table"), "dst_table": table.column("dst_table"), "r": roots[si]},
+        LOAD_DDL_COLUMNS,
+    )
+    yield from _batches({"r": roots, "v": nodes, "t": tcode, "n": root_triples}, LOAD_DDL_COLUMNS)
+
+
+def _merge_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Every row of the values it holds: links, per-table counts, root sizes."""
+    table = concat_batches(batches)
+    if table is None:
+        return
+    v, r = table.column("v").to_numpy(), table.column("r").to_numpy()
+    u, m = node_links(v, r)
+    t, n = table.column("t").to_numpy(), table.column("n").to_numpy()
+    # A value's table is the smallest code it is seen with, in any partition.
+    order = np.lexsort((t, v))
+    first = np.ones(len(v), dtype=bool)
+    first[1:] = v[order][1:] != v[order][:-1]
+    per_table = np.bincount(t[order][first])
+    codes = np.flatnonzero(per_table)
+    root = n > 0
+    for kind, a, b in ((LINK, u, m), (TABLE_VALUES, codes, per_table[codes]), (ROOT_TRIPLES, r[root], n[root])):
+        yield from _batches({"kind": np.full(len(a), kind, np.int8), "a": a, "b": b}, MERGE_COLUMNS)
+
+
+def _index_partition(
+    lookup: np.ndarray, paths: np.ndarray, theta: int, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Algorithm 3 on whole components (the partition holds every triple of
+    each component it touches), and every output row of those components."""
+    table = concat_batches(batches)
+    if table is None:
+        return
+    src, dst = table.column("src").to_numpy(), table.column("dst").to_numpy()
+    nodes, _, si, di = partition_roots(src, dst)
+    n = len(nodes)
+    node_table = np.full(n, np.iinfo(np.int32).max, dtype=np.int32)
+    np.minimum.at(node_table, si, lookup[table.column("src_table").to_numpy()])
+    np.minimum.at(node_table, di, lookup[table.column("dst_table").to_numpy()])
+    comp = wcc_labels(n, si, di)
+    comp_nodes = np.bincount(comp, minlength=n)
+    labels, split_id = set_labels(comp, comp_nodes, theta, paths, node_table, si, di)
+    ccid, csid = nodes[comp], nodes[labels]
+    src_csid, dst_csid = csid[si], csid[di]
+    yield from _out(TRIPLE, {
+        **{c: table.column(c) for c in ("src", "dst", "op", "src_table", "dst_table")},
+        "ccid": ccid[di], "src_csid": src_csid, "dst_csid": dst_csid,
+    })
+    yield from _out(VALUE, {"value_id": nodes, "ccid": ccid, "csid": csid})
+    set_nodes = np.bincount(labels, minlength=n)
+    roots = np.flatnonzero(set_nodes)
+    yield from _out(SET, {
+        "csid": nodes[roots], "ccid": ccid[roots], "split_id": split_id[roots],
+        "nodes": set_nodes[roots], "triples": np.bincount(labels[di], minlength=n)[roots],
+    })
+    croots = np.flatnonzero(comp_nodes)
+    yield from _out(COMPONENT, {
+        "ccid": nodes[croots], "nodes": comp_nodes[croots], "triples": np.bincount(comp[di], minlength=n)[croots],
+    })
+    cross = src_csid != dst_csid
+    dep_src, dep_dst = _distinct_pairs(src_csid[cross], dst_csid[cross])
+    yield from _out(SETDEP, {"src_csid": dep_src, "dst_csid": dep_dst})
+
+
+def _distinct_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.lexsort((b, a))
+    a, b = a[order], b[order]
+    first = np.ones(len(a), dtype=bool)
+    first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    return a[first], b[first]
+
+
+def set_labels(
+    comp: np.ndarray,
+    comp_nodes: np.ndarray,
+    theta: int,
+    paths: np.ndarray,
+    node_table: np.ndarray,
+    si: np.ndarray,
+    di: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Algorithm 3 for all large components at once, one split depth per
+    round (:mod:`.algorithm`): each node's set label (dense index of the
+    set's smallest node) and the split that made it (-1: none)."""
+    n = len(comp)
+    labels = comp.copy()
+    split_id = np.full(n, -1, dtype=np.int32)
+    active = comp_nodes[comp] >= theta
+    depth_count = paths.shape[1]
+    for depth in range(depth_count):
+        if not active.any():
+            break
+        key = np.where(active, paths[node_table, depth], -1)
+        keep = active[si] & active[di] & (labels[si] == labels[di]) & (key[si] == key[di])
+        inner = wcc_labels(n, si[keep], di[keep])
+        labels = np.where(active, inner, labels)
+        split_id = np.where(active, key, split_id).astype(np.int32)
+        sizes = np.bincount(labels[active], minlength=n)
+        deeper = paths[node_table, depth + 1] >= 0 if depth + 1 < depth_count else np.zeros(n, bool)
+        active = active & (sizes[labels] >= theta) & deeper
+    return labels, split_id
+
+
+LOAD_DDL_COLUMNS = pa.schema(
+    [("src", pa.int64()), ("dst", pa.int64()), ("op", pa.int64()), ("src_table", pa.int32()),
+     ("dst_table", pa.int32()), ("r", pa.int64()), ("v", pa.int64()), ("t", pa.int32()), ("n", pa.int64())]
+)
+MERGE_COLUMNS = pa.schema([("kind", pa.int8()), ("a", pa.int64()), ("b", pa.int64())])
+OUT_SCHEMA = pa.schema(list(OUT_COLUMNS.items()))
+
+
+def _batches(columns: dict[str, Any], schema_: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Rows with the given columns (the others null), in batches of at most :data:`BATCH`."""
+    n = len(next(iter(columns.values())))
+    for start in range(0, n, BATCH):
+        size = min(BATCH, n - start)
+        arrays = []
+        for f in schema_:
+            col = columns.get(f.name)
+            if col is None:
+                arrays.append(pa.nulls(size, f.type))
+            else:
+                arrays.append(pa.array(col[start : start + size], type=f.type) if isinstance(col, np.ndarray)
+                              else col.slice(start, size).cast(f.type).combine_chunks())
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema_)
+
+
+def _out(kind: int, columns: dict[str, Any]) -> Iterator[pa.RecordBatch]:
+    n = len(next(iter(columns.values())))
+    return _batches({"kind": np.full(n, kind, np.int8), **columns}, OUT_SCHEMA)
+
+
+def _move(keyed: DataFrame, inner: DataFrame) -> DataFrame:
+    joined = keyed.join(inner.select(F.col("node").alias("v"), F.col("label").alias("new_label")), "v", "left")
+    return joined.select(
+        "v",
+        "tcode",
+        "ccid",
+        F.when(F.col("active"), F.coalesce("new_label", "v")).otherwise(F.col("label")).alias("label"),
+        F.when(F.col("active"), F.col("key")).otherwise(F.col("split_id")).alias("split_id"),
+        "active",
+        F.coalesce("deeper", F.lit(False)).alias("deeper"),
+    )
+
+
+def _rows_from_labels(triples: DataFrame, state: DataFrame) -> DataFrame:
+    """The index step's rows of components labelled on Spark (``state``: v, ccid, label, split_id)."""
+    src_side = state.select(F.col("v").alias("src"), F.col("label").alias("src_csid"))
+    dst_side = state.select(F.col("v").alias("dst"), F.col("label").alias("dst_csid"))
+    indexed = triples.join(src_side, "src").join(dst_side, "dst")
+    set_triples = indexed.groupBy(F.col("dst_csid").alias("label")).agg(F.count("*").alias("triples"))
+    comp_triples = indexed.groupBy("ccid").agg(F.count("*").alias("triples"))
+    parts = [
+        _kind(TRIPLE, indexed.select("src", "dst", "op", "src_table", "dst_table", "ccid", "src_csid", "dst_csid")),
+        _kind(VALUE, state.select(F.col("v").alias("value_id"), "ccid", F.col("label").alias("csid"))),
+        _kind(SET, state.groupBy("label").agg(
+            F.min("ccid").alias("ccid"), F.max("split_id").alias("split_id"), F.count("*").alias("nodes")
+        ).join(set_triples, "label", "left").select(
+            F.col("label").alias("csid"), "ccid", "split_id", "nodes", F.coalesce("triples", F.lit(0)).alias("triples")
+        )),
+        _kind(COMPONENT, state.groupBy("ccid").agg(F.count("*").alias("nodes")).join(comp_triples, "ccid", "left").select(
+            "ccid", "nodes", F.coalesce("triples", F.lit(0)).alias("triples")
+        )),
+        _kind(SETDEP, indexed.where(F.col("src_csid") != F.col("dst_csid")).select("src_csid", "dst_csid").distinct()),
+    ]
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    return out
+
+
+def _kind(kind: int, df: DataFrame) -> DataFrame:
+    """``df`` with the index step's columns (the ones it lacks null)."""
+    present = set(df.columns)
+    cols: list[Column] = [F.lit(kind).cast("tinyint").alias("kind")]
+    for name, arrow_type in OUT_COLUMNS.items():
+        if name == "kind":
+            continue
+        typ = spark_type(arrow_type)
+        cols.append((F.col(name) if name in present else F.lit(None)).cast(typ).alias(name))
+    return df.select(*cols)
+
+
+def fill_empty_buckets(fs: pafs.FileSystem, folder: str, buckets: int, schema: pa.Schema) -> None:
     """Every ``bucket=K`` directory exists (Spark writes none for an empty bucket)."""
     for k in range(buckets):
         path = f"{folder}/bucket={k}"
