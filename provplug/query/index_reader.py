@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -112,8 +113,9 @@ class _ByteBudgetCache:
         again); entries beyond it are evicted now."""
         with self.lock:
             self._budget = budget
-            self.query += 1  # nothing in use: a shrink may evict anything
-            self._make_room(0)
+            if budget is not None:
+                self.query += 1  # nothing in use: a shrink may evict anything
+                self._make_room(0)
 
     def begin_query(self) -> None:
         with self.lock:
@@ -322,7 +324,7 @@ class IndexReader:
     # -- mapped files ----------------------------------------------------------
     def _mapped_manifest(self) -> dict[str, int] | None:
         """The generation's mapped files (relative path -> size), or None."""
-        if not isinstance(self.fs, pafs.LocalFileSystem) or megabytes_from_env(MAPPED_ENV) == 0:
+        if not isinstance(self.fs, pafs.LocalFileSystem) or os.environ.get(MAPPED_ENV, "").strip() == "0":
             return None
         if self._key not in _MANIFESTS:
             path = f"{self.root}/{MAPPED_MANIFEST}"
