@@ -118,7 +118,8 @@ def test_cache_budget_comes_from_the_environment_or_the_machine(monkeypatch: pyt
 
 
 def test_available_memory_is_what_the_kernel_says() -> None:
-    total = next(int(line.split()[1]) * 1024 for line in open("/proc/meminfo") if line.startswith("MemTotal:"))
+    lines = Path("/proc/meminfo").read_text().splitlines()
+    total = next(int(line.split()[1]) * 1024 for line in lines if line.startswith("MemTotal:"))
     assert 0 < driver.available_memory() <= total
 
 
