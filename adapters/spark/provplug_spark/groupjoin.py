@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 from provplug import schema
 from provplug.errors import CaptureError
 
+from .rowlineage import Deferred, Members
 from .state import HIDDEN_PREFIX, Context, GroupJoin, Node
 from .writer import Cell
 
@@ -60,27 +61,36 @@ def may_defer(ctx: Context, grouping: Sequence[Any], child: Node, keyed: bool = 
     """Whether an aggregate over ``child`` may defer its provenance to a group
     join (``keyed``: even with grouping keys, whatever the setting)."""
     state = ctx.state
+    # Each joined child row is one member: the child has at most one input row per row.
+    members = child.members
+    one_row = members is not None and members.group is None and not members.deferred and len(members.flat) <= 1
     return (state.allow_groups and (not grouping or keyed or state.group_joins == "always") and not ctx.merging_above
-            and child.stable and child.injective and not child.hidden and all(g.deterministic() for g in grouping))
+            and child.stable and child.injective and not child.hidden and one_row
+            and all(g.deterministic() for g in grouping))
 
 
 def defer(ctx: Context, grouping: Sequence[Any], grouped: Sequence[tuple[int, Sequence[Any]]],
-          child: Node) -> tuple[tuple[str, ...], list[Column]]:
+          child: Node) -> tuple[tuple[str, ...], list[Column], Members]:
     """Defer the provenance of the ``grouped`` attributes (expression id, the
-    child attributes it depends on in every member row) to a join of the
-    output rows with ``child``'s rows on the grouping values; return the
-    hidden columns the aggregate adds and their expressions."""
+    child attributes it depends on in every member row) and the rows'
+    members to a join of the output rows with ``child``'s rows on the
+    grouping values; return the hidden columns the aggregate adds, their
+    expressions and the aggregate's members."""
     state, jvm = ctx.state, ctx.jvm
     n = len(state.groups)
     keys = tuple(f"{HIDDEN_PREFIX}k_{n}_{i}" for i in range(len(grouping)))
     marker = f"{HIDDEN_PREFIX}m_{n}"
     values = [jvm.column(_unaliased(g)).alias(k) for g, k in zip(grouping, keys, strict=True)]
-    state.groups.append(GroupJoin(marker, keys, jvm.frame(child.plan).select(*values, *child.rows), ()))
+    assert child.members is not None  # may_defer
+    member = child.members.flat[0] if child.members.flat else None
+    rows = tuple(dict.fromkeys((*child.rows, *child.members.columns)))
+    state.groups.append(GroupJoin(marker, keys, jvm.frame(child.plan).select(*values, *rows), (), member))
     # Computed before any is set: a grouping key keeps its input's id.
     deferred = {expr_id: frozenset((n, t) for t in state.terms_of(refs)) for expr_id, refs in grouped}
     state.deferred.update(deferred)
     state.terms.update({expr_id: frozenset() for expr_id in deferred})
-    return (*keys, marker), [*values, F.lit(True).alias(marker)]
+    members = Members(deferred=(Deferred(n, False),) if member else (), empty=child.members.empty)
+    return (*keys, marker), [*values, F.lit(True).alias(marker)], members
 
 
 def _unaliased(expr: Any) -> Any:
@@ -88,21 +98,24 @@ def _unaliased(expr: Any) -> Any:
 
 
 # -- after the output is written ----------------------------------------------------------
-def group_jobs(stored: DataFrame, groups: Sequence[GroupJoin]) -> list[tuple[DataFrame, tuple[Cell, ...]]]:
-    """Per group join with output cells: the frame its triples come from and
-    the cells to expand it by. ``stored`` holds the stored output rows'
-    numbers and hidden group-join columns."""
+def group_jobs(stored: DataFrame, groups: Sequence[GroupJoin],
+               flat: Sequence[str] = ()) -> list[tuple[DataFrame, tuple[Cell, ...], GroupJoin]]:
+    """Per group join with output cells or members to write: the frame its
+    triples and row-lineage records come from, the cells to expand it by and
+    the group. ``stored`` holds the stored output rows' numbers, hidden
+    group-join columns and ``flat`` member columns."""
     jobs = []
     for group in groups:
-        if group.cells:
-            used = sorted({t.rows for cell in group.cells for t in cell.terms})
-            jobs.append((_joined(stored, group).select(schema.ROW_COLUMN, *used), group.cells))
+        if group.cells or group.member is not None:
+            used = sorted({t.rows for cell in group.cells for t in cell.terms}
+                          | ({group.member.column} if group.member is not None else set()))
+            jobs.append((_joined(stored, group, flat).select(schema.ROW_COLUMN, *used, *flat), group.cells, group))
     return jobs
 
 
-def _joined(stored: DataFrame, group: GroupJoin) -> DataFrame:
+def _joined(stored: DataFrame, group: GroupJoin, flat: Sequence[str]) -> DataFrame:
     """The stored output rows of ``group``'s aggregate joined to its members."""
-    out = stored.filter(F.col(group.marker).isNotNull()).select(schema.ROW_COLUMN, *group.keys)
+    out = stored.filter(F.col(group.marker).isNotNull()).select(schema.ROW_COLUMN, *group.keys, *flat)
     renamed = [f"{MEMBER_KEY}{i}" for i in range(len(group.keys))]
     members = group.child.select(*[F.col(k).alias(r) for k, r in zip(group.keys, renamed, strict=True)],
                                  *[c for c in group.child.columns if c not in group.keys])

@@ -36,9 +36,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from provplug.errors import CaptureError
+from provplug.rowrules import OpRowRules
 
 from . import groupjoin, rules
 from ._jvm import Catalyst
+from .rowlineage import MemberLayout, Members
 from .sources import TableLeaf, Tables
 from .state import HIDDEN_PREFIX, PROV_PREFIX, Context, GroupJoin, Node, RewriteState
 from .writer import Cell
@@ -55,6 +57,12 @@ class Rewritten:
     inputs: set[int]
     operations: list[str]
     uses_udf: bool
+    members: MemberLayout | None = None  # how the frame's rows hold their members (None: unknown)
+    row_rules: OpRowRules | None = None  # the op's row rules, op and table ids still 0
+
+    def rules_for(self, op_id: int, table_id: int) -> OpRowRules:
+        assert self.row_rules is not None
+        return dataclasses.replace(self.row_rules, op=op_id, out_table=table_id)
 
 
 class PlanRewriter:
@@ -79,7 +87,7 @@ class PlanRewriter:
         if any(n.startswith((PROV_PREFIX, HIDDEN_PREFIX)) for n in names):
             raise CaptureError(f"a step output has a column named {PROV_PREFIX}* or {HIDDEN_PREFIX}*, which provplug reserves")
         result = self._rewrite_output(plan, out_attrs, allow_groups=True)
-        if result is None:  # a column would mix group-join and per-row provenance
+        if result is None:  # a column (or a row's members) would mix group-join and per-row provenance
             result = self._rewrite_output(plan, out_attrs, allow_groups=False)
         assert result is not None
         return result
@@ -102,12 +110,42 @@ class PlanRewriter:
                 cells.append(state.cell(j, terms))
             if groups:
                 deferred.setdefault(groups.pop(), []).append(state.cell(j, frozenset(t for _, t in parts)))
+        members = node.members
+        if members is not None and members.deferred and (members.group or len({d.group for d in members.deferred}) > 1):
+            return None  # a row's members from a group join and a list (or two group joins)
         used = sorted({t.rows for c in cells for t in c.terms})
-        result = jvm.frame(node.plan).select(
-            *[jvm.column(a) for a in out_attrs], *[F.col(r) for r in used], *[F.col(h) for h in node.hidden]
-        )
-        group_joins = [dataclasses.replace(g, cells=tuple(deferred.get(n, ()))) for n, g in enumerate(state.groups)]
-        return Rewritten(result, cells, group_joins, list(node.hidden), state.inputs, state.operations, state.uses_udf)
+        carried = [c for c in dict.fromkeys((*node.hidden, *(members.columns if members else ()))) if c not in used]
+        result = jvm.frame(node.plan).select(*[jvm.column(a) for a in out_attrs], *[F.col(r) for r in used],
+                                             *[F.col(c) for c in carried])
+        joined = {d.group: d.optional for d in members.deferred} if members else {}
+        group_joins = [dataclasses.replace(g, cells=tuple(deferred.get(n, ())), member=(
+            dataclasses.replace(g.member, optional=joined[n]) if g.member is not None and n in joined else None))
+            for n, g in enumerate(state.groups)]
+        layout = _member_layout(members, state)
+        return Rewritten(result, cells, group_joins, list(node.hidden), state.inputs, state.operations, state.uses_udf,
+                         layout, _row_rules(state, out_attrs))
+
+
+def _member_layout(members: Members | None, state: RewriteState) -> MemberLayout | None:
+    if members is None:
+        return None
+    markers = tuple(state.groups[d.group].marker for d in members.deferred)
+    return MemberLayout(members.flat, members.group, members.grouped, markers)
+
+
+def _row_rules(state: RewriteState, out_attrs: list[Any]) -> OpRowRules:
+    """The op's row rules for this output (op and table ids filled in by the session)."""
+    facts, jvm = state.facts, state.jvm
+    columns = {}
+    for attr in out_attrs:
+        expr_id = jvm.expr_id(attr)
+        terms = set(state.terms.get(expr_id, frozenset())) | {t for _, t in state.deferred.get(expr_id, frozenset())}
+        columns[attr.name()] = facts.column_rule(expr_id, terms)
+    return OpRowRules(
+        0, 0, "opaque" if facts.reasons else "exact", columns,
+        {t: tuple(sorted(cols)) for t, cols in sorted(facts.deciding.items())},
+        tuple(sorted(facts.opaque_inputs)), "; ".join(facts.reasons),
+    )
 
 
 def _walk(state: RewriteState, node: Any, merging_above: bool) -> Node:

@@ -64,11 +64,13 @@ from pyspark.util import PythonEvalType
 
 from provplug import ids
 from provplug.errors import CaptureError
+from provplug.rowrules import ColumnRule
 from provplug.schema import POSITIONAL_PREFIX, ROW_COLUMN
 
 from . import groupjoin
 from ._jvm import Catalyst
 from .blackbox import Carried, group_function, partition_function, takes_key
+from .rowlineage import SUBQUERY_EXPRESSIONS, Members, Slot, aggregate_rule, collected, member_array, product
 from .state import ROW_LIST_TYPE, ROWS_TYPE, Context, Node, RowColumn
 from .writer import Term
 
@@ -83,6 +85,10 @@ COPY_NODES = {
     "SubqueryAlias", "View", "Subquery",
 }
 CONSTANT_LEAVES = {"LocalRelation", "Range", "OneRowRelation"}
+# Copy nodes after which a deletion may let other rows in: row existence is
+# not derivable from deletions (row lineage's "opaque").
+OPAQUE_COPIES = {"GlobalLimit": "limit", "LocalLimit": "limit", "Offset": "offset", "Tail": "tail", "Sample": "sample"}
+OUTER_JOINS = {"LeftOuter": (False, True), "RightOuter": (True, False), "FullOuter": (True, True)}  # (left, right) padded
 # Black boxes whose finest exposed granularity is a group or partition of
 # whole records; capturing them exactly needs the function's input, which the
 # plan does not expose per output row.
@@ -181,10 +187,13 @@ def table_read(node: Any, children: list[Node], ctx: Context) -> Node:
     else:
         raise CaptureError(f"input {leaf.path} has no {ROW_COLUMN} column")
     rows = state.new_rows(RowColumn(leaf.table_id, scalar=True, may_repeat=False))
+    state.facts.columns[leaf.table_id] = leaf.columns
     for name, expr_id in attrs:
         if name != ROW_COLUMN:  # a source cell: its own id
             state.terms[expr_id] = frozenset({Term(rows, True, ids.value_id(leaf.table_id, leaf.columns.index(name), 0))})
-    return Node(jvm.plan(jvm.frame(node).selectExpr("*", f"{row} AS `{rows}`")), (rows,), ())
+            state.facts.values[expr_id] = ColumnRule("copy", leaf.table_id, name)
+    members = Members((Slot(rows, leaf.table_id, False),))
+    return Node(jvm.plan(jvm.frame(node).selectExpr("*", f"{row} AS `{rows}`")), (rows,), (), members)
 
 
 def constant(node: Any, children: list[Node], ctx: Context) -> Node:
@@ -196,7 +205,7 @@ def constant(node: Any, children: list[Node], ctx: Context) -> Node:
     """
     for attr in ctx.jvm.items(node.output()):
         ctx.state.terms[ctx.jvm.expr_id(attr)] = frozenset()
-    return Node(node, (), ())
+    return Node(node, (), (), Members(empty=True))  # its rows need no input row
 
 
 # -- row-wise ----------------------------------------------------------------------------
@@ -207,8 +216,22 @@ def copy(node: Any, children: list[Node], ctx: Context) -> Node:
     README "Capture semantics", filter / where: "the same column of the same input row (copy).
     Predicate columns are not parents"; orderBy / sort / limit / sample /
     repartition / coalesce / cache: "copy, as filter".
+
+    Row lineage: a row needs its one input row; a filter's predicate
+    columns decide existence; after a limit or sample a deletion may let
+    other rows in (opaque).
     """
-    return Node(ctx.jvm.with_children(node, [c.plan for c in children]), children[0].rows, children[0].hidden)
+    name, facts = node.nodeName(), ctx.state.facts
+    if name == "Filter":
+        ctx.state.decide(ctx.jvm.references(node.condition()), "a filter")
+        if not node.condition().deterministic():
+            facts.opaque("a nondeterministic filter")
+        if ctx.expressions & SUBQUERY_EXPRESSIONS:
+            facts.opaque("a filter with a subquery")
+    elif name in OPAQUE_COPIES:
+        facts.opaque(OPAQUE_COPIES[name])
+    child = children[0]
+    return Node(ctx.jvm.with_children(node, [c.plan for c in children]), child.rows, child.hidden, child.members)
 
 
 def project(node: Any, children: list[Node], ctx: Context) -> Node:
@@ -221,22 +244,45 @@ def project(node: Any, children: list[Node], ctx: Context) -> Node:
     column: the key cells of both matched rows".
     """
     jvm, state = ctx.jvm, ctx.state
+    values = state.facts.values
     partners = _using_join_partners(node, jvm)
     projections = jvm.items(node.projectList())
     for expr in projections:
         if expr.nodeName() == "AttributeReference":
             expr_id = jvm.expr_id(expr)
-            if expr_id in partners:  # the merged key: both sides' key cells
+            if expr_id in partners:  # the merged key: both sides' key cells (its value is this side's)
+                kept = values.get(expr_id)
+                state.facts.value_terms[expr_id] = state.terms.get(expr_id, frozenset())
                 state.derive(expr_id, [expr, partners[expr_id]])
+                if kept is not None:
+                    values[expr_id] = kept
             continue  # a column kept as it is keeps its terms (same expression id)
         refs = jvm.references(expr)
         refs += [partners[jvm.expr_id(a)] for a in refs if jvm.expr_id(a) in partners]
-        state.derive(jvm.expr_id(expr.toAttribute()), refs)
+        new_id = jvm.expr_id(expr.toAttribute())
+        state.derive(new_id, refs)
+        renamed = _carried_name(expr)
+        if renamed is not None and jvm.expr_id(renamed) in values:  # a rename: still a copy of the input cell
+            values[new_id] = values[jvm.expr_id(renamed)]
     child = children[0]
     plan = jvm.plan(jvm.frame(child.plan).select(
-        *[jvm.column(e) for e in projections], *[F.col(c) for c in (*child.rows, *child.hidden)]
+        *[jvm.column(e) for e in projections], *[F.col(c) for c in _carried(child)]
     ))
-    return Node(plan, child.rows, child.hidden)
+    return Node(plan, child.rows, child.hidden, child.members)
+
+
+def _carried(node: Node) -> tuple[str, ...]:
+    """The columns a node's parent must keep for provenance: row numbers,
+    group-join columns and member columns."""
+    members = node.members.columns if node.members is not None else ()
+    return tuple(dict.fromkeys((*node.rows, *node.hidden, *members)))
+
+
+def _carried_name(expr: Any) -> Any | None:
+    """The attribute an Alias only renames (aliases of aliases seen through)."""
+    while expr.nodeName() == "Alias":
+        expr = expr.child()
+    return expr if expr.nodeName() == "AttributeReference" else None
 
 
 def _using_join_partners(project: Any, jvm: Catalyst) -> dict[int, Any]:
@@ -291,10 +337,48 @@ def join(node: Any, children: list[Node], ctx: Context) -> Node:
     matched row's cell" (the merged ``using`` key: :func:`project`).
     """
     left, right = children
-    plan = ctx.jvm.with_children(node, [left.plan, right.plan])
-    if node.joinType().toString() in LEFT_ONLY_JOINS:
-        return Node(plan, left.rows, left.hidden)
-    return Node(plan, left.rows + right.rows, left.hidden + right.hidden)
+    jvm, state = ctx.jvm, ctx.state
+    join_type = node.joinType().toString()
+    if not node.condition().isEmpty():
+        state.decide(jvm.references(node.condition().get()), "a join condition")
+        if not node.condition().get().deterministic():
+            state.facts.opaque("a nondeterministic join condition")
+    plan = jvm.with_children(node, [left.plan, right.plan])
+    if join_type in LEFT_ONLY_JOINS:
+        if join_type == "LeftAnti":
+            state.facts.opaque("anti join")
+        elif right.members is None:
+            state.facts.opaque("semi join over a black box")
+        else:  # the left row exists while one match does: which one is not recorded
+            state.facts.opaque_inputs.update(right.members.tables)
+        return Node(plan, left.rows, left.hidden, left.members)
+    rows, hidden = left.rows + right.rows, left.hidden + right.hidden
+    if left.members is None or right.members is None:
+        return Node(plan, rows, hidden, None)
+    plan, members = _joined_members(ctx, plan, OUTER_JOINS.get(join_type, (False, False)), left, right)
+    return Node(plan, rows, hidden, members)
+
+
+def _joined_members(ctx: Context, plan: Any, padded: tuple[bool, bool], left: Node, right: Node) -> tuple[Any, Members]:
+    """The members of a join's rows: one input row of each side's member
+    (two grouped sides: every pair, as a new group column); the
+    null-padded side of an outer join optional."""
+    sides = []
+    for side, pad in zip((left, right), padded, strict=True):
+        assert side.members is not None
+        members = side.members
+        if pad:
+            members = members.padded()
+            ctx.state.facts.optional.update((*side.rows, *members.columns))
+        sides.append(members)
+    lm, rm = sides
+    group, grouped = lm.group or rm.group, lm.grouped or rm.grouped
+    if lm.group and rm.group:
+        jvm = ctx.jvm
+        group, grouped = ctx.state.new_name(), (*lm.grouped, *rm.grouped)
+        plan = jvm.plan(jvm.frame(plan).select(*[jvm.column(a) for a in jvm.items(plan.output())],
+                                               product(lm, rm, group)))
+    return plan, Members((*lm.flat, *rm.flat), group, grouped, (*lm.deferred, *rm.deferred), lm.empty and rm.empty)
 
 
 def generate(node: Any, children: list[Node], ctx: Context) -> Node:
@@ -306,9 +390,11 @@ def generate(node: Any, children: list[Node], ctx: Context) -> Node:
     """
     jvm = ctx.jvm
     refs = jvm.references(node.generator())
+    ctx.state.decide(refs, "explode")  # the array decides how many rows
     for attr in jvm.items(node.generatorOutput()):
         ctx.state.derive(jvm.expr_id(attr), refs)
-    return Node(jvm.with_children(node, [c.plan for c in children]), children[0].rows, children[0].hidden)
+    child = children[0]
+    return Node(jvm.with_children(node, [c.plan for c in children]), child.rows, child.hidden, child.members)
 
 
 def union(node: Any, children: list[Node], ctx: Context) -> Node:
@@ -320,12 +406,17 @@ def union(node: Any, children: list[Node], ctx: Context) -> Node:
     below the Union).
     """
     jvm, state = ctx.jvm, ctx.state
+    values = state.facts.values
     originals = [jvm.items(o.output()) for o in jvm.items(node.children())]
     for pos, attr in enumerate(originals[0]):  # the union's output keeps the first branch's ids
+        copies = {values.get(jvm.expr_id(branch[pos])) for branch in originals}
         state.derive(jvm.expr_id(attr), [branch[pos] for branch in originals])
+        if len(copies) == 1 and None not in copies:  # every branch copies the same input column
+            values[jvm.expr_id(attr)] = copies.pop()  # type: ignore[assignment]  # not None: checked
     rows = tuple(dict.fromkeys(r for c in children for r in c.rows))
     hidden = tuple(dict.fromkeys(h for c in children for h in c.hidden))
     types = {f.name: f.dataType for c in children if c.hidden for f in jvm.frame(c.plan).schema.fields if f.name in hidden}
+    members, member_columns = _union_members(ctx, children, rows)
     aligned = []
     for attrs, child in zip(originals, children, strict=True):
         aligned.append(jvm.plan(jvm.frame(child.plan).select(
@@ -333,8 +424,41 @@ def union(node: Any, children: list[Node], ctx: Context) -> Node:
             *[F.col(r) if r in child.rows else _null(r, state.rows[r].scalar) for r in rows],
             # a group's columns are null on the rows of the other branches
             *[F.col(h) if h in child.hidden else F.lit(None).cast(types[h]).alias(h) for h in hidden],
+            *[column(child) for column in member_columns],
         )))
-    return Node(jvm.with_children(node, aligned), rows, hidden)
+    return Node(jvm.with_children(node, aligned), rows, hidden, members)
+
+
+def _union_members(ctx: Context, children: list[Node], rows: tuple[str, ...]) -> tuple[Members | None, list[Callable[[Node], Column]]]:
+    """The members of a union's rows (its branch row's) and, per member
+    column the branches must add, how a branch makes it. Branches whose
+    members are all flat keep their slots (null on the other branches' rows);
+    otherwise every branch lists its members in one new group column."""
+    branches = [c.members for c in children]
+    if any(m is None for m in branches):
+        return None, []
+    known = [m for m in branches if m is not None]
+    deferred = tuple(dict.fromkeys(d for m in known for d in m.deferred))
+    empty = any(m.empty for m in known)
+    flat = tuple(dict.fromkeys(s for m in known for s in m.flat))
+    if all(m.group is None for m in known):
+        extra = [s.column for s in flat if s.column not in rows]
+
+        def slot_column(name: str) -> Callable[[Node], Column]:
+            def make(child: Node) -> Column:
+                own = child.members is not None and any(s.column == name for s in child.members.flat)
+                return F.col(name) if own else F.lit(None).cast("bigint").alias(name)
+            return make
+
+        return Members(flat, None, (), deferred, empty), [slot_column(c) for c in extra]
+    slots = tuple(dict.fromkeys(s for m in known for s in (*m.grouped, *m.flat)))
+    name = ctx.state.new_name()
+
+    def group_column(child: Node) -> Column:
+        assert child.members is not None
+        return member_array(child.members, slots).alias(name)
+
+    return Members((), name, slots, deferred, empty), [group_column]
 
 
 def _null(name: str, scalar: bool) -> Column:
@@ -359,20 +483,40 @@ def aggregate(node: Any, children: list[Node], ctx: Context) -> Node:
     if not grouping:
         keys = jvm.items(node.child().output())
     outputs = jvm.items(node.aggregateExpressions())
-    grouped = []
+    ctx.state.decide([a for g in grouping for a in jvm.references(g)], "a grouping")
+    grouped, rules = [], []
     for expr in outputs:
         refs = jvm.references(expr)
-        if _has_reference_free_aggregate(expr, jvm):
+        aggregates = [e for e in jvm.walk_expressions(expr) if e.nodeName() in ("AggregateExpression", "PythonUDAF")]
+        if any(e.references().isEmpty() for e in aggregates):
             refs = refs + keys
-        grouped.append((jvm.expr_id(expr.toAttribute()), refs))
-    return _aggregate(ctx, grouping, outputs, grouped, children[0])
+        expr_id = jvm.expr_id(expr.toAttribute())
+        grouped.append((expr_id, refs))
+        rules.append((expr_id, expr, refs, bool(aggregates)))
+    result = _aggregate(ctx, grouping, outputs, grouped, children[0])
+    for expr_id, expr, refs, aggregated in rules:
+        _aggregate_value(ctx, expr_id, expr, refs, aggregated)
+    return result
 
 
-def _has_reference_free_aggregate(expr: Any, jvm: Catalyst) -> bool:
-    return any(
-        e.nodeName() in ("AggregateExpression", "PythonUDAF") and e.references().isEmpty()
-        for e in jvm.walk_expressions(expr)
-    )
+def _aggregate_value(ctx: Context, expr_id: int, expr: Any, refs: list[Any], aggregated: bool) -> None:
+    """The value rule of an Aggregate's output: a grouping key keeps its
+    copy; one aggregate function over an input column is an aggregate
+    what-if recomputes; anything else is computed."""
+    jvm, facts = ctx.jvm, ctx.state.facts
+    if expr.nodeName() == "AttributeReference":
+        return  # a grouping key (same expression id): a copy stays one
+    if not aggregated:  # a grouping expression, aliased
+        renamed = _carried_name(expr)
+        facts.propagate(expr_id, [jvm.expr_id(a) for a in refs])
+        if renamed is not None and jvm.expr_id(renamed) in facts.values:
+            facts.values[expr_id] = facts.values[jvm.expr_id(renamed)]
+        return
+    rule = aggregate_rule(expr, facts, jvm.expr_id)
+    facts.propagate(expr_id, [])
+    facts.row_dependent.add(expr_id)  # its value follows the members that are left
+    if rule is not None:
+        facts.values[expr_id] = rule
 
 
 def distinct(node: Any, children: list[Node], ctx: Context) -> Node:
@@ -383,6 +527,7 @@ def distinct(node: Any, children: list[Node], ctx: Context) -> Node:
     """
     jvm = ctx.jvm
     attrs = jvm.items(node.child().output())
+    ctx.state.decide(attrs, "distinct")
     return _aggregate(ctx, attrs, attrs, [(jvm.expr_id(a), [a]) for a in attrs], children[0])
 
 
@@ -397,6 +542,7 @@ def deduplicate(node: Any, children: list[Node], ctx: Context) -> Node:
     """
     jvm = ctx.jvm
     keys = jvm.items(node.keys())
+    ctx.state.decide(keys, "distinct")
     key_ids = {jvm.expr_id(k) for k in keys}
     outputs, grouped, kept = [], [], []
     for attr in jvm.items(node.child().output()):
@@ -406,7 +552,12 @@ def deduplicate(node: Any, children: list[Node], ctx: Context) -> Node:
         else:
             outputs.append(jvm.alias_as(jvm.expression(F.first(jvm.column(attr))), attr))
             kept.append(attr)
-    return _aggregate(ctx, keys, outputs, grouped, children[0], kept)
+    result = _aggregate(ctx, keys, outputs, grouped, children[0], kept)
+    for attr in kept:  # the kept row's value: another member's when that row goes
+        expr_id = jvm.expr_id(attr)
+        ctx.state.facts.propagate(expr_id, [])
+        ctx.state.facts.row_dependent.add(expr_id)
+    return result
 
 
 def _aggregate(ctx: Context, grouping: list[Any], outputs: list[Any], grouped: list[tuple[int, list[Any]]],
@@ -418,14 +569,17 @@ def _aggregate(ctx: Context, grouping: list[Any], outputs: list[Any], grouped: l
     jvm, state = ctx.jvm, ctx.state
     for _, refs in grouped:
         state.check_not_deferred(refs)
+    if child.members is not None and child.members.empty:
+        state.facts.opaque("rows built inside the step (range, createDataFrame) merged with input rows")
     extra: list[Column] = []
     rows: tuple[str, ...] = ()
     hidden: tuple[str, ...] = ()
+    members: Members | None = None
     # Spark plans a pandas aggregate UDF only beside other pandas aggregate
     # UDFs: no list can be collected in the same aggregate.
     pandas_aggregate = "PythonUDAF" in ctx.expressions
     if groupjoin.may_defer(ctx, grouping, child, keyed=pandas_aggregate):
-        hidden, extra = groupjoin.defer(ctx, grouping, grouped, child)
+        hidden, extra, members = groupjoin.defer(ctx, grouping, grouped, child)
     elif pandas_aggregate:
         raise CaptureError("cannot capture a pandas aggregate UDF here: its input rows cannot be recomputed exactly "
                            "(a limit, sample, window or aggregate below it, or a row-merging operation above it "
@@ -438,9 +592,12 @@ def _aggregate(ctx: Context, grouping: list[Any], outputs: list[Any], grouped: l
         state.deferred.update({expr_id: frozenset() for expr_id in new})
         extra += [_list_of(r, state.rows[r].scalar).alias(name) for r, name in lists.items()]
         rows = tuple(lists.values())
+        if child.members is not None:
+            members, column = collected(child.members, lists, state.new_name())
+            extra += [column] if column is not None else []
     rows += _kept_rows(ctx, kept, extra)
     named = [*outputs, *[jvm.expression(c) for c in extra]]
-    return Node(jvm.plan(jvm.frame(jvm.aggregate(grouping, named, child.plan))), rows, hidden)
+    return Node(jvm.plan(jvm.frame(jvm.aggregate(grouping, named, child.plan))), rows, hidden, members)
 
 
 def _kept_rows(ctx: Context, kept: Sequence[Any], columns: list[Column]) -> tuple[str, ...]:
@@ -453,6 +610,8 @@ def _kept_rows(ctx: Context, kept: Sequence[Any], columns: list[Column]) -> tupl
         for term in state.terms.get(expr_id, frozenset()):
             if term.rows not in firsts:
                 firsts[term.rows] = state.new_rows(state.rows[term.rows])
+                if term.rows in state.facts.optional:
+                    state.facts.optional.add(firsts[term.rows])
                 columns.append(F.first(F.col(term.rows)).alias(firsts[term.rows]))
             terms.add(Term(firsts[term.rows], term.scalar, term.base))
         state.terms[expr_id] = frozenset(terms)
@@ -474,6 +633,12 @@ def window(node: Any, children: list[Node], ctx: Context) -> Node:
     jvm, state = ctx.jvm, ctx.state
     child = children[0]
     window_exprs = jvm.items(node.windowExpressions())
+    # A window value changes when its frame loses a row, which the records do not say.
+    if child.members is not None:
+        state.facts.opaque_inputs.update(child.members.tables)
+    for alias in window_exprs:
+        state.facts.propagate(jvm.expr_id(alias.toAttribute()), [])
+        state.facts.row_dependent.add(jvm.expr_id(alias.toAttribute()))
     raw: list[Any] = []
     lists: list[tuple[str, str, bool]] = []  # (raw window column, list column, collects arrays)
     for alias in window_exprs:
@@ -499,7 +664,7 @@ def window(node: Any, children: list[Node], ctx: Context) -> Node:
     kept = [a for a in jvm.items(windowed_plan.output()) if not a.name().startswith(RAW_PREFIX)]
     finals = [(F.flatten(F.col(r)) if arrays else F.col(r)).alias(name) for r, name, arrays in lists]
     plan = jvm.plan(jvm.frame(windowed_plan).select(*[jvm.column(a) for a in kept], *finals))
-    return Node(plan, child.rows + tuple(name for _, name, _ in lists), child.hidden)
+    return Node(plan, child.rows + tuple(name for _, name, _ in lists), child.hidden, child.members)
 
 
 # -- black boxes --------------------------------------------------------------------------
@@ -556,13 +721,16 @@ def _black_box(node: Any, child: Node, ctx: Context, rebuilt: Callable[[Any, Any
         wrap(func, carried), returnType=returned, functionType=eval_type)
     function = jvm.expression(wrapped(*[jvm.column(a) for a in args], *[F.col(r) for r in lists]))
     outputs = jvm.items(node.output())
+    state.facts.opaque(operation)  # which rows the function returns is its own business
     for attr in outputs:
         state.terms[jvm.expr_id(attr)] = terms
+        state.facts.propagate(jvm.expr_id(attr), [])
+        state.facts.row_dependent.add(jvm.expr_id(attr))
     # Fresh attributes for the lists: a projection's outputs, typed as the wrapper returns them.
     extra = jvm.items(jvm.plan(jvm.frame(child.plan).select(
         *[F.lit(None).cast(ROW_LIST_TYPE).alias(name) for name in lists.values()])).output())
     plan = jvm.plan(jvm.frame(rebuilt(function, jvm.seq([*outputs, *extra]), child.plan)))
-    return Node(plan, tuple(lists.values()), ())
+    return Node(plan, tuple(lists.values()), (), None)
 
 
 # -- the table --------------------------------------------------------------------------

@@ -59,6 +59,7 @@ from provplug.protocols import RunRecorder
 from ._jvm import PendingFrame
 from .groupjoin import group_jobs
 from .rewrite import PlanRewriter, Rewritten
+from .rowlineage import PairLayout
 from .sources import TableLeaf, parquet_files, parquet_parts
 from .workers import check_workers
 from .writer import RESULT_SCHEMA, OutputLayout, Target, write_output, write_pairs
@@ -186,10 +187,11 @@ class SparkCaptureSession:
 
     def _write(self, frame: DataFrame, layout: OutputLayout, table_id: int, op_id: int,
                keys: bool = False) -> tuple[int, int]:
-        """Write ``frame`` as the rows (and per-row triples) of ``table_id`` in
-        one Spark job; return (rows, triples)."""
+        """Write ``frame`` as the rows (and per-row triples and row-lineage
+        records) of ``table_id`` in one Spark job; return (rows, triples)."""
         target = Target(table_id, op_id, self.run.rows_destination(table_id), self.run.triples_destination(),
-                        self.run.scratch_destination(KEYS_DIR, str(table_id)) if keys else None)
+                        self.run.scratch_destination(KEYS_DIR, str(table_id)) if keys else None,
+                        self.run.row_lineage_destination() if layout.members is not None else None)
         written = self._run_writer(frame.mapInArrow(functools.partial(write_output, target, layout), RESULT_SCHEMA), target)
         return written.get("rows", 0), written.get("triples", 0)
 
@@ -200,7 +202,7 @@ class SparkCaptureSession:
         for r in results:
             counts[r["dataset"]] = counts.get(r["dataset"], 0) + r["rows"]
         kept = {r["path"] for r in results}
-        for destination in (target.rows, target.triples, target.keys):
+        for destination in (target.rows, target.triples, target.keys, target.lineage):
             if destination is not None:
                 destination.discard_files(target.prefix, kept)
         return counts
@@ -216,6 +218,8 @@ class SparkCaptureSession:
         rewrites = [self.rewriter.rewrite(frame) for frame in outputs]
         tables = [self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
                   for name, frame in zip(step.outputs, outputs, strict=True)]
+        for rewritten, table in zip(rewrites, tables, strict=True):
+            self.run.record_row_rules(rewritten.rules_for(op_id, table.table_id))
         jobs, frames = [], []
         for frame, rewritten, table in zip(outputs, rewrites, tables, strict=True):
             # Registered now: a downstream rewrite can only meet this table once its rows are written.
@@ -247,13 +251,16 @@ class SparkCaptureSession:
     def _materialise(self, table: TableInfo, rewritten: Rewritten, op_id: int, frame: DataFrame) -> _Written:
         """Write the output once (rows, row numbers, per-row triples and the
         markers of group joins); start writing the group joins' triples."""
-        deferred = any(g.cells for g in rewritten.groups)
-        layout = OutputLayout(tuple(table.columns), tuple(rewritten.cells), tuple(rewritten.hidden) if deferred else ())
+        deferred = any(g.cells or g.member is not None for g in rewritten.groups)
+        # The group joins' rows need the output rows' flat members beside the keys.
+        flat = tuple(s.column for s in rewritten.members.flat) if deferred and rewritten.members else ()
+        kept = (*rewritten.hidden, *flat) if deferred else ()
+        layout = OutputLayout(tuple(table.columns), tuple(rewritten.cells), kept, rewritten.members)
         rows, triples = self._write(rewritten.frame, layout, table.table_id, op_id, keys=deferred)
         groups = None
         if deferred:
             keys_schema = StructType([StructField(schema.ROW_COLUMN, LongType())]
-                                     + [rewritten.frame.schema[h] for h in rewritten.hidden])
+                                     + [rewritten.frame.schema[h] for h in kept])
             keys = self.spark.read.schema(keys_schema).parquet(
                 self.run.scratch_destination(KEYS_DIR, str(table.table_id)).spark_path)
             groups = self.triples.submit(self._write_groups, keys, rewritten, table.table_id, op_id)
@@ -265,9 +272,12 @@ class SparkCaptureSession:
 
     def _write_groups(self, keys: DataFrame, rewritten: Rewritten, table_id: int, op_id: int) -> tuple[int, dt.datetime]:
         written = 0
-        for g, (frame, cells) in enumerate(group_jobs(keys, rewritten.groups)):
-            target = Target(table_id, op_id, None, self.run.triples_destination(), job=f"group{g}")
-            job = frame.mapInArrow(functools.partial(write_pairs, target, cells), RESULT_SCHEMA)
+        flat = rewritten.members.flat if rewritten.members else ()
+        for g, (frame, cells, group) in enumerate(group_jobs(keys, rewritten.groups, [s.column for s in flat])):
+            pairs = PairLayout(group.member, flat) if group.member is not None else None
+            target = Target(table_id, op_id, None, self.run.triples_destination(),
+                            lineage=self.run.row_lineage_destination() if pairs else None, job=f"group{g}")
+            job = frame.mapInArrow(functools.partial(write_pairs, target, cells, pairs), RESULT_SCHEMA)
             written += self._run_writer(job, target).get("triples", 0)
         return written, _now()
 

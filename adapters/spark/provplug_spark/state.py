@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame
 from provplug.errors import CaptureError
 
 from ._jvm import Catalyst
+from .rowlineage import Members, RowFacts, Slot
 from .sources import Tables
 from .writer import Cell, Term
 
@@ -45,6 +46,7 @@ class Node:
     plan: Any
     rows: tuple[str, ...]  # its row-number columns
     hidden: tuple[str, ...]  # its group-join columns
+    members: Members | None  # its rows' members (row lineage); None: unknown (a black box)
     stable: bool = True  # recomputation yields the same rows with the same row numbers
     injective: bool = True  # every row comes from distinct input rows
 
@@ -57,6 +59,7 @@ class GroupJoin:
     keys: tuple[str, ...]  # hidden output columns holding the grouping values (none: a global aggregate)
     child: DataFrame  # the recomputed input rows: the same ``keys`` columns, then their row-number columns
     cells: tuple[Cell, ...]  # the aggregate's output cells over the child's row-number columns
+    member: Slot | None = None  # the child's one row-number column: each joined row is one member
 
 
 class RewriteState:
@@ -78,6 +81,11 @@ class RewriteState:
         self.inputs: set[int] = set()
         self.operations: list[str] = []
         self.uses_udf = False
+        self.facts = RowFacts()  # what the op's row rules will say
+
+    def new_name(self) -> str:
+        """A new column name of the rewrite (not a row-number column)."""
+        return f"{PROV_PREFIX}{next(self._names)}"
 
     def new_rows(self, kind: RowColumn) -> str:
         """The name of a new row-number column holding ``kind``."""
@@ -95,6 +103,16 @@ class RewriteState:
         """The attribute ``expr_id`` := a function of ``refs`` in the same row."""
         self.terms[expr_id] = self.terms_of(refs)
         self.deferred[expr_id] = self.deferred_of(refs)
+        self.facts.propagate(expr_id, [self.jvm.expr_id(a) for a in refs])
+
+    def decide(self, refs: Sequence[Any], what: str) -> None:
+        """``refs`` decide whether or where rows exist (row lineage's deciding columns)."""
+        terms: set[Term] = set()
+        for attr in refs:
+            expr_id = self.jvm.expr_id(attr)
+            terms |= self.facts.value_terms.get(expr_id) or self.terms.get(expr_id, frozenset())
+            terms |= {t for _, t in self.deferred.get(expr_id, frozenset())}
+        self.facts.decide([self.jvm.expr_id(a) for a in refs], terms, what)
 
     def check_not_deferred(self, refs: Sequence[Any]) -> None:
         if self.deferred_of(refs):  # excluded by the merging-above rule
@@ -111,6 +129,8 @@ class RewriteState:
                 # A list of one number per member repeats one only when members
                 # can share an input row, or when it joins lists.
                 lists[term.rows] = self.new_rows(RowColumn(source.table_id, False, not injective or not source.scalar))
+                if term.rows in self.facts.optional:
+                    self.facts.optional.add(lists[term.rows])
             out.add(Term(lists[term.rows], False, term.base))
         return frozenset(out)
 

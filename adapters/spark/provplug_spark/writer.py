@@ -8,9 +8,11 @@ directory:
 * ``triples/`` — the triples its row-number columns expand to: a
   :class:`Cell` says which input columns' ids each output column gets from
   which row-number column (NumPy does the expansion);
+* ``rowlineage/`` — the output rows' members (:mod:`provplug.rowlineage`),
+  from the member columns the rewrite carried (:mod:`.rowlineage`);
 * the run's scratch directory ``keys/<table>/`` — row numbers beside the
-  hidden group-join columns, when an aggregate's provenance is deferred to a
-  group join.
+  hidden group-join columns (and the rows' flat member columns), when an
+  aggregate's provenance is deferred to a group join.
 
 The directories are :class:`~provplug.writers.Destination` objects the run
 hands out (strings only: they pickle into the tasks, which open the store's
@@ -39,7 +41,9 @@ import pyarrow.compute as pc
 
 from provplug import ids, schema
 from provplug.errors import CaptureError
-from provplug.writers import Destination, PartWriter, RowsWriter, TripleWriter, WrittenFile
+from provplug.writers import Destination, PartWriter, RowLineageWriter, RowsWriter, TripleWriter, WrittenFile
+
+from .rowlineage import MemberLayout, PairLayout, Slot
 
 # Row numbers are (Spark partition << ROW_IN_PARTITION_BITS) | index in partition.
 PARTITION_BITS = 10
@@ -56,6 +60,7 @@ class Target:
     rows: Destination | None  # None: the job writes triples only
     triples: Destination
     keys: Destination | None = None  # row numbers beside hidden group-join columns
+    lineage: Destination | None = None  # row-lineage records
     job: str = "rows"  # one writer job per (output, job): their files never share a prefix
 
     @property
@@ -93,7 +98,8 @@ class OutputLayout:
 
     data: tuple[str, ...]
     cells: tuple[Cell, ...]  # per-row provenance of the output columns
-    hidden: tuple[str, ...]
+    hidden: tuple[str, ...]  # written to the keys file (group joins' columns, flat member columns)
+    members: MemberLayout | None = None  # None: no row lineage (sources, black boxes)
 
 
 def _task() -> tuple[int, int]:
@@ -165,6 +171,7 @@ def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.Reco
     rows_file = RowsWriter(target.rows, stem)
     triples_file = TripleWriter(target.triples, stem)
     keys_file = PartWriter(target.keys, stem, dataset="keys") if target.keys is not None else None
+    lineage_file = RowLineageWriter(target.lineage, stem) if target.lineage is not None and layout.members else None
     count = 0
     for batch in batches:
         if count + batch.num_rows > 1 << ROW_IN_PARTITION_BITS:
@@ -174,22 +181,123 @@ def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.Reco
         rows_file.write(pa.Table.from_arrays([batch.column(c) for c in layout.data], names=list(layout.data)), rows)
         src, dst = cell_pairs(batch, rows, layout.cells, target.table_id)
         triples_file.write(src, dst, target.op_id, dst_table=target.table_id)
+        if lineage_file is not None and layout.members is not None:
+            lineage_file.write(target.op_id, target.table_id, *member_records(batch, rows, layout.members))
         if keys_file is not None:
             keys_file.write_table(pa.Table.from_arrays(
                 [pa.array(rows, pa.int64())] + [batch.column(h) for h in layout.hidden],
                 names=[schema.ROW_COLUMN, *layout.hidden],
             ))
-    written = rows_file.close() + triples_file.close() + (keys_file.close() if keys_file else [])
+    written = (rows_file.close() + triples_file.close() + (keys_file.close() if keys_file else [])
+               + (lineage_file.close() if lineage_file else []))
     yield _result(written)
 
 
-def write_pairs(target: Target, cells: Sequence[Cell], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def write_pairs(target: Target, cells: Sequence[Cell], pairs: PairLayout | None,
+                batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: write the triples of rows holding an output row
-    number (ROW_COLUMN) and the row-number columns ``cells`` name."""
+    number (ROW_COLUMN) and the row-number columns ``cells`` name; with
+    ``pairs``, each row is one member of its output row: write its records."""
     partition, attempt = _task()
-    triples_file = TripleWriter(target.triples, target.stem(partition, attempt))
+    stem = target.stem(partition, attempt)
+    triples_file = TripleWriter(target.triples, stem)
+    lineage_file = RowLineageWriter(target.lineage, stem) if target.lineage is not None and pairs else None
+    members = _MemberNumbers(partition)
     for batch in batches:
         rows = batch.column(schema.ROW_COLUMN).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
         src, dst = cell_pairs(batch, rows, cells, target.table_id)
         triples_file.write(src, dst, target.op_id, dst_table=target.table_id)
-    yield _result(triples_file.close())
+        if lineage_file is not None and pairs is not None:
+            lineage_file.write(target.op_id, target.table_id, *pair_records(batch, rows, members.next(rows), pairs))
+    yield _result(triples_file.close() + (lineage_file.close() if lineage_file else []))
+
+
+# -- row lineage ---------------------------------------------------------------------------------
+Records = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # out row, member, in table, in row, optional
+
+
+def _records(parts: list[tuple[np.ndarray, np.ndarray, Slot, np.ndarray]]) -> Records:
+    """Records from (out rows, members, slot, in rows) parts."""
+    if not parts:
+        empty = np.empty(0, np.int64)
+        return empty, empty.astype(np.int32), empty.astype(np.int32), empty, empty.astype(np.bool_)
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]).astype(np.int32, copy=False),
+            np.concatenate([np.full(len(p[0]), p[2].table_id, np.int32) for p in parts]),
+            np.concatenate([p[3] for p in parts]), np.concatenate([np.full(len(p[0]), p[2].optional) for p in parts]))
+
+
+def _valid(column: pa.Array, where: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(positions among ``where`` whose row number is not null, those row numbers)."""
+    values = column.take(pa.array(where)) if len(where) != len(column) else column
+    valid = np.flatnonzero(values.is_valid().to_numpy(zero_copy_only=False))
+    numbers = values.filter(values.is_valid()).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return valid, numbers
+
+
+def member_records(batch: pa.RecordBatch, rows: np.ndarray, layout: MemberLayout) -> Records:
+    """The records of a batch's rows: each member's non-null slots; a row
+    with a group has one member per element (its flat slots with each), a
+    row without (or with a null or empty group) one member, its flat slots."""
+    mine = np.ones(batch.num_rows, np.bool_)
+    for marker in layout.markers:  # written by the group join
+        mine &= batch.column(marker).is_null().to_numpy(zero_copy_only=False)
+    parts: list[tuple[np.ndarray, np.ndarray, Slot, np.ndarray]] = []
+    flat_only = mine
+    if layout.group is not None:
+        group = batch.column(layout.group)
+        lengths = pc.fill_null(pc.list_value_length(group), 0).to_numpy(zero_copy_only=False)
+        flat_only = mine & (lengths == 0)
+        parent = pc.list_parent_indices(group).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        member = np.arange(len(parent)) - np.searchsorted(parent, parent, side="left")
+        keep = mine[parent]
+        elements = pc.list_flatten(group).filter(pa.array(keep))
+        parent, member = parent[keep], member[keep]
+        for slot in layout.grouped:
+            values = elements if len(layout.grouped) == 1 else elements.field(slot.column)
+            valid, numbers = _valid(values, np.arange(len(values)))
+            parts.append((rows[parent[valid]], member[valid], slot, numbers))
+        for slot in layout.flat:
+            valid, numbers = _valid(batch.column(slot.column), parent)
+            parts.append((rows[parent[valid]], member[valid], slot, numbers))
+    where = np.flatnonzero(flat_only)
+    for slot in layout.flat:
+        valid, numbers = _valid(batch.column(slot.column), where)
+        parts.append((rows[where[valid]], np.zeros(len(valid), np.int32), slot, numbers))
+    return _records(parts)
+
+
+class _MemberNumbers:
+    """Member numbers of a group join's rows, unique per output row across
+    the job's tasks: (n-th member of that row in this task) << partition
+    bits | partition."""
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self.seen: dict[int, int] = {}
+
+    def next(self, rows: np.ndarray) -> np.ndarray:
+        unique, inverse = np.unique(rows, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        sorted_groups = inverse[order]
+        rank = np.empty(len(rows), np.int64)
+        rank[order] = np.arange(len(rows)) - np.searchsorted(sorted_groups, sorted_groups, side="left")
+        base = np.array([self.seen.get(int(u), 0) for u in unique], np.int64)
+        counts = np.bincount(inverse, minlength=len(unique))
+        for u, b, c in zip(unique.tolist(), base.tolist(), counts.tolist(), strict=True):
+            self.seen[u] = b + c
+        numbers = base[inverse] + rank
+        if len(numbers) and int(numbers.max()) >= 1 << (31 - PARTITION_BITS):
+            raise CaptureError(f"provplug: more than {1 << (31 - PARTITION_BITS)} members of one output row in one "
+                               "partition of a group join; repartition the aggregate's input")
+        return (numbers << PARTITION_BITS) | self.partition
+
+
+def pair_records(batch: pa.RecordBatch, rows: np.ndarray, members: np.ndarray, layout: PairLayout) -> Records:
+    """The records of a group join's rows: each row is member ``members[i]``
+    of output row ``rows[i]``: its child row and the output row's flat slots."""
+    parts: list[tuple[np.ndarray, np.ndarray, Slot, np.ndarray]] = []
+    everything = np.arange(batch.num_rows)
+    for slot in (layout.member, *layout.flat):
+        valid, numbers = _valid(batch.column(slot.column), everything)
+        parts.append((rows[valid], members[valid], slot, numbers))
+    return _records(parts)

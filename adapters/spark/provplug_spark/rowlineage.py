@@ -1,0 +1,254 @@
+"""Row lineage in the rewrite: which input rows each output row needs, and
+how they combine (:mod:`provplug.rowlineage`, DESIGN §9).
+
+Beside the row-number columns the cell triples use, every rewritten node
+carries its :class:`Members`: the row's members (sets of input rows used
+jointly) as columns of the row. A row that merges no rows has one member,
+its *flat* slots (one row-number column per input table read, null where
+the row has none: another union branch, a null-padded outer-join side). A
+row-merging node (aggregate, distinct, dropDuplicates) collects its child's
+members into one *group* column, an array with one element per member (a
+struct of row numbers, or the row number itself when a member has one
+slot, so that a one-table aggregate shares the list its cells already
+collect). A row's members are the group's elements, each joined with the
+flat slots (a null or empty group: the flat slots alone). An aggregate
+whose members go through a group join (:mod:`.groupjoin`) is *deferred*:
+the group join writes its rows' records.
+
+:class:`RowFacts` gathers, while the rules run, what the op's
+:class:`~provplug.rowrules.OpRowRules` say: the value rule of each
+attribute (copy of an input cell, aggregate over one), the input columns
+that decide existence, and why existence is opaque when it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from provplug import ids
+from provplug.rowrules import ColumnRule
+
+if TYPE_CHECKING:
+    from .writer import Term
+
+# Catalyst aggregate functions what-if can recompute, by name.
+AGGREGATE_FUNCTIONS = {"Sum": "sum", "Average": "avg", "Min": "min", "Max": "max"}
+SUBQUERY_EXPRESSIONS = {"Exists", "ListQuery", "InSubquery"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """One input row of a member: a bigint column (flat) or struct field
+    (in a group) holding its row number, null when the member has none."""
+
+    column: str
+    table_id: int
+    optional: bool  # the null-padded side of an outer join
+
+
+@dataclasses.dataclass(frozen=True)
+class Deferred:
+    """Members held by group join ``group`` (its rows carry its marker)."""
+
+    group: int
+    optional: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Members:
+    """How a rewritten node's rows hold their members (see the module docstring)."""
+
+    flat: tuple[Slot, ...] = ()
+    group: str | None = None  # array column, one element per member
+    grouped: tuple[Slot, ...] = ()  # the slots of the group's elements (one: the element is the row number)
+    deferred: tuple[Deferred, ...] = ()
+    empty: bool = False  # a member may hold no input row (rows built inside the step)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns a plan above must carry for them."""
+        return tuple(s.column for s in self.flat) + ((self.group,) if self.group else ())
+
+    @property
+    def tables(self) -> set[int]:
+        return {s.table_id for s in (*self.flat, *self.grouped)}
+
+    def padded(self) -> Members:
+        """The members as the null-padded side of an outer join."""
+        return Members(tuple(dataclasses.replace(s, optional=True) for s in self.flat), self.group,
+                       tuple(dataclasses.replace(s, optional=True) for s in self.grouped),
+                       tuple(dataclasses.replace(d, optional=True) for d in self.deferred), self.empty)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberLayout:
+    """What the writer needs to turn a batch's member columns into records."""
+
+    flat: tuple[Slot, ...]
+    group: str | None
+    grouped: tuple[Slot, ...]  # field names in ``Slot.column``; one slot: the element itself
+    markers: tuple[str, ...]  # rows with one of these non-null are written by their group join
+
+
+@dataclasses.dataclass(frozen=True)
+class PairLayout:
+    """What a group join's writer needs: each joined row is one member."""
+
+    member: Slot  # the member's input row (the aggregate's child row)
+    flat: tuple[Slot, ...]  # the output row's flat slots, the same for every member
+
+
+# -- member columns in Spark ---------------------------------------------------------------
+def _element(x: Column, slots: Sequence[Slot]) -> list[Column]:
+    """The slot columns of group element ``x``."""
+    if len(slots) == 1:
+        return [x.alias(slots[0].column)]
+    return [x.getField(s.column).alias(s.column) for s in slots]
+
+
+def _nulls(slots: Iterable[Slot]) -> list[Column]:
+    return [F.lit(None).cast("bigint").alias(s.column) for s in slots]
+
+
+def _packed(fields: list[Column], count: int) -> Column:
+    """One member element: the row number itself for one slot, else a struct."""
+    return fields[0] if count == 1 else F.struct(*fields)
+
+
+def member_array(members: Members, slots: Sequence[Slot]) -> Column:
+    """The row's members as an array with one element per member, each
+    holding ``slots`` (a superset of the row's own; the others null)."""
+    own = {s.column for s in members.flat}
+    names = [g.column for g in members.grouped]
+
+    def element(x: Column | None) -> Column:
+        parts = dict(zip(names, _element(x, members.grouped), strict=True)) if x is not None else {}
+        fields = [parts[s.column] if s.column in parts
+                  else F.col(s.column).alias(s.column) if s.column in own
+                  else F.lit(None).cast("bigint").alias(s.column) for s in slots]
+        return _packed(fields, len(slots))
+
+    if members.group is None:
+        return F.array(element(None))
+    group = F.col(members.group)
+    return F.when(F.coalesce(F.size(group), F.lit(0)) > 0, F.transform(group, element)).otherwise(F.array(element(None)))
+
+
+def product(left: Members, right: Members, name: str) -> Column:
+    """The group of a join of two grouped sides: every pair of members (a
+    side with no member: the other side's members alone)."""
+    a, b = F.col(left.group or ""), F.col(right.group or "")
+
+    def pair(x: Column | None, y: Column | None) -> Column:
+        fields = (_element(x, left.grouped) if x is not None else _nulls(left.grouped)) + \
+                 (_element(y, right.grouped) if y is not None else _nulls(right.grouped))
+        return F.struct(*fields)
+
+    has_a, has_b = F.coalesce(F.size(a), F.lit(0)) > 0, F.coalesce(F.size(b), F.lit(0)) > 0
+    both = F.flatten(F.transform(a, lambda x: F.transform(b, lambda y: pair(x, y))))
+    return (F.when(has_a & has_b, both).when(has_a, F.transform(a, lambda x: pair(x, None)))
+            .when(has_b, F.transform(b, lambda y: pair(None, y))).alias(name))
+
+
+def collected(child: Members, lists: dict[str, str], name: str) -> tuple[Members, Column | None]:
+    """The members of a group of ``child`` rows: every member of every row
+    (``lists``: row column -> its list already collected for the cells).
+    Returns the new members and the aggregate column to add (None: shared)."""
+    if child.group is None and len(child.flat) == 1:
+        slot = child.flat[0]
+        if slot.column in lists:  # the cells' list of the one table is the member list
+            return Members((), lists[slot.column], (slot,), (), child.empty), None
+        return Members((), name, (slot,), (), child.empty), F.collect_list(slot.column).alias(name)
+    slots = (*child.grouped, *child.flat)
+    if child.group is None:
+        column = F.collect_list(_packed([F.col(s.column) for s in child.flat], len(slots))) if slots else None
+    else:
+        column = F.flatten(F.collect_list(member_array(child, slots)))
+    if column is None:  # members hold no input row
+        return Members(empty=child.empty), None
+    return Members((), name, slots, (), child.empty), column.alias(name)
+
+
+# -- what the op's rules say -------------------------------------------------------------------
+class RowFacts:
+    """Row-rule facts gathered over one rewrite of a step output."""
+
+    def __init__(self) -> None:
+        self.values: dict[int, ColumnRule] = {}  # expression id -> copy / aggregate rule
+        self.row_dependent: set[int] = set()  # values that depend on other rows (aggregates, windows, black boxes)
+        self.optional: set[str] = set()  # row-number columns of null-padded outer-join sides
+        self.deciding: dict[int, set[str]] = {}
+        self.opaque_inputs: set[int] = set()
+        self.reasons: list[str] = []
+        self.columns: dict[int, tuple[str, ...]] = {}  # table id -> its column names
+        # Attributes whose value comes from fewer cells than their triples do
+        # (a using join's merged key is one side's value, with both sides' key cells as parents).
+        self.value_terms: dict[int, frozenset[Term]] = {}
+
+    def opaque(self, reason: str) -> None:
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+
+    def cell(self, base: int) -> tuple[int, str]:
+        table, column, _ = ids.unpack(base)
+        return table, self.columns[table][column]
+
+    def cells(self, terms: Iterable[Term]) -> list[tuple[int, str]]:
+        return sorted({self.cell(t.base) for t in terms})
+
+    def decide(self, expr_ids: Iterable[int], terms: Iterable[Term], what: str) -> None:
+        """Expressions reading ``expr_ids`` (their provenance ``terms``)
+        decide whether or where rows exist."""
+        terms = list(terms)
+        if any(e in self.row_dependent for e in expr_ids):
+            self.opaque(f"{what} over an aggregate, window or black-box value")
+        if any(t.rows in self.optional for t in terms):
+            self.opaque(f"{what} over the null-padded side of an outer join")
+        for table, column in self.cells(terms):
+            self.deciding.setdefault(table, set()).add(column)
+
+    def propagate(self, new: int, refs: Iterable[int]) -> None:
+        """``new`` is a function of ``refs`` in the same row: not a copy."""
+        self.values.pop(new, None)
+        if any(r in self.row_dependent for r in refs):
+            self.row_dependent.add(new)
+        else:
+            self.row_dependent.discard(new)
+
+    def column_rule(self, expr_id: int, terms: Iterable[Term]) -> ColumnRule:
+        if expr_id in self.values:
+            return self.values[expr_id]
+        cells = self.cells(terms)
+        return ColumnRule("computed", references=tuple(cells)) if cells else ColumnRule("literal")
+
+
+def aggregate_rule(expr: Any, facts: RowFacts, jvm_expr_id: Any) -> ColumnRule | None:
+    """The rule of an Aggregate's output expression ``expr`` (an Alias of
+    one aggregate function over an input column), None when what-if cannot
+    recompute it."""
+    inner = expr.child() if expr.nodeName() == "Alias" else expr
+    if inner.nodeName() != "AggregateExpression" or not inner.filter().isEmpty():
+        return None
+    func = inner.aggregateFunction()
+    args = [func.children().apply(i) for i in range(func.children().size())]
+    name = func.nodeName()
+    if name == "Count" and len(args) == 1:
+        arg = args[0]
+        if arg.nodeName() == "Literal" and not inner.isDistinct():
+            return ColumnRule("aggregate", function="count_star") if arg.value() is not None else None
+        function = "count_distinct" if inner.isDistinct() else "count"
+    elif name in AGGREGATE_FUNCTIONS and len(args) == 1 and (not inner.isDistinct() or name in ("Min", "Max")):
+        arg, function = args[0], AGGREGATE_FUNCTIONS[name]
+    else:
+        return None
+    if arg.nodeName() != "AttributeReference":
+        return None
+    source = facts.values.get(jvm_expr_id(arg))
+    if source is None or source.kind != "copy":
+        return None
+    return ColumnRule("aggregate", source.table, source.column, function)
