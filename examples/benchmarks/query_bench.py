@@ -9,10 +9,18 @@ Query classes, 10 values each, chosen with an independent CSR BFS:
 Per method (auto/CSProv, CCProv, RQ) and DuckDB's recursive CTE over the same
 triples, all in one process: each query is run once to warm, then ``--runs``
 times; a query's time is its median, a class's figure the median over its
-queries. Then the cold CLI (a fresh ``provplug lineage`` process per query,
-below tau) and, with ``--big-scale``, the same for a 25M+ triple trace.
+queries. Then, per class and direction (ancestors and descendants), ``auto``
+reading the mapped index files and reading the Parquet buckets (default
+query cache), against DuckDB; the cold CLI (a fresh ``provplug lineage``
+process per query) both ways; and the query over the trace's largest
+connected set on the driver (default) and on Spark (``tau=0``). With
+``--big-scale`` the same for a larger trace (queries and stores reused).
 
-    python examples/benchmarks/query_bench.py --scale 1.0 --big-scale 4.0
+The mapped files are what the index build writes with
+:func:`provplug.query.index_reader.write_mapped`; a store indexed before it
+did gets them here (``--no-write-mapped``: leave the store as it is).
+
+    python examples/benchmarks/query_bench.py --scale 1.0 --big-scale 9.0
 
 Writes examples/benchmarks/query.md (``--out``).
 """
@@ -38,13 +46,15 @@ sys.path.insert(0, str(HERE))
 import provplug  # noqa: E402
 from provplug.index import build_index, current_dir, read_meta  # noqa: E402
 from provplug.plugins import open_store  # noqa: E402
+from provplug.query import index_reader  # noqa: E402
 from provplug.query.driver import _gather_ranges  # noqa: E402
 
 CLASSES = {"SC-SL": (100, 200), "LC-SL": (100, 200), "LC-LL": (5_000, 10_000)}
 
 
-def prepare(path: Path, scale: float, seed: int, theta: int) -> dict[str, Any]:
-    """Generate and index the trace unless ``path`` already holds it indexed."""
+def prepare(path: Path, scale: float, seed: int, theta: int, write_mapped: bool = True) -> dict[str, Any]:
+    """Generate and index the trace unless ``path`` already holds it indexed;
+    write the generation's mapped files unless it has them."""
     import paper_trace
 
     timings: dict[str, Any] = {}
@@ -58,19 +68,28 @@ def prepare(path: Path, scale: float, seed: int, theta: int) -> dict[str, Any]:
         build_index(store, theta=theta)
         timings["index_s"] = round(time.perf_counter() - t0, 1)
     meta = read_meta(store) or {}
+    gen = current_dir(store)
+    if write_mapped and not Path(gen, index_reader.MAPPED_MANIFEST).exists():
+        import pyarrow.fs as pafs
+
+        t0 = time.perf_counter()
+        written = index_reader.write_mapped(pafs.LocalFileSystem(), gen, meta.get("buckets"))
+        timings["mapped_s"] = round(time.perf_counter() - t0, 1)
+        timings["mapped_bytes"] = sum(written.values())
     return {"meta": meta, **timings}
 
 
 class Ancestry:
-    """Independent CSR of the whole graph (dst -> parents) to pick queries."""
+    """Independent CSR of the whole graph (dst -> parents; ``down``: src -> children) to pick queries."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, direction: str = "up") -> None:
         t = store.triples().to_table(columns=["src", "dst"])
         src, dst = t.column("src").to_numpy(), t.column("dst").to_numpy()
         self.n = int(max(src.max(), dst.max())) + 1
-        order = np.argsort(dst, kind="stable")
-        self.parents = src[order]
-        self.indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=self.n))])
+        frm, to = (dst, src) if direction == "up" else (src, dst)
+        order = np.argsort(frm, kind="stable")
+        self.parents = to[order]
+        self.indptr = np.concatenate([[0], np.cumsum(np.bincount(frm, minlength=self.n))])
         self.triples = len(src)
         self.src, self.dst = src, dst
 
@@ -133,23 +152,35 @@ def pick_queries(path: Path, per_class: int, seed: int) -> dict[str, list[int]]:
 
 
 def duckdb_runner(path: Path) -> Any:
+    """``run(value, direction)``: DuckDB's recursive CTE over the same triples
+    (an in-memory table), returning the lineage's triples; the count of lineage values."""
     import duckdb
 
     store = open_store(path)
     con = duckdb.connect()
     con.execute("CREATE TABLE triples AS SELECT src, dst, op FROM read_parquet(?)", [store.triple_files()])
-    sql = """
-        WITH RECURSIVE anc(id) AS (
-            SELECT ?::BIGINT
-            UNION
-            SELECT t.src FROM triples t JOIN anc ON t.dst = anc.id
-        )
-        SELECT t.src, t.dst, t.op FROM triples t WHERE t.dst IN (SELECT id FROM anc)
-    """
+    sql = {
+        "up": """
+            WITH RECURSIVE anc(id) AS (
+                SELECT ?::BIGINT
+                UNION
+                SELECT t.src FROM triples t JOIN anc ON t.dst = anc.id
+            )
+            SELECT t.src, t.dst, t.op FROM triples t WHERE t.dst IN (SELECT id FROM anc)
+        """,
+        "down": """
+            WITH RECURSIVE des(id) AS (
+                SELECT ?::BIGINT
+                UNION
+                SELECT t.dst FROM triples t JOIN des ON t.src = des.id
+            )
+            SELECT t.src, t.dst, t.op FROM triples t WHERE t.src IN (SELECT id FROM des)
+        """,
+    }
 
-    def run(value: int) -> int:
-        rows = con.execute(sql, [value]).fetchall()
-        return len({r[0] for r in rows} - {value})
+    def run(value: int, direction: str = "up") -> int:
+        rows = con.execute(sql[direction], [value]).fetchall()
+        return len({r[0 if direction == "up" else 1] for r in rows} - {value})
 
     return run
 
@@ -200,22 +231,110 @@ def bench_warm(path: Path, queries: dict[str, list[int]], runs: int, spark: Any,
             print(f"  {cls} value {v}: {len(expected)} ancestors, " + ", ".join(f"{m} {per[m][-1]*1000:.1f} ms" for m in per if len(per[m]) == i + 1), flush=True)
         detail["paths"] = {m: sorted(p) for m, p in detail["paths"].items()}
         # Ratios on the same queries: RQ's median over its queries vs CSProv's over those.
-        detail["csprov_slow_median_s"] = statistics.median(detail.pop("csprov_of_slow"))
+        slow = detail.pop("csprov_of_slow")
+        detail["csprov_slow_median_s"] = statistics.median(slow) if slow else None
         results[cls] = {"median_s": {m: statistics.median(ts) for m, ts in per.items() if ts}, **detail}
     return results
 
 
+def with_mapped(on: bool) -> None:
+    """Read the mapped index files (True) or the Parquet buckets (False), in this process and its children."""
+    if on:
+        os.environ.pop(index_reader.MAPPED_ENV, None)
+    else:
+        os.environ[index_reader.MAPPED_ENV] = "0"
+
+
+def bench_directions(path: Path, queries: dict[str, list[int]], runs: int) -> dict[str, Any]:
+    """Warm ``auto`` per class and direction, reading mapped files and Parquet
+    buckets (default cache), against DuckDB; every answer checked equal."""
+    opened = provplug.open(path)
+    duck = duckdb_runner(path)
+    out: dict[str, Any] = {}
+    for cls, values in queries.items():
+        for direction in ("up", "down"):
+            per: dict[str, list[float]] = {"mapped": [], "parquet": [], "duckdb": []}
+            sizes, paths = [], set()
+            for v in values:
+                expected = None
+                for mode in ("mapped", "parquet"):
+                    with_mapped(mode == "mapped")
+                    t, ans = timed(lambda v=v, d=direction: opened.lineage(value_id=v, direction=d), runs)
+                    per[mode].append(t)
+                    paths.add(ans.stats["path"])
+                    expected = ans.value_ids if expected is None else expected
+                    assert ans.value_ids == expected, (cls, v, direction, mode)
+                assert expected is not None
+                t, n = timed(lambda v=v, d=direction: duck(v, d), runs)
+                assert n == len(expected), (cls, v, direction, "duckdb", n, len(expected))
+                per["duckdb"].append(t)
+                sizes.append(len(expected))
+            with_mapped(True)
+            out[f"{cls} {direction}"] = {"median_s": {m: statistics.median(ts) for m, ts in per.items()},
+                                         "lineage": int(statistics.median(sizes)), "paths": sorted(paths)}
+            print(f"  {cls} {direction}: " + ", ".join(f"{m} {statistics.median(ts) * 1000:.1f} ms" for m, ts in per.items()),
+                  flush=True)
+    out["cache"] = index_reader.cache_usage()
+    return out
+
+
 def bench_cold(path: Path, queries: dict[str, list[int]], runs: int) -> dict[str, float]:
+    """Median wall time of a fresh ``provplug lineage`` process per query, per class, direction and reading."""
     out = {}
     exe = Path(sys.executable).with_name("provplug")
-    for cls, values in queries.items():
-        times = []
-        for v in values[:runs]:
-            t0 = time.perf_counter()
-            subprocess.run([str(exe), "lineage", str(path), "--value-id", str(v), "--json"], check=True, stdout=subprocess.DEVNULL)
-            times.append(time.perf_counter() - t0)
-        out[cls] = statistics.median(times)
+    for mode in ("mapped", "parquet"):
+        with_mapped(mode == "mapped")
+        for cls, values in queries.items():
+            for direction in ("up", "down"):
+                times = []
+                for v in values[:runs]:
+                    t0 = time.perf_counter()
+                    subprocess.run([str(exe), "lineage", str(path), "--value-id", str(v), "--direction", direction,
+                                    "--json"], check=True, stdout=subprocess.DEVNULL)
+                    times.append(time.perf_counter() - t0)
+                out[f"{mode} {cls} {direction}"] = statistics.median(times)
+    with_mapped(True)
     return out
+
+
+def bench_largest_set(path: Path, spark: Any, spark_runs: int) -> dict[str, Any]:
+    """The largest connected set: a value of it with the fewest descendants
+    (2 if there is one), queried downstream on the driver (the default) and on Spark (tau=0)."""
+    store = open_store(path)
+    gen = current_dir(store)
+    sets = pads.dataset(f"{gen}/sets.parquet").to_table(columns=["csid", "triples"]).to_pandas()
+    big = sets.sort_values("triples", ascending=False).iloc[0]
+    csid, triples = int(big["csid"]), int(big["triples"])
+    values = pads.dataset(f"{gen}/value_sets", format="parquet", partitioning="hive").to_table(
+        columns=["value_id"], filter=pads.field("csid") == csid).column("value_id").to_numpy()
+    children = Ancestry(store, "down")
+    best: tuple[int, int] | None = None
+    for v in np.random.default_rng(0).permutation(values)[:20_000].tolist():
+        n = children.count(v, 10)
+        if 1 <= n <= 10 and (best is None or abs(n - 2) < abs(best[1] - 2)):
+            best = (int(v), n)
+        if best is not None and best[1] == 2:
+            break
+    del children
+    assert best is not None
+    value, n = best
+    opened = provplug.open(path)
+    driver_t, ans = timed(lambda: opened.lineage(value_id=value, direction="down"), 3, warmups=1)
+    assert len(ans.value_ids) == n, (value, n, len(ans.value_ids))
+    result: dict[str, Any] = {"csid": csid, "set_triples": triples, "value": value, "descendants": n,
+                              "driver_s": driver_t, "driver_path": ans.stats["path"],
+                              "triples_scanned": ans.stats["triples_scanned"]}
+    if spark_runs:
+        times = []
+        for _ in range(spark_runs):
+            t0 = time.perf_counter()
+            on_spark = opened.lineage(value_id=value, direction="down", tau=0, spark=spark)
+            times.append(time.perf_counter() - t0)
+            assert on_spark.value_ids == ans.value_ids and on_spark.stats["path"] == "spark"
+        result["spark_s"] = statistics.median(times)
+    print(f"  largest set {csid} ({triples:,} triples): value {value}, {n} descendants: "
+          f"driver {driver_t:.2f} s, spark {result.get('spark_s', float('nan')):.2f} s", flush=True)
+    return result
 
 
 def local_spark() -> Any:
@@ -228,16 +347,96 @@ def ms(x: float) -> str:
     return f"{x * 1000:.1f}"
 
 
+def median_of(values: list[int]) -> str:
+    return f"{int(statistics.median(values)):,}" if values else "-"
+
+
+def warm_table(sec: dict[str, Any]) -> list[str]:
+    lines = [
+        f"Ancestors, every method (RQ and CCProv on the first {sec['slow']} queries of each class; RQ / CSProv "
+        "compares medians over those same queries):",
+        "",
+        "| class | ancestors (median) | auto ms | CSProv ms | CCProv ms | RQ ms | DuckDB ms | RQ / CSProv | DuckDB / CSProv "
+        "| sets read | triples scanned CSProv / CCProv | paths |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for cls, r in sec["warm"].items():
+        m = r["median_s"]
+        rq, cc, cs_same = m.get("rq"), m.get("ccprov"), r["csprov_slow_median_s"]
+        ratio = f"{rq / cs_same:.0f}x" if rq and cs_same else "-"
+        lines.append(
+            f"| {cls} | {median_of(r['ancestors'])} | {ms(m['auto'])} | {ms(m['csprov'])} | {ms(cc) if cc else '-'} | "
+            f"{ms(rq) if rq else '-'} | {ms(m['duckdb'])} | {ratio} | {m['duckdb'] / m['csprov']:.1f}x | "
+            f"{median_of(r['sets_read'])} | {median_of(r['csprov_triples'])} / {median_of(r['ccprov_triples'])} | "
+            + ", ".join(f"{k}: {'/'.join(v)}" for k, v in r["paths"].items()) + " |"
+        )
+    return lines
+
+
+def directions_table(sec: dict[str, Any]) -> list[str]:
+    cache = sec["directions"].get("cache", {})
+    lines = [
+        "`auto` (the default) per class and direction, reading the mapped files and reading the Parquet buckets "
+        f"(default query cache: {cache.get('budget', 0) / 2**30:.1f} GiB here, {cache.get('evictions', 0)} evictions), "
+        "against DuckDB:",
+        "",
+        "| class | direction | lineage (median) | mapped ms | Parquet ms | DuckDB ms | DuckDB / mapped | DuckDB / Parquet | path |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, r in sec["directions"].items():
+        if key == "cache":
+            continue
+        cls, direction = key.split(" ")
+        m = r["median_s"]
+        lines.append(
+            f"| {cls} | {'ancestors' if direction == 'up' else 'descendants'} | {r['lineage']:,} | {ms(m['mapped'])} | "
+            f"{ms(m['parquet'])} | {ms(m['duckdb'])} | {m['duckdb'] / m['mapped']:.1f}x | "
+            f"{m['duckdb'] / m['parquet']:.1f}x | {'/'.join(r['paths'])} |"
+        )
+    return lines
+
+
+def cold_table(sec: dict[str, Any]) -> list[str]:
+    cold = sec["cold"]
+    lines = [
+        "Cold `provplug lineage STORE --value-id V [--direction down] --json` (a new process per query; the OS "
+        "page cache warm), median wall seconds:",
+        "",
+        "| class | direction | mapped s | Parquet s |",
+        "|---|---|---|---|",
+    ]
+    for key, t in cold.items():
+        mode, cls, direction = key.split(" ")
+        if mode == "mapped":
+            lines.append(f"| {cls} | {'ancestors' if direction == 'up' else 'descendants'} | {t:.2f} | "
+                         f"{cold.get(f'parquet {cls} {direction}', float('nan')):.2f} |")
+    return lines
+
+
+def largest_set_lines(sec: dict[str, Any]) -> list[str]:
+    r = sec.get("largest_set")
+    if not r:
+        return []
+    spark = f"{r['spark_s']:.1f} s" if "spark_s" in r else "not run"
+    return [
+        f"Largest connected set ({r['set_triples']:,} triples): value {r['value']}, {r['descendants']} descendants, "
+        f"{r['triples_scanned']:,} triples scanned. Default (`auto`, path: {r['driver_path']}): "
+        f"{r['driver_s']:.2f} s warm median; on Spark (`--tau 0`): {spark}.",
+    ]
+
+
 def report(sections: list[dict[str, Any]], command: str, out: Path) -> None:
     lines = [
         "# Lineage query benchmark",
         "",
         "Paper-shaped trace (`examples/benchmarks/paper_trace.py`), indexed with theta = 25,000 nodes and",
-        "automatic splits. Warm latencies: each query run once to warm, then timed runs; a query's time",
+        "automatic splits. Warm latencies: each query run twice to warm, then timed runs; a query's time",
         "is the median of its runs, a class's figure the median over its queries. All methods and DuckDB",
-        "(in-memory table, `WITH RECURSIVE ... UNION`, returning ancestors and their triples) run in one",
+        "(in-memory table, `WITH RECURSIVE ... UNION`, returning the lineage and its triples) run in one",
         "process on this shared 2-core machine; every method's answer was checked equal (and DuckDB's",
-        "ancestor count). `auto` = CSProv with tau deciding driver vs Spark (path shown).",
+        "lineage count). `auto` = CSProv, on the driver when the query's triples fit the driver's memory",
+        "budget, else on Spark (path shown). Mapped = the generation's mapped index files",
+        "(`index_reader.write_mapped`); Parquet = the same queries with `PROVPLUG_QUERY_MAPPED=0`.",
         "",
         "Reproduce:",
         "",
@@ -245,55 +444,43 @@ def report(sections: list[dict[str, Any]], command: str, out: Path) -> None:
         "",
     ]
     for sec in sections:
-        meta = sec["meta"]
-        counts = meta.get("counts", {})
+        counts = sec["meta"].get("counts", {})
+        mapped = (f", mapped files {sec['mapped_s']} s ({sec['mapped_bytes'] / 1e9:.2f} GB)"
+                  if "mapped_s" in sec else "")
         lines += [
             f"## {counts.get('triples', 0):,} triples (scale {sec['scale']})",
             "",
             f"{counts.get('values', 0):,} values, {counts.get('components', 0):,} components, "
             f"{counts.get('sets', 0):,} sets, {counts.get('set_dependencies', 0):,} set dependencies; "
-            f"generate {sec.get('generate_s', '-')} s, index {sec.get('index_s', '-')} s (if built in this run).",
+            f"generate {sec.get('generate_s', '-')} s, index {sec.get('index_s', '-')} s{mapped} (if built in this run).",
             "",
-            "| class | ancestors (median) | auto ms | CSProv ms | CCProv ms | RQ ms | DuckDB ms | RQ / CSProv | DuckDB / CSProv | sets read | triples scanned CSProv / CCProv | paths |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-        lines.insert(len(lines) - 2, f"RQ and CCProv ran the first {sec['slow']} queries of each class (seconds each on Spark); "
-                     "RQ / CSProv compares medians over those same queries.\n")
-        for cls, r in sec["warm"].items():
-            m = r["median_s"]
-            rq = m.get("rq")
-            cs_same = r["csprov_slow_median_s"]
-            lines.append(
-                f"| {cls} | {int(statistics.median(r['ancestors']))} | {ms(m['auto'])} | {ms(m['csprov'])} | {ms(m['ccprov'])} | "
-                f"{ms(rq) if rq else '-'} | {ms(m['duckdb'])} | {rq / cs_same:.0f}x | {m['duckdb'] / m['csprov']:.1f}x | "
-                f"{int(statistics.median(r['sets_read']))} | {int(statistics.median(r['csprov_triples'])):,} / "
-                f"{int(statistics.median(r['ccprov_triples'])):,} | "
-                + ", ".join(f"{k}: {'/'.join(v)}" for k, v in r["paths"].items())
-                + " |"
-            )
-        lines += ["", f"Load average during the run (shared machine): {', '.join(f'{x:.1f}' for x in sec['loadavg'])}.", ""]
-        lines += ["Cold `provplug lineage STORE --value-id V --json` (new process per query, below tau), median wall:", ""]
-        lines += [f"- {cls}: {c:.2f} s" for cls, c in sec["cold"].items()]
-        lines.append("")
+        for part in (warm_table, directions_table, cold_table, largest_set_lines):
+            if part is not warm_table or sec.get("warm"):
+                lines += [*part(sec), ""]
+        lines += [f"Load average during the run (shared machine): {', '.join(f'{x:.1f}' for x in sec['loadavg'])}.", ""]
     out.write_text("\n".join(lines) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scale", type=float, default=1.0)
-    p.add_argument("--big-scale", type=float, default=None, help="also run a larger trace (4.0 gives ~25M triples)")
+    p.add_argument("--big-scale", type=float, default=None, help="also run a larger trace (9.0 gives ~63M triples)")
     p.add_argument("--data", type=Path, default=HERE / "data")
     p.add_argument("--queries", type=int, default=10)
-    p.add_argument("--slow-queries", type=int, default=3, help="how many of each class's queries RQ and CCProv run")
+    p.add_argument("--slow-queries", type=int, default=2, help="how many of each class's queries RQ and CCProv run")
     p.add_argument("--big-queries", type=int, default=5, help="queries per class on the big trace")
-    p.add_argument("--big-slow-queries", type=int, default=1)
+    p.add_argument("--big-slow-queries", type=int, default=0)
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--spark-runs", type=int, default=1, help="runs of the largest-set query on Spark (0: skip)")
     p.add_argument("--theta", type=int, default=25_000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-write-mapped", action="store_true", help="do not add mapped files to a store without them")
     p.add_argument("--out", type=Path, default=HERE / "query.md")
     args = p.parse_args(argv)
     spark = local_spark()
     sections = []
+    command = "python " + " ".join([os.path.relpath(__file__), *(argv if argv is not None else sys.argv[1:])])
     try:
         plan = [(args.scale, args.queries, args.slow_queries)]
         if args.big_scale:
@@ -301,16 +488,21 @@ def main(argv: list[str] | None = None) -> int:
         for scale, n_queries, n_slow in plan:
             path = args.data / f"query-trace-{scale:g}.prov"
             print(f"trace scale {scale} at {path}", flush=True)
-            sec: dict[str, Any] = {"scale": scale, "slow": n_slow, **prepare(path, scale, args.seed, args.theta)}
+            sec: dict[str, Any] = {"scale": scale, "slow": n_slow,
+                                   **prepare(path, scale, args.seed, args.theta, not args.no_write_mapped)}
             queries = pick_queries(path, n_queries, args.seed)
             print("queries:", json.dumps(queries), flush=True)
             sec["queries"] = queries
-            sec["warm"] = bench_warm(path, queries, args.runs, spark, n_slow)
+            if n_slow:
+                sec["warm"] = bench_warm(path, queries, args.runs, spark, n_slow)
+            sec["directions"] = bench_directions(path, queries, args.runs)
             sec["cold"] = bench_cold(path, queries, args.runs)
+            sec["largest_set"] = bench_largest_set(path, spark, args.spark_runs)
             sec["loadavg"] = os.getloadavg()
             sections.append(sec)
+            index_reader.clear_cache()  # the next trace starts with an empty cache
             (args.out.with_suffix(".json")).write_text(json.dumps(sections, indent=1, default=str))
-            report(sections, "python " + " ".join([os.path.relpath(__file__), *(argv if argv is not None else sys.argv[1:])]), args.out)
+            report(sections, command, args.out)
     finally:
         spark.stop()
     print(args.out.read_text())

@@ -542,8 +542,17 @@ def _map_sorted(fs: pafs.FileSystem, path: str, key: str, size: int) -> _Sorted:
         if reader.num_record_batches != 1:
             raise pa.ArrowInvalid(f"{reader.num_record_batches} record batches, not 1")
         batch = reader.get_batch(0)
-        arrays = {name: batch.column(i).to_numpy(zero_copy_only=True) for i, name in enumerate(batch.schema.names)}
+        arrays = {name: _view(batch.column(i), path) for i, name in enumerate(batch.schema.names)}
     return _Sorted(arrays.pop(key), arrays)
+
+
+def _view(column: pa.Array, path: str) -> np.ndarray:
+    """An int64 column without nulls as a NumPy view of its buffer. (Not
+    ``to_numpy``: on a mapped file it reads every page of the column.)"""
+    validity, data = column.buffers()
+    if column.type != pa.int64() or validity is not None or data is None:
+        raise DamagedStoreError(f"damaged store file {path}: a column is not int64 without nulls")
+    return np.frombuffer(data, dtype=np.int64, count=len(column), offset=column.offset * 8)
 
 
 def write_mapped(fs: pafs.FileSystem, gen_dir: str, buckets: Mapping[str, int] | None = None) -> dict[str, int]:
