@@ -18,7 +18,10 @@ otherwise land in run 1); figures are medians.
 
 Reported: time with capture / without, triples, triples per second of the
 captured pipeline, and bytes per triple (the triples dataset alone, and the
-whole committed run including every table's stored rows); and, measured in
+whole committed run including every table's stored rows); row-lineage
+records (``rowlineage/``, DESIGN §9) and their bytes, and the time with
+capture but without row lineage (``spark.provplug.rowLineage=false``), in
+the same rounds, for the cost of row lineage side by side; and, measured in
 the same rounds, the time with capture when every aggregate's provenance
 goes through a group join (``spark.provplug.groupJoins=always``) instead of
 member lists (which must write the same number of triples).
@@ -40,11 +43,14 @@ from pathlib import Path
 from typing import Any
 
 from provplug_spark.groupjoin import GROUP_JOINS_CONF
+from provplug_spark.rowlineage import ROW_LINEAGE_CONF
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import provplug
 from provplug.plugins import open_store
+from provplug.rowlineage import lineage_of
+from provplug.rowrules import LINEAGE
 from provplug.sparksession import local_spark
 
 HERE = Path(__file__).resolve().parent
@@ -177,8 +183,9 @@ def run_plain(spark: SparkSession, files: dict[str, Path], pipeline: Callable[..
 
 
 def run_captured(spark: SparkSession, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], store: Path,
-                 group_joins: str = "global") -> float:
+                 group_joins: str = "global", row_lineage: bool = True) -> float:
     spark.conf.set(GROUP_JOINS_CONF, group_joins)
+    spark.conf.set(ROW_LINEAGE_CONF, str(row_lineage).lower())
     try:
         start = time.perf_counter()
         with provplug.capture(spark, store=store) as run:
@@ -187,16 +194,21 @@ def run_captured(spark: SparkSession, files: dict[str, Path], pipeline: Callable
         return time.perf_counter() - start
     finally:
         spark.conf.unset(GROUP_JOINS_CONF)
+        spark.conf.unset(ROW_LINEAGE_CONF)
 
 
-def store_sizes(store: Path) -> tuple[int, int, int]:
-    """(triples, bytes of the triples' Parquet files, bytes of the whole run)."""
+def store_sizes(store: Path) -> tuple[int, int, int, int, int]:
+    """(triples, bytes of the triples' Parquet files, bytes of the whole run,
+    row-lineage records, bytes of their Parquet files)."""
     s = open_store(store)
     triples = s.stats()["triples"]
     run_dir = Path(s.run_paths("triples")[0]).parent
     files = [p for p in run_dir.rglob("*") if p.is_file() and not p.name.endswith(".crc")]
     triple_bytes = sum(p.stat().st_size for p in files if p.parent.name == "triples" and p.suffix == ".parquet")
-    return triples, triple_bytes, sum(p.stat().st_size for p in files)
+    lineage = lineage_of(s)
+    records = lineage.count_rows() if lineage is not None else 0
+    record_bytes = sum(p.stat().st_size for p in files if p.parent.name == LINEAGE and p.suffix == ".parquet")
+    return triples, triple_bytes, sum(p.stat().st_size for p in files), records, record_bytes
 
 
 def measure(spark: SparkSession, name: str, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], runs: int,
@@ -205,27 +217,34 @@ def measure(spark: SparkSession, name: str, files: dict[str, Path], pipeline: Ca
         with tempfile.TemporaryDirectory(prefix="provplug-bench-") as tmp:
             w_plain = run_plain(spark, files, pipeline, Path(tmp) / "plain")
             w_captured = run_captured(spark, files, pipeline, Path(tmp) / "bench.prov")
+            run_captured(spark, files, pipeline, Path(tmp) / "bare.prov", row_lineage=False)
             run_captured(spark, files, pipeline, Path(tmp) / "joined.prov", "always")
         print(f"{name} warm-up {i + 1} (not counted): plain {w_plain:.2f}s, captured {w_captured:.2f}s", flush=True)
-    plain, captured, joined, sizes = [], [], [], (0, 0, 0)
+    plain, captured, bare, joined, sizes = [], [], [], [], (0, 0, 0, 0, 0)
     for i in range(runs):
         with tempfile.TemporaryDirectory(prefix="provplug-bench-") as tmp:
             plain.append(run_plain(spark, files, pipeline, Path(tmp) / "plain"))
             store = Path(tmp) / "bench.prov"
             captured.append(run_captured(spark, files, pipeline, store))
             sizes = store_sizes(store)
+            bare.append(run_captured(spark, files, pipeline, Path(tmp) / "bare.prov", row_lineage=False))
             joined.append(run_captured(spark, files, pipeline, Path(tmp) / "joined.prov", "always"))
-            if store_sizes(Path(tmp) / "joined.prov")[0] != sizes[0]:
-                raise SystemExit(f"{name}: group joins and member lists wrote different triple counts")
+            joined_sizes = store_sizes(Path(tmp) / "joined.prov")
+            if (joined_sizes[0], joined_sizes[3]) != (sizes[0], sizes[3]):
+                raise SystemExit(f"{name}: group joins and member lists wrote different triple or record counts")
         print(f"{name} run {i + 1}: plain {plain[-1]:.2f}s, captured {captured[-1]:.2f}s, "
+              f"captured without row lineage {bare[-1]:.2f}s, "
               f"captured with group joins {joined[-1]:.2f}s", flush=True)
     p, c, j = statistics.median(plain), statistics.median(captured), statistics.median(joined)
-    triples, triple_bytes, run_bytes = sizes
+    b = statistics.median(bare)
+    triples, triple_bytes, run_bytes, records, record_bytes = sizes
     return {
+        "records": records, "bytes_per_record": record_bytes / records if records else 0.0,
         "pipeline": name, "plain_s": p, "captured_s": c, "ratio": c / p, "triples": triples,
         "triples_per_s": triples / c, "bytes_per_triple": triple_bytes / triples,
         "run_bytes_per_triple": run_bytes / triples, "plain_all": plain, "captured_all": captured,
         "joined_s": j, "joined_ratio": j / p, "joined_all": joined,
+        "bare_s": b, "bare_ratio": b / p, "bare_all": bare,
     }
 
 
@@ -244,17 +263,20 @@ def report(results: list[dict[str, Any]], command: str, scale: float, warmup: in
         f"TPC-H scale {scale:g}. Targets: <= 2.0x time on flights, >= 1M triples/s, <= 8 bytes/triple.",
         "",
         "| pipeline | without capture (s) | with capture (s) | ratio | triples | triples/s | bytes/triple (triples) "
-        "| bytes/triple (whole run) | with capture, groupJoins=always (s) | its ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| bytes/triple (whole run) | row-lineage records | bytes/record | with capture, no row lineage (s) | its ratio "
+        "| with capture, groupJoins=always (s) | its ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         lines.append(
             f"| {r['pipeline']} | {r['plain_s']:.2f} | {r['captured_s']:.2f} | {r['ratio']:.2f}x | {r['triples']:,} | "
             f"{r['triples_per_s']:,.0f} | {r['bytes_per_triple']:.2f} | {r['run_bytes_per_triple']:.2f} | "
+            f"{r['records']:,} | {r['bytes_per_record']:.2f} | {r['bare_s']:.2f} | {r['bare_ratio']:.2f}x | "
             f"{r['joined_s']:.2f} | {r['joined_ratio']:.2f}x |"
         )
     lines += ["", "All runs (s): " + "; ".join(
         f"{r['pipeline']} plain {[round(x, 2) for x in r['plain_all']]} captured {[round(x, 2) for x in r['captured_all']]}"
+        f" captured without row lineage {[round(x, 2) for x in r['bare_all']]}"
         f" captured with group joins {[round(x, 2) for x in r['joined_all']]}"
         for r in results)]
     return "\n".join(lines) + "\n"

@@ -479,3 +479,20 @@ def test_members_predict_the_rows_left_after_deletions(spark: Any, store_path: P
             if alive:
                 predicted[region] = len(alive)
         assert predicted == _oracle(tables, deleted), sorted(deleted)
+
+
+def test_row_lineage_can_be_switched_off_and_triples_stay_the_same(spark: Any, tmp_path: Path) -> None:
+    from provplug_spark.rowlineage import ROW_LINEAGE_CONF
+    from triple_oracle import content
+
+    stores = {flag: tmp_path / f"{flag}.prov" for flag in ("true", "false")}
+    for flag, store in stores.items():
+        spark.conf.set(ROW_LINEAGE_CONF, flag)
+        try:
+            capture(spark, store, {"Person1": PEOPLE}, lambda f: avg_age(adults(f["Person1"])))
+        finally:
+            spark.conf.unset(ROW_LINEAGE_CONF)
+    off = open_store(stores["false"])
+    assert lineage_of(off) is None and rules_of(off) == {}
+    assert len(rules_of(open_store(stores["true"]))) == 2
+    assert Stored(stores["true"]).lineage(row_id=content) == Stored(stores["false"]).lineage(row_id=content)

@@ -62,15 +62,15 @@ def may_defer(ctx: Context, grouping: Sequence[Any], child: Node, keyed: bool = 
     join (``keyed``: even with grouping keys, whatever the setting)."""
     state = ctx.state
     # Each joined child row is one member: the child has at most one input row per row.
-    members = child.members
-    one_row = members is not None and members.group is None and not members.deferred and len(members.flat) <= 1
+    members = child.members  # None: row lineage is off (a black box child is not injective)
+    one_row = members is None or (members.group is None and not members.deferred and len(members.flat) <= 1)
     return (state.allow_groups and (not grouping or keyed or state.group_joins == "always") and not ctx.merging_above
             and child.stable and child.injective and not child.hidden and one_row
             and all(g.deterministic() for g in grouping))
 
 
 def defer(ctx: Context, grouping: Sequence[Any], grouped: Sequence[tuple[int, Sequence[Any]]],
-          child: Node) -> tuple[tuple[str, ...], list[Column], Members]:
+          child: Node) -> tuple[tuple[str, ...], list[Column], Members | None]:
     """Defer the provenance of the ``grouped`` attributes (expression id, the
     child attributes it depends on in every member row) and the rows'
     members to a join of the output rows with ``child``'s rows on the
@@ -81,14 +81,15 @@ def defer(ctx: Context, grouping: Sequence[Any], grouped: Sequence[tuple[int, Se
     keys = tuple(f"{HIDDEN_PREFIX}k_{n}_{i}" for i in range(len(grouping)))
     marker = f"{HIDDEN_PREFIX}m_{n}"
     values = [jvm.column(_unaliased(g)).alias(k) for g, k in zip(grouping, keys, strict=True)]
-    assert child.members is not None  # may_defer
-    member = child.members.flat[0] if child.members.flat else None
-    rows = tuple(dict.fromkeys((*child.rows, *child.members.columns)))
+    member = child.members.flat[0] if child.members is not None and child.members.flat else None
+    rows = tuple(dict.fromkeys((*child.rows, *(child.members.columns if child.members is not None else ()))))
     state.groups.append(GroupJoin(marker, keys, jvm.frame(child.plan).select(*values, *rows), (), member))
     # Computed before any is set: a grouping key keeps its input's id.
     deferred = {expr_id: frozenset((n, t) for t in state.terms_of(refs)) for expr_id, refs in grouped}
     state.deferred.update(deferred)
     state.terms.update({expr_id: frozenset() for expr_id in deferred})
+    if child.members is None:
+        return (*keys, marker), [*values, F.lit(True).alias(marker)], None
     members = Members(deferred=(Deferred(n, False),) if member else (), empty=child.members.empty)
     return (*keys, marker), [*values, F.lit(True).alias(marker)], members
 

@@ -40,7 +40,7 @@ from provplug.rowrules import OpRowRules
 
 from . import groupjoin, rules
 from ._jvm import Catalyst
-from .rowlineage import MemberLayout, Members
+from .rowlineage import MemberLayout, Members, enabled
 from .sources import TableLeaf, Tables
 from .state import HIDDEN_PREFIX, PROV_PREFIX, Context, GroupJoin, Node, RewriteState
 from .writer import Cell
@@ -60,9 +60,9 @@ class Rewritten:
     members: MemberLayout | None = None  # how the frame's rows hold their members (None: unknown)
     row_rules: OpRowRules | None = None  # the op's row rules, op and table ids still 0
 
-    def rules_for(self, op_id: int, table_id: int) -> OpRowRules:
-        assert self.row_rules is not None
-        return dataclasses.replace(self.row_rules, op=op_id, out_table=table_id)
+    def rules_for(self, op_id: int, table_id: int) -> OpRowRules | None:
+        """The op's row rules for this output (None: row lineage is off)."""
+        return dataclasses.replace(self.row_rules, op=op_id, out_table=table_id) if self.row_rules else None
 
 
 class PlanRewriter:
@@ -72,6 +72,7 @@ class PlanRewriter:
         self.jvm = Catalyst(spark)
         self.tables = Tables()
         self.group_joins = groupjoin.mode(spark)
+        self.row_lineage = enabled(spark)
         self._names: Iterator[int] = itertools.count()  # row-number column numbers, unique in the run
 
     def register(self, leaf: TableLeaf) -> None:
@@ -96,7 +97,7 @@ class PlanRewriter:
         """One rewrite of ``plan``; None when an output column would mix
         group-join and per-row provenance (or two group joins')."""
         jvm = self.jvm
-        state = RewriteState(jvm, self.tables, self.group_joins, allow_groups, self._names)
+        state = RewriteState(jvm, self.tables, self.group_joins, allow_groups, self._names, self.row_lineage)
         node = _walk(state, plan, merging_above=False)
         cells: list[Cell] = []
         deferred: dict[int, list[Cell]] = {}
@@ -123,7 +124,7 @@ class PlanRewriter:
             for n, g in enumerate(state.groups)]
         layout = _member_layout(members, state)
         return Rewritten(result, cells, group_joins, list(node.hidden), state.inputs, state.operations, state.uses_udf,
-                         layout, _row_rules(state, out_attrs))
+                         layout, _row_rules(state, out_attrs) if self.row_lineage else None)
 
 
 def _member_layout(members: Members | None, state: RewriteState) -> MemberLayout | None:

@@ -27,7 +27,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Column
+from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from provplug import ids
@@ -36,6 +36,9 @@ from provplug.rowrules import ColumnRule
 if TYPE_CHECKING:
     from .writer import Term
 
+# "false": capture no row lineage (no member columns, records or rules), e.g.
+# to measure its cost side by side; anything else (default): capture it.
+ROW_LINEAGE_CONF = "spark.provplug.rowLineage"
 # Catalyst aggregate functions what-if can recompute, by name.
 AGGREGATE_FUNCTIONS = {"Sum": "sum", "Average": "avg", "Min": "min", "Max": "max"}
 SUBQUERY_EXPRESSIONS = {"Exists", "ListQuery", "InSubquery"}
@@ -101,6 +104,11 @@ class PairLayout:
 
     member: Slot  # the member's input row (the aggregate's child row)
     flat: tuple[Slot, ...]  # the output row's flat slots, the same for every member
+
+
+def enabled(spark: SparkSession) -> bool:
+    """Whether the session's captures record row lineage (:data:`ROW_LINEAGE_CONF`)."""
+    return (spark.conf.get(ROW_LINEAGE_CONF, "true") or "true").lower() != "false"
 
 
 # -- member columns in Spark ---------------------------------------------------------------

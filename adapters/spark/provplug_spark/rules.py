@@ -192,7 +192,7 @@ def table_read(node: Any, children: list[Node], ctx: Context) -> Node:
         if name != ROW_COLUMN:  # a source cell: its own id
             state.terms[expr_id] = frozenset({Term(rows, True, ids.value_id(leaf.table_id, leaf.columns.index(name), 0))})
             state.facts.values[expr_id] = ColumnRule("copy", leaf.table_id, name)
-    members = Members((Slot(rows, leaf.table_id, False),))
+    members = Members((Slot(rows, leaf.table_id, False),)) if state.row_lineage else None
     return Node(jvm.plan(jvm.frame(node).selectExpr("*", f"{row} AS `{rows}`")), (rows,), (), members)
 
 
@@ -205,7 +205,8 @@ def constant(node: Any, children: list[Node], ctx: Context) -> Node:
     """
     for attr in ctx.jvm.items(node.output()):
         ctx.state.terms[ctx.jvm.expr_id(attr)] = frozenset()
-    return Node(node, (), (), Members(empty=True))  # its rows need no input row
+    # Its rows need no input row.
+    return Node(node, (), (), Members(empty=True) if ctx.state.row_lineage else None)
 
 
 # -- row-wise ----------------------------------------------------------------------------

@@ -219,7 +219,9 @@ class SparkCaptureSession:
         tables = [self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
                   for name, frame in zip(step.outputs, outputs, strict=True)]
         for rewritten, table in zip(rewrites, tables, strict=True):
-            self.run.record_row_rules(rewritten.rules_for(op_id, table.table_id))
+            row_rules = rewritten.rules_for(op_id, table.table_id)
+            if row_rules is not None:
+                self.run.record_row_rules(row_rules)
         jobs, frames = [], []
         for frame, rewritten, table in zip(outputs, rewrites, tables, strict=True):
             # Registered now: a downstream rewrite can only meet this table once its rows are written.

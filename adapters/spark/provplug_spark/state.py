@@ -68,7 +68,7 @@ class RewriteState:
     each rewrite (and for its retry without group joins)."""
 
     def __init__(self, jvm: Catalyst, tables: Tables, group_joins: str, allow_groups: bool,
-                 names: Iterator[int]) -> None:
+                 names: Iterator[int], row_lineage: bool = True) -> None:
         self.jvm = jvm
         self.tables = tables
         self.group_joins = group_joins  # "global" or "always" (see .groupjoin)
@@ -82,6 +82,7 @@ class RewriteState:
         self.operations: list[str] = []
         self.uses_udf = False
         self.facts = RowFacts()  # what the op's row rules will say
+        self.row_lineage = row_lineage  # False: no members carried (Node.members None throughout)
 
     def new_name(self) -> str:
         """A new column name of the rewrite (not a row-number column)."""
