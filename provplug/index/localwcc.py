@@ -46,23 +46,27 @@ def merge_groups(labels: np.ndarray, src: np.ndarray, dst: np.ndarray) -> None:
 
     ``labels`` is a forest with ``labels[x] <= x``: following it from any node
     ends at its group's root, the group's smallest index (``labels[r] == r``).
-    The chunk's roots are joined by :func:`wcc_labels` on the chunk alone;
-    every joined root then points at the smallest root of its new group, so
-    the invariant holds and no pass over all nodes is needed. The endpoints
-    are pointed straight at their roots, which keeps later lookups short.
+    Each round hooks the larger root of every edge whose ends still have
+    different roots under the smaller one (``np.minimum.at``: the smallest
+    proposal wins), so ``labels[x] <= x`` stays true, every such edge removes
+    a root, and the smallest index of a group is always its root. Only the
+    chunk's edges and the roots they reach are touched, never all nodes;
+    the endpoints and hooked roots are pointed straight at their new roots,
+    which keeps later lookups short. :func:`flatten` finishes the job.
     """
     rs, rd = find_roots(labels, src), find_roots(labels, dst)
     labels[src] = rs
     labels[dst] = rd
-    open_ = rs != rd
-    if not open_.any():
-        return
-    rs, rd = rs[open_], rd[open_]
-    roots, inverse = np.unique(np.concatenate([rs, rd]), return_inverse=True)
-    k = len(rs)
-    new_root = roots[wcc_labels(len(roots), inverse[:k], inverse[k:])]
-    moved = new_root != roots
-    labels[roots[moved]] = new_root[moved]
+    while True:
+        open_ = rs != rd
+        if not open_.any():
+            return
+        rs, rd = rs[open_], rd[open_]
+        np.minimum.at(labels, np.maximum(rs, rd), np.minimum(rs, rd))
+        new_rs, new_rd = find_roots(labels, rs), find_roots(labels, rd)
+        labels[rs] = new_rs
+        labels[rd] = new_rd
+        rs, rd = new_rs, new_rd
 
 
 def find_roots(labels: np.ndarray, nodes: np.ndarray) -> np.ndarray:
