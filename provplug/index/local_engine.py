@@ -147,13 +147,13 @@ class LocalEngine:
         n = len(comp)
         labels = comp.copy()
         split_id = np.full(n, -1, dtype=np.int16 if len(splits.names) < 2**15 else np.int32)
-        active = np.bincount(comp, minlength=n)[comp] >= theta
+        active = (np.bincount(comp, minlength=n) >= theta)[comp]
         source = self.edges
         for depth in range(splits.depth):
             if not active.any():
                 break
-            key = np.where(active, splits.paths[self.node_table, depth], -1).astype(split_id.dtype)
-            inner = np.where(active, np.arange(n, dtype=self.index_dtype), labels)
+            key = splits.paths[:, depth].astype(split_id.dtype)[self.node_table]  # compared for active ends only
+            inner = self._restart(labels, active)
             kept = EdgeFile(f"{self.scratch}/kept-{depth}", self.index_dtype)
             for src, dst in source.chunks(self.chunk_rows):
                 keep = active[src] & active[dst] & (labels[src] == labels[dst]) & (key[src] == key[dst])
@@ -166,15 +166,14 @@ class LocalEngine:
             labels = inner
             split_id[active] = key[active]
             del key, inner
-            sizes = np.bincount(labels[active], minlength=n)
             self.progress.done(f"sets at split depth {depth + 1}", count_roots(labels, active), "sets")
             if depth + 1 < splits.depth:
-                deeper = splits.paths[self.node_table, depth + 1] >= 0
-                active &= (sizes[labels] >= theta) & deeper
-                del deeper
+                large = np.bincount(labels[active], minlength=n) >= theta  # by set root
+                active &= large[labels]
+                del large
+                active &= splits.paths[self.node_table, depth + 1] >= 0  # its split has sub-splits
             else:
                 active[:] = False
-            del sizes
             if source is not self.edges:
                 source.remove()
             source = kept
@@ -182,11 +181,22 @@ class LocalEngine:
             source.remove()
         return labels, split_id
 
+    def _restart(self, labels: np.ndarray, active: np.ndarray) -> np.ndarray:
+        """``labels`` with every active value a group of its own (in chunks: no
+        index-sized temporaries)."""
+        inner = labels.copy()
+        for lo in range(0, len(labels), self.chunk_rows):
+            hi = min(lo + self.chunk_rows, len(labels))
+            own = np.arange(lo, hi, dtype=labels.dtype)
+            np.copyto(inner[lo:hi], own, where=active[lo:hi])
+        return inner
+
     # -- output ----------------------------------------------------------------
     def _write(
         self, comp: np.ndarray, labels: np.ndarray, split_id: np.ndarray, splits: CompiledSplits, out_dir: str
     ) -> dict[str, int]:
         set_triples, comp_triples, deps = self._write_triples(comp, labels, out_dir)
+        pa.default_memory_pool().release_unused()  # the Arrow buffers of the bucket passes
         self.edges.remove()
         n_deps = self._write_setdeps(deps, out_dir)
         self._write_values(comp, labels, out_dir)
@@ -272,12 +282,11 @@ class LocalEngine:
     def _write_values(self, comp: np.ndarray, labels: np.ndarray, out_dir: str) -> None:
         """``value_sets``: each bucket's values in id order (``nodes`` is sorted)."""
         nodes, buckets = self.nodes, layout.VALUE_BUCKETS
-        bucket = bucket_of(nodes, buckets)
-        order = np.argsort(bucket, kind="stable")
-        starts = np.searchsorted(bucket[order], np.arange(buckets + 1))
-        del bucket
+        bucket = np.empty(len(nodes), dtype=np.uint8)
+        for lo in range(0, len(nodes), self.chunk_rows):  # no id-sized temporary
+            bucket[lo : lo + self.chunk_rows] = bucket_of(nodes[lo : lo + self.chunk_rows], buckets)
         for k in range(buckets):
-            idx = order[starts[k] : starts[k + 1]]
+            idx = np.flatnonzero(bucket == k)
             part = pa.record_batch([nodes[idx], nodes[comp[idx]], nodes[labels[idx]]], schema=layout.VALUE_SETS)
             write_parquet(self.store.fs, self._bucket_file(out_dir, "value_sets", k), layout.VALUE_SETS, [part])
         self.progress.done("wrote values", len(nodes), "values")
