@@ -55,31 +55,30 @@ from .workflow import TableCatalogue
 # A component with more triples than this is indexed level-synchronously on
 # Spark instead of in one task (~1.5 GB of NumPy arrays at the limit).
 COMPONENT_TASK_LIMIT = 20_000_000
+# At most this many files per bucket of each bucketed dataset.
+MAX_WRITE_TASKS = 16
 
-# Rows of the load step: a triple (with its partition's local root ``r``), or a
-# value (``v``: its local root ``r``, smallest table code ``t``, and ``n`` = the
-# triples of its local component when it is that component's root, else 0).
-LOAD_DDL = "src long, dst long, op long, src_table int, dst_table int, r long, v long, t int, n long"
+# The load step's row per value and input partition: ``v``, its local root ``r``,
+# its smallest table code ``t``, and ``n`` = the triples of its local component
+# when it is that component's root (else 0).
+NODES_DDL = "v long, r long, t int, n long"
+# The triples tagged with their input partition's local root ``r``.
+TAGGED_DDL = "src long, dst long, op long, src_table int, dst_table int, r long"
 # Rows of the merge step: kind 0 a link (a > b), 1 a table code's value count, 2 a root's triples.
 MERGE_DDL = "kind tinyint, a long, b long"
 LINK, TABLE_VALUES, ROOT_TRIPLES = 0, 1, 2
-# Rows of the index step, one kind per output of the layout.
+# Rows of the index step, one kind per output of the layout. They share the
+# indexed triples' columns; the other kinds name some of them differently
+# (COLUMN_OF: layout name -> column of the row), so the persisted rows stay
+# as narrow as the widest output.
 TRIPLE, VALUE, SET, COMPONENT, SETDEP = 0, 1, 2, 3, 4
-OUT_COLUMNS = {
-    "kind": pa.int8(),
-    "src": pa.int64(),
-    "dst": pa.int64(),
-    "op": pa.int64(),
-    "src_table": pa.int32(),
-    "dst_table": pa.int32(),
-    "ccid": pa.int64(),
-    "src_csid": pa.int64(),
-    "dst_csid": pa.int64(),
-    "value_id": pa.int64(),
-    "csid": pa.int64(),
-    "split_id": pa.int32(),
-    "nodes": pa.int64(),
-    "triples": pa.int64(),
+OUT_COLUMNS = {"kind": pa.int8(), **{f.name: f.type for f in layout.INDEXED_TRIPLES}}
+COLUMN_OF: dict[int, dict[str, str]] = {
+    TRIPLE: {c: c for c in layout.INDEXED_TRIPLES.names},
+    VALUE: {"value_id": "src", "ccid": "ccid", "csid": "dst_csid"},
+    SET: {"csid": "dst_csid", "ccid": "ccid", "split_id": "src_table", "nodes": "src", "triples": "dst"},
+    COMPONENT: {"ccid": "ccid", "nodes": "src", "triples": "dst"},
+    SETDEP: {"src_csid": "src_csid", "dst_csid": "dst_csid"},
 }
 OUT_DDL = spark_ddl(pa.schema(list(OUT_COLUMNS.items())))
 BATCH = 1 << 20
@@ -97,6 +96,8 @@ class SparkEngine:
         self.spark = spark
         self.scratch = scratch.spark_path
         self.partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
+        # Files per bucket: as many as tasks can write at once (capped).
+        self.write_tasks = max(1, min(self.partitions, spark.sparkContext.defaultParallelism, MAX_WRITE_TASKS))
         self.lookup = catalogue.id_to_code_array()
         self._persisted: list[DataFrame] = []
         tune(spark)
@@ -125,11 +126,15 @@ class SparkEngine:
         self.progress.done("reading triples (spark)")
         triples_ddl = spark_ddl(schema.TRIPLES)
         raw = self.spark.read.schema(triples_ddl).parquet(*paths) if paths else self.spark.createDataFrame([], triples_ddl)
-        pairs = self._pairs(raw)  # checks every table id first: the tasks below rely on it
+        # Cached as read: the local roots are computed twice (values here,
+        # triples in build), from the very same partitions.
+        self.raw = self._keep(raw)
+        pairs = self._pairs(self.raw)  # checks every table id first: the tasks below rely on it
+        self.progress.done("table pairs (spark)", len(pairs), "pairs")
         lookup = self.lookup
-        self.loaded = self._keep(raw.mapInArrow(lambda b: _load_partition(lookup, b), LOAD_DDL))
-        nodes = self.loaded.where(F.col("v").isNotNull()).select("v", "r", "t", "n")
+        nodes = self.raw.mapInArrow(lambda b: _node_rows(lookup, b), NODES_DDL)
         self.merged = nodes.repartition(self.partitions, "v").mapInArrow(_merge_partition, MERGE_DDL).localCheckpoint()
+        self.progress.done("merged the partitions' values (spark)")
         table_values = {
             int(r["a"]): int(r["values"])
             for r in self.merged.where(F.col("kind") == TABLE_VALUES).groupBy("a").agg(F.sum("b").alias("values")).collect()
@@ -163,6 +168,7 @@ class SparkEngine:
     def build(self, plan: SetPlan, out: OutputDir) -> dict[str, int]:
         try:
             rows = self._keep(self._index_rows(plan))
+            self.progress.done("indexed components (spark)", rows.count(), "rows")
             return self._write(rows, plan.splits, out)
         finally:
             self.release()
@@ -170,10 +176,8 @@ class SparkEngine:
     def _index_rows(self, plan: SetPlan) -> DataFrame:
         links = self.merged.where(F.col("kind") == LINK).select(F.col("a").alias("u"), F.col("b").alias("v"))
         labels, rows = link_labels(links.distinct(), on_round=self._on_round("components"))
-        triples = attach(
-            self.loaded.where(F.col("v").isNull()).select("src", "dst", "op", "src_table", "dst_table", "r"),
-            "r", labels, rows, "ccid",
-        ).drop("r")
+        tagged = self.raw.mapInArrow(_tagged_triples, TAGGED_DDL)
+        triples = attach(tagged, "r", labels, rows, "ccid").drop("r")
         huge = self._huge_components(labels, rows)
         self.progress.done("components", len(huge), "components indexed on Spark (above the task limit)")
         lookup, paths, theta = self.lookup, plan.splits.paths, plan.theta
@@ -249,21 +253,20 @@ class SparkEngine:
     # -- output ----------------------------------------------------------------
     def _write(self, rows: DataFrame, splits: CompiledSplits, out: OutputDir) -> dict[str, int]:
         fs_dir, spark_dir = out.path, out.spark_path
-        kind = F.col("kind")
-        self._write_bucketed(rows.where(kind == TRIPLE), "dst_csid", layout.TRIPLE_BUCKETS, out, "triples", layout.INDEXED_TRIPLES)
+        self._write_bucketed(_of_kind(rows, TRIPLE), "dst_csid", layout.TRIPLE_BUCKETS, out, "triples", layout.INDEXED_TRIPLES)
         self.progress.done("wrote triples (spark)")
-        deps = rows.where(kind == SETDEP)
+        deps = _of_kind(rows, SETDEP)
         self._write_bucketed(deps, "dst_csid", layout.SETDEP_BUCKETS, out, "setdeps", layout.SETDEPS)
         self._write_bucketed(deps, "src_csid", layout.SETDEP_BUCKETS, out, "rsetdeps", layout.SETDEPS)
         self._write_bucketed(
-            rows.where(kind == VALUE), "value_id", layout.VALUE_BUCKETS, out, "value_sets", layout.VALUE_SETS, sort="value_id"
+            _of_kind(rows, VALUE), "value_id", layout.VALUE_BUCKETS, out, "value_sets", layout.VALUE_SETS, sort="value_id"
         )
         names = F.array(*[F.lit(n) for n in splits.names]) if splits.names else F.array().cast("array<string>")
-        sets = rows.where(kind == SET).withColumn(
+        sets = _of_kind(rows, SET).withColumn(
             "split", F.when(F.col("split_id") >= 0, F.element_at(names, F.col("split_id") + 1))
         )
         self._write_single(sets, "csid", fs_dir, spark_dir, "sets.parquet", layout.SETS)
-        self._write_single(rows.where(kind == COMPONENT), "ccid", fs_dir, spark_dir, "components.parquet", layout.COMPONENTS)
+        self._write_single(_of_kind(rows, COMPONENT), "ccid", fs_dir, spark_dir, "components.parquet", layout.COMPONENTS)
         self.progress.done("wrote sets and components (spark)")
         return {  # counted from the written files' metadata, not by Spark jobs
             "triples": _rows(self.store, f"{fs_dir}/triples"),
@@ -278,9 +281,9 @@ class SparkEngine:
     ) -> None:
         columns = [F.col(f.name).cast(spark_type(f.type)) for f in schema]
         frame = df.select(*columns, F.pmod(F.col(key), F.lit(buckets)).cast("int").alias("bucket"))
-        # No explicit partition count: adaptive execution may coalesce small
-        # shuffles, and a coalesced partition still holds whole buckets.
-        frame = frame.repartition("bucket").sortWithinPartitions("bucket", *([sort] if sort else []))
+        # No shuffle: the rows are persisted, so a few tasks each read a share
+        # of them and write one file per bucket (the layout allows several).
+        frame = frame.coalesce(self.write_tasks).sortWithinPartitions("bucket", *([sort] if sort else []))
         frame.write.partitionBy("bucket").parquet(f"{out.spark_path}/{name}")
         fill_empty_buckets(self.store.fs, f"{out.path}/{name}", buckets, schema)
 
@@ -289,7 +292,7 @@ class SparkEngine:
         directory; its one part is moved)."""
         tmp = f"_tmp-{uuid.uuid4().hex[:8]}"
         columns = [F.col(f.name).cast(spark_type(f.type)) for f in schema]
-        df.select(*columns).repartition(1).sortWithinPartitions(key).write.parquet(f"{spark_dir}/{tmp}")
+        df.select(*columns).coalesce(1).sortWithinPartitions(key).write.parquet(f"{spark_dir}/{tmp}")
         fs = self.store.fs
         parts = [i.path for i in fs.get_file_info(pafs.FileSelector(f"{fs_dir}/{tmp}")) if i.base_name.endswith(".parquet")]
         if parts:
@@ -300,8 +303,8 @@ class SparkEngine:
 
 
 # -- tasks (run in Spark's Python workers) -------------------------------------------
-def _load_partition(lookup: np.ndarray, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """One input partition: its triples tagged with their local root, and its values."""
+def _node_rows(lookup: np.ndarray, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """One input partition's values: local root, smallest table code, local component size."""
     table = concat_batches(batches)
     if table is None:
         return
@@ -311,12 +314,17 @@ def _load_partition(lookup: np.ndarray, batches: Iterator[pa.RecordBatch]) -> It
     np.minimum.at(tcode, di, lookup[table.column("dst_table").to_numpy()])
     local = np.searchsorted(nodes, roots)  # dense index of each node's root
     root_triples = np.bincount(local[si], minlength=len(nodes))
-    yield from _batches(
-        {"src": table.column("src"), "dst": table.column("dst"), "op": table.column("op"),
-         "src_table": table.column("src_table"), "dst_table": table.column("dst_table"), "r": roots[si]},
-        LOAD_DDL_COLUMNS,
-    )
-    yield from _batches({"r": roots, "v": nodes, "t": tcode, "n": root_triples}, LOAD_DDL_COLUMNS)
+    yield from _batches({"v": nodes, "r": roots, "t": tcode, "n": root_triples}, NODES_COLUMNS)
+
+
+def _tagged_triples(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """One input partition's triples with their local root (as :func:`_node_rows` found it)."""
+    table = concat_batches(batches)
+    if table is None:
+        return
+    _, roots, si, _ = partition_roots(table.column("src").to_numpy(), table.column("dst").to_numpy())
+    columns = {c: table.column(c) for c in ("src", "dst", "op", "src_table", "dst_table")}
+    yield from _batches({**columns, "r": roots[si]}, TAGGED_COLUMNS)
 
 
 def _merge_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -416,9 +424,10 @@ def set_labels(
     return labels, split_id
 
 
-LOAD_DDL_COLUMNS = pa.schema(
+NODES_COLUMNS = pa.schema([("v", pa.int64()), ("r", pa.int64()), ("t", pa.int32()), ("n", pa.int64())])
+TAGGED_COLUMNS = pa.schema(
     [("src", pa.int64()), ("dst", pa.int64()), ("op", pa.int64()), ("src_table", pa.int32()),
-     ("dst_table", pa.int32()), ("r", pa.int64()), ("v", pa.int64()), ("t", pa.int32()), ("n", pa.int64())]
+     ("dst_table", pa.int32()), ("r", pa.int64())]
 )
 MERGE_COLUMNS = pa.schema([("kind", pa.int8()), ("a", pa.int64()), ("b", pa.int64())])
 OUT_SCHEMA = pa.schema(list(OUT_COLUMNS.items()))
@@ -441,8 +450,15 @@ def _batches(columns: dict[str, Any], schema_: pa.Schema) -> Iterator[pa.RecordB
 
 
 def _out(kind: int, columns: dict[str, Any]) -> Iterator[pa.RecordBatch]:
+    """Rows of ``kind`` from columns named as in the layout."""
     n = len(next(iter(columns.values())))
-    return _batches({"kind": np.full(n, kind, np.int8), **columns}, OUT_SCHEMA)
+    named = {COLUMN_OF[kind][name]: values for name, values in columns.items()}
+    return _batches({"kind": np.full(n, kind, np.int8), **named}, OUT_SCHEMA)
+
+
+def _of_kind(rows: DataFrame, kind: int) -> DataFrame:
+    """The rows of ``kind`` with their layout names."""
+    return rows.where(F.col("kind") == kind).select(*[F.col(c).alias(n) for n, c in COLUMN_OF[kind].items()])
 
 
 def _move(keyed: DataFrame, inner: DataFrame) -> DataFrame:
@@ -485,14 +501,14 @@ def _rows_from_labels(triples: DataFrame, state: DataFrame) -> DataFrame:
 
 
 def _kind(kind: int, df: DataFrame) -> DataFrame:
-    """``df`` with the index step's columns (the ones it lacks null)."""
-    present = set(df.columns)
+    """``df`` (columns named as in the layout) as rows of the index step."""
+    name_of = {column: name for name, column in COLUMN_OF[kind].items()}
     cols: list[Column] = [F.lit(kind).cast("tinyint").alias("kind")]
-    for name, arrow_type in OUT_COLUMNS.items():
-        if name == "kind":
+    for column, arrow_type in OUT_COLUMNS.items():
+        if column == "kind":
             continue
-        typ = spark_type(arrow_type)
-        cols.append((F.col(name) if name in present else F.lit(None)).cast(typ).alias(name))
+        value = F.col(name_of[column]) if column in name_of else F.lit(None)
+        cols.append(value.cast(spark_type(arrow_type)).alias(column))
     return df.select(*cols)
 
 

@@ -1,0 +1,310 @@
+"""The Spark index engine against the local one on the paper-shaped trace,
+side by side in one run, and the Spark query path (RQ and CSProv forced onto
+Spark with ``tau=0``): first call and warm calls.
+
+    python examples/benchmarks/spark_engine_bench.py [--scale 1] [--local-runs 3] [--spark-runs 2]
+        [--query-base COMMIT] [--out examples/benchmarks/spark_engine.md]
+
+* The committed runs of ``data/trace-SCALE-SEED.prov`` (made by
+  ``paper_trace.py`` if missing) are copied to a private store
+  ``data/spark-engine-SCALE-SEED.prov``, so other benchmarks' index builds on
+  the shared store never race with these.
+* Builds alternate local, Spark, local, Spark, ... in one process (one
+  ``local[2]`` session, driver memory 6 GiB, started once and timed apart):
+  both engines see the same machine load. After the last build of each, the
+  whole index (every row of every dataset) is compared.
+* Queries run in fresh processes (nothing cached), once with this tree and,
+  with ``--query-base``, once with the code of that commit (``git archive``),
+  on the same index: the Spark session start, the first RQ and CSProv call,
+  then warm calls; every Spark answer is checked against the driver's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+
+import paper_trace  # noqa: E402  (the generator beside this file)
+
+SPARK_CONF = {"spark.driver.memory": "6g"}
+
+
+def private_store(scale: float, seed: int) -> Path:
+    shared = HERE / "data" / f"trace-{scale:g}-{seed}.prov"
+    if not shared.exists():
+        paper_trace.generate(shared, scale, seed)
+    private = HERE / "data" / f"spark-engine-{scale:g}-{seed}.prov"
+    if not private.exists():
+        tmp = private.with_suffix(".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(shared, tmp, ignore=shutil.ignore_patterns("index"))
+        tmp.rename(private)
+    return private
+
+
+# -- whole-index comparison ----------------------------------------------------------
+DATASETS = {  # dataset -> sort key (every column: rows are compared whole)
+    "triples": ["src", "dst", "op", "src_table", "dst_table", "ccid", "src_csid", "dst_csid"],
+    "setdeps": ["src_csid", "dst_csid"],
+    "rsetdeps": ["src_csid", "dst_csid"],
+    "value_sets": ["value_id", "ccid", "csid"],
+    "sets.parquet": ["csid"],
+    "components.parquet": ["ccid"],
+}
+
+
+def index_content(store: Any) -> dict[str, pa.Table]:
+    """Every dataset of the live generation, sorted, with plain (nullable) types."""
+    from provplug.index import current_dir
+
+    gen = current_dir(store)
+    out = {}
+    for name, key in DATASETS.items():
+        if name.endswith(".parquet"):
+            table = pq.read_table(f"{gen}/{name}")
+        else:
+            table = pads.dataset(f"{gen}/{name}", partitioning="hive").to_table(columns=key)
+        table = table.select(sorted(table.column_names)).sort_by([(k, "ascending") for k in key])
+        out[name] = pa.table({c: table.column(c).combine_chunks() for c in table.column_names})
+    return out
+
+
+def same_content(a: dict[str, pa.Table], b: dict[str, pa.Table]) -> dict[str, bool]:
+    result = {}
+    for name in DATASETS:
+        x, y = a[name], b[name]
+        result[name] = x.column_names == y.column_names and x.num_rows == y.num_rows and all(
+            x.column(c).cast(y.column(c).type).equals(y.column(c)) for c in x.column_names
+        )
+    return result
+
+
+def bucket_files(store: Any) -> dict[str, int]:
+    from provplug.index import current_dir
+
+    gen = Path(current_dir(store))
+    return {d: len(list((gen / d).glob("bucket=*/*.parquet"))) for d in ("triples", "value_sets", "setdeps")}
+
+
+def build_side_by_side(path: Path, local_runs: int, spark_runs: int, master: str) -> dict[str, Any]:
+    from provplug.index import build_index
+    from provplug.plugins import open_store
+    from provplug.progress import Progress
+    from provplug.sparksession import local_spark
+
+    store = open_store(path)
+    t0 = time.monotonic()
+    spark = local_spark("provplug-spark-engine-bench", master, **SPARK_CONF)
+    spark.range(1).count()
+    spark_start = time.monotonic() - t0
+    times: dict[str, list[float]] = {"local": [], "spark": []}
+    content: dict[str, dict[str, pa.Table]] = {}
+    files: dict[str, dict[str, int]] = {}
+    metas: dict[str, dict[str, Any]] = {}
+    order = ["local" if i % 2 == 0 else "spark" for i in range(2 * max(local_runs, spark_runs))]
+    left = {"local": local_runs, "spark": spark_runs}
+    for engine in order:
+        if not left[engine]:
+            continue
+        left[engine] -= 1
+        t = time.monotonic()
+        metas[engine] = build_index(store, engine=engine, spark=spark, progress=Progress(enabled=True, live=False))
+        times[engine].append(time.monotonic() - t)
+        print(f"{engine}: {times[engine][-1]:.1f} s", flush=True)
+        if not left[engine]:
+            content[engine] = index_content(store)
+            files[engine] = bucket_files(store)
+    spark.stop()
+    same = same_content(content["local"], content["spark"]) if len(content) == 2 else {}
+    counts = metas["local"]["counts"] if "local" in metas else metas["spark"]["counts"]
+    return {"times": times, "spark_start": spark_start, "same": same, "files": files, "counts": counts}
+
+
+# -- the Spark query path ------------------------------------------------------------
+QUERY_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+path, value, warm, master = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+import provplug
+from provplug.sparksession import local_spark
+t0 = time.perf_counter()
+spark = local_spark("provplug-query-bench", master, **{"spark.driver.memory": "6g"})
+spark.range(1).count()
+out = {"spark_start": time.perf_counter() - t0}
+opened = provplug.open(path)
+for method, direction in (("rq", "down"), ("csprov", "down"), ("rq", "up"), ("csprov", "up")):
+    driver = opened.lineage(value_id=value, method=method, direction=direction)
+    times = []
+    for _ in range(1 + warm):
+        t = time.perf_counter()
+        answer = opened.lineage(value_id=value, method=method, direction=direction, tau=0, spark=spark)
+        times.append(time.perf_counter() - t)
+        assert answer.stats["path"] == "spark", answer.stats
+        assert answer.value_ids == driver.value_ids, (method, direction)
+    out[f"{method} {direction}"] = {"first": times[0], "warm": times[1:], "values": len(driver.value_ids),
+                                    "triples": answer.stats["triples_scanned"]}
+spark.stop()
+print("RESULT " + json.dumps(out))
+"""
+
+
+def query_value(path: Path) -> tuple[int, int, int]:
+    """A value of the connected set with the most triples (the smallest id
+    with a parent and a child in that set), its set and the set's triples."""
+    from provplug.index import current_dir
+    from provplug.plugins import open_store
+
+    gen = current_dir(open_store(path))
+    sets = pq.read_table(f"{gen}/sets.parquet", columns=["csid", "triples"])
+    big = int(np.argmax(sets.column("triples").to_numpy()))
+    csid, triples = int(sets.column("csid")[big].as_py()), int(sets.column("triples")[big].as_py())
+    rows = pads.dataset(f"{gen}/triples", partitioning="hive").to_table(
+        columns=["src", "dst"], filter=(pads.field("dst_csid") == csid) & (pads.field("src_csid") == csid)
+    )
+    both = np.intersect1d(rows.column("src").to_numpy(), rows.column("dst").to_numpy())
+    return int(both.min()), csid, triples
+
+
+def run_queries(path: Path, value: int, warm: int, master: str, code: Path | None) -> dict[str, Any]:
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = f"{code}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    proc = subprocess.run(
+        [sys.executable, "-c", QUERY_SCRIPT, str(path), str(value), str(warm), master],
+        env=env, capture_output=True, text=True, cwd=tempfile.gettempdir(), check=False,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode or not lines:
+        raise SystemExit(f"query run failed ({code or 'this tree'}):\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
+    return result
+
+
+def checkout(commit: str) -> Path:
+    target = Path(tempfile.mkdtemp(prefix="provplug-base-"))
+    archive = subprocess.run(["git", "archive", commit, "provplug"], cwd=REPO, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    return target
+
+
+# -- report -------------------------------------------------------------------------------
+def med(ts: list[float]) -> str:
+    if not ts:
+        return "not run"
+    return f"**{statistics.median(ts):.1f} s** ({', '.join(f'{t:.1f}' for t in ts)})"
+
+
+def render(args: argparse.Namespace, command: str, build: dict[str, Any], queries: dict[str, Any]) -> str:
+    t = build["times"]
+    ratio = statistics.median(t["spark"]) / statistics.median(t["local"]) if t["spark"] and t["local"] else float("nan")
+    c = build["counts"]
+    lines = [
+        "# Spark index engine and Spark query path",
+        "",
+        f"Reproduce: `{command}` (repository root, venv active).",
+        "",
+        f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}, shared with other "
+        f"engineers' jobs while measured (load average at the start: {args.load}), so absolute times are noisy: the "
+        "ratio of medians measured in the same run is the figure. Spark: `{master}`, driver memory 6 GiB, "
+        "default shuffle partitions (8).".replace("{master}", args.master),
+        "",
+        "## Index build, side by side",
+        "",
+        f"Trace `paper_trace.py --scale {args.scale:g} --seed {args.seed}`: {c['triples']:,} triples, {c['values']:,} "
+        f"values, {c['components']:,} components, {c['sets']:,} sets, {c['set_dependencies']:,} set dependencies. "
+        "Builds alternate local, Spark, local, ... in one process; the Spark session is started once before them "
+        f"({build['spark_start']:.1f} s, not counted).",
+        "",
+        "| engine | build time (median; runs) |",
+        "|---|---|",
+        f"| local (NumPy) | {med(t['local'])} |",
+        f"| Spark | {med(t['spark'])} |",
+        f"| Spark / local | **{ratio:.2f}x** |",
+        "",
+        "Identical index (every row of every dataset, sorted): "
+        + (", ".join(f"{k}: {v}" for k, v in build["same"].items()) or "not compared")
+        + ".",
+        "",
+        f"Bucket files written: {json.dumps(build['files'])}.",
+        "",
+    ]
+    if queries:
+        lines += [
+            "## Query path on Spark (`tau=0`), fresh process per code version",
+            "",
+            f"Value {queries['value']} of the connected set with the most triples (csid {queries['csid']}, "
+            f"{queries['set_triples']:,} triples); {args.warm} warm calls after the first. Every Spark answer equals the "
+            "driver's.",
+            "",
+            "| code | query | answer values | triples scanned | first call | warm (median) |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for label, res in queries["runs"].items():
+            for q, r in res.items():
+                if q == "spark_start":
+                    continue
+                warm = f"{statistics.median(r['warm']):.2f} s" if r["warm"] else "-"
+                lines.append(f"| {label} | {q} | {r['values']:,} | {r['triples']:,} | {r['first']:.2f} s | {warm} |")
+            lines.append(f"| {label} | (Spark session start) | | | {res['spark_start']:.1f} s | |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--local-runs", type=int, default=3)
+    parser.add_argument("--spark-runs", type=int, default=2)
+    parser.add_argument("--warm", type=int, default=3, help="warm Spark query calls after the first")
+    parser.add_argument("--query-base", default=None, help="also time the queries with this commit's code")
+    parser.add_argument("--no-queries", action="store_true")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--out", default=str(HERE / "spark_engine.md"))
+    args = parser.parse_args(argv)
+    args.load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    command = "python examples/benchmarks/spark_engine_bench.py " + " ".join(argv if argv is not None else sys.argv[1:])
+
+    path = private_store(args.scale, args.seed)
+    build = build_side_by_side(path, args.local_runs, args.spark_runs, args.master)
+    print(json.dumps({k: v for k, v in build.items() if k != "counts"}, indent=1), flush=True)
+
+    queries: dict[str, Any] = {}
+    if not args.no_queries:
+        value, csid, set_triples = query_value(path)
+        queries = {"value": value, "csid": csid, "set_triples": set_triples, "runs": {}}
+        if args.query_base:
+            base = checkout(args.query_base)
+            queries["runs"][f"before ({args.query_base})"] = run_queries(path, value, args.warm, args.master, base)
+            shutil.rmtree(base, ignore_errors=True)
+        queries["runs"]["after (this tree)"] = run_queries(path, value, args.warm, args.master, None)
+    report = render(args, command.strip(), build, queries)
+    Path(args.out).write_text(report + RUNNING_ON_A_CLUSTER)
+    print(report)
+    return 0 if build["same"] and all(build["same"].values()) else 1
+
+
+RUNNING_ON_A_CLUSTER = ""  # filled in below (kept beside the figures it explains)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
