@@ -23,7 +23,7 @@ from provplug.writers import Destination
 
 from . import _internals as internals
 from . import rowstate
-from .rules import Expansion, rule_for
+from .rules import Expansion, Rule, rule_for
 from .tables import (
     CreateNumbered,
     Materialize,
@@ -360,7 +360,7 @@ class BeamSession:
         ))
         return result
 
-    def _rows_after(self, rule: Any, pvalueish: Any) -> rowstate.RowsFn:
+    def _rows_after(self, rule: Rule, pvalueish: Any) -> rowstate.RowsFn:
         """The row lineage of ``rule``'s output, from that of its (traced) inputs."""
         if isinstance(pvalueish, dict):
             tagged: list[tuple[Any, Any]] = list(pvalueish.items())
