@@ -34,7 +34,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from .plugins import open_store
 
     result = import_provenance(
-        open_store(args.store), args.triples, args.values, progress=Progress(enabled=not args.quiet)
+        open_store(args.store), args.triples, args.values, progress=Progress(enabled=not args.quiet),
+        row_lineage=args.row_lineage, row_rules=args.row_rules,
     )
     print(f"imported {result['triples']:,} triples into {args.store} (run {result['run_id']})")
     return 0
@@ -142,7 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import", help="import provenance triples captured by another system")
     p.add_argument("store", metavar="STORE", help="store directory or URI (created if missing)")
     p.add_argument("--triples", required=True, metavar="FILE", help="Parquet or CSV with src, dst, op")
-    p.add_argument("--values", metavar="FILE", help="Parquet or CSV with value_id, table[, column]")
+    p.add_argument("--values", metavar="FILE", help="Parquet or CSV with value_id, table[, column][, row]")
+    p.add_argument("--row-lineage", metavar="FILE",
+                   help="Parquet or CSV with op, out_table, out_row[, member], in_table, in_row[, optional] "
+                   "(what-if and depends follow it; needs --row-rules)")
+    p.add_argument("--row-rules", metavar="FILE", help="JSON list of the row rules of each op (see provplug.importer)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_cmd_import)
 

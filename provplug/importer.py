@@ -2,7 +2,20 @@
 
 Triples: Parquet or CSV with integer ``src``, ``dst`` and an ``op`` name.
 Values (optional): ``value_id, table`` and an optional ``column``; values not
-listed belong to the table ``unknown``.
+listed belong to the table ``unknown``. An optional ``row`` column (an
+integer >= 0 per value, or empty) places each value in a row of its table:
+what-if and dependency queries delete and follow rows.
+
+Row lineage (optional, both files together; see :mod:`provplug.rowlineage`):
+``--row-lineage``, Parquet or CSV with ``op`` (a name of the triples),
+``out_table``, ``out_row``, ``in_table``, ``in_row`` and optionally
+``member`` (default 0) and ``optional`` (default false), tables named as in
+the values file; ``--row-rules``, a JSON list of
+:class:`~provplug.rowrules.OpRowRules` objects with names for ids: ``op`` an op
+name, ``out_table``, a column rule's ``table``, ``references`` ``[[TABLE,
+COLUMN], ...]``, the keys of ``deciding`` and ``opaque_inputs`` table names.
+Every (op, out_table) of the records needs its rules. An op with rules
+records its input and output tables (they order the what-if).
 
 The triples are held in memory as NumPy arrays (the peak is about 110 bytes
 a triple: 2.2 GiB for 20M, see examples/benchmarks/import.md) because two
@@ -19,6 +32,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +51,10 @@ from .protocols import Store, Transaction
 from .recorder import StagedRun
 
 UNKNOWN_TABLE = "unknown"
+# An import's value -> row mapping (from the values file's ``row`` column).
+VALUE_ROWS = "valuerows.parquet"
+VALUE_ROWS_SCHEMA = pa.schema([pa.field("value_id", pa.int64(), nullable=False),
+                               pa.field("row", pa.int64(), nullable=False)])
 BATCH_ROWS = 1 << 20
 # Below this many values in the frontier, a NumPy round costs more than
 # relaxing the edges one by one in Python (long chains have frontiers of one).
@@ -53,12 +71,15 @@ def import_provenance(
     values_path: str | os.PathLike[str] | None = None,
     progress: Progress = SILENT,
     plugins: Plugins | None = None,
+    row_lineage: str | os.PathLike[str] | None = None,
+    row_rules: str | os.PathLike[str] | None = None,
 ) -> dict[str, int | str]:
-    """Import one triples file (and its value mapping) as one atomic run."""
+    """Import one triples file (its value mapping, its row lineage) as one atomic run."""
     triples = _open_input(os.fspath(triples_path), {"src": "int", "dst": "int", "op": "any"}, "triples")
     mapping = (
         _load_mapping(os.fspath(values_path), progress) if values_path is not None else ValueMapping.empty()
     )
+    rows = _open_row_lineage(row_lineage, row_rules, mapping)
     store.exists()  # fails early on a store path that is a regular file
     with observed_run(store, plugins or get_plugins(), "import", "import") as (txn, _):
         graph = _read_triples(triples, os.fspath(triples_path), progress)
@@ -67,7 +88,9 @@ def import_provenance(
         node_tables = _table_codes(graph.nodes, mapping)
         _check_acyclic(graph, node_tables, progress)
         _check_no_cycle_with_earlier_runs(store, graph, progress)
-        written = _RunWriter(StagedRun(store, txn, store_rows=False), mapping, progress).write(graph, node_tables)
+        if rows is not None:
+            rows.check_ops(graph.op_names)
+        written = _RunWriter(StagedRun(store, txn, store_rows=False), mapping, progress).write(graph, node_tables, rows)
         progress.update("committing", written, "triples", force=True)
     progress.done("import committed", written, "triples")
     return {"run_id": txn.run_id, "triples": written, "duplicates": read - written}
@@ -156,6 +179,7 @@ class ValueMapping:
     column_codes: np.ndarray
     tables: list[str]
     columns: list[list[str]]
+    rows: np.ndarray | None = None  # row number of each value in its table, -1 for none (no ``row`` column: None)
 
     @classmethod
     def empty(cls) -> ValueMapping:
@@ -184,6 +208,7 @@ def _load_mapping(path: str, progress: Progress) -> ValueMapping:
         column_codes, columns = _column_codes(table.column("column").cast(pa.string()), table_codes, len(table_names))
     else:
         column_codes, columns = np.full(len(value_ids), -1, dtype=np.int32), [[] for _ in table_names]
+    rows = _value_rows(table, path) if "row" in table.column_names else None
     del table
     progress.update("sorting values", len(value_ids), "values", force=True)
     order, sorted_ids = _argsort_in_parts(value_ids, progress, "sorting values")
@@ -191,12 +216,27 @@ def _load_mapping(path: str, progress: Progress) -> ValueMapping:
     if len(dup):
         raise ImportInputError(f"values file {path}: value id {sorted_ids[dup[0]]} is listed more than once")
     progress.done("read values", len(sorted_ids), "values")
-    return ValueMapping(sorted_ids, table_codes[order], column_codes[order], table_names, columns)
+    return ValueMapping(sorted_ids, table_codes[order], column_codes[order], table_names, columns,
+                        None if rows is None else rows[order])
+
+
+def _value_rows(table: pa.Table, path: str) -> np.ndarray:
+    """The ``row`` column: integers >= 0, empty for a value without a row (-1)."""
+    column = table.column("row")
+    if not pa.types.is_integer(column.type) and column.null_count < len(column):
+        raise ImportInputError(f"values file {path}: column 'row' must hold integer row numbers, not {column.type}")
+    rows = pc.fill_null(column.cast(pa.int64()), -1).to_numpy()
+    bad = (rows < -1) | ((rows == -1) & ~pc.is_null(column).to_numpy(zero_copy_only=False))
+    if bad.any():
+        raise ImportInputError(f"values file {path}: row {rows[bad][0]} is negative")
+    if (rows >= ids.MAX_ROWS).any():
+        raise ImportInputError(f"values file {path}: row {rows.max()} outside 0..{ids.MAX_ROWS - 1}")
+    return np.asarray(rows, dtype=np.int64)
 
 
 def _read_values(path: str, progress: Progress) -> pa.Table:
     dataset = _open_input(path, {"value_id": "int", "table": "any"}, "values")
-    columns = [c for c in ("value_id", "table", "column") if c in dataset.schema.names]
+    columns = [c for c in ("value_id", "table", "column", "row") if c in dataset.schema.names]
     batches = []
     for batch in _batches(dataset, columns, "values"):
         batches.append(batch)
@@ -627,12 +667,13 @@ class _RunWriter:
         self.mapping = mapping
         self.progress = progress
 
-    def write(self, graph: _Graph, node_tables: np.ndarray) -> int:
+    def write(self, graph: _Graph, node_tables: np.ndarray, rows: RowLineageInput | None = None) -> int:
         unknown = node_tables == len(self.mapping.tables)
         table_ids = self._reserve_tables(bool(unknown.any()))
         op_ids = np.array([self.txn.reserve("ops") for _ in graph.op_names], dtype=np.int64)
         self._write_triples(graph, table_ids[node_tables], op_ids)
-        self._write_catalogue(graph, table_ids, op_ids)
+        op_tables = {} if rows is None else rows.write(self.run, graph.op_names, op_ids, table_ids)
+        self._write_catalogue(graph, table_ids, op_ids, op_tables)
         self._write_values(graph.nodes[unknown], table_ids)
         self.run.finish()
         return graph.size
@@ -654,7 +695,8 @@ class _RunWriter:
                 self.progress.update("writing triples", rows.stop, "triples")
         self.progress.done("wrote triples", graph.size, "triples")
 
-    def _write_catalogue(self, graph: _Graph, table_ids: np.ndarray, op_ids: np.ndarray) -> None:
+    def _write_catalogue(self, graph: _Graph, table_ids: np.ndarray, op_ids: np.ndarray,
+                         op_tables: dict[int, tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
         txn, m = self.txn, self.mapping
         for code, name in enumerate(m.tables):
             txn.add_table(TableInfo(int(table_ids[code]), name, txn.run_id, "imported", tuple(m.columns[code])))
@@ -663,7 +705,8 @@ class _RunWriter:
         now = utc_now()
         counts = np.bincount(graph.op, minlength=len(graph.op_names)).tolist()
         for name, op_id, n in zip(graph.op_names, op_ids.tolist(), counts, strict=True):
-            txn.add_op(OpInfo(op_id, name, txn.run_id, "imported", started=now, finished=now, triples=n))
+            inputs, outputs = op_tables.get(op_id, ((), ()))
+            txn.add_op(OpInfo(op_id, name, txn.run_id, "imported", inputs, outputs, started=now, finished=now, triples=n))
 
     def _write_values(self, unlisted: np.ndarray, table_ids: np.ndarray) -> None:
         m = self.mapping
@@ -682,4 +725,174 @@ class _RunWriter:
         pq.write_table(values, self.txn.path("values.parquet"), filesystem=self.run.store.fs)
         self.txn.mark_dataset("values.parquet")
         self.txn.values_count = values.num_rows
+        if m.rows is not None:
+            placed = m.rows >= 0
+            value_rows = pa.table({"value_id": m.ids[placed], "row": m.rows[placed]}, schema=VALUE_ROWS_SCHEMA)
+            pq.write_table(value_rows, self.txn.path(VALUE_ROWS), filesystem=self.run.store.fs)
+            self.txn.mark_dataset(VALUE_ROWS)
         self.progress.done("wrote values", values.num_rows, "values")
+
+
+# -- row lineage -------------------------------------------------------------------
+
+
+@dataclass
+class RowLineageInput:
+    """The checked row-lineage records (table and op names as codes) and rules of an import."""
+
+    records: pa.Table  # op (name), out_table, out_row, member, in_table, in_row, optional; tables as codes
+    rules: list[dict[str, Any]]  # OpRowRules JSON with op names and table codes
+    path: str
+
+    def check_ops(self, op_names: list[str]) -> None:
+        known = set(op_names)
+        used = {r["op"] for r in self.rules} | set(self.records.column("op").unique().to_pylist())
+        unknown = sorted(used - known)
+        if unknown:
+            raise ImportInputError(f"row lineage {self.path}: op {unknown[0]!r} is not an op of the triples")
+
+    def write(self, run: StagedRun, op_names: list[str], op_ids: np.ndarray,
+              table_ids: np.ndarray) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
+        """Write records and rules; return op id -> (input tables, output tables)."""
+        from .rowrules import OpRowRules
+
+        op_id = dict(zip(op_names, op_ids.tolist(), strict=True))
+        tables: dict[int, tuple[set[int], set[int]]] = {}
+        with run.row_lineage_writer("part") as writer:
+            for key, group in _groups(self.records, ["op", "out_table"]):
+                op, out = op_id[key[0]], int(table_ids[key[1]])
+                writer.write(op, out, group.column("out_row").to_numpy(), group.column("member").to_numpy(),
+                             table_ids[group.column("in_table").to_numpy()], group.column("in_row").to_numpy(),
+                             group.column("optional").to_numpy(zero_copy_only=False))
+                tables.setdefault(op, (set(), set()))[0].update(
+                    int(table_ids[t]) for t in group.column("in_table").unique().to_pylist())
+        for rule in self.rules:
+            data = _with_ids(rule, op_id, table_ids)
+            run.record_row_rules(OpRowRules.from_json(data))
+            inputs, outputs = tables.setdefault(data["op"], (set(), set()))
+            outputs.add(data["out_table"])
+            inputs.update(int(t) for t in data["deciding"])
+        return {op: (tuple(sorted(i - o)), tuple(sorted(o))) for op, (i, o) in tables.items()}
+
+
+def _groups(table: pa.Table, keys: list[str]) -> Iterator[tuple[tuple[Any, ...], pa.Table]]:
+    combos = table.group_by(keys).aggregate([]).to_pylist()
+    for combo in combos:
+        mask = None
+        for k in keys:
+            hit = pc.equal(table.column(k), combo[k])
+            mask = hit if mask is None else pc.and_(mask, hit)
+        yield tuple(combo[k] for k in keys), table.filter(mask)
+
+
+def _open_row_lineage(lineage_path: str | os.PathLike[str] | None, rules_path: str | os.PathLike[str] | None,
+                      mapping: ValueMapping) -> RowLineageInput | None:
+    """Read and check the row-lineage files (names resolved against the values file)."""
+    if lineage_path is None and rules_path is None:
+        return None
+    if lineage_path is None or rules_path is None:
+        raise ImportInputError("--row-lineage and --row-rules go together: give both files")
+    path = os.fspath(lineage_path)
+    dataset = _open_input(path, {"op": "any", "out_table": "any", "out_row": "int", "in_table": "any",
+                                 "in_row": "int"}, "row-lineage")
+    columns = [c for c in ("op", "out_table", "out_row", "member", "in_table", "in_row", "optional")
+               if c in dataset.schema.names]
+    data = pa.Table.from_batches(list(_batches(dataset, columns, "row-lineage")),
+                                 schema=pa.schema([dataset.schema.field(c) for c in columns]))
+    for name in columns:
+        if data.column(name).null_count:
+            raise ImportInputError(f"row-lineage file {path}: '{name}' is empty in some row")
+    code = {name: i for i, name in enumerate(mapping.tables)}
+    records = pa.table({
+        "op": data.column("op").cast(pa.string()),
+        "out_table": _table_codes_of(data.column("out_table"), code, path),
+        "out_row": _rows_of(data.column("out_row"), path, "out_row"),
+        "member": data.column("member").cast(pa.int32()) if "member" in columns else pa.array(np.zeros(len(data), np.int32)),
+        "in_table": _table_codes_of(data.column("in_table"), code, path),
+        "in_row": _rows_of(data.column("in_row"), path, "in_row"),
+        "optional": data.column("optional").cast(pa.bool_()) if "optional" in columns else pa.array(np.zeros(len(data), bool)),
+    })
+    rules = _read_rules(os.fspath(rules_path), code)
+    covered = {(r["op"], r["out_table"]) for r in rules}
+    for pair in records.group_by(["op", "out_table"]).aggregate([]).to_pylist():
+        if (pair["op"], pair["out_table"]) not in covered:
+            raise ImportInputError(f"row-rules file {rules_path}: no rules for op {pair['op']!r} writing "
+                                   f"{mapping.tables[pair['out_table']]!r}, which the row lineage names")
+    return RowLineageInput(records, rules, path)
+
+
+def _table_codes_of(column: pa.ChunkedArray, code: dict[str, int], path: str) -> pa.Array:
+    names = column.cast(pa.string()).to_pylist()
+    unknown = next((n for n in names if n not in code), None)
+    if unknown is not None:
+        raise ImportInputError(f"row-lineage file {path}: table {unknown!r} is not a table of the values file")
+    return pa.array([code[n] for n in names], pa.int32())
+
+
+def _rows_of(column: pa.ChunkedArray, path: str, name: str) -> pa.Array:
+    rows = column.cast(pa.int64()).to_numpy()
+    if len(rows) and (rows.min() < 0 or rows.max() >= ids.MAX_ROWS):
+        raise ImportInputError(f"row-lineage file {path}: '{name}' {rows.min() if rows.min() < 0 else rows.max()} "
+                               f"outside 0..{ids.MAX_ROWS - 1}")
+    return pa.array(rows, pa.int64())
+
+
+def _read_rules(path: str, code: dict[str, int]) -> list[dict[str, Any]]:
+    """The rules JSON, tables as codes (checked by parsing them as OpRowRules)."""
+    import json
+
+    from .rowrules import OpRowRules
+
+    try:
+        with open(path) as f:
+            items = json.load(f)
+    except OSError as exc:
+        raise ImportInputError(f"cannot read row-rules file {path}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ImportInputError(f"row-rules file {path} is not JSON: {exc.msg} (line {exc.lineno})") from exc
+    if not isinstance(items, list):
+        raise ImportInputError(f"row-rules file {path}: expected a JSON list of op rules")
+    out = []
+    for i, item in enumerate(items):
+        try:
+            rule = _with_codes(item, code)
+            OpRowRules.from_json({**rule, "op": 0})  # checks kinds, functions, fields
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ImportInputError(f"row-rules file {path}: rule {i + 1}: {_rule_error(exc)}") from exc
+        out.append(rule)
+    return out
+
+
+def _rule_error(exc: BaseException) -> str:
+    return f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+
+
+def _with_codes(item: dict[str, Any], code: dict[str, int]) -> dict[str, Any]:
+    """A rule with table names replaced by codes (unknown names: ValueError)."""
+    def table(name: Any) -> int:
+        if name not in code:
+            raise ValueError(f"table {name!r} is not a table of the values file")
+        return code[name]
+
+    columns = {}
+    for name, rule in item["columns"].items():
+        rule = dict(rule)
+        if rule.get("table") is not None:
+            rule["table"] = table(rule["table"])
+        rule["references"] = [[table(t), c] for t, c in rule.get("references", [])]
+        columns[name] = rule
+    return {"op": str(item["op"]), "out_table": table(item["out_table"]), "existence": item["existence"],
+            "columns": columns, "deciding": {str(table(t)): cols for t, cols in item.get("deciding", {}).items()},
+            "opaque_inputs": [table(t) for t in item.get("opaque_inputs", [])], "reason": item.get("reason", "")}
+
+
+def _with_ids(rule: dict[str, Any], op_id: dict[str, int], table_ids: np.ndarray) -> dict[str, Any]:
+    def tid(c: Any) -> int:
+        return int(table_ids[int(c)])
+
+    columns = {name: {**r, **({"table": tid(r["table"])} if r.get("table") is not None else {}),
+                      "references": [[tid(t), c] for t, c in r.get("references", [])]}
+               for name, r in rule["columns"].items()}
+    return {**rule, "op": op_id[rule["op"]], "out_table": tid(rule["out_table"]), "columns": columns,
+            "deciding": {tid(t): cols for t, cols in rule["deciding"].items()},
+            "opaque_inputs": [tid(t) for t in rule["opaque_inputs"]]}

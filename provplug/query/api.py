@@ -266,12 +266,15 @@ class ProvenanceStore:
                            progress=progress, plugins=self.plugins, **options)
 
     def import_(self, triples: str | os.PathLike[str], values: str | os.PathLike[str] | None = None,
-                progress: Progress = SILENT) -> dict[str, int | str]:
-        """Import a triples file (and its value mapping) as one run, as
-        ``provplug import`` does; return ``run_id``, ``triples``, ``duplicates``."""
+                progress: Progress = SILENT, row_lineage: str | os.PathLike[str] | None = None,
+                row_rules: str | os.PathLike[str] | None = None) -> dict[str, int | str]:
+        """Import a triples file (its value mapping, its row lineage and
+        rules) as one run, as ``provplug import`` does; return ``run_id``,
+        ``triples``, ``duplicates``."""
         from ..importer import import_provenance
 
-        return import_provenance(self.store, triples, values, progress=progress, plugins=self.plugins)
+        return import_provenance(self.store, triples, values, progress=progress, plugins=self.plugins,
+                                 row_lineage=row_lineage, row_rules=row_rules)
 
     def delete_run(self, run: str) -> DeletedRun:
         """Delete run ``run`` (an id or a unique prefix), as ``provplug delete-run`` does."""

@@ -23,10 +23,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from .. import ids
+import numpy as np
+
 from ..errors import LineageQueryError
 from ..whatif.engine import Propagation
 from ..whatif.model import WhatIfAnswer
+from ..whatif.select import cell_rows
 from ..whatif.values import UNKNOWN, shown
 from .answer import Record, _label, _row_text, finite
 from .targets import parse_target
@@ -122,28 +124,30 @@ def depends(store: Queries, a: Cells, b: Cells, *, a_where: str | None = None,
         raise LineageQueryError(f"A and B share {len(shared)} cell(s) (value {min(shared)}): a cell is not its own ancestor")
     what = store.whatif(value_id=a_ids)
     b_records = store.records(b_ids)
-    verdicts = [(_verdict(what.propagation, vid), vid, rec) for vid, rec in zip(b_ids, b_records, strict=True)]
+    tables, columns, rows = cell_rows(what.propagation.catalog, np.array(b_ids, dtype=np.int64))
+    cells = list(zip(tables.tolist(), columns.tolist(), rows.tolist(), strict=True))
+    verdicts = [(_verdict(what.propagation, cell), cell, rec) for cell, rec in zip(cells, b_records, strict=True)]
     chosen = next((v for v in verdicts if v[0][0] == "yes"), None) or next(
         (v for v in verdicts if v[0][0] == "unknown"), None)
     stats = {**what.stats, "b_cells": len(b_ids)}
     a_records = store.records(a_ids)
     if chosen is None:
-        reason = f"deleting A's {_rows_text(a_ids)} neither removes nor changes any of B's {len(b_ids)} cell(s)"
+        reason = f"deleting A's {_rows_text(what)} neither removes nor changes any of B's {len(b_ids)} cell(s)"
         return DependsAnswer("no", a_records, b_records, [], [], reason, stats)
-    (verdict, reason), vid, record = chosen
-    path, ops = _path(what, vid, record)
+    (verdict, reason), cell, record = chosen
+    path, ops = _path(what, cell, record)
     return DependsAnswer(verdict, a_records, b_records, path, ops, reason, stats)
 
 
-def _rows_text(a_ids: list[int]) -> str:
-    rows = {(v >> ids.TABLE_SHIFT, v & (ids.MAX_ROWS - 1)) for v in a_ids}
-    return "row" if len(rows) == 1 else f"{len(rows)} rows"
+def _rows_text(what: WhatIfAnswer) -> str:
+    rows = sum(len(t.deleted) for t in what.tables)
+    return "row" if rows == 1 else f"{rows} rows"
 
 
-def _verdict(propagation: Propagation, value_id: int) -> tuple[Verdict, str]:
-    """What deleting A does to cell ``value_id``: yes (it vanishes, or a
-    known value changes), unknown, or no."""
-    table, column, row = ids.unpack(value_id) if ids.is_packed(value_id) else (-1, -1, -1)
+def _verdict(propagation: Propagation, cell: tuple[int, int, int]) -> tuple[Verdict, str]:
+    """What deleting A does to the cell (table, column, row): yes (it
+    vanishes, or a known value changes), unknown, or no."""
+    table, column, row = cell
     state = propagation.states.get(table)
     if state is None:
         return "no", ""
@@ -167,10 +171,10 @@ def _column_name(propagation: Propagation, table: int, column: int) -> str | Non
     return columns[column] if 0 <= column < len(columns) else None
 
 
-def _path(what: WhatIfAnswer, value_id: int, record: Record) -> tuple[list[Record], list[str]]:
+def _path(what: WhatIfAnswer, cell: tuple[int, int, int], record: Record) -> tuple[list[Record], list[str]]:
     """The chain of rows from a deleted A row to B's row (by each row's cause)."""
     propagation: Propagation = what.propagation
-    table, _, row = ids.unpack(value_id)
+    table, _, row = cell
     steps: list[Record] = []
     ops: list[str] = []
     at: tuple[int, int] | None = (table, row)
@@ -184,7 +188,7 @@ def _path(what: WhatIfAnswer, value_id: int, record: Record) -> tuple[list[Recor
         at = cause
     steps.reverse()
     ops.reverse()
-    steps[-1].update({"value_id": value_id, "column": record["column"], "value": record["value"]})
+    steps[-1].update({"value_id": record["value_id"], "column": record["column"], "value": record["value"]})
     return steps, ops
 
 

@@ -31,12 +31,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .. import schema
+from .. import ids, schema
+from ..errors import LineageQueryError
 from ..protocols import Store
 from ..query.catalog import Catalog
 from ..rowrules import ColumnRule, OpRowRules
 from .lineage import RowLineage
-from .members import ALIVE, CHANGED, DEAD, MAYBE, PADDED, Cause, Members, TableState
+from .members import ALIVE, CHANGED, DEAD, MAYBE, PADDED, Cause, Members, TableState, distinct, member_of
 from .values import UNKNOWN, StoredRows, aggregate, same
 
 
@@ -58,6 +59,7 @@ class Propagation:
     ops: dict[int, Op]
     stats: dict[str, Any]
     columns: dict[int, tuple[str, ...]]  # the column names of the tables in ``states``
+    catalog: Catalog
 
 
 def ordered_ops(store: Store[Any]) -> list[Op]:
@@ -110,13 +112,24 @@ class Engine:
                 if out in states:  # deleted itself: the deletion stands
                     state = _merged(states[out], state)
                 states[out] = state
-                old[out] = shown
-        for t, rows in deleted.items():
-            old[t] = {**self.values.as_dicts(t, rows), **old.get(t, {})}
+                old[out] = {**shown, **old.get(out, {})}
+        for t, rows in deleted.items():  # after the ops: a table they read whole is read once
+            old[t] = {**self._deleted_rows(t, rows), **old.get(t, {})}
         stats = {"seconds": round(time.perf_counter() - started, 6), "lineage_records_read": self.lineage.records_read,
                  "lineage_scans": self.lineage.scans, "stored_rows_read": self.values.rows_read}
         columns = {t: self.catalog.tables[t].columns for t in states if t in self.catalog.tables}
-        return Propagation(states, old, {o.op_id: o for o in ops}, stats, columns)
+        return Propagation(states, old, {o.op_id: o for o in ops}, stats, columns, self.catalog)
+
+    def _deleted_rows(self, table: int, rows: np.ndarray) -> dict[int, dict[str, Any]]:
+        """The stored values of the rows to delete; each must exist."""
+        found = self.values.as_dicts(table, rows)
+        entry = self.catalog.tables.get(table)
+        if entry is not None and entry.stored_rows:
+            missing = sorted(set(rows.tolist()) - set(found))
+            if missing:
+                raise LineageQueryError(f"{entry.name} has no row {missing[0]} (value id "
+                                        f"{ids.value_id(table, 0, missing[0])} names no cell of this store)")
+        return found
 
     # -- one op ------------------------------------------------------------------
     def _step(self, op: Op, out: int, inputs: dict[int, TableState]) -> tuple[TableState, dict[int, dict[str, Any]]]:
@@ -179,13 +192,13 @@ class _OpStep:
         lineage = self.engine.lineage
         self._deciding_changes()
         touched = lineage.touching(self.rules, {t: s.touched_rows() for t, s in self.inputs.items()})
-        out_rows = np.unique(touched.column("out_row").to_numpy())
+        out_rows = distinct(touched.column("out_row").to_numpy())
         if not len(out_rows):
             return self.state, {}
         members = Members.of(lineage.of_rows(self.rules, out_rows), self.inputs)
         anchors = members.anchors()
         if anchors:  # padding depends on the anchors' other output rows
-            more = np.unique(lineage.touching(self.rules, anchors).column("out_row").to_numpy())
+            more = distinct(lineage.touching(self.rules, anchors).column("out_row").to_numpy())
             if len(np.setdiff1d(more, out_rows)):
                 out_rows = np.union1d(out_rows, more)
                 members = Members.of(lineage.of_rows(self.rules, out_rows), self.inputs)
@@ -207,9 +220,11 @@ class _OpStep:
 
     # -- existence -------------------------------------------------------------
     def _existence(self, m: Members) -> None:
-        member_row = m.out_row[m.starts]
+        member_row = m.out_row[m.starts]  # sorted
         live = (m.member_status == ALIVE) | (m.member_status == PADDED)
-        rows, first = np.unique(member_row, return_index=True)
+        first = np.flatnonzero(np.concatenate([[True], member_row[1:] != member_row[:-1]])) if len(member_row) \
+            else np.zeros(0, dtype=np.int64)
+        rows = member_row[first]
         n_live = np.add.reduceat(live.astype(np.int64), first)
         n_maybe = np.add.reduceat((m.member_status == MAYBE).astype(np.int64), first)
         n_members = np.diff(np.append(first, len(member_row)))
@@ -255,8 +270,12 @@ class _OpStep:
             return
         notes = self._notes(m)
         new: dict[int, dict[str, Any]] = {r: {} for r in alive}
+        self.pending: list[tuple[str, ColumnRule, np.ndarray]] = []
         for column, rule in self.rules.columns.items():
             for r, value in self._column(column, rule, alive, notes, m).items():
+                new[r][column] = value
+        for column, values in self._recompute(m).items():
+            for r, value in values.items():
                 new[r][column] = value
         for column in self._unruled(old, alive):  # no rule recorded: only an untouched row keeps it
             for r in alive:
@@ -323,8 +342,8 @@ class _OpStep:
 
     def _aggregated(self, column: str, rule: ColumnRule, rows: list[int],
                     notes: dict[int, list[tuple[int, int, int, int]]], m: Members) -> dict[int, Any]:
-        """Aggregates of the rows whose members or member values changed,
-        recomputed over the live members."""
+        """Aggregates of the rows whose members or member values changed:
+        unknown, a count of members, or queued for :meth:`_recompute`."""
         out: dict[int, Any] = {}
         redo = []
         for r in rows:
@@ -341,19 +360,36 @@ class _OpStep:
             else:
                 redo.append(r)
         if redo:
-            out.update(self._recomputed(column, rule, np.array(redo, dtype=np.int64), m))
+            self.pending.append((column, rule, np.array(redo, dtype=np.int64)))
         return out
 
-    def _recomputed(self, column: str, rule: ColumnRule, rows: np.ndarray, m: Members) -> dict[int, Any]:
-        assert rule.table is not None and rule.column is not None and rule.function is not None
+    def _recompute(self, m: Members) -> dict[str, dict[int, Any]]:
+        """The queued aggregates, over the live members' values: one read of
+        the stored rows per input table for all of them."""
+        out: dict[str, dict[int, Any]] = {}
         live = (m.member_status == ALIVE) | (m.member_status == PADDED)
-        at = np.flatnonzero(live[m.group] & (m.in_table == rule.table) & np.isin(m.out_row, rows))
-        if len(np.unique(m.group[at])) != len(at):  # a member reads the table twice (a self join)
-            return dict.fromkeys(rows.tolist(), UNKNOWN)
+        by_table: dict[int, list[tuple[str, ColumnRule, np.ndarray]]] = {}
+        for job in self.pending:
+            by_table.setdefault(int(job[1].table), []).append(job)  # type: ignore[arg-type]
+        for table, jobs in by_table.items():
+            rows = distinct(np.concatenate([j[2] for j in jobs]))
+            at = np.flatnonzero(live[m.group] & (m.in_table == table) & member_of(m.out_row, rows))
+            groups = m.group[at]
+            duplicated = len(groups) > 1 and bool((groups[1:] == groups[:-1]).any())  # sorted by member
+            columns = sorted({str(j[1].column) for j in jobs})
+            stored = None if duplicated else self.engine.values.read(table, m.in_row[at], columns)
+            for column, rule, job_rows in jobs:
+                if stored is None or rule.column not in stored.column_names:  # a self join, or no stored rows
+                    out[column] = dict.fromkeys(job_rows.tolist(), UNKNOWN)
+                    continue
+                mine = at if len(job_rows) == len(rows) else at[member_of(m.out_row[at], np.sort(job_rows))]
+                out[column] = self._aggregate(column, rule, job_rows, mine, stored, m)
+        return out
+
+    def _aggregate(self, column: str, rule: ColumnRule, rows: np.ndarray, at: np.ndarray, stored: pa.Table,
+                   m: Members) -> dict[int, Any]:
+        assert rule.column is not None and rule.function is not None
         in_rows = m.in_row[at]
-        stored = self.engine.values.read(rule.table, in_rows, [rule.column])
-        if stored is None or rule.column not in stored.column_names:
-            return dict.fromkeys(rows.tolist(), UNKNOWN)
         numbers = stored.column(schema.ROW_COLUMN).to_numpy()
         order = np.argsort(numbers)
         values = stored.column(rule.column).take(pa.array(order[np.searchsorted(numbers, in_rows, sorter=order)]))

@@ -21,6 +21,25 @@ ALIVE, CHANGED, MAYBE, DEAD, PADDED = 0, 1, 2, 3, 4
 Cause = tuple[int, int] | None  # (table id, row) of the input row that made it so
 
 
+def member_of(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """``np.isin(values, sorted_set)`` by binary search: no hashing of
+    ``values`` (hundreds of thousands of group members), ``sorted_set`` sorted."""
+    if not len(sorted_set) or not len(values):
+        return np.zeros(len(values), dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return np.asarray(sorted_set[pos] == values)
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (a sort, not a hash)."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    keep = np.ones(len(ordered), dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
 @dataclasses.dataclass
 class TableState:
     """What a deletion does to one table: rows that vanish, rows whose
@@ -42,18 +61,19 @@ class TableState:
         return bool(self.dead or self.maybe or self.changed or self.whole or self.may_appear)
 
     def touched_rows(self) -> np.ndarray:
-        return np.unique(np.fromiter([*self.dead, *self.maybe, *self.changed], dtype=np.int64))
+        return distinct(np.fromiter([*self.dead, *self.maybe, *self.changed], dtype=np.int64))
 
     def status(self, rows: np.ndarray) -> np.ndarray:
         """The status of each of ``rows``: ALIVE, CHANGED, MAYBE or DEAD."""
         if self._arrays is None:
-            self._arrays = (np.fromiter(self.dead, dtype=np.int64), np.fromiter(self.maybe, dtype=np.int64),
-                            np.fromiter(self.changed, dtype=np.int64))
+            self._arrays = (np.sort(np.fromiter(self.dead, dtype=np.int64)),
+                            np.sort(np.fromiter(self.maybe, dtype=np.int64)),
+                            np.sort(np.fromiter(self.changed, dtype=np.int64)))
         dead, maybe, changed = self._arrays
         out = np.zeros(len(rows), dtype=np.int8)
-        out[np.isin(rows, changed)] = CHANGED
-        out[np.isin(rows, maybe)] = MAYBE
-        out[np.isin(rows, dead)] = DEAD
+        out[member_of(rows, changed)] = CHANGED
+        out[member_of(rows, maybe)] = MAYBE
+        out[member_of(rows, dead)] = DEAD
         return out
 
 

@@ -55,16 +55,42 @@ def _rows_where(catalog: Catalog, deletion: Deletion, run: str | None) -> tuple[
     return entry.table_id, np.array(selected, dtype=np.int64)
 
 
+def cell_rows(catalog: Catalog, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(table_id, column index, row)`` of each value id: captured ids carry
+    them; imported ones have a row when the import's values file gave one
+    (-1 where not)."""
+    table, column, row = catalog.locate(values)
+    imported = np.flatnonzero(values < ids.IMPORTED_ID_LIMIT)
+    if len(imported):
+        known, rows = _imported_rows(catalog, values[imported])
+        pos = np.minimum(np.searchsorted(known, values[imported]), max(len(known) - 1, 0))
+        hit = known[pos] == values[imported] if len(known) else np.zeros(len(imported), dtype=bool)
+        row[imported[hit]] = rows[pos[hit]]
+    return table, column, row
+
+
+def _imported_rows(catalog: Catalog, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted imported value ids among ``wanted`` that have a row, and their rows."""
+    from .. import storefiles
+    from ..importer import VALUE_ROWS, VALUE_ROWS_SCHEMA
+
+    paths = catalog.store.run_paths(VALUE_ROWS)
+    if not paths:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    where = pc.field("value_id").isin(pa.array(np.unique(wanted), pa.int64()))
+    data = storefiles.scan(catalog.store.fs, paths, f"value rows of {catalog.store.uri}", schema=VALUE_ROWS_SCHEMA,
+                           filter=where)
+    known = data.column("value_id").to_numpy()
+    order = np.argsort(known)
+    return known[order], data.column("row").to_numpy()[order]
+
+
 def _rows_of_values(catalog: Catalog, values: np.ndarray) -> dict[int, np.ndarray]:
-    """The rows of captured value ids, each checked against its table (row
-    numbers need not be dense: Spark numbers rows per partition)."""
+    """The rows of value ids, each checked against its table's columns."""
     for v in values.tolist():
         if v < 0:
             raise LineageQueryError(f"value id {v} is not a non-negative integer")
-    imported = values[values < ids.IMPORTED_ID_LIMIT]
-    if len(imported):
-        raise LineageQueryError(f"value {int(imported[0])} is not a captured cell: delete rows by table and --where")
-    table, column, row = catalog.locate(values)
+    table, column, row = cell_rows(catalog, values)
     out: dict[int, np.ndarray] = {}
     for t in np.unique(table).tolist():
         entry = catalog.tables.get(t)
@@ -72,11 +98,9 @@ def _rows_of_values(catalog: Catalog, values: np.ndarray) -> dict[int, np.ndarra
         bad = values[at][column[at] >= len(entry.columns)] if entry else values[at]
         if len(bad):
             raise LineageQueryError(f"unknown value id {int(bad[0])}: it names no cell of this store")
-        out[t] = np.unique(row[at])
-        if entry is not None and entry.stored_rows:
-            found = catalog.read_rows(entry, pc.field(schema.ROW_COLUMN).isin(pa.array(out[t], pa.int64())))
-            missing = np.setdiff1d(out[t], found.column(schema.ROW_COLUMN).to_numpy())
-            if len(missing):
-                raise LineageQueryError(f"unknown value id {ids.value_id(t, 0, int(missing[0]))}: "
-                                        f"{entry.name} has no row {int(missing[0])}")
+        rowless = values[at][row[at] < 0]
+        if len(rowless):
+            raise LineageQueryError(f"value {int(rowless[0])} was imported without its row (the values file's "
+                                    "'row' column): it cannot be deleted")
+        out[t] = np.unique(row[at])  # that each row exists is checked where they are read (Engine.propagate)
     return out

@@ -23,6 +23,11 @@ import pyarrow.compute as pc
 
 from .. import schema
 from ..query.catalog import TableEntry, jsonable
+from .members import distinct, member_of
+
+# Wanting more than 1/8 of a table's rows, read it whole (a filtered read of
+# a source stored as Parquet copies reads every file anyway).
+WHOLE_TABLE_FRACTION = 8
 
 
 class Unknown:
@@ -50,19 +55,32 @@ class StoredRows:
         self.tables = tables
         self.rows_read = 0
         self._types: dict[int, pa.Schema] = {}
+        self._whole: dict[int, pa.Table] = {}  # tables read whole during this what-if
 
     def read(self, table_id: int, rows: np.ndarray, columns: list[str] | None = None) -> pa.Table | None:
         """The stored rows ``rows`` of ``table_id`` (with the row-number
-        column; ``columns`` only, when given), or None when the run stored none."""
+        column; ``columns`` only, when given), or None when the run stored
+        none. Many rows of a table: the whole table is read once (kept for
+        this what-if) and the rows picked by binary search; few: a filtered read."""
         entry = self.tables.get(table_id)
         if entry is None or not entry.stored_rows or not len(rows):
             return None
-        where = pc.field(schema.ROW_COLUMN).isin(pa.array(np.unique(rows), pa.int64()))
-        data = self.store.read_rows(entry.run_id, entry.table_id, where=where)
-        if data is None:
-            return None
+        wanted = distinct(rows)
+        whole = self._whole.get(table_id)
+        if whole is None and entry.rows and len(wanted) * WHOLE_TABLE_FRACTION > entry.rows:
+            whole = self._whole[table_id] = self.store.read_rows(entry.run_id, entry.table_id)
+            if whole is not None:
+                self.rows_read += whole.num_rows
+        if whole is not None:
+            numbers = whole.column(schema.ROW_COLUMN).to_numpy()
+            data = whole.filter(pa.array(member_of(numbers, wanted)))
+        else:
+            where = pc.field(schema.ROW_COLUMN).isin(pa.array(wanted, pa.int64()))
+            data = self.store.read_rows(entry.run_id, entry.table_id, where=where)
+            if data is None:
+                return None
+            self.rows_read += data.num_rows
         self._types.setdefault(table_id, data.schema)
-        self.rows_read += data.num_rows
         if columns is not None:
             data = data.select([c for c in columns if c in data.column_names] + [schema.ROW_COLUMN])
         return data
