@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +46,12 @@ from provplug.writers import Destination, PartWriter, RowLineageWriter, RowsWrit
 
 from .rowlineage import MemberLayout, PairLayout, Slot
 
+# Parquet options of row-lineage parts: op, tables and flags repeat
+# (dictionary); output rows and member numbers grow within a part (delta).
+ROW_LINEAGE_ENCODING: dict[str, Any] = {
+    "use_dictionary": ["op", "out_table", "in_table", "optional"],
+    "column_encoding": {"out_row": "DELTA_BINARY_PACKED", "member": "DELTA_BINARY_PACKED", "in_row": "DELTA_BINARY_PACKED"},
+}
 # Row numbers are (Spark partition << ROW_IN_PARTITION_BITS) | index in partition.
 PARTITION_BITS = 10
 ROW_IN_PARTITION_BITS = ids.ROW_BITS - PARTITION_BITS
@@ -171,7 +178,8 @@ def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.Reco
     rows_file = RowsWriter(target.rows, stem)
     triples_file = TripleWriter(target.triples, stem)
     keys_file = PartWriter(target.keys, stem, dataset="keys") if target.keys is not None else None
-    lineage_file = RowLineageWriter(target.lineage, stem) if target.lineage is not None and layout.members else None
+    lineage_file = (RowLineageWriter(target.lineage, stem, **ROW_LINEAGE_ENCODING)
+                    if target.lineage is not None and layout.members else None)
     count = 0
     for batch in batches:
         if count + batch.num_rows > 1 << ROW_IN_PARTITION_BITS:
@@ -201,7 +209,7 @@ def write_pairs(target: Target, cells: Sequence[Cell], pairs: PairLayout | None,
     partition, attempt = _task()
     stem = target.stem(partition, attempt)
     triples_file = TripleWriter(target.triples, stem)
-    lineage_file = RowLineageWriter(target.lineage, stem) if target.lineage is not None and pairs else None
+    lineage_file = RowLineageWriter(target.lineage, stem, **ROW_LINEAGE_ENCODING) if target.lineage is not None and pairs else None
     members = _MemberNumbers(partition)
     for batch in batches:
         rows = batch.column(schema.ROW_COLUMN).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
@@ -218,6 +226,10 @@ Records = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # o
 
 def _records(parts: list[tuple[np.ndarray, np.ndarray, Slot, np.ndarray]]) -> Records:
     """Records from (out rows, members, slot, in rows) parts."""
+    parts = [p for p in parts if len(p[0])]
+    if len(parts) == 1 and len({p[2] for p in parts}) == 1:  # one table (and flag): broadcast them
+        out, member, slot, numbers = parts[0]
+        return out, member.astype(np.int32, copy=False), np.int32(slot.table_id), numbers, np.bool_(slot.optional)  # type: ignore[return-value]  # scalars broadcast
     if not parts:
         empty = np.empty(0, np.int64)
         return empty, empty.astype(np.int32), empty.astype(np.int32), empty, empty.astype(np.bool_)
@@ -226,9 +238,12 @@ def _records(parts: list[tuple[np.ndarray, np.ndarray, Slot, np.ndarray]]) -> Re
             np.concatenate([p[3] for p in parts]), np.concatenate([np.full(len(p[0]), p[2].optional) for p in parts]))
 
 
-def _valid(column: pa.Array, where: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(positions among ``where`` whose row number is not null, those row numbers)."""
-    values = column.take(pa.array(where)) if len(where) != len(column) else column
+def _valid(column: pa.Array, where: np.ndarray | None = None) -> tuple[np.ndarray | slice, np.ndarray]:
+    """(positions among ``where`` (default: every row) whose row number is
+    not null, those row numbers); ``slice(None)`` when none is null."""
+    values = column.take(pa.array(where)) if where is not None else column
+    if values.null_count == 0:
+        return slice(None), values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     valid = np.flatnonzero(values.is_valid().to_numpy(zero_copy_only=False))
     numbers = values.filter(values.is_valid()).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     return valid, numbers
@@ -245,24 +260,27 @@ def member_records(batch: pa.RecordBatch, rows: np.ndarray, layout: MemberLayout
     flat_only = mine
     if layout.group is not None:
         group = batch.column(layout.group)
-        lengths = pc.fill_null(pc.list_value_length(group), 0).to_numpy(zero_copy_only=False)
+        lengths = pc.fill_null(pc.list_value_length(group), 0).to_numpy(zero_copy_only=False).astype(np.int64)
         flat_only = mine & (lengths == 0)
-        parent = pc.list_parent_indices(group).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-        member = np.arange(len(parent)) - np.searchsorted(parent, parent, side="left")
-        keep = mine[parent]
-        elements = pc.list_flatten(group).filter(pa.array(keep))
-        parent, member = parent[keep], member[keep]
+        # Elements in row order (null lists have none): row i's are members 0..lengths[i]-1.
+        parent = np.repeat(np.arange(batch.num_rows), lengths)
+        member = np.arange(len(parent)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        elements = pc.list_flatten(group)
+        if layout.markers:
+            keep = mine[parent]
+            elements, parent, member = elements.filter(pa.array(keep)), parent[keep], member[keep]
         for slot in layout.grouped:
             values = elements if len(layout.grouped) == 1 else elements.field(slot.column)
-            valid, numbers = _valid(values, np.arange(len(values)))
+            valid, numbers = _valid(values)
             parts.append((rows[parent[valid]], member[valid], slot, numbers))
         for slot in layout.flat:
             valid, numbers = _valid(batch.column(slot.column), parent)
             parts.append((rows[parent[valid]], member[valid], slot, numbers))
     where = np.flatnonzero(flat_only)
     for slot in layout.flat:
-        valid, numbers = _valid(batch.column(slot.column), where)
-        parts.append((rows[where[valid]], np.zeros(len(valid), np.int32), slot, numbers))
+        valid, numbers = _valid(batch.column(slot.column), where if len(where) != batch.num_rows else None)
+        out = rows[where[valid]]
+        parts.append((out, np.zeros(len(out), np.int32), slot, numbers))
     return _records(parts)
 
 
@@ -296,8 +314,7 @@ def pair_records(batch: pa.RecordBatch, rows: np.ndarray, members: np.ndarray, l
     """The records of a group join's rows: each row is member ``members[i]``
     of output row ``rows[i]``: its child row and the output row's flat slots."""
     parts: list[tuple[np.ndarray, np.ndarray, Slot, np.ndarray]] = []
-    everything = np.arange(batch.num_rows)
     for slot in (layout.member, *layout.flat):
-        valid, numbers = _valid(batch.column(slot.column), everything)
+        valid, numbers = _valid(batch.column(slot.column))
         parts.append((rows[valid], members[valid], slot, numbers))
     return _records(parts)
