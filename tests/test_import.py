@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -466,3 +467,91 @@ def test_a_damaged_earlier_triples_file_is_a_one_line_error_naming_it(cli, store
     r = cli("import", store_path, "--triples", _write(tmp_path / "t.csv", "src,dst,op\n23,99,R\n"), "--quiet")
     assert r.code == 2 and r.err.count("\n") == 1 and "Traceback" not in r.err, r
     assert str(part) in r.err
+
+
+# -- row lineage (what-if and depends on imported provenance) ----------------------
+def _paper_with_rows(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Table 4's values with their rows (Person1 ids 1-12: rows 0-3; Person2
+    13-21: rows 0-2; AvgAge 22-25: rows 0-1), R1/R2's row lineage and rules."""
+    lines = TABLE4_VALUES.read_text().split()
+    firsts = {"Person1": 1, "Person2": 13, "AvgAge": 22}
+    widths = {"Person1": 3, "Person2": 3, "AvgAge": 2}
+    rows = ["value_id,table,column,row"]
+    for line in lines[1:]:
+        vid, table, _ = line.split(",")
+        rows.append(f"{line},{(int(vid) - firsts[table]) // widths[table]}")
+    values = _write(tmp_path / "values.csv", "\n".join(rows) + "\n")
+    lineage = _write(tmp_path / "rows.csv", "op,out_table,out_row,member,in_table,in_row\n"
+                     "R1,Person2,0,0,Person1,0\nR1,Person2,1,0,Person1,1\nR1,Person2,2,0,Person1,2\n"
+                     "R2,AvgAge,0,0,Person2,0\nR2,AvgAge,0,1,Person2,1\nR2,AvgAge,1,0,Person2,2\n")
+    rules = [
+        {"op": "R1", "out_table": "Person2", "existence": "exact",
+         "columns": {c: {"kind": "copy", "table": "Person1", "column": c} for c in ("Name", "City", "Age")},
+         "deciding": {"Person1": ["Age"]}},
+        {"op": "R2", "out_table": "AvgAge", "existence": "exact",
+         "columns": {"City": {"kind": "copy", "table": "Person2", "column": "City"},
+                     "Age": {"kind": "aggregate", "function": "avg", "table": "Person2", "column": "Age"}},
+         "deciding": {"Person2": ["City"]}},
+    ]
+    return values, lineage, _write(tmp_path / "rules.json", json.dumps(rules))
+
+
+def test_imported_row_lineage_answers_whatif_and_depends(cli, store_path: Path, tmp_path: Path) -> None:
+    import provplug
+    from provplug.whatif.values import UNKNOWN
+
+    values, lineage, rules = _paper_with_rows(tmp_path)
+    r = cli("import", store_path, "--triples", TABLE4, "--values", values, "--row-lineage", lineage,
+            "--row-rules", rules, "--quiet")
+    assert r.code == 0, r
+    store = provplug.open(store_path)
+    ops = {o["name"]: (o["inputs"], o["outputs"]) for o in provplug.open_store(store_path).ops().to_pylist()}
+    tables = {t["name"]: t["table_id"] for t in provplug.open_store(store_path).tables().to_pylist()}
+    assert ops["R2"] == ([tables["Person2"]], [tables["AvgAge"]])
+    mark = store.whatif(value_id=6)  # Mark's Age (paper id 6): his Person2 row 1 goes, NY's row changes
+    assert [r.row for r in mark.table("Person2").vanished] == [1]  # type: ignore[union-attr]
+    (ny,) = mark.table("AvgAge").changed  # type: ignore[union-attr]
+    assert ny.row == 0 and ny.changes == {"Age": (None, UNKNOWN)}  # no stored values to recompute from
+    both = store.whatif(value_id=[3, 6])  # Steve and Mark: NY (paper id 23) vanishes
+    assert [r.row for r in both.table("AvgAge").vanished] == [0]  # type: ignore[union-attr]
+    # AvgAge ids: 22 NY's City, 23 NY's Age, 24 LA's City. Shane (9) reaches only LA; Steve and Mark remove NY;
+    # Mark alone changes NY's Age to a value an import without stored rows cannot recompute.
+    assert store.depends(9, 23).answer == "no" and store.depends([3, 6], 23).answer == "yes"
+    assert store.depends(6, 23).answer == "unknown" and store.depends(6, 22).answer == "no"
+    assert provplug.open(store_path).whatif(value_id=12).tables[0].deleted  # Mary: deleted, nothing else
+    assert [t.table for t in provplug.open(store_path).whatif(value_id=12).tables] == ["Person1"]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"row-rules": None}, "go together"),
+    ({"lineage": "op,out_table,out_row,in_table,in_row\nR1,Nope,0,Person1,0\n"}, "table 'Nope' is not a table"),
+    ({"lineage": "op,out_table,out_row,in_table,in_row\nR9,Person2,0,Person1,0\n"}, "no rules for op 'R9'"),
+    ({"extra-rule": {"op": "R9", "out_table": "Person2", "existence": "exact", "columns": {}}}, "op 'R9' is not an op"),
+    ({"lineage": "op,out_table,out_row,in_table,in_row\nR1,Person2,-1,Person1,0\n"}, "'out_row' -1 outside"),
+    ({"lineage": "op,out_table,out_row,in_table,in_row\nR1,AvgAge,0,Person1,0\n"}, "no rules for op 'R1' writing 'AvgAge'"),
+    ({"rules": "[{"}, "is not JSON"),
+    ({"rules": '[{"op": "R1", "out_table": "Person2", "existence": "maybe", "columns": {}}]'}, "unknown existence"),
+    ({"rules": '[{"op": "R1", "out_table": "Person2", "existence": "exact", "columns": '
+               '{"Age": {"kind": "aggregate", "function": "median", "table": "Person1", "column": "Age"}}}]'},
+     "unknown aggregate"),
+    ({"rules": '[{"op": "R1", "existence": "exact", "columns": {}}]'}, "missing 'out_table'"),
+])
+def test_bad_row_lineage_is_one_line_and_writes_nothing(cli, store_path: Path, tmp_path: Path, change: dict[str, Any],
+                                                        message: str) -> None:
+    values, lineage, rules = _paper_with_rows(tmp_path)
+    if "lineage" in change:
+        lineage = _write(tmp_path / "bad-rows.csv", change["lineage"])
+    if "rules" in change:
+        rules = _write(tmp_path / "bad-rules.json", change["rules"])
+    if "extra-rule" in change:
+        rules = _write(tmp_path / "more-rules.json", json.dumps([*json.loads(rules.read_text()), change["extra-rule"]]))
+    args = ["--row-lineage", lineage] + ([] if "row-rules" in change else ["--row-rules", rules])
+    r = cli("import", store_path, "--triples", TABLE4, "--values", values, *args, "--quiet")
+    assert r.code == 2 and message in r.err and r.err.count("\n") == 1, r
+    assert not store_path.exists() or provplug_runs(store_path) == 0
+
+
+def provplug_runs(path: Path) -> int:
+    import provplug
+
+    return len(provplug.open_store(path).runs())
