@@ -281,7 +281,9 @@ def _predict(answer: WhatIfAnswer, table: Any, before: dict[int, tuple[Any, ...]
     gone = {r.row for r in [*effect.deleted, *effect.vanished]}
     unknown = {r.row for r in effect.unknown}
     changed = {r.row: r.changes for r in effect.changed}
-    certain, partial, maybe = [], [], []
+    certain: list[tuple[Any, ...]] = []
+    partial: list[tuple[Any, ...]] = []
+    maybe: list[tuple[Any, ...]] = []
     for number, row in before.items():
         if number in gone:
             continue

@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from provplug.model import OpInfo
+from provplug.model import OpInfo, TableOrigin
 from provplug.recorder import StagedRun
 from provplug.rowrules import ColumnRule, OpRowRules
 from provplug.store import ParquetStore
@@ -49,7 +49,7 @@ def stage(path: Path, tables: Sequence[Table], steps: Sequence[Step]) -> dict[st
         run = StagedRun(store, txn)
         infos = {}
         for t in tables:
-            origin = "output" if any(s.output == t.name for s in steps) else "source"
+            origin: TableOrigin = "output" if any(s.output == t.name for s in steps) else "source"
             infos[t.name] = run.new_table(t.name, origin, list(t.columns))
         tid = {name: info.table_id for name, info in infos.items()}
         for t in tables:
