@@ -18,10 +18,12 @@ import re
 
 from ..errors import ProvplugError
 
-# Peak bytes per value of the local engine's per-value arrays (ids, component
-# and set labels, table codes, split ids, counters and the temporaries of the
-# set rounds); measured on the paper-shaped trace, rounded up.
-BYTES_PER_VALUE = 56
+# Peak bytes per value of the local engine's per-value arrays (ids 8, table
+# codes 2, component labels 4, set labels 4 + 4 while a round runs, split ids
+# 2 + 2, flags 1, and the temporaries between rounds): 27-30 measured on the
+# paper-shaped trace at 9x (1.84 GiB peak for 40.9M values with 2Mi-row
+# chunks), rounded up for allocator slack.
+BYTES_PER_VALUE = 40
 # Bytes per triple row of a chunk in flight (input columns, index columns,
 # the bucket-ordered copy, dense endpoints and masks); rounded up.
 BYTES_PER_CHUNK_ROW = 256

@@ -268,6 +268,7 @@ class LocalEngine:
                 write_parquet(fs, self._bucket_file(out_dir, "setdeps", k), layout.SETDEPS, [pairs])
                 reverse.write(pairs, bucket_of(a, buckets))
                 total += len(a)
+                self.progress.update("wrote set dependencies", total, "pairs")
         finally:
             reverse.close()
         for k in range(buckets):
@@ -289,6 +290,7 @@ class LocalEngine:
             idx = np.flatnonzero(bucket == k)
             part = pa.record_batch([nodes[idx], nodes[comp[idx]], nodes[labels[idx]]], schema=layout.VALUE_SETS)
             write_parquet(self.store.fs, self._bucket_file(out_dir, "value_sets", k), layout.VALUE_SETS, [part])
+            self.progress.update("wrote values", k + 1, "buckets")
         self.progress.done("wrote values", len(nodes), "values")
 
     def _write_sets(
