@@ -155,8 +155,11 @@ class LocalEngine:
             key = splits.paths[:, depth].astype(split_id.dtype)[self.node_table]  # compared for active ends only
             inner = self._restart(labels, active)
             kept = EdgeFile(f"{self.scratch}/kept-{depth}", self.index_dtype)
+            # Every edge read lies inside one current set (of one component at
+            # depth 0; joined by the previous round otherwise), so "same set"
+            # needs no test: both ends active and in the same split.
             for src, dst in source.chunks(self.chunk_rows):
-                keep = active[src] & active[dst] & (labels[src] == labels[dst]) & (key[src] == key[dst])
+                keep = active[src] & active[dst] & (key[src] == key[dst])
                 src, dst = src[keep], dst[keep]
                 kept.write(src, dst)
                 merge_groups(inner, src, dst)
@@ -171,7 +174,7 @@ class LocalEngine:
                 large = np.bincount(labels[active], minlength=n) >= theta  # by set root
                 active &= large[labels]
                 del large
-                active &= splits.paths[self.node_table, depth + 1] >= 0  # its split has sub-splits
+                active &= (splits.paths[:, depth + 1] >= 0)[self.node_table]  # its split has sub-splits
             else:
                 active[:] = False
             if source is not self.edges:
