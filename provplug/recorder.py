@@ -34,7 +34,9 @@ ROWS = "rows"
 TRIPLES = "triples"
 SCRATCH = "_scratch"
 # Names of the store's own files in a run's directory (see provplug.store).
-RESERVED = frozenset({ROWS, TRIPLES, "tables.parquet", "ops.parquet", "values.parquet", LINEAGE, RULES})
+# "locations.json": location-based lineage edges (provplug.location.LOCATIONS).
+RESERVED = frozenset({ROWS, TRIPLES, "tables.parquet", "ops.parquet", "values.parquet", LINEAGE, RULES,
+                      "locations.json"})
 
 
 class StagedRun:
