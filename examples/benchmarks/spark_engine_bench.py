@@ -303,7 +303,83 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if build["same"] and all(build["same"].values()) else 1
 
 
-RUNNING_ON_A_CLUSTER = ""  # filled in below (kept beside the figures it explains)
+RUNNING_ON_A_CLUSTER = """
+## How the Spark engine works (what the figures measure)
+
+`provplug/index/spark_engine.py`, `provplug/index/sparkwcc.py`:
+
+1. The store's triple files are read once and cached as read. Each cached
+   partition runs the NumPy union-find over its own triples and emits one row
+   per value (local root, smallest table code, local component size); one
+   shuffle by value merges them into the per-table counts (for the split
+   choice) and the *link graph* between local roots (a root linked to each
+   value's smallest root).
+2. The link graph is solved in one task when it has at most
+   `sparkwcc.TASK_EDGE_LIMIT` (20M) edges, else by large-star/small-star with
+   local checkpoints. Its labels name every triple's component (a broadcast
+   join up to `sparkwcc.BROADCAST_ROWS` labels). One shuffle by component
+   sends each component whole to one task, which runs Algorithm 3 exactly as
+   the local engine does and emits every output row; a component above
+   `spark_engine.COMPONENT_TASK_LIMIT` (20M triples) is indexed
+   level-synchronously on Spark instead (split depth by split depth).
+3. The rows are persisted once and written without a further shuffle: at
+   most `min(shuffle partitions, default parallelism, 16)` files per bucket.
+
+## Running on a cluster
+
+What the code supports, no more:
+
+* **The store** is a directory addressed by a URI that both pyarrow (on the
+  driver: run manifests, `meta.json`, `CURRENT`, the lock, the single-file
+  datasets' final move, empty buckets) and Spark's Hadoop filesystems (on
+  the executors: reading `runs/*/triples`, writing `index/GEN/...`) can reach:
+  `hdfs://namenode:8020/path/store.prov` or `s3://bucket/path/store.prov`.
+  Spark is given the same path with the same scheme
+  (`ParquetStore.to_spark_path`): the host part of an `hdfs://` URI is not
+  passed on, so the namenode must be the cluster's `fs.defaultFS`; for
+  `s3://`, Spark needs the scheme mapped to S3A
+  (`--conf spark.hadoop.fs.s3.impl=org.apache.hadoop.fs.s3a.S3AFileSystem`
+  and the `hadoop-aws` jar). `s3a://` URIs are not understood by pyarrow, so a
+  store cannot be named that way. pyarrow's HDFS client needs `libhdfs` (and
+  `CLASSPATH`/`HADOOP_HOME`) on the driver.
+* **No other path must be shared.** Intermediates never go to the store:
+  they are Spark-persisted and locally checkpointed blocks on the executors'
+  `spark.local.dir`. The new generation is written beside the live one and
+  published by rewriting `CURRENT`.
+* **Python on the executors**: the engine's tasks (`mapInArrow`) import
+  `provplug.index.spark_engine`, `sparkwcc`, `localwcc`, NumPy and pyarrow, so
+  every executor needs an interpreter with provplug installed, e.g. a packed
+  environment (venv-pack or conda-pack) shipped with `--archives
+  provplug-env.tar.gz#env` and `PYSPARK_PYTHON=./env/bin/python` (Spark's
+  "Python Package Management" recipe). Set `PYSPARK_PYTHON` yourself:
+  `provplug.sparksession.local_spark` otherwise defaults it to the driver's
+  own interpreter path.
+* **Configuration the engine reads**: `spark.sql.shuffle.partitions` (the
+  merge and per-component shuffles; raise it with the data, so that a task's
+  share of components fits its Python worker's memory) and the session's
+  default parallelism (files per bucket, at most 16). It sets adaptive
+  execution with skew-join splitting on and
+  `spark.sql.execution.arrow.maxRecordsPerBatch=100000` on the session.
+* **Submitting**: `provplug index STORE --spark` starts (or reuses) a session
+  through `local_spark`, whose master comes from `PROVPLUG_SPARK_MASTER`
+  (default `local[*]`). Under `spark-submit`, call the API with the session
+  spark-submit made:
+
+  ```python
+  # index_job.py
+  from pyspark.sql import SparkSession
+  from provplug.index import build_index
+
+  spark = SparkSession.builder.getOrCreate()
+  meta = build_index("hdfs://namenode:8020/prov/trace.prov", engine="spark", spark=spark)
+  print(meta["counts"])
+  ```
+
+  `PYSPARK_DRIVER_PYTHON=python PYSPARK_PYTHON=./env/bin/python spark-submit --master yarn
+  --deploy-mode client --archives provplug-env.tar.gz#env --conf spark.sql.shuffle.partitions=400 index_job.py`
+  (client mode: the driver runs where provplug and libhdfs are installed).
+  Queries above tau run on Spark the same way: `provplug.open(URI).lineage(..., spark=spark)`.
+"""
 
 
 if __name__ == "__main__":

@@ -1,30 +1,34 @@
 """The index on Spark: the triples are read once, every component is indexed
 whole inside one task, and Spark moves the data between those steps.
 
-1. ``load``: one scan of the store's triple files. Each input partition runs
-   the NumPy union-find over its own triples (:mod:`.sparkwcc`, "local") and
-   emits its triples tagged with their local root, plus one row per value it
-   holds (local root, smallest table code, local component size); these
-   rows are persisted, so the files are read once. The value rows are
-   shuffled by value once ("merge"): that gives the per-table value counts
-   the split choice needs and the link graph between local roots.
+1. ``load``: the store's triple files are read once and held as read (a
+   local checkpoint: rows in Spark's block storage). Each held partition runs the NumPy
+   union-find over its own triples (:mod:`.sparkwcc`, "local") and emits one
+   row per value it holds (local root, smallest table code, local component
+   size). Those rows are shuffled by value once ("merge"): that gives the
+   per-table value counts the split choice needs and the link graph between
+   local roots.
 2. ``build``: the link graph is solved (one task, or large-star/small-star
    when it is too large), which labels every local root with its component
-   id; a triple's ``ccid`` is the label of its root (a broadcast join when the
-   labels are few). The triples are shuffled by ``ccid`` and each task runs
-   Algorithm 3 (:mod:`.algorithm`) on the whole components it received,
+   id. The held partitions are solved again (the same partitions, so the
+   same roots) to tag each triple with its local root, whose label is the
+   triple's ``ccid`` (a broadcast join when the labels are few). The
+   triples are shuffled by ``ccid`` and each task runs Algorithm 3 (:mod:`.algorithm`) on the whole components it received,
    exactly as the local engine does for all components at once, and emits
    every output row (indexed triples, values, sets, components, set
    dependencies; a component's rows never depend on another component).
    Components above :data:`COMPONENT_TASK_LIMIT` triples are indexed
    level-synchronously on Spark instead (:meth:`SparkEngine._huge_rows`).
-3. The rows are persisted once and written in the layout
-   (:mod:`.layout`): one shuffle per bucketed dataset.
+3. The rows are held (local checkpoint) and written in the layout (:mod:`.layout`)
+   without another shuffle: a few tasks (:data:`MAX_WRITE_TASKS` at most)
+   each write one file per bucket of each bucketed dataset.
 
 Nothing but small aggregates (per-table counts, the ids of huge components)
-reaches the driver. Intermediates live in Spark's storage (persist and local
-checkpoints), never in the store; ``scratch`` is kept for the caller's
-cleanup contract only.
+reaches the driver. Intermediates live in Spark's block storage (local
+checkpoints; the level-synchronous path also persists), never in the
+store; ``scratch`` is kept for the caller's cleanup contract only. Local
+checkpoints are not recomputed when an executor is lost: the build then
+fails and can be run again.
 """
 
 from __future__ import annotations
@@ -108,6 +112,14 @@ class SparkEngine:
         self._persisted.append(df)
         return df
 
+    @staticmethod
+    def _hold(df: DataFrame) -> DataFrame:
+        """``df`` computed now and held as rows in Spark's block storage
+        (memory, then disk): a local checkpoint. Several times cheaper to
+        build than the columnar cache (which encodes every column), and its
+        partitions are fixed once made."""
+        return df.localCheckpoint()
+
     def release(self) -> None:
         for df in self._persisted:
             df.unpersist()
@@ -126,9 +138,9 @@ class SparkEngine:
         self.progress.done("reading triples (spark)")
         triples_ddl = spark_ddl(schema.TRIPLES)
         raw = self.spark.read.schema(triples_ddl).parquet(*paths) if paths else self.spark.createDataFrame([], triples_ddl)
-        # Cached as read: the local roots are computed twice (values here,
+        # Held as read: the local roots are computed twice (values here,
         # triples in build), from the very same partitions.
-        self.raw = self._keep(raw)
+        self.raw = self._hold(raw)
         pairs = self._pairs(self.raw)  # checks every table id first: the tasks below rely on it
         self.progress.done("table pairs (spark)", len(pairs), "pairs")
         lookup = self.lookup
@@ -167,8 +179,8 @@ class SparkEngine:
     # -- components and sets ---------------------------------------------------
     def build(self, plan: SetPlan, out: OutputDir) -> dict[str, int]:
         try:
-            rows = self._keep(self._index_rows(plan))
-            self.progress.done("indexed components (spark)", rows.count(), "rows")
+            rows = self._hold(self._index_rows(plan))
+            self.progress.done("indexed components (spark)")
             return self._write(rows, plan.splits, out)
         finally:
             self.release()
@@ -281,7 +293,7 @@ class SparkEngine:
     ) -> None:
         columns = [F.col(f.name).cast(spark_type(f.type)) for f in schema]
         frame = df.select(*columns, F.pmod(F.col(key), F.lit(buckets)).cast("int").alias("bucket"))
-        # No shuffle: the rows are persisted, so a few tasks each read a share
+        # No shuffle: the rows are held, so a few tasks each read a share
         # of them and write one file per bucket (the layout allows several).
         frame = frame.coalesce(self.write_tasks).sortWithinPartitions("bucket", *([sort] if sort else []))
         frame.write.partitionBy("bucket").parquet(f"{out.spark_path}/{name}")
