@@ -72,13 +72,18 @@ def test_readme_main_job_runs_as_written(cli, spark, tmp_path: Path, monkeypatch
     again = cli(*argv[3:])
     assert again.code == 2 and "already exists" in again.err
 
-    # "Dependency, subgraph and zoom queries": the depends example, on the demo's store.
+    # "What if these rows had not been there?": the whatif example, then the depends one.
+    block = re.search(r"^\$ (provplug whatif [^\n]*)\n(.*?)\n```", README, flags=re.M | re.S)
+    whatif = cli(*shlex.split(block.group(1))[1:])
+    assert whatif.code == 0, whatif
+    assert whatif.out.strip().splitlines() == block.group(2).splitlines()
     example = re.search(r"^\$ (provplug depends .*)$", README, flags=re.M).group(1)
     result = cli(*shlex.split(example)[1:])
     assert result.code == 0, result
     lines = [line.strip() for line in result.out.splitlines()]
     assert lines[0].startswith("yes: AvgAge.Age = 35.0") and "depends on Person1.Age = 40" in lines[0], result.out
-    assert lines[-2].startswith("-> R1 -> Person2.Age = 40") and lines[-1].startswith("-> R2 -> AvgAge.Age = 35.0")
+    assert lines[-2].startswith("-> R1 -> Person2 row Name=Mark") and lines[-2].endswith("vanishes")
+    assert lines[-1].startswith("-> R2 -> AvgAge.Age = 35.0") and lines[-1].endswith("changes Age to 30.0")
     mary = cli(*shlex.split(example.replace("Mark", "Mary"))[1:])
     assert mary.code == 0 and mary.out.startswith("no"), mary
 
