@@ -21,7 +21,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -94,6 +93,8 @@ def scan(
 ) -> pa.Table:
     """Read a Parquet dataset (one path or a list of files) eagerly, with
     ``Dataset.to_table`` keyword arguments (``columns``, ``filter``)."""
+    import pyarrow.dataset as pads  # here: it imports pandas, which a cold query need not pay for
+
     source = paths if isinstance(paths, str) else list(paths)
     try:
         with damage_reported(what):
@@ -113,6 +114,8 @@ def _name_the_damaged_file(fs: pafs.FileSystem, files: Sequence[str]) -> None:
 
 
 def count_rows(fs: pafs.FileSystem, paths: str | Sequence[str], what: str) -> int:
+    import pyarrow.dataset as pads
+
     with damage_reported(what):
         source = paths if isinstance(paths, str) else list(paths)
         return int(pads.dataset(source, format="parquet", filesystem=fs).count_rows())
