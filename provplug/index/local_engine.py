@@ -138,22 +138,21 @@ class LocalEngine:
             merge_groups(labels, src, dst)
             done += len(src)
             self.progress.update("components", done, "triples")
-        flatten(labels)
-        self.progress.done("components", count_roots(labels), "components")
+        flatten(labels, self.chunk_rows)
+        self.progress.done("components", len(self._roots(labels)), "components")
         return labels
 
     def _partition(self, comp: np.ndarray, theta: int, splits: CompiledSplits) -> tuple[np.ndarray, np.ndarray]:
         """Algorithm 3 for all large components at once, one split depth per round."""
-        n = len(comp)
         labels = comp.copy()
-        split_id = np.full(n, -1, dtype=np.int16 if len(splits.names) < 2**15 else np.int32)
-        active = (np.bincount(comp, minlength=n) >= theta)[comp]
+        split_id = np.full(len(comp), -1, dtype=np.int16 if len(splits.names) < 2**15 else np.int32)
+        active = (self._group_sizes(comp) >= theta)[comp]
         source = self.edges
         for depth in range(splits.depth):
             if not active.any():
                 break
             key = splits.paths[:, depth].astype(split_id.dtype)[self.node_table]  # compared for active ends only
-            inner = self._restart(labels, active)
+            self._restart(labels, active)  # the rounds read no label: each active value starts a group
             kept = EdgeFile(f"{self.scratch}/kept-{depth}", self.index_dtype)
             # Every edge read lies inside one current set (of one component at
             # depth 0; joined by the previous round otherwise), so "same set"
@@ -162,16 +161,15 @@ class LocalEngine:
                 keep = active[src] & active[dst] & (key[src] == key[dst])
                 src, dst = src[keep], dst[keep]
                 kept.write(src, dst)
-                merge_groups(inner, src, dst)
+                merge_groups(labels, src, dst)
                 self.progress.update(f"sets at split depth {depth + 1}", kept.rows, "edges kept")
             kept.close()
-            flatten(inner)
-            labels = inner
+            flatten(labels, self.chunk_rows)
             split_id[active] = key[active]
-            del key, inner
-            self.progress.done(f"sets at split depth {depth + 1}", count_roots(labels, active), "sets")
+            del key
+            self.progress.done(f"sets at split depth {depth + 1}", int(np.count_nonzero(active[self._roots(labels)])), "sets")
             if depth + 1 < splits.depth:
-                large = np.bincount(labels[active], minlength=n) >= theta  # by set root
+                large = self._group_sizes(labels, active) >= theta  # by set root
                 active &= large[labels]
                 del large
                 active &= (splits.paths[:, depth + 1] >= 0)[self.node_table]  # its split has sub-splits
@@ -184,15 +182,28 @@ class LocalEngine:
             source.remove()
         return labels, split_id
 
-    def _restart(self, labels: np.ndarray, active: np.ndarray) -> np.ndarray:
-        """``labels`` with every active value a group of its own (in chunks: no
-        index-sized temporaries)."""
-        inner = labels.copy()
+    def _restart(self, labels: np.ndarray, active: np.ndarray) -> None:
+        """Make every active value a group of its own, in place, in chunks."""
         for lo in range(0, len(labels), self.chunk_rows):
             hi = min(lo + self.chunk_rows, len(labels))
-            own = np.arange(lo, hi, dtype=labels.dtype)
-            np.copyto(inner[lo:hi], own, where=active[lo:hi])
-        return inner
+            np.copyto(labels[lo:hi], np.arange(lo, hi, dtype=labels.dtype), where=active[lo:hi])
+
+    def _group_sizes(self, labels: np.ndarray, among: np.ndarray | None = None) -> np.ndarray:
+        """Members per root (of the values ``among``), counted in chunks into
+        an int32 array (``np.bincount`` would allocate int64 per value)."""
+        sizes = np.zeros(len(labels), dtype=np.int32 if len(labels) < 2**31 else np.int64)
+        for lo in range(0, len(labels), self.chunk_rows):
+            part = labels[lo : lo + self.chunk_rows]
+            np.add.at(sizes, part if among is None else part[among[lo : lo + self.chunk_rows]], 1)
+        return sizes
+
+    def _roots(self, labels: np.ndarray) -> np.ndarray:
+        """Indices ``r`` with ``labels[r] == r``, ascending."""
+        parts = [
+            lo + np.flatnonzero(labels[lo : lo + self.chunk_rows] == np.arange(lo, min(lo + self.chunk_rows, len(labels))))
+            for lo in range(0, len(labels), self.chunk_rows)
+        ]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     # -- output ----------------------------------------------------------------
     def _write(
@@ -305,8 +316,8 @@ class LocalEngine:
         splits: CompiledSplits,
         out_dir: str,
     ) -> int:
-        roots = np.flatnonzero(labels == np.arange(len(labels), dtype=labels.dtype))
-        set_nodes = np.bincount(labels, minlength=len(labels))[roots]
+        roots = self._roots(labels)
+        set_nodes = self._group_sizes(labels)[roots].astype(np.int64)
         names = pa.array([*splits.names, None], type=pa.string())  # split_id -1 -> the null at the end
 
         def batches() -> Iterator[pa.RecordBatch]:
@@ -327,8 +338,8 @@ class LocalEngine:
         return write_parquet(self.store.fs, f"{out_dir}/sets.parquet", layout.SETS, batches())
 
     def _write_components(self, comp: np.ndarray, comp_triples: np.ndarray, out_dir: str) -> int:
-        roots = np.flatnonzero(comp == np.arange(len(comp), dtype=comp.dtype))
-        comp_nodes = np.bincount(comp, minlength=len(comp))[roots]
+        roots = self._roots(comp)
+        comp_nodes = self._group_sizes(comp)[roots].astype(np.int64)
 
         def batches() -> Iterator[pa.RecordBatch]:
             for lo in range(0, len(roots), ROW_GROUP):
@@ -363,11 +374,6 @@ def ints(batch: pa.RecordBatch, column: str) -> np.ndarray:
 def bucket_of(key: np.ndarray, buckets: int) -> np.ndarray:
     """Bucket of every key (as :func:`.layout.bucket`), small enough for a radix sort."""
     return (np.asarray(key, dtype=np.int64) % buckets).astype(np.uint8 if buckets <= 256 else np.int64)
-
-
-def count_roots(labels: np.ndarray, among: np.ndarray | None = None) -> int:
-    roots = labels == np.arange(len(labels), dtype=labels.dtype)
-    return int(np.count_nonzero(roots if among is None else roots & among))
 
 
 def pair_columns(batches: Iterable[pa.RecordBatch]) -> tuple[np.ndarray, np.ndarray]:

@@ -78,11 +78,16 @@ def find_roots(labels: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         roots = up
 
 
-def flatten(labels: np.ndarray) -> None:
-    """Point every node of a :func:`merge_groups` forest at its root, in place."""
-    up = np.empty_like(labels)
-    while True:
-        np.take(labels, labels, out=up)
-        if np.array_equal(up, labels):
-            return
-        labels[:] = up
+def flatten(labels: np.ndarray, chunk: int = 1 << 22) -> None:
+    """Point every node of a :func:`merge_groups` forest at its root, in place,
+    ``chunk`` nodes at a time (pointer jumping; a node only ever moves closer
+    to its root, so updating in place is safe and needs no copy of all nodes)."""
+    changed = True
+    while changed:
+        changed = False
+        for lo in range(0, len(labels), chunk):
+            part = labels[lo : lo + chunk]
+            up = labels[part]
+            if not np.array_equal(up, part):
+                part[:] = up
+                changed = True
