@@ -34,7 +34,7 @@ from provplug import ids
 from provplug.rowrules import ColumnRule
 
 if TYPE_CHECKING:
-    from .writer import Term
+    from .terms import Term
 
 # "false": capture no row lineage (no member columns, records or rules), e.g.
 # to measure its cost side by side; anything else (default): capture it.

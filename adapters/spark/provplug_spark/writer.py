@@ -45,6 +45,7 @@ from provplug.errors import CaptureError
 from provplug.writers import Destination, PartWriter, RowLineageWriter, RowsWriter, TripleWriter, WrittenFile
 
 from .rowlineage import MemberLayout, PairLayout, Slot
+from .terms import Term
 
 # Parquet options of row-lineage parts: op, tables and flags repeat
 # (dictionary); output rows and member numbers grow within a part (delta).
@@ -78,16 +79,6 @@ class Target:
     def stem(self, partition: int, attempt: int) -> str:
         """The stem of the parts one task attempt writes (``<stem>-<n>.parquet``)."""
         return f"{self.prefix}p{partition:05d}-a{attempt}"
-
-
-@dataclasses.dataclass(frozen=True)
-class Term:
-    """Part of a cell's provenance: the ids ``base + r`` for every row number
-    ``r`` that the row-number column ``rows`` holds in the cell's row."""
-
-    rows: str  # a bigint column (one row number, or null for none) or an array<bigint> column
-    scalar: bool  # ``rows`` holds one row number, not an array of them
-    base: int  # value id of row 0 of the source column (ids.value_id(table, column, 0))
 
 
 @dataclasses.dataclass(frozen=True)
