@@ -483,6 +483,9 @@ def aggregate(node: Any, children: list[Node], ctx: Context) -> Node:
     keys = [a for g in grouping for a in jvm.references(g)]
     if not grouping:
         keys = jvm.items(node.child().output())
+        # Its one row exists even when every input row is deleted (count 0, sums null):
+        # the row-lineage format cannot say so, and a what-if must never say it vanishes.
+        ctx.state.facts.opaque("a global aggregate (one row even with no input rows)")
     outputs = jvm.items(node.aggregateExpressions())
     ctx.state.decide([a for g in grouping for a in jvm.references(g)], "a grouping")
     grouped, rules = [], []
