@@ -104,7 +104,7 @@ def test_streamed_union_find_matches_a_plain_union_find() -> None:
         for lo in range(0, m, step):
             merge_groups(labels, src[lo : lo + step], dst[lo : lo + step])
             assert (labels <= np.arange(n)).all()  # the forest points at smaller indices only
-        flatten(labels)
+        flatten(labels, chunk=rng.choice([1, 3, 1 << 22]))
         uf = union_find(zip(src.tolist(), dst.tolist(), strict=True))
         assert labels.tolist() == [uf.get(i, i) for i in range(n)]
 

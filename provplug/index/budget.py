@@ -2,10 +2,10 @@
 
 The local engine (:mod:`provplug.index.local_engine`) keeps a few arrays per
 value in memory and streams everything per triple in chunks, spilling to
-scratch files. Its peak is therefore about ``BYTES_PER_VALUE`` per value plus
-the chunk buffers, and the budget decides two things: the chunk size, and
-(``engine="auto"``) whether the local engine can run at all or the build
-goes to Spark.
+scratch files. Its peak is therefore about ``BASE_BYTES`` plus
+``BYTES_PER_VALUE`` a value plus the chunk buffers, however many triples
+there are. The budget decides the chunk size and (``engine="auto"``)
+whether the local engine runs at all or the build goes to Spark.
 
 Pure Python on purpose: the command line parses ``--memory-budget`` with it
 without loading NumPy.
@@ -19,11 +19,13 @@ import re
 from ..errors import ProvplugError
 
 # Peak bytes per value of the local engine's per-value arrays (ids 8, table
-# codes 2, component labels 4, set labels 4 + 4 while a round runs, split ids
-# 2 + 2, flags 1, and the temporaries between rounds): 27-30 measured on the
-# paper-shaped trace at 9x (1.84 GiB peak for 40.9M values with 2Mi-row
-# chunks), rounded up for allocator slack.
-BYTES_PER_VALUE = 40
+# codes 2, component and set labels 4 + 4, split ids 2, flags 1, per-set and
+# per-component triple counts 4 + 4, and the temporaries between rounds):
+# 27 measured on the paper-shaped trace replicated 22 times (3.24 GiB peak
+# for 100.1M values, less the interpreter and the chunks), 20 at 9x; rounded up.
+BYTES_PER_VALUE = 32
+# The interpreter and its libraries before any data (measured: 0.24 GiB).
+BASE_BYTES = 256 * 2**20
 # Bytes per triple row of a chunk in flight (input columns, index columns,
 # the bucket-ordered copy, dense endpoints and masks); rounded up.
 BYTES_PER_CHUNK_ROW = 256
@@ -75,6 +77,7 @@ def chunk_rows(budget: int) -> int:
 
 
 def value_limit(memory_budget: int) -> int:
-    """The most values whose arrays fit ``memory_budget`` beside the chunk buffers."""
+    """The most values whose arrays fit ``memory_budget`` beside the
+    interpreter and the chunk buffers."""
     chunks = BYTES_PER_CHUNK_ROW * chunk_rows(memory_budget)
-    return max(0, (memory_budget - chunks) // BYTES_PER_VALUE)
+    return max(0, (memory_budget - BASE_BYTES - chunks) // BYTES_PER_VALUE)
