@@ -10,7 +10,7 @@ Spark with ``tau=0``): first call and warm calls.
   ``data/spark-engine-SCALE-SEED.prov``, so other benchmarks' index builds on
   the shared store never race with these.
 * Builds alternate local, Spark, local, Spark, ... in one process (one
-  ``local[2]`` session, driver memory 6 GiB, started once and timed apart):
+  ``local[2]`` session, driver memory ``--driver-memory``, started once and timed apart):
   both engines see the same machine load. After the last build of each, the
   whole index (every row of every dataset) is compared.
 * Queries run in fresh processes (nothing cached), once with this tree and,
@@ -44,8 +44,6 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
 import paper_trace  # noqa: E402  (the generator beside this file)
-
-SPARK_CONF = {"spark.driver.memory": "6g"}
 
 
 def private_store(scale: float, seed: int) -> Path:
@@ -105,7 +103,7 @@ def bucket_files(store: Any) -> dict[str, int]:
     return {d: len(list((gen / d).glob("bucket=*/*.parquet"))) for d in ("triples", "value_sets", "setdeps")}
 
 
-def build_side_by_side(path: Path, local_runs: int, spark_runs: int, master: str) -> dict[str, Any]:
+def build_side_by_side(path: Path, local_runs: int, spark_runs: int, master: str, memory: str) -> dict[str, Any]:
     from provplug.index import build_index
     from provplug.plugins import open_store
     from provplug.progress import Progress
@@ -113,7 +111,7 @@ def build_side_by_side(path: Path, local_runs: int, spark_runs: int, master: str
 
     store = open_store(path)
     t0 = time.monotonic()
-    spark = local_spark("provplug-spark-engine-bench", master, **SPARK_CONF)
+    spark = local_spark("provplug-spark-engine-bench", master, **{"spark.driver.memory": memory})
     spark.range(1).count()
     spark_start = time.monotonic() - t0
     times: dict[str, list[float]] = {"local": [], "spark": []}
@@ -143,13 +141,14 @@ def build_side_by_side(path: Path, local_runs: int, spark_runs: int, master: str
 QUERY_SCRIPT = r"""
 import json, sys, time
 import numpy as np
-path, value, warm, master = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+path, value, warm, master, memory = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 import provplug
 from provplug.sparksession import local_spark
 t0 = time.perf_counter()
-spark = local_spark("provplug-query-bench", master, **{"spark.driver.memory": "6g"})
+spark = local_spark("provplug-query-bench", master, **{"spark.driver.memory": memory})
 spark.range(1).count()
 out = {"spark_start": time.perf_counter() - t0}
+print("code from", provplug.__file__, file=sys.stderr)
 opened = provplug.open(path)
 for method, direction in (("rq", "down"), ("csprov", "down"), ("rq", "up"), ("csprov", "up")):
     driver = opened.lineage(value_id=value, method=method, direction=direction)
@@ -184,12 +183,12 @@ def query_value(path: Path) -> tuple[int, int, int]:
     return int(both.min()), csid, triples
 
 
-def run_queries(path: Path, value: int, warm: int, master: str, code: Path | None) -> dict[str, Any]:
+def run_queries(path: Path, value: int, warm: int, master: str, memory: str, code: Path | None) -> dict[str, Any]:
     env = dict(os.environ)
     if code is not None:
         env["PYTHONPATH"] = f"{code}{os.pathsep}{env.get('PYTHONPATH', '')}"
     proc = subprocess.run(
-        [sys.executable, "-c", QUERY_SCRIPT, str(path), str(value), str(warm), master],
+        [sys.executable, "-c", QUERY_SCRIPT, str(path), str(value), str(warm), master, memory],
         env=env, capture_output=True, text=True, cwd=tempfile.gettempdir(), check=False,
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -214,9 +213,6 @@ def med(ts: list[float]) -> str:
 
 
 def render(args: argparse.Namespace, command: str, build: dict[str, Any], queries: dict[str, Any]) -> str:
-    t = build["times"]
-    ratio = statistics.median(t["spark"]) / statistics.median(t["local"]) if t["spark"] and t["local"] else float("nan")
-    c = build["counts"]
     lines = [
         "# Spark index engine and Spark query path",
         "",
@@ -224,9 +220,22 @@ def render(args: argparse.Namespace, command: str, build: dict[str, Any], querie
         "",
         f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}, shared with other "
         f"engineers' jobs while measured (load average at the start: {args.load}), so absolute times are noisy: the "
-        "ratio of medians measured in the same run is the figure. Spark: `{master}`, driver memory 6 GiB, "
-        "default shuffle partitions (8).".replace("{master}", args.master),
+        f"ratio of medians measured in the same run is the figure. Spark: `{args.master}`, driver memory "
+        f"{args.driver_memory}, default shuffle partitions (8).",
         "",
+    ]
+    if build:
+        lines += build_lines(args, build)
+    if queries:
+        lines += query_lines(args, queries)
+    return "\n".join(lines)
+
+
+def build_lines(args: argparse.Namespace, build: dict[str, Any]) -> list[str]:
+    t = build["times"]
+    ratio = statistics.median(t["spark"]) / statistics.median(t["local"]) if t["spark"] and t["local"] else float("nan")
+    c = build["counts"]
+    return [
         "## Index build, side by side",
         "",
         f"Trace `paper_trace.py --scale {args.scale:g} --seed {args.seed}`: {c['triples']:,} triples, {c['values']:,} "
@@ -247,26 +256,28 @@ def render(args: argparse.Namespace, command: str, build: dict[str, Any], querie
         f"Bucket files written: {json.dumps(build['files'])}.",
         "",
     ]
-    if queries:
-        lines += [
-            "## Query path on Spark (`tau=0`), fresh process per code version",
-            "",
-            f"Value {queries['value']} of the connected set with the most triples (csid {queries['csid']}, "
-            f"{queries['set_triples']:,} triples); {args.warm} warm calls after the first. Every Spark answer equals the "
-            "driver's.",
-            "",
-            "| code | query | answer values | triples scanned | first call | warm (median) |",
-            "|---|---|---:|---:|---:|---:|",
-        ]
-        for label, res in queries["runs"].items():
-            for q, r in res.items():
-                if q == "spark_start":
-                    continue
-                warm = f"{statistics.median(r['warm']):.2f} s" if r["warm"] else "-"
-                lines.append(f"| {label} | {q} | {r['values']:,} | {r['triples']:,} | {r['first']:.2f} s | {warm} |")
-            lines.append(f"| {label} | (Spark session start) | | | {res['spark_start']:.1f} s | |")
-        lines.append("")
-    return "\n".join(lines)
+
+
+def query_lines(args: argparse.Namespace, queries: dict[str, Any]) -> list[str]:
+    lines = [
+        "## Query path on Spark (`tau=0`), fresh process per code version",
+        "",
+        f"Value {queries['value']} of the connected set with the most triples (csid {queries['csid']}, "
+        f"{queries['set_triples']:,} triples); {args.warm} warm calls after the first. Every Spark answer equals the "
+        "driver's.",
+        "",
+        "| code | query | answer values | triples scanned | first call | warm (median) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for label, res in queries["runs"].items():
+        for q, r in res.items():
+            if not isinstance(r, dict):
+                continue
+            warm = f"{statistics.median(r['warm']):.2f} s" if r["warm"] else "-"
+            lines.append(f"| {label} | {q} | {r['values']:,} | {r['triples']:,} | {r['first']:.2f} s | {warm} |")
+        lines.append(f"| {label} | (Spark session start) | | | {res['spark_start']:.1f} s | |")
+    lines.append("")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -278,15 +289,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm", type=int, default=3, help="warm Spark query calls after the first")
     parser.add_argument("--query-base", default=None, help="also time the queries with this commit's code")
     parser.add_argument("--no-queries", action="store_true")
+    parser.add_argument("--skip-builds", action="store_true", help="queries only, on the store's live index")
+    parser.add_argument("--store", default=None, help="default: a private copy of data/trace-SCALE-SEED.prov")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--driver-memory", default="6g")
     parser.add_argument("--out", default=str(HERE / "spark_engine.md"))
     args = parser.parse_args(argv)
     args.load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     command = "python examples/benchmarks/spark_engine_bench.py " + " ".join(argv if argv is not None else sys.argv[1:])
 
-    path = private_store(args.scale, args.seed)
-    build = build_side_by_side(path, args.local_runs, args.spark_runs, args.master)
-    print(json.dumps({k: v for k, v in build.items() if k != "counts"}, indent=1), flush=True)
+    path = Path(args.store) if args.store else private_store(args.scale, args.seed)
+    build: dict[str, Any] = {}
+    if not args.skip_builds:
+        build = build_side_by_side(path, args.local_runs, args.spark_runs, args.master, args.driver_memory)
+        print(json.dumps({k: v for k, v in build.items() if k != "counts"}, indent=1), flush=True)
 
     queries: dict[str, Any] = {}
     if not args.no_queries:
@@ -294,13 +310,13 @@ def main(argv: list[str] | None = None) -> int:
         queries = {"value": value, "csid": csid, "set_triples": set_triples, "runs": {}}
         if args.query_base:
             base = checkout(args.query_base)
-            queries["runs"][f"before ({args.query_base})"] = run_queries(path, value, args.warm, args.master, base)
+            queries["runs"][f"before ({args.query_base})"] = run_queries(path, value, args.warm, args.master, args.driver_memory, base)
             shutil.rmtree(base, ignore_errors=True)
-        queries["runs"]["after (this tree)"] = run_queries(path, value, args.warm, args.master, None)
+        queries["runs"]["after (this tree)"] = run_queries(path, value, args.warm, args.master, args.driver_memory, None)
     report = render(args, command.strip(), build, queries)
     Path(args.out).write_text(report + RUNNING_ON_A_CLUSTER)
     print(report)
-    return 0 if build["same"] and all(build["same"].values()) else 1
+    return 0 if not build or (build["same"] and all(build["same"].values())) else 1
 
 
 RUNNING_ON_A_CLUSTER = """
@@ -308,8 +324,8 @@ RUNNING_ON_A_CLUSTER = """
 
 `provplug/index/spark_engine.py`, `provplug/index/sparkwcc.py`:
 
-1. The store's triple files are read once and cached as read. Each cached
-   partition runs the NumPy union-find over its own triples and emits one row
+1. The store's triple files are read once and held as read (a local
+   checkpoint). Each held partition runs the NumPy union-find over its own triples and emits one row
    per value (local root, smallest table code, local component size); one
    shuffle by value merges them into the per-table counts (for the split
    choice) and the *link graph* between local roots (a root linked to each
@@ -322,7 +338,7 @@ RUNNING_ON_A_CLUSTER = """
    the local engine does and emits every output row; a component above
    `spark_engine.COMPONENT_TASK_LIMIT` (20M triples) is indexed
    level-synchronously on Spark instead (split depth by split depth).
-3. The rows are persisted once and written without a further shuffle: at
+3. The rows are held (local checkpoint) and written without a further shuffle: at
    most `min(shuffle partitions, default parallelism, 16)` files per bucket.
 
 ## Running on a cluster
@@ -343,8 +359,9 @@ What the code supports, no more:
   store cannot be named that way. pyarrow's HDFS client needs `libhdfs` (and
   `CLASSPATH`/`HADOOP_HOME`) on the driver.
 * **No other path must be shared.** Intermediates never go to the store:
-  they are Spark-persisted and locally checkpointed blocks on the executors'
-  `spark.local.dir`. The new generation is written beside the live one and
+  they are locally checkpointed (and, for huge components, persisted) blocks
+  in the executors' memory and `spark.local.dir`. A local checkpoint is not
+  recomputed when an executor is lost: the build then fails and is rerun. The new generation is written beside the live one and
   published by rewriting `CURRENT`.
 * **Python on the executors**: the engine's tasks (`mapInArrow`) import
   `provplug.index.spark_engine`, `sparkwcc`, `localwcc`, NumPy and pyarrow, so

@@ -4,13 +4,6 @@ previous round (the delta) with the triples, one Spark job per round; the
 round's triples come back to the driver (they are part of the answer) and the
 next delta is what they reach that was not seen before.
 
-Caching: a triple table the caller has not cached is scanned as it is (files
-read with the query's filters) for the first :data:`UNCACHED_ROUNDS`
-rounds, and cached only if the recursion goes deeper. Caching builds the
-whole table in memory inside the first round that uses it, which costs more
-than a few filtered scans: a shallow query (most lineage queries are a few
-rounds deep) never pays for it, a deep one pays once and then scans memory.
-
 PySpark is imported here only, and this module is imported only when a query
 takes the Spark path, so the driver path never starts a JVM.
 """
@@ -31,8 +24,6 @@ from .model import Direction, Edges, Walk
 # Deltas up to this many values are pushed into the scan as an IN-set filter;
 # larger ones are broadcast-joined (a plan with a huge literal list is slow).
 ISIN_LIMIT = 20_000
-# Rounds run on an uncached triple table before it is cached for the rest.
-UNCACHED_ROUNDS = 3
 
 
 def _ids_frame(spark: Any, values: np.ndarray) -> Any:
@@ -53,9 +44,8 @@ def walk_spark(
     progress: Progress | None = None,
 ) -> Walk:
     """Semi-naive recursion over ``triples`` (a DataFrame with src, dst, op);
-    ``cached``: the caller keeps ``triples`` cached (else it is scanned for
-    the first rounds and cached here, for this query only, if the recursion
-    goes deeper than :data:`UNCACHED_ROUNDS`). Each round (one Spark job) is
+    ``cached``: the caller keeps ``triples`` cached (else it is cached here
+    for the rounds of this query only). Each round (one Spark job) is
     reported to ``progress`` (by default a progress bar or lines on stderr:
     a query on Spark can take minutes)."""
     from pyspark.sql import functions as F
@@ -64,8 +54,7 @@ def walk_spark(
     stage = f"lineage on Spark ({'ancestors' if direction == 'up' else 'descendants'})"
 
     seeds = np.unique(np.asarray(seeds, dtype=np.int64))
-    edges = triples if cached else triples.select("src", "dst", "op")
-    persisted = None
+    edges = triples if cached else triples.select("src", "dst", "op").cache()  # scanned once per round
     frm, to = ("dst", "src") if direction == "up" else ("src", "dst")
     found: list[pa.Table] = []
     visited = seeds
@@ -73,8 +62,6 @@ def walk_spark(
     rounds = 0
     try:
         while len(frontier):
-            if not cached and persisted is None and rounds == UNCACHED_ROUNDS:
-                persisted = edges = edges.cache()  # a deep recursion: scan memory from now on
             if len(frontier) <= ISIN_LIMIT:  # a literal set: one scan stage, no exchange
                 matched = edges.where(F.col(frm).isin(frontier.tolist()))
             else:
@@ -89,8 +76,8 @@ def walk_spark(
             progress.update(stage, len(visited) - len(seeds), f"values reached in {rounds} round(s)")
         progress.done(stage, len(visited) - len(seeds), f"values reached in {rounds} round(s)")
     finally:
-        if persisted is not None:
-            persisted.unpersist()
+        if not cached:
+            edges.unpersist()
     arrays = [
         np.concatenate([t.column(c).to_numpy().astype(np.int64) for t in found]) if found else np.empty(0, np.int64)
         for c in ("src", "dst", "op")
