@@ -2,10 +2,12 @@
 
 The local engine (:mod:`provplug.index.local_engine`) keeps a few arrays per
 value in memory and streams everything per triple in chunks, spilling to
-scratch files. Its peak is therefore about ``BASE_BYTES`` plus
-``BYTES_PER_VALUE`` a value plus the chunk buffers, however many triples
-there are. The budget decides the chunk size and (``engine="auto"``)
-whether the local engine runs at all or the build goes to Spark.
+scratch files. Its data therefore takes about ``BYTES_PER_VALUE`` a value
+plus the chunk buffers, however many triples there are (beside the ~0.25
+GiB of the interpreter and its libraries, which the budget does not count:
+the default budget is a share of the memory still available once they are
+loaded). The budget decides the chunk size and (``engine="auto"``) whether
+the local engine runs at all or the build goes to Spark.
 
 Pure Python on purpose: the command line parses ``--memory-budget`` with it
 without loading NumPy.
@@ -24,8 +26,6 @@ from ..errors import ProvplugError
 # 27 measured on the paper-shaped trace replicated 22 times (3.24 GiB peak
 # for 100.1M values, less the interpreter and the chunks), 20 at 9x; rounded up.
 BYTES_PER_VALUE = 32
-# The interpreter and its libraries before any data (measured: 0.24 GiB).
-BASE_BYTES = 256 * 2**20
 # Bytes per triple row of a chunk in flight (input columns, index columns,
 # the bucket-ordered copy, dense endpoints and masks); rounded up.
 BYTES_PER_CHUNK_ROW = 256
@@ -77,7 +77,6 @@ def chunk_rows(budget: int) -> int:
 
 
 def value_limit(memory_budget: int) -> int:
-    """The most values whose arrays fit ``memory_budget`` beside the
-    interpreter and the chunk buffers."""
+    """The most values whose arrays fit ``memory_budget`` beside the chunk buffers."""
     chunks = BYTES_PER_CHUNK_ROW * chunk_rows(memory_budget)
-    return max(0, (memory_budget - BASE_BYTES - chunks) // BYTES_PER_VALUE)
+    return max(0, (memory_budget - chunks) // BYTES_PER_VALUE)

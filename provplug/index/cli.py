@@ -28,7 +28,8 @@ def add_parser(sub: Any) -> None:
     engine.add_argument("--local", dest="engine", action="store_const", const="local", help="same as --engine local")
     engine.add_argument("--spark", dest="engine", action="store_const", const="spark", help="same as --engine spark")
     p.add_argument("--memory-budget", type=_size, metavar="SIZE",
-                   help="memory the local engine may use, e.g. 6G or 512M (default: 3/4 of the memory available)")
+                   help="memory the local engine's data may use, e.g. 6G or 512M (default: 3/4 of the memory "
+                   "available; the interpreter's ~0.25 GiB come on top)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_cmd_index)
 
