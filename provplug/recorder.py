@@ -25,6 +25,7 @@ from .protocols import Store, Transaction
 from .rowrules import LINEAGE, RULES, OpRowRules, rules_text
 
 if TYPE_CHECKING:
+    from .location import LocationEdge
     from .writers import Destination, RowLineageWriter, RowsWriter, TripleWriter
 
 # The writers (pyarrow) load when a run first writes, not when a pipeline
@@ -34,9 +35,9 @@ ROWS = "rows"
 TRIPLES = "triples"
 SCRATCH = "_scratch"
 # Names of the store's own files in a run's directory (see provplug.store).
-# "locations.json": location-based lineage edges (provplug.location.LOCATIONS).
-RESERVED = frozenset({ROWS, TRIPLES, "tables.parquet", "ops.parquet", "values.parquet", LINEAGE, RULES,
-                      "locations.json"})
+# Location-based lineage edges (provplug.location.LOCATIONS, asserted equal by its tests).
+LOCATIONS = "locations.json"
+RESERVED = frozenset({ROWS, TRIPLES, "tables.parquet", "ops.parquet", "values.parquet", LINEAGE, RULES, LOCATIONS})
 
 
 class StagedRun:
@@ -51,6 +52,7 @@ class StagedRun:
         self._sources: dict[str, TableInfo] = {}  # the source tables recorded, by name
         self._kept_rows: dict[int, Any] | None = None  # production-mode reduction: source table id -> kept rows
         self._row_rules: dict[int, OpRowRules] = {}  # output table id -> its op's row rules
+        self._location_edges: list[LocationEdge] = []  # written as locations.json when the run finishes
 
     # -- identity --------------------------------------------------------------
     @property
@@ -145,6 +147,19 @@ class StagedRun:
             raise CaptureError(f"row rules for table {rules.out_table} recorded twice in one run")
         self._row_rules[rules.out_table] = rules
 
+    def record_location_edge(self, edge: LocationEdge) -> None:
+        """Store ``edge`` (:mod:`provplug.location`) in place of the triples it
+        stands for; the run's edges are written once, as ``locations.json``."""
+        if any((e.op, e.src_table, e.dst_table) == (edge.op, edge.src_table, edge.dst_table)
+               for e in self._location_edges):
+            raise CaptureError(f"op {edge.op}: a location edge {edge.src_table} -> {edge.dst_table} recorded twice")
+        self._location_edges.append(edge)
+
+    @property
+    def location_edges(self) -> Sequence[LocationEdge]:
+        """The location edges recorded so far in this run."""
+        return tuple(self._location_edges)
+
     def scratch_destination(self, *parts: str) -> Destination:
         return self._destination(SCRATCH, *parts)
 
@@ -191,6 +206,11 @@ class StagedRun:
         if self._row_rules:
             root.write_text(RULES, rules_text(self._row_rules.values()))
             self.txn.mark_dataset(RULES)
+        if self._location_edges:
+            from .location import write_locations
+
+            write_locations(root, self._location_edges)
+            self.txn.mark_dataset(LOCATIONS)
 
     def _reduce_triples(self) -> None:
         """Filter the staged triples to the kept paths; each op's count follows."""

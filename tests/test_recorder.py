@@ -306,6 +306,33 @@ def test_row_lineage_and_rules_commit_with_the_run_and_read_back(store: ParquetS
     assert rowlineage.lineage_of(store, run_ids=["no-such-run"]) is None
 
 
+def test_location_edges_commit_with_the_run_as_one_file(store: ParquetStore) -> None:
+    from provplug.location import LOCATIONS, RowRuns, location_edge, locations_of
+    from provplug.recorder import LOCATIONS as RECORDER_LOCATIONS
+
+    assert RECORDER_LOCATIONS == LOCATIONS
+    edge = location_edge(5, 1, 2, {0: [0], 1: [0, 1]}, RowRuns.partitions([3, 2]))
+
+    def body(run: StagedRun) -> None:
+        run.record_location_edge(edge)
+        with pytest.raises(CaptureError, match="recorded twice"):
+            run.record_location_edge(edge)
+        assert run.location_edges == (edge,)
+
+    _stage(store, True, body)
+    assert locations_of(store) == [edge]
+    (manifest,) = store.runs()
+    assert LOCATIONS in manifest["datasets"]
+
+
+def test_a_run_without_location_edges_writes_no_locations_file(store: ParquetStore) -> None:
+    from provplug.location import LOCATIONS, locations_of
+
+    _stage(store, True, lambda run: None)
+    (manifest,) = store.runs()
+    assert LOCATIONS not in manifest["datasets"] and locations_of(store) == []
+
+
 def test_a_rule_refuses_an_unknown_aggregate() -> None:
     from provplug.rowrules import ColumnRule
 
