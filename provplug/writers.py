@@ -56,6 +56,14 @@ TRIPLE_ENCODING: dict[str, Any] = {
     "compression": "zstd",
     "data_page_version": "2.0",
 }
+# Row-lineage parts (every adapter's, and imports'): op, tables and the flag
+# repeat (dictionary); output rows, member numbers and input rows grow (delta).
+ROW_LINEAGE_ENCODING: dict[str, Any] = {
+    "use_dictionary": ["op", "out_table", "in_table", "optional"],
+    "column_encoding": {c: "DELTA_BINARY_PACKED" for c in ("out_row", "member", "in_row")},
+    "compression": "zstd",
+    "data_page_version": "2.0",
+}
 ROWS_ENCODING: dict[str, Any] = {"compression": "zstd"}
 ROW_FIELD = pa.field(schema.ROW_COLUMN, pa.int64(), nullable=False)
 
@@ -364,7 +372,7 @@ class RowLineageWriter(PartWriter):
 
     dataset = "rowlineage"
     default_schema = schema.ROW_LINEAGE
-    default_options = TRIPLE_ENCODING
+    default_options = ROW_LINEAGE_ENCODING
 
     def write(self, op: int, out_table: int, out_row: Any, member: Any, in_table: Any, in_row: Any,
               optional: Any = False) -> None:

@@ -306,6 +306,22 @@ def test_row_lineage_and_rules_commit_with_the_run_and_read_back(store: ParquetS
     assert rowlineage.lineage_of(store, run_ids=["no-such-run"]) is None
 
 
+def test_row_lineage_parts_are_dictionary_and_delta_encoded(tmp_path: Path) -> None:
+    from provplug.writers import RowLineageWriter
+
+    with RowLineageWriter(local_destination(str(tmp_path)), "t") as writer:
+        writer.write(7, 3, np.arange(1000), np.zeros(1000), 2, np.arange(1000) * 2)
+    (path,) = [w.path for w in writer.written]
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    encodings = {group.column(i).path_in_schema: set(group.column(i).encodings) for i in range(group.num_columns)}
+    for column in ("out_row", "member", "in_row"):
+        assert "DELTA_BINARY_PACKED" in encodings[column], encodings
+    for column in ("op", "out_table", "in_table"):
+        assert encodings[column] & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}, encodings
+    assert "RLE" in encodings["optional"]  # a boolean: run-length encoded (data page v2), no dictionary
+    assert group.column(0).compression == "ZSTD"
+
+
 def test_location_edges_commit_with_the_run_as_one_file(store: ParquetStore) -> None:
     from provplug.location import LOCATIONS, RowRuns, location_edge, locations_of
     from provplug.recorder import LOCATIONS as RECORDER_LOCATIONS
