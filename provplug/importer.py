@@ -61,6 +61,8 @@ BATCH_ROWS = 1 << 20
 SMALL_FRONTIER = 64
 # Values walked one by one before returning to the caller (for progress lines).
 WALK_STEPS = 1 << 16
+# Row groups of values.parquet: a cold query reads only the groups holding its values.
+VALUES_ROW_GROUP = 1 << 16
 # Ids are sorted in parts of about this many, with a progress line between.
 PART_ROWS = 1 << 22
 
@@ -594,12 +596,16 @@ def _check_no_cycle_with_earlier_runs(store: Store[Transaction], graph: _Graph, 
     so only earlier imported triples can share values with these. Both sets
     are acyclic, and a cycle through both passes through a shared value, so
     their union is sorted only when they share one (then all of the earlier
-    triples count: a path between shared values may run through any)."""
+    triples count: a path between shared values may run through any).
+    Whether they share one is decided from the row groups whose value range
+    (Parquet statistics) holds a new value: an import unrelated to earlier
+    runs reads none of their triples, so its cost does not grow with the store."""
     if not store.exists():
         return
-    earlier_src, earlier_dst, shared = _earlier_imported_triples(store, graph.nodes, progress)
-    if not shared:
+    fragments = _imported_fragments(store)
+    if not _earlier_runs_share_a_value(store, fragments, graph.nodes, progress):
         return
+    earlier_src, earlier_dst = _read_earlier_triples(store, fragments, progress)
     stage = "cycle check: numbering values with earlier runs"
     progress.update(stage, len(earlier_src) + graph.size, "triples", force=True)
     nodes, dense = _dense_numbers(np.concatenate([earlier_src, earlier_dst, graph.nodes]), progress, stage)
@@ -618,30 +624,74 @@ def _check_no_cycle_with_earlier_runs(store: Store[Transaction], graph: _Graph, 
         )
 
 
-def _earlier_imported_triples(
-    store: Store[Transaction], nodes: np.ndarray, progress: Progress
-) -> tuple[np.ndarray, np.ndarray, bool]:
-    """(src, dst) of committed imported triples, and whether any of their
-    values is among ``nodes``. Read file by file, so a damaged file is named;
-    the filter on src skips the row groups of captured triples by their
-    statistics."""
-    srcs, dsts, read, shared = [], [], 0, False
-    imported = pc.field("src") < ids.IMPORTED_ID_LIMIT
+def _imported_fragments(store: Store[Transaction]) -> list[pads.ParquetFileFragment]:
+    """The committed triple files, each reduced to its row groups that may
+    hold imported triples (by the statistics of ``src``)."""
     dataset = pads.dataset(store.triple_files(), schema=schema.TRIPLES, format="parquet", filesystem=store.fs)
+    imported = pc.field("src") < ids.IMPORTED_ID_LIMIT
+    fragments = []
     for fragment in dataset.get_fragments():
+        with storefiles.damage_reported(fragment.path):
+            fragments += fragment.split_by_row_group(filter=imported, schema=schema.TRIPLES)
+    return fragments
+
+
+def _may_share_a_value(fragment: pads.ParquetFileFragment, sorted_nodes: np.ndarray) -> bool:
+    """Whether a one-row-group fragment's value range (its ``src`` and ``dst``
+    statistics) holds one of ``sorted_nodes``; True when statistics are missing."""
+    (group,) = fragment.row_groups
+    stats = group.statistics
+    bounds = [stats.get(c, {}) for c in ("src", "dst")]
+    if not all("min" in b and "max" in b for b in bounds):
+        return True
+    lo, hi = min(b["min"] for b in bounds), max(b["max"] for b in bounds)
+    first = int(np.searchsorted(sorted_nodes, lo))
+    return first < len(sorted_nodes) and bool(sorted_nodes[first] <= hi)
+
+
+def _earlier_runs_share_a_value(
+    store: Store[Transaction], fragments: list[pads.ParquetFileFragment], nodes: np.ndarray, progress: Progress
+) -> bool:
+    """Whether an earlier imported triple holds one of ``nodes`` (sorted),
+    reading only the row groups whose value range holds one of them."""
+    candidates = [f for f in fragments if _may_share_a_value(f, nodes)]
+    read = 0
+    for src, dst in _triple_batches(candidates):
+        read += len(src)
+        progress.update("cycle check: reading earlier triples in range", read, "triples")
+        if _shares_a_value(nodes, np.concatenate([src, dst])):
+            progress.done("cycle check: earlier runs share values", read, "triples read")
+            return True
+    progress.done("cycle check: earlier runs share no value", read,
+                  f"triples read ({len(candidates):,} of {len(fragments):,} row groups in range)")
+    return False
+
+
+def _read_earlier_triples(
+    store: Store[Transaction], fragments: list[pads.ParquetFileFragment], progress: Progress
+) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) of all committed imported triples."""
+    srcs, dsts, read = [], [], 0
+    for src, dst in _triple_batches(fragments):
+        srcs.append(src)
+        dsts.append(dst)
+        read += len(src)
+        progress.update("cycle check: reading earlier imported triples", read, "triples")
+    progress.done("cycle check: read earlier imported triples", read, "triples")
+    empty = np.empty(0, dtype=np.int64)
+    return np.concatenate([empty, *srcs]), np.concatenate([empty, *dsts])
+
+
+def _triple_batches(fragments: list[pads.ParquetFileFragment]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(src, dst) of the imported triples of ``fragments``, batch by batch; a
+    damaged file is named."""
+    imported = pc.field("src") < ids.IMPORTED_ID_LIMIT
+    for fragment in fragments:
         with storefiles.damage_reported(fragment.path):
             for batch in fragment.to_batches(
                 schema=schema.TRIPLES, columns=["src", "dst"], filter=imported, batch_size=BATCH_ROWS
             ):
-                srcs.append(batch.column("src").to_numpy())
-                dsts.append(batch.column("dst").to_numpy())
-                shared = shared or _shares_a_value(nodes, np.concatenate([srcs[-1], dsts[-1]]))
-                read += batch.num_rows
-                progress.update("cycle check: reading earlier imported triples", read, "triples")
-    unit = "triples (sharing values)" if shared else "triples (sharing no value)"
-    progress.done("cycle check: read earlier imported triples", read, unit)
-    empty = np.empty(0, dtype=np.int64)
-    return np.concatenate([empty, *srcs]), np.concatenate([empty, *dsts]), shared
+                yield batch.column("src").to_numpy(), batch.column("dst").to_numpy()
 
 
 def _shares_a_value(sorted_nodes: np.ndarray, values: np.ndarray) -> bool:
@@ -722,7 +772,8 @@ class _RunWriter:
             },
             schema=schema.VALUES,
         )
-        pq.write_table(values, self.txn.path("values.parquet"), filesystem=self.run.store.fs)
+        pq.write_table(values, self.txn.path("values.parquet"), filesystem=self.run.store.fs,
+                       row_group_size=VALUES_ROW_GROUP)
         self.txn.mark_dataset("values.parquet")
         self.txn.values_count = values.num_rows
         if m.rows is not None:

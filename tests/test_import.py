@@ -283,7 +283,8 @@ def test_import_of_a_deep_chain_within_one_table(cli, store_path: Path, tmp_path
 PHASES = (
     "reading values", "sorting values", "read values", "reading triples", "read triples", "numbering values", "numbered values",
     "deduplicating triples", "deduplicated triples", "cycle check: table graph", "cycle check: ordering values",
-    "cycle check: ordered values", "cycle check: reading earlier imported triples",
+    "cycle check: ordered values", "cycle check: reading earlier triples in range",
+    "cycle check: earlier runs share values", "cycle check: reading earlier imported triples",
     "cycle check: read earlier imported triples", "cycle check: numbering values with earlier runs",
     "cycle check: ordering values with earlier runs",
     "cycle check: ordered values with earlier runs", "writing triples", "wrote triples", "writing values",
@@ -327,6 +328,8 @@ CROSS_RUN_CYCLES = {
     "through values only an earlier run holds": ([("1,2 2,3 3,4", "")], ("4,1", "")),
     "across three runs": ([("1,2", ""), ("2,3", "")], ("3,1", "")),
     "tables acyclic within each run": ([("1,2", "1:A 2:B")], ("2,1", "2:B 1:A")),
+    # the middle run's value range holds no value of the import: it is read all the same
+    "through a run sharing no value with the import": ([("1,50", ""), ("50,60", ""), ("60,3", "")], ("3,1", "")),
 }
 
 
@@ -456,8 +459,55 @@ def test_only_imported_triples_of_earlier_runs_are_read_for_the_cycle_check(stor
         txn.mark_dataset("triples")
     stream = io.StringIO()
     import_provenance(store, _write(tmp_path / "n.csv", "src,dst,op\n2,3,B\n"), progress=Progress(stream=stream))
-    assert "read earlier imported triples: 1 triples (sharing values)" in stream.getvalue()
+    assert "earlier runs share values: 1 triples read" in stream.getvalue()
+    assert "read earlier imported triples: 1 triples" in stream.getvalue()
     assert store.stats()["triples"] == 5
+
+
+def _cycle_check_lines(store: Any, tmp_path: Path, name: str, edges: str) -> list[str]:
+    import io
+
+    from provplug.importer import import_provenance
+    from provplug.progress import Progress
+
+    stream = io.StringIO()
+    import_provenance(store, _import_files(tmp_path, name, edges, "")[0], progress=Progress(stream=stream))
+    lines = [line for line in stream.getvalue().splitlines() if "cycle check: " in line and "earlier" in line]
+    return [line.split("cycle check: ", 1)[1].rsplit(" (", 1)[0] for line in lines]  # without the elapsed time
+
+
+def test_the_cycle_check_reads_only_earlier_row_groups_whose_value_range_holds_a_new_value(
+    store_path: Path, tmp_path: Path
+) -> None:
+    """Replicas with shifted ids (the paper's evaluation) read no earlier triple,
+    so an import's cost does not grow with the store; an overlapping range is read."""
+    store = provplug_store(store_path)
+    unrelated = "earlier runs share no value: {} triples read ({} of {} row groups in range)"
+    assert _cycle_check_lines(store, tmp_path, "A", "1,2 2,3") == [unrelated.format(0, 0, 0)]
+    assert _cycle_check_lines(store, tmp_path, "B", "100,110 110,120") == [unrelated.format(0, 0, 1)]
+    assert _cycle_check_lines(store, tmp_path, "C", "200,201") == [unrelated.format(0, 0, 2)]
+    # 105 lies inside run B's range 100..120 without being one of its values: B is read, A and C are not.
+    assert _cycle_check_lines(store, tmp_path, "D", "105,106") == [unrelated.format(2, 1, 3)]
+    # 3 is A's: A is read to find it, then every earlier triple for the cycle check.
+    assert _cycle_check_lines(store, tmp_path, "E", "3,4")[:2] == [
+        "earlier runs share values: 2 triples read", "read earlier imported triples: 6 triples"]
+    assert store.stats()["triples"] == 7
+
+
+def test_values_are_written_in_row_groups_a_cold_query_can_pick(store_path: Path, tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    from provplug import importer
+
+    monkeypatch.setattr(importer, "VALUES_ROW_GROUP", 4)
+    ids_ = np.arange(1, 12)
+    triples, values = tmp_path / "t.parquet", tmp_path / "v.parquet"
+    pq.write_table(pa.table({"src": ids_[:-1], "dst": ids_[1:], "op": ["S"] * 10}), triples)
+    pq.write_table(pa.table({"value_id": ids_, "table": ["T"] * 11}), values)
+    importer.import_provenance(provplug_store(store_path), triples, values)
+    (written,) = store_path.glob("runs/*/values.parquet")
+    meta = pq.ParquetFile(written).metadata
+    assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [4, 4, 3]
+    assert pq.read_table(written).column("value_id").to_pylist() == ids_.tolist()
 
 
 def test_a_damaged_earlier_triples_file_is_a_one_line_error_naming_it(cli, store_path: Path, tmp_path: Path) -> None:
