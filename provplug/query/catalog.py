@@ -151,17 +151,30 @@ class Catalog:
         )
 
     def check_known(self, values: Iterable[int]) -> None:
-        """Raise unless every id names a cell of a known table."""
+        """Raise unless every id names a cell of a known table.
+
+        A captured id's row must be one the table stored: row numbers are
+        sparse (Spark numbers rows ``(partition << bits) | index``), so they
+        are looked up among the stored row numbers, never compared with the
+        row count. A table stored without rows cannot tell; its column is
+        checked only."""
         arr = np.fromiter(values, dtype=np.int64)
         table, column, row = self.locate(arr)
-        for v, t, c, r in zip(arr.tolist(), table.tolist(), column.tolist(), row.tolist(), strict=True):
+        for v, t, c in zip(arr.tolist(), table.tolist(), column.tolist(), strict=True):
             entry = self.tables.get(t)
-            bad = entry is None or (
-                ids.is_packed(v)
-                and (c >= len(entry.columns) or (entry.rows is not None and r >= entry.rows))
-            )
-            if bad:
-                raise LineageQueryError(f"unknown value id {v}: it names no cell of this store")
+            if entry is None or (ids.is_packed(v) and c >= len(entry.columns)):
+                raise _unknown(v)
+        packed = np.array([ids.is_packed(v) for v in arr.tolist()], dtype=bool)
+        for t in np.unique(table[packed]).tolist():
+            entry = self.tables[t]
+            if not entry.stored_rows:
+                continue
+            wanted = np.unique(row[packed & (table == t)])
+            found = self.read_rows(entry, pc.field(schema.ROW_COLUMN).isin(arrow_ids(wanted)))
+            missing = np.setdiff1d(wanted, found.column(schema.ROW_COLUMN).to_numpy())
+            if len(missing):
+                first = arr[packed & (table == t) & (row == missing[0])][0]
+                raise _unknown(int(first))
 
     def records(self, values: np.ndarray) -> list[dict[str, Any]]:
         """A value record per id: ``{value_id, table, column, row, value}``."""
@@ -202,6 +215,10 @@ class Catalog:
     def read_rows(self, entry: TableEntry, where: pc.Expression | None = None) -> pa.Table:
         rows = self.store.read_rows(entry.run_id, entry.table_id, where)
         return pa.table({schema.ROW_COLUMN: pa.array([], pa.int64())}) if rows is None else rows
+
+
+def _unknown(value: int) -> LineageQueryError:
+    return LineageQueryError(f"unknown value id {value}: it names no cell of this store")
 
 
 _lock = threading.Lock()
