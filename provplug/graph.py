@@ -82,24 +82,12 @@ def workflow_of(store: Store, run: str | None = None) -> Workflow:
 
 
 def _triple_counts(store: Store, run: str | None) -> list[tuple[int, int, int, int]]:
-    """``(op, src_table, dst_table, triples)`` over the committed triples (of ``run``)."""
-    import pyarrow.dataset as pads
+    """``(op, src_table, dst_table, triples)`` over the committed triples (of
+    ``run``), stored or stood for by location edges (counted, not expanded)."""
+    from .location.read import EVERYTHING, TripleFilter, triple_counts
 
-    from . import schema
-
-    if run is None:
-        dataset = store.triples()
-    else:
-        folder = f"/runs/{run}/"
-        files = [f for f in store.triple_files() if folder in f.replace("\\", "/")]
-        dataset = pads.dataset(files, schema=schema.TRIPLES, format="parquet", filesystem=store.fs)
-    counted = (
-        dataset.to_table(columns=["op", "src_table", "dst_table"])
-        .group_by(["op", "src_table", "dst_table"])
-        .aggregate([([], "count_all")])
-        .to_pylist()
-    )
-    return [(int(r["op"]), int(r["src_table"]), int(r["dst_table"]), int(r["count_all"])) for r in counted]
+    where = EVERYTHING if run is None else TripleFilter.of(runs=[run])
+    return [(op, src, dst, n) for (op, src, dst), n in sorted(triple_counts(store, where).items())]
 
 
 def _op_label(wf: Workflow, op: str) -> str:

@@ -66,6 +66,7 @@ MARKER = "provplug-store.json"
 MANIFEST = "_manifest.json"
 OWNER = "_owner.json"
 RESERVATIONS = "_reservations"
+LOCATIONS = "locations.json"  # a run's location edges (provplug.location.LOCATIONS; asserted equal by its tests)
 ID_KINDS = ("tables", "ops")
 DELETED_PREFIX = ".deleted-"  # runs/.deleted-RUN: a deleted run whose files are being removed
 SKELETON = (MARKER, "runs", "_staging", "_ids")
@@ -537,7 +538,9 @@ class ParquetStore:
         return self._concat("values.parquet", schema.VALUES)
 
     def triple_files(self) -> list[str]:
-        """Every Parquet file of committed triples (filesystem paths, sorted)."""
+        """Every Parquet file of committed *stored* triples (filesystem paths,
+        sorted); readers of triples read these and the location edges' through
+        :mod:`provplug.location.read`."""
         return sorted(f for p in self.run_paths("triples") for f in self._parquet_files(p))
 
     def _parquet_files(self, folder: str) -> list[str]:
@@ -552,7 +555,8 @@ class ParquetStore:
         ]
 
     def triples(self) -> pads.Dataset:
-        """All committed triples as one pyarrow dataset (read lazily).
+        """All committed stored triples as one pyarrow dataset (read lazily;
+        without the location edges' triples: see :mod:`provplug.location.read`).
 
         Every file's footer is read here, so a truncated file is a
         :class:`DamagedStoreError` now; damage inside a file only shows when
@@ -624,11 +628,13 @@ class ParquetStore:
             return table if limit is None else table.slice(0, limit)
 
     def stats(self) -> dict[str, int]:
+        """Counts over the committed runs, from their manifests. ``triples``
+        are the stored ones; ``location_triples`` those the runs' location
+        edges (``location_edges``, :mod:`provplug.location`) stand for, which
+        every reader sees as if they were stored."""
         runs = self.runs()
-        return {
-            "runs": len(runs),
-            **{k: sum(int(m["counts"].get(k, 0)) for m in runs) for k in ("tables", "ops", "values", "triples")},
-        }
+        keys = ("tables", "ops", "values", "triples", "location_edges", "location_triples")
+        return {"runs": len(runs), **{k: sum(int(m["counts"].get(k, 0)) for m in runs) for k in keys}}
 
     def verify(self) -> dict[str, int]:
         """Check every committed run without reading its bulk data and return
@@ -650,6 +656,8 @@ class ParquetStore:
                 self._read_required(path, schema=schema.TABLES if dataset == "tables.parquet" else schema.OPS)
             elif dataset.endswith(".parquet"):
                 self._footer(path)
+            elif dataset == LOCATIONS:
+                self._verify_locations(manifest, path)
             elif dataset.endswith(".json"):
                 storefiles.read_json(self.fs, path)
             elif dataset == "triples":
@@ -662,6 +670,22 @@ class ParquetStore:
             else:
                 for f in self._parquet_files(path):
                     self._footer(f)
+
+    def _verify_locations(self, manifest: dict[str, Any], path: str) -> None:
+        """The run's location edges parse and stand for the triples its manifest counts."""
+        from .location import read_locations
+
+        try:
+            edges = read_locations(self.fs, path)
+        except FileNotFoundError:
+            raise self._missing(path) from None
+        found = sum(e.triple_count for e in edges)
+        expected = int(manifest["counts"].get("location_triples", 0))
+        if found != expected:
+            raise DamagedStoreError(
+                f"damaged store {self.uri}: run {manifest['run_id']}'s location edges stand for {found:,} triples,"
+                f" its manifest says {expected:,}"
+            )
 
     def _footer(self, path: str) -> pq.FileMetaData:
         try:
@@ -737,6 +761,7 @@ class RunTransaction:
             "values": self.values_count
             or sum(len(t.columns) * (t.rows or 0) for t in self.tables if t.origin != "imported"),
             "triples": self._row_count("triples"),
+            **self._location_counts(),
         }
         manifest = {
             "run_id": self.run_id,
@@ -762,6 +787,15 @@ class RunTransaction:
         pq.write_table(_tables_table(self.tables), self.path("tables.parquet"), filesystem=fs)
         pq.write_table(_ops_table(self.ops), self.path("ops.parquet"), filesystem=fs)
         self.datasets.update({"tables.parquet", "ops.parquet"})
+
+    def _location_counts(self) -> dict[str, int]:
+        """Edges and the triples they stand for, when the run recorded location edges."""
+        if LOCATIONS not in self.datasets:
+            return {}
+        from .location import read_locations
+
+        edges = read_locations(self.store.fs, self.path(LOCATIONS))
+        return {"location_edges": len(edges), "location_triples": sum(e.triple_count for e in edges)}
 
     def _row_count(self, dataset: str) -> int:
         if dataset not in self.datasets:

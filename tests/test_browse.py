@@ -59,9 +59,9 @@ def test_runs_text_is_one_aligned_line_per_run(two: Path, cli: Any, run_ids: dic
     result = cli("runs", two)
     assert result.code == 0, result
     header, first, second = result.out.splitlines()
-    assert header.split() == ["RUN", "KIND", "COMMITTED", "TABLES", "OPS", "VALUES", "TRIPLES"]
-    assert first.split()[:2] == [run_ids["capture"], "capture"] and first.split()[3:] == ["2", "1", "15", "6"]
-    assert second.split()[:2] == [run_ids["import"], "import"] and second.split()[3:] == ["2", "1", "3", "2"]
+    assert header.split() == ["RUN", "KIND", "COMMITTED", "TABLES", "OPS", "VALUES", "TRIPLES", "LOCATION_TRIPLES"]
+    assert first.split()[:2] == [run_ids["capture"], "capture"] and first.split()[3:] == ["2", "1", "15", "6", "0"]
+    assert second.split()[:2] == [run_ids["import"], "import"] and second.split()[3:] == ["2", "1", "3", "2", "0"]
     # Aligned: each column starts at the same place on every line, numbers end at the same place.
     assert header.index("KIND") == first.index("capture") == second.index("import")
     assert len(header) == len(first) == len(second)

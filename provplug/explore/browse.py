@@ -13,7 +13,8 @@ from typing import Any, TypedDict
 
 import pyarrow.compute as pc
 
-from .. import schema, storefiles
+from .. import schema
+from ..location.read import TripleFilter, triple_table
 from ..protocols import Store
 from ..query.catalog import Catalog, TableEntry, catalog_for, jsonable
 from .runs import select_run
@@ -27,7 +28,8 @@ class _RunCounts(TypedDict):
     tables: int
     ops: int
     values: int
-    triples: int
+    triples: int  # stored
+    location_triples: int  # stood for by the run's location edges (provplug.location), read as if stored
 
 
 class RunRecord(_RunCounts, total=False):
@@ -67,6 +69,10 @@ class TableDetail(TableRecord):
     sample: list[SampleRow]
 
 
+# A run's counts, from its manifest: triples stored, and those its location edges stand for.
+RUN_COUNTS = ("tables", "ops", "values", "triples", "location_triples")
+
+
 def run_records(store: Store) -> list[RunRecord]:
     """Every committed run, oldest first."""
     return [_run_record(m) for m in store.runs()]
@@ -79,7 +85,7 @@ def _run_record(manifest: dict[str, Any]) -> RunRecord:
         kind=str(manifest.get("kind", "?")),
         started=manifest.get("started"),
         committed=manifest["committed"],
-        **{k: int(counts.get(k, 0)) for k in ("tables", "ops", "values", "triples")},  # type: ignore[typeddict-item]
+        **{k: int(counts.get(k, 0)) for k in RUN_COUNTS},  # type: ignore[typeddict-item]
     )
     if manifest.get("reduction"):
         record["reduction"] = dict(manifest["reduction"])
@@ -141,14 +147,7 @@ def _writers(store: Store, catalog: Catalog, entry: TableEntry) -> list[OpRecord
 
 def _imported_inputs(store: Store, entry: TableEntry) -> dict[int, set[int]]:
     """Op id -> the table ids its triples into ``entry`` read from."""
-    folder = store.path("runs", entry.run_id) + "/"
-    files = [f for f in store.triple_files() if f.startswith(folder)]
-    if not files:
-        return {}
-    found = storefiles.scan(
-        store.fs, files, f"triples of run {entry.run_id}", schema.TRIPLES,
-        columns=["op", "src_table"], filter=pc.field("dst_table") == entry.table_id,
-    )
+    found = triple_table(store, ["op", "src_table"], TripleFilter.of(runs=[entry.run_id], dst_tables=[entry.table_id]))
     pairs: dict[int, set[int]] = {}
     for op, src in zip(found.column("op").to_pylist(), found.column("src_table").to_pylist(), strict=True):
         pairs.setdefault(int(op), set()).add(int(src))
@@ -226,7 +225,7 @@ def _cell(value: object) -> str:
 def render_runs(runs: Sequence[RunRecord]) -> str:
     if not runs:
         return "no runs"
-    keys = ("tables", "ops", "values", "triples")
+    keys = RUN_COUNTS
     table = aligned(
         ("RUN", "KIND", "COMMITTED", *(k.upper() for k in keys)),
         [(r["run_id"], r["kind"], r["committed"], *(r[k] for k in keys)) for r in runs],  # type: ignore[literal-required]

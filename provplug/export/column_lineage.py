@@ -139,12 +139,10 @@ def _column_of(code: int) -> tuple[int, int]:
 
 
 def _scan(store: Store, op_ids: list[int]) -> Any:
-    import pyarrow.compute as pc
+    from ..location.read import TripleFilter, triple_table
 
-    from .. import storefiles
-
-    with storefiles.damage_reported(f"triples of {store.uri}"):
-        return store.triples().to_table(columns=["src", "dst", "op"], filter=pc.field("op").isin(op_ids))
+    # The stored triples and the location edges' (provplug.location.read), of these ops only.
+    return triple_table(store, ["src", "dst", "op"], TripleFilter.of(ops=op_ids))
 
 
 def _classified(

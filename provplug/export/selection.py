@@ -155,14 +155,12 @@ def _all_value_ids(store: Store, tables: Sequence[Table]) -> Any:
 
 def _triples_of(store: Store, op_ids: list[int]) -> list[tuple[int, int, int]]:
     """The triples of ``op_ids`` (a pushed-down scan; the whole-run export is bounded in size)."""
-    import pyarrow.compute as pc
-
-    from .. import storefiles
+    from ..location.read import TripleFilter, triple_table
 
     if not op_ids:
         return []
-    with storefiles.damage_reported(f"triples of {store.uri}"):
-        data = store.triples().to_table(columns=["src", "dst", "op"], filter=pc.field("op").isin(op_ids))
+    # The stored triples and the location edges' (provplug.location.read), of these ops only.
+    data = triple_table(store, ["src", "dst", "op"], TripleFilter.of(ops=op_ids))
     return list(zip(data.column("src").to_pylist(), data.column("dst").to_pylist(), data.column("op").to_pylist(), strict=True))
 
 

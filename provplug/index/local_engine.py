@@ -32,10 +32,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from .. import storefiles
-from ..errors import DamagedStoreError
+from ..location.read import triple_batches as read_triples
 from ..progress import Progress
 from ..protocols import Store
 from . import budget, layout
@@ -353,18 +351,9 @@ class LocalEngine:
 
 
 def triple_batches(store: Store, columns: Sequence[str], rows: int) -> Iterator[pa.RecordBatch]:
-    """The committed triples' ``columns`` in record batches of at most ``rows``,
-    file by file in :meth:`~provplug.protocols.Store.triple_files` order."""
-    for path in store.triple_files():
-        with storefiles.damage_reported(path), store.fs.open_input_file(path) as f:
-            parquet = pq.ParquetFile(f)
-            missing = [c for c in columns if c not in parquet.schema_arrow.names]
-            if missing:
-                raise DamagedStoreError(f"damaged store file {path}: no {missing[0]!r} column")
-            for batch in parquet.iter_batches(batch_size=rows, columns=list(columns)):
-                if any(batch.column(c).null_count for c in columns):
-                    raise DamagedStoreError(f"damaged store file {path}: a triple has an empty field")
-                yield batch
+    """Every triple's ``columns`` in record batches of at most ``rows``: the
+    stored files, then the location edges' triples (:mod:`provplug.location.read`)."""
+    return read_triples(store, columns, batch_rows=rows)
 
 
 def ints(batch: pa.RecordBatch, column: str) -> np.ndarray:

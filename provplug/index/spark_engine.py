@@ -45,7 +45,8 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .. import schema, storefiles
+from .. import storefiles
+from ..location.read import triples_frame
 from ..progress import Progress
 from ..protocols import Store
 from ..sparksession import spark_ddl, spark_type
@@ -134,10 +135,9 @@ class SparkEngine:
             raise
 
     def _load(self) -> InputStats:
-        paths = [self.store.to_spark_path(p) for p in self.store.run_paths("triples")]
         self.progress.done("reading triples (spark)")
-        triples_ddl = spark_ddl(schema.TRIPLES)
-        raw = self.spark.read.schema(triples_ddl).parquet(*paths) if paths else self.spark.createDataFrame([], triples_ddl)
+        # The stored triples and the location edges' (expanded by the executors).
+        raw = triples_frame(self.spark, self.store)
         # Held as read: the local roots are computed twice (values here,
         # triples in build), from the very same partitions.
         self.raw = self._hold(raw)

@@ -26,7 +26,11 @@ The parts:
 * :mod:`.files` — ``locations.json`` in a run's directory;
   :func:`locations_of` reads every committed run's edges;
 * :mod:`.check` — :func:`check_rates`: a declaration the data contradicts
-  is a :class:`~provplug.errors.LocationError`.
+  is a :class:`~provplug.errors.LocationError`;
+* :mod:`.read` — THE way every reader reads a store's triples: the stored
+  files plus the edges expanded (:func:`triple_batches`, :func:`triple_table`,
+  :func:`triple_counts`, and on Spark :func:`triples_frame`, expanded on the
+  executors), with a :class:`TripleFilter` pushed down to both.
 
 How the rest of provplug will use it (the plan for the wiring round):
 
@@ -53,11 +57,21 @@ from __future__ import annotations
 
 from .check import check_rates
 from .dependency import Dependency, dependency, dependency_rows
-from .edges import LocationEdge, expand, location_edge, workflow_of
+from .edges import LocationEdge, expand, expand_positions, location_edge, workflow_of
 from .files import LOCATIONS, locations_of, read_locations, write_locations
 from .model import Actor, Consumption, Production, Workflow, workflow
 from .positions import Positions
 from .rates import Rates
+from .read import (
+    TripleFilter,
+    edges_of,
+    represented_triples,
+    stored_triple_files,
+    triple_batches,
+    triple_counts,
+    triple_table,
+    triples_frame,
+)
 from .rows import RowRuns
 from .simulate import Run, simulate
 
@@ -72,15 +86,24 @@ __all__ = [
     "Rates",
     "RowRuns",
     "Run",
+    "TripleFilter",
     "Workflow",
     "check_rates",
     "dependency",
     "dependency_rows",
+    "edges_of",
     "expand",
+    "expand_positions",
     "location_edge",
     "locations_of",
     "read_locations",
+    "represented_triples",
     "simulate",
+    "stored_triple_files",
+    "triple_batches",
+    "triple_counts",
+    "triple_table",
+    "triples_frame",
     "workflow",
     "workflow_of",
     "write_locations",

@@ -101,13 +101,17 @@ def check_sizes(rates: Rates, inputs: int, outputs: int, what: str) -> None:
         )
 
 
-def row_pairs(rates: Rates, src: RowRuns, dst: RowRuns, limit: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(input row, output row) of every position an output position depends
-    on, in output position order, at most ``limit`` pairs at a time."""
-    k = 1
-    while k <= dst.size:
+def row_pairs(
+    rates: Rates, src: RowRuns, dst: RowRuns, limit: int, first: int = 1, last: int | None = None
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(input row, output row) of every position output positions
+    ``first..last`` (default: all) depend on, in output position order, at
+    most ``limit`` pairs at a time."""
+    k = first
+    stop = dst.size if last is None else last
+    while k <= stop:
         low_k, high_k = rates.window((k - 1) // rates.production + 1)
-        block = np.arange(k, min(dst.size, k + max(1, limit // (high_k - low_k + 1)) - 1) + 1, dtype=np.int64)
+        block = np.arange(k, min(stop, k + max(1, limit // (high_k - low_k + 1)) - 1) + 1, dtype=np.int64)
         low, high = rates.windows((block - 1) // rates.production + 1)
         widths = high - low + 1
         ends = np.cumsum(widths)
@@ -121,29 +125,52 @@ def row_pairs(rates: Rates, src: RowRuns, dst: RowRuns, limit: int) -> Iterator[
         k += take
 
 
-def edge_row_pairs(edge: LocationEdge, limit: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def edge_row_pairs(
+    edge: LocationEdge, limit: int, first: int = 1, last: int | None = None
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """:func:`row_pairs` of an edge (aligned edges read their runs directly)."""
-    if edge.src_rows is None:
+    if edge.src_rows is not None:
+        yield from row_pairs(edge.rates, edge.src_rows, edge.dst_rows, limit, first, last)
+    elif first == 1 and last in (None, edge.dst_rows.size):
         for rows in edge.dst_rows.chunks(limit):
             yield rows, rows
     else:
-        yield from row_pairs(edge.rates, edge.src_rows, edge.dst_rows, limit)
+        stop = edge.dst_rows.size if last is None else last
+        for at in range(first, stop + 1, limit):
+            rows = edge.dst_rows.rows_at(np.arange(at, min(stop, at + limit - 1) + 1, dtype=np.int64))
+            yield rows, rows
 
 
 def expand(edges: Iterable[LocationEdge], chunk_rows: int = CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
     """The triples ``edges`` stand for, as record batches of
     :data:`provplug.schema.TRIPLES` of at most ``chunk_rows`` rows each."""
     for edge in edges:
-        pairs = edge.column_pairs
-        if not pairs:
-            continue
-        src_bases = np.array([ids.value_id(edge.src_table, s, 0) for _, s in pairs], dtype=np.int64)
-        dst_bases = np.array([ids.value_id(edge.dst_table, o, 0) for o, _ in pairs], dtype=np.int64)
-        for src_rows, dst_rows in edge_row_pairs(edge, max(1, chunk_rows // len(pairs))):
-            src = (src_bases[:, None] + src_rows[None, :]).ravel()
-            dst = (dst_bases[:, None] + dst_rows[None, :]).ravel()
-            for at in range(0, len(src), chunk_rows):
-                yield _batch(src[at:at + chunk_rows], dst[at:at + chunk_rows], edge)
+        yield from expand_positions(edge, 1, edge.dst_rows.size, chunk_rows)
+
+
+def expand_positions(
+    edge: LocationEdge, first: int, last: int, chunk_rows: int = CHUNK_ROWS
+) -> Iterator[pa.RecordBatch]:
+    """The triples of ``edge`` into its output positions ``first..last``
+    (1-based, inclusive): a slice of :func:`expand`, so the slices of a
+    partition of ``1..size`` together give exactly the edge's triples."""
+    pairs = edge.column_pairs
+    if not pairs or first > last:
+        return
+    src_bases = np.array([ids.value_id(edge.src_table, s, 0) for _, s in pairs], dtype=np.int64)
+    dst_bases = np.array([ids.value_id(edge.dst_table, o, 0) for o, _ in pairs], dtype=np.int64)
+    for src_rows, dst_rows in edge_row_pairs(edge, max(1, chunk_rows // len(pairs)), first, last):
+        src = (src_bases[:, None] + src_rows[None, :]).ravel()
+        dst = (dst_bases[:, None] + dst_rows[None, :]).ravel()
+        for at in range(0, len(src), chunk_rows):
+            yield _batch(src[at:at + chunk_rows], dst[at:at + chunk_rows], edge)
+
+
+def triples_per_position(edge: LocationEdge) -> int:
+    """The most triples one output position of ``edge`` stands for."""
+    rates = edge.rates
+    low, high = rates.window(max(1, edge.dst_rows.size // rates.production))  # windows only grow
+    return max(1, (high - low + 1) * len(edge.column_pairs))
 
 
 def _batch(src: np.ndarray, dst: np.ndarray, edge: LocationEdge) -> pa.RecordBatch:

@@ -18,7 +18,7 @@ file is small: two integers per partition per edge, whatever the rows.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from .. import storefiles
@@ -92,11 +92,12 @@ def read_locations(fs: Any, path: str) -> list[LocationEdge]:
     return parse_edges(storefiles.read_text(fs, path), path)
 
 
-def locations_of(store: Store[Any]) -> list[LocationEdge]:
-    """The location edges of every committed run of ``store``, oldest run first."""
+def locations_of(store: Store[Any], run_ids: Collection[str] | None = None) -> list[LocationEdge]:
+    """The location edges of every committed run of ``store`` (of the runs
+    ``run_ids`` only, when given), oldest run first."""
     edges: list[LocationEdge] = []
     for manifest in store.runs():
-        if LOCATIONS not in manifest.get("datasets", ()):
+        if LOCATIONS not in manifest.get("datasets", ()) or (run_ids is not None and manifest["run_id"] not in run_ids):
             continue
         path = store.path("runs", manifest["run_id"], LOCATIONS)
         try:

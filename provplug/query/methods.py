@@ -32,7 +32,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .. import schema, storefiles
 from ..index.generation import check_covers
 from ..markers import hookimpl
 from ..protocols import Store
@@ -106,9 +105,9 @@ def _whole_table(store: Store) -> Edges:
     """Every committed triple as arrays, kept in the query cache while it fits (warm RQ on the driver)."""
 
     def load() -> tuple[Edges, int]:
-        table = storefiles.scan(
-            store.fs, store.triple_files(), f"triples of {store.uri}", schema.TRIPLES, columns=["src", "dst", "op"]
-        )
+        from ..location.read import triple_table
+
+        table = triple_table(store, ["src", "dst", "op"])  # the stored triples and the location edges'
         edges = Edges(*(table.column(c).to_numpy().astype(np.int64) for c in ("src", "dst", "op")))
         return edges, 3 * edges.src.nbytes
 
@@ -120,10 +119,13 @@ class RecursiveQuery:
     description = "semi-naive recursion over the whole triple table (no index needed)"
 
     def run(self, context: QueryContext, seeds: np.ndarray, direction: Direction) -> MethodResult:
-        total = int(sum(int(m["counts"].get("triples", 0)) for m in context.store.runs()))
+        from ..location.read import represented_triples
+
+        total = represented_triples(context.store)
         if context.on_driver(total):
             return MethodResult(walk(_whole_table(context.store), seeds, direction), "driver", 0, total)
-        from .spark_rq import TRIPLE_COLUMNS_DDL, read_parquet, walk_spark
+        from ..location.read import triples_frame
+        from .spark_rq import walk_spark
 
         spark = context.session()
         key = (id(spark), context.store.root, tuple(m["run_id"] for m in context.store.runs()))
@@ -131,8 +133,7 @@ class RecursiveQuery:
             triples = _whole_frames.get(key)
         if triples is None:
             # The paper's provRDD: the whole table, cached once for every RQ query.
-            files = [context.store.to_spark_path(p) for p in context.store.triple_files()]
-            triples = read_parquet(spark, files, TRIPLE_COLUMNS_DDL).select("src", "dst", "op").cache()
+            triples = triples_frame(spark, context.store, ["src", "dst", "op"]).cache()
             with _whole_lock:
                 for old in _whole_frames.values():
                     old.unpersist()

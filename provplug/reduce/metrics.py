@@ -38,11 +38,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from .. import ids, schema, storefiles
+from .. import ids, schema
 from ..errors import LineageQueryError
 from ..explore.runs import select_run
+from ..location.read import TripleFilter, triple_table
 from ..protocols import Store
 
 ROW_MASK = ids.MAX_ROWS - 1
@@ -77,16 +77,16 @@ class RunProvenance:
         run_bytes = sum(i.size or 0 for i in infos if i.type == pafs.FileType.File)
         return {"store": self.store.uri, "run": self.run_id, "reduction": self.manifest.get("reduction"),
                 "triples": int(self.manifest["counts"].get("triples", 0)), "triple_bytes": int(triple_bytes),
+                "location_triples": int(self.manifest["counts"].get("location_triples", 0)),
                 "run_bytes": int(run_bytes)}
 
     def triples_into(self, table_id: int) -> int:
         return sum(int(o["triples"] or 0) for o in self.ops if table_id in o["outputs"])
 
     def _op_triples(self, op_id: int) -> pa.Table:
-        if not self.files:
-            return schema.TRIPLES.empty_table()
-        return storefiles.scan(self.store.fs, self.files, f"triples of run {self.run_id}", schema.TRIPLES,
-                               columns=["src", "dst", "src_table", "dst_table"], filter=pc.field("op") == op_id)
+        """The op's triples: stored, or stood for by its location edges."""
+        where = TripleFilter.of(ops=[op_id], runs=[self.run_id])
+        return triple_table(self.store, ["src", "dst", "src_table", "dst_table"], where)
 
     def cell_sources(self, wanted: set[int]) -> dict[int, pd.DataFrame]:
         """For each output table in ``wanted``: a frame of (cell, srow) pairs,
