@@ -28,7 +28,8 @@ METHODS = ("ccprov", "csprov", "auto")
 
 @pytest.fixture(scope="module")
 def dag(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[int, int]]]:
-    """A random layered DAG (large components, many sets), indexed, without mapped files."""
+    """A random layered DAG (large components, many sets), indexed (with its
+    mapped files, which the local build writes)."""
     folder = tmp_path_factory.mktemp("memory")
     triples, values, edges = layered_dag(folder, seed=11, layers=6, width=300, fan_in=2)
     store = folder / "dag.prov"
@@ -39,14 +40,10 @@ def dag(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[int,
 
 @pytest.fixture
 def mapped_dag(dag: tuple[Path, list[tuple[int, int]]], tmp_path: Path) -> tuple[Path, list[tuple[int, int]]]:
-    """A copy of ``dag`` whose generation also has its mapped files."""
+    """A copy of ``dag`` (tests may damage it)."""
     store, edges = dag
     copy = tmp_path / "mapped.prov"
     pafs.copy_files(str(store), str(copy))
-    gen_dir = current_dir(open_store(copy))
-    meta = read_meta(open_store(copy))
-    assert meta is not None
-    write_mapped(pafs.LocalFileSystem(), gen_dir, meta["buckets"])
     return copy, edges
 
 
@@ -123,8 +120,10 @@ def test_available_memory_is_what_the_kernel_says() -> None:
     assert 0 < driver.available_memory() <= total
 
 
-def test_a_shrunk_budget_evicts_at_once(dag: tuple[Path, list[tuple[int, int]]]) -> None:
+def test_a_shrunk_budget_evicts_at_once(dag: tuple[Path, list[tuple[int, int]]],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
     store, edges = dag
+    monkeypatch.setenv(index_reader.MAPPED_ENV, "0")  # the Parquet buckets' cache
     opened = provplug.open(store)
     for value in _sample(edges, 10, 1):
         opened.lineage(value_id=value, method="ccprov")
@@ -136,8 +135,11 @@ def test_a_shrunk_budget_evicts_at_once(dag: tuple[Path, list[tuple[int, int]]])
 # -- answers under a tiny cache ------------------------------------------------------------
 
 
-def test_a_tiny_cache_evicts_and_answers_as_an_unbounded_one(dag: tuple[Path, list[tuple[int, int]]]) -> None:
+@pytest.mark.parametrize("mapped", ["1", "0"])
+def test_a_tiny_cache_evicts_and_answers_as_an_unbounded_one(dag: tuple[Path, list[tuple[int, int]]], mapped: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     store, edges = dag
+    monkeypatch.setenv(index_reader.MAPPED_ENV, mapped)  # "0": read the Parquet buckets
     queried = _sample(edges, 12, 2)
     opened = provplug.open(store)
     unbounded = {}
@@ -245,6 +247,23 @@ def test_mapped_files_answer_as_parquet_does_without_reading_parquet_triples(
     assert index_reader.cache_usage()["used"] <= index_reader.cache_usage()["entries"] * index_reader.MAPPED_ENTRY_BYTES
 
 
+def test_a_fresh_local_index_has_its_mapped_files_in_its_file_listing(
+    dag: tuple[Path, list[tuple[int, int]]], tmp_path: Path
+) -> None:
+    store, _ = dag
+    gen_dir = Path(current_dir(open_store(store)))
+    manifest = json.loads((gen_dir / index_reader.MAPPED_MANIFEST).read_text())
+    listed = read_meta(open_store(store))["files"]  # type: ignore[index]
+    assert index_reader.MAPPED_MANIFEST in listed and index_reader.MAPPED_SETS_BY_CCID in manifest["files"]
+    assert {f"{index_reader.MAPPED_DIR}/{d}/bucket=0.arrow" for d in index_reader.MAPPED_BUCKETED} <= set(manifest["files"])
+    assert all(listed[relative] == size for relative, size in manifest["files"].items())
+    # Rewriting them (as an older generation would get them) gives the same files.
+    copy = tmp_path / "again.prov"
+    pafs.copy_files(str(store), str(copy))
+    again = write_mapped(pafs.LocalFileSystem(), current_dir(open_store(copy)), read_meta(open_store(copy))["buckets"])  # type: ignore[index]
+    assert again == manifest["files"]
+
+
 def test_mapped_files_agree_with_spark(mapped_dag: tuple[Path, list[tuple[int, int]]], spark: Any) -> None:
     store, edges = mapped_dag
     opened = provplug.open(store)
@@ -278,7 +297,7 @@ def test_a_damaged_mapped_file_is_a_damaged_index(mapped_dag: tuple[Path, list[t
     victim = gen_dir / index_reader.MAPPED_DIR / "value_sets"
     for f in victim.iterdir():
         f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
-    with pytest.raises(DamagedIndexError, match="bytes where its manifest says"):
+    with pytest.raises(DamagedIndexError, match="changed size: mapped/value_sets/"):
         provplug.open(store).lineage(value_id=_sample(edges, 1, 9)[0])
     result = cli("lineage", store, "--value-id", str(_sample(edges, 1, 9)[0]))
     assert result.code != 0 and "re-run `provplug index" in result.err and result.err.count("\n") == 1

@@ -119,6 +119,8 @@ def _build(
             counts = engine.build(plan, OutputDir(gen_dir, store.to_spark_path(gen_dir)))
         _drop_scratch(store, gen_dir)
         meta = _meta(name, engine.name, theta, tree, source, workflow, runs, counts, time.monotonic() - t0)
+        _write_mapped(store, gen_dir, meta["buckets"], progress)
+        meta["seconds"] = round(time.monotonic() - t0, 3)  # the mapped files are part of the build
         meta[integrity.FILES] = integrity.listing(store.fs, gen_dir)  # checked when a query opens it
         store.write_text(f"{gen_dir}/{layout.META}", json.dumps(meta, indent=1))
         publish(store, name)
@@ -127,6 +129,19 @@ def _build(
         raise
     progress.done(f"index {name} published", counts["sets"], "sets")
     return meta
+
+
+def _write_mapped(store: Store, gen_dir: str, buckets: dict[str, int], progress: Progress) -> None:
+    """On local disk, the generation's buckets once more as memory-mapped files
+    sorted by lookup key (``mapped/``): cold queries then read only the pages
+    of their sets. Written before the file listing, so the listing has them."""
+    if not isinstance(store.fs, pafs.LocalFileSystem):
+        return
+    from ..query.index_reader import write_mapped
+
+    progress.update("writing mapped index files", 0, "bytes", force=True)
+    written = write_mapped(store.fs, gen_dir, buckets)
+    progress.done("wrote mapped index files", sum(written.values()), "bytes")
 
 
 def _previous(store: Store) -> str | None:
