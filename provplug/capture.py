@@ -50,6 +50,7 @@ class ActiveRun(StagedRun):
     def __init__(
         self, store: Store[Transaction], txn: Transaction, info: RunInfo, plugins: Plugins, store_rows: bool,
         engine: object = None, reduce: Mapping[str, Reduction] | None = None, reduce_mode: str = "thesis",
+        location_lineage: bool = True,
     ) -> None:
         super().__init__(store, txn, store_rows=store_rows)
         self.info = info
@@ -58,6 +59,9 @@ class ActiveRun(StagedRun):
         self.engine = engine
         self.reductions = dict(reduce or {})
         self.reduce_mode = reduce_mode
+        # Production-mode reduction filters the stored triples to paths from
+        # kept rows: every step keeps its triples for it (no location edges).
+        self.location_lineage = location_lineage and not (self.reductions and reduce_mode == "production")
         if self.reductions:
             self.record_reduction({"mode": reduce_mode,
                                    "tables": {t: r.record() for t, r in sorted(self.reductions.items())}})
@@ -175,6 +179,7 @@ def capture(
     plugins: Plugins | None = None,
     reduce: Mapping[str, Reduction | str] | None = None,
     reduce_mode: str = "thesis",
+    location_lineage: bool = True,
 ) -> Iterator[ActiveRun]:
     """Capture one run of a pipeline on ``engine`` into ``store``, atomically.
 
@@ -182,7 +187,11 @@ def capture(
     ``reduce``: source table name -> a :class:`provplug.reduce.Reduction`
     (or its spec text, ``"sample:ratio=0.33,seed=1"``); ``reduce_mode``:
     ``"thesis"`` or ``"production"`` (see :mod:`provplug.reduce`). Reduction
-    needs a Spark pipeline.
+    needs a Spark pipeline. ``location_lineage=False`` stores every step's
+    triples; by default a step the adapter finds row-aligned (a Spark
+    select / withColumn / cast / scalar UDF over one input) stores one
+    location edge instead (:mod:`provplug.location`, DESIGN §10), which
+    every reader expands to the same triples.
     """
     if _active_run.get() is not None:
         raise CaptureError("a capture run is already active in this context")
@@ -195,7 +204,7 @@ def capture(
         raise CaptureError(f"provenance reduction needs a Spark pipeline; the {adapter.name} adapter cannot reduce")
     target = plugins.store(os.fspath(store))
     with observed_run(target, plugins, "capture", adapter.name) as (txn, info):
-        run = ActiveRun(target, txn, info, plugins, store_rows, engine, reductions, reduce_mode)
+        run = ActiveRun(target, txn, info, plugins, store_rows, engine, reductions, reduce_mode, location_lineage)
         token = _active_run.set(run)
         try:
             run.session = adapter.open(engine, run)

@@ -22,13 +22,13 @@ def test_rows_and_triples_keep_only_the_files_of_used_task_attempts(spark: Any, 
     strays: list[Path] = []
     real = spark_session.SparkCaptureSession._run_writer
 
-    def with_stray(self: Any, job: Any, target: Any) -> Any:
+    def with_stray(self: Any, job: Any, target: Any, runs: Any = None) -> Any:
         for destination in (target.rows, target.triples):
             if destination is not None:
                 stray = Path(destination.file(f"{target.stem(0, 7)}-00000.parquet"))
                 stray.write_bytes(b"half a file from a lost attempt")
                 strays.append(stray)
-        return real(self, job, target)
+        return real(self, job, target, runs)
 
     mocker.patch.object(spark_session.SparkCaptureSession, "_run_writer", with_stray)
     capture(spark, store_path, {"T": ([(1, "a"), (2, "b"), (2, "c")], "k int, v string")},

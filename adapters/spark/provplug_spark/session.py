@@ -53,16 +53,18 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from provplug import ids, schema
 from provplug.errors import CaptureError
+from provplug.location import LocationEdge
 from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin
 from provplug.protocols import RunRecorder
 
+from . import aligned
 from ._jvm import PendingFrame
 from .groupjoin import group_jobs
 from .rewrite import PlanRewriter, Rewritten
 from .rowlineage import PairLayout
 from .sources import TableLeaf, parquet_files, parquet_parts
 from .workers import check_workers
-from .writer import RESULT_SCHEMA, OutputLayout, Target, write_output, write_pairs
+from .writer import RESULT_SCHEMA, RUNS, OutputLayout, Target, write_output, write_pairs
 
 KEYS_DIR = "keys"  # scratch: row numbers beside an aggregate's hidden group-join columns
 
@@ -84,6 +86,12 @@ class _Written:
     triples: int
     finished: dt.datetime
     groups: Future[tuple[int, dt.datetime]] | None  # its group-join triples, still being written
+    edge: LocationEdge | None = None  # a row-aligned output: the edge standing for its triples
+
+    @property
+    def stands_for(self) -> int:
+        """The triples the output's job wrote or its edge stands for."""
+        return self.triples + (self.edge.triple_count if self.edge is not None else 0)
 
 
 def _frame_of(job: Future[_Written]) -> DataFrame:
@@ -119,6 +127,9 @@ class SparkCaptureSession:
         self._after_run: dict[int, DataFrame] = {}  # the re-pointed plans, once the run has ended
         self._ended = False
         self._lock = threading.RLock()
+        # Row-aligned outputs stored as location edges (:mod:`.aligned`).
+        self.location_lineage = aligned.enabled(spark, getattr(run, "location_lineage", True))
+        self._row_counts: dict[int, int] = {}  # table id -> rows, once written
 
     # -- sources ---------------------------------------------------------------
     def source(self, data: Any, name: str) -> DataFrame:
@@ -135,7 +146,8 @@ class SparkCaptureSession:
             rows = self.run.copy_positional_rows(table.table_id, files)
         else:
             layout = OutputLayout(tuple(columns), (), ())
-            rows, _ = self._write(frame.select(*[_quoted(c) for c in columns]), layout, table.table_id, 0)
+            rows, _, _ = self._write(frame.select(*[_quoted(c) for c in columns]), layout, table.table_id, 0)
+        self._row_counts[table.table_id] = rows
         published = self._publish(table, "source", rows, frame.schema, positional)
         read = functools.partial(self._read_back, table, frame.schema, positional)
         self._handed[table.table_id] = _Handed(frame, lambda: published, read)
@@ -186,22 +198,30 @@ class SparkCaptureSession:
         return self.spark.read.schema(StructType(fields)).parquet(path).select(*[_quoted(c) for c in table.columns])
 
     def _write(self, frame: DataFrame, layout: OutputLayout, table_id: int, op_id: int,
-               keys: bool = False) -> tuple[int, int]:
+               keys: bool = False) -> tuple[int, int, list[tuple[int, int]]]:
         """Write ``frame`` as the rows (and per-row triples and row-lineage
-        records) of ``table_id`` in one Spark job; return (rows, triples)."""
+        records) of ``table_id`` in one Spark job; return (rows, triples, the
+        runs of row numbers a row-aligned output's tasks used)."""
         target = Target(table_id, op_id, self.run.rows_destination(table_id), self.run.triples_destination(),
                         self.run.scratch_destination(KEYS_DIR, str(table_id)) if keys else None,
                         self.run.row_lineage_destination() if layout.members is not None else None)
-        written = self._run_writer(frame.mapInArrow(functools.partial(write_output, target, layout), RESULT_SCHEMA), target)
-        return written.get("rows", 0), written.get("triples", 0)
+        runs: list[tuple[int, int]] = []
+        written = self._run_writer(frame.mapInArrow(functools.partial(write_output, target, layout), RESULT_SCHEMA),
+                                   target, runs)
+        return written.get("rows", 0), written.get("triples", 0), runs
 
-    def _run_writer(self, job: DataFrame, target: Target) -> dict[str, int]:
-        """Run a writer job; keep only the files its used attempts wrote; rows per dataset."""
+    def _run_writer(self, job: DataFrame, target: Target, runs: list[tuple[int, int]] | None = None) -> dict[str, int]:
+        """Run a writer job; keep only the files its used attempts wrote; rows
+        per dataset (the runs of row numbers its tasks reported go to ``runs``)."""
         results = job.collect()
         counts: dict[str, int] = {}
         for r in results:
+            if r["dataset"] == RUNS:
+                if runs is not None:
+                    runs.append((int(r["path"]), r["rows"]))
+                continue
             counts[r["dataset"]] = counts.get(r["dataset"], 0) + r["rows"]
-        kept = {r["path"] for r in results}
+        kept = {r["path"] for r in results if r["dataset"] != RUNS}
         for destination in (target.rows, target.triples, target.keys, target.lineage):
             if destination is not None:
                 destination.discard_files(target.prefix, kept)
@@ -226,7 +246,9 @@ class SparkCaptureSession:
         for frame, rewritten, table in zip(outputs, rewrites, tables, strict=True):
             # Registered now: a downstream rewrite can only meet this table once its rows are written.
             self.rewriter.register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
-            jobs.append(self.steps.submit(self._materialise, table, rewritten, op_id, frame))
+            row_aligned = (aligned.aligned_output(self.rewriter.jvm, self.rewriter.jvm.plan(frame), rewritten)
+                           if self.location_lineage else None)
+            jobs.append(self.steps.submit(self._materialise, table, rewritten, op_id, frame, row_aligned, step.name))
             self._handed[table.table_id] = _Handed(frame, functools.partial(_frame_of, jobs[-1]),
                                                    functools.partial(self._reread, jobs[-1], table, frame.schema))
             frames.append(self.table_frame(table.table_id))
@@ -250,15 +272,26 @@ class SparkCaptureSession:
                 raise CaptureError(f"step {step.name!r} returned {type(out).__name__} for {name!r}, not a Spark DataFrame")
         return outputs
 
-    def _materialise(self, table: TableInfo, rewritten: Rewritten, op_id: int, frame: DataFrame) -> _Written:
+    def _materialise(self, table: TableInfo, rewritten: Rewritten, op_id: int, frame: DataFrame,
+                     row_aligned: aligned.Aligned | None = None, step: str = "") -> _Written:
         """Write the output once (rows, row numbers, per-row triples and the
-        markers of group joins); start writing the group joins' triples."""
+        markers of group joins); start writing the group joins' triples. A
+        row-aligned output keeps its input's row numbers and gets an edge
+        instead of triples."""
         deferred = any(g.cells or g.member is not None for g in rewritten.groups)
         # The group joins' rows need the output rows' flat members beside the keys.
         flat = tuple(s.column for s in rewritten.members.flat) if deferred and rewritten.members else ()
         kept = (*rewritten.hidden, *flat) if deferred else ()
-        layout = OutputLayout(tuple(table.columns), tuple(rewritten.cells), kept, rewritten.members)
-        rows, triples = self._write(rewritten.frame, layout, table.table_id, op_id, keys=deferred)
+        if row_aligned is not None:
+            layout = OutputLayout(tuple(table.columns), (), kept, rewritten.members, numbered_by=row_aligned.rows)
+        else:
+            layout = OutputLayout(tuple(table.columns), tuple(rewritten.cells), kept, rewritten.members)
+        rows, triples, runs = self._write(rewritten.frame, layout, table.table_id, op_id, keys=deferred)
+        edge = None
+        if row_aligned is not None:
+            checked = aligned.checked_runs(step, runs, rows, self._row_counts.get(row_aligned.input))
+            edge = aligned.edge_of(op_id, table.table_id, row_aligned, checked)
+        self._row_counts[table.table_id] = rows
         groups = None
         if deferred:
             keys_schema = StructType([StructField(schema.ROW_COLUMN, LongType())]
@@ -266,7 +299,8 @@ class SparkCaptureSession:
             keys = self.spark.read.schema(keys_schema).parquet(
                 self.run.scratch_destination(KEYS_DIR, str(table.table_id)).spark_path)
             groups = self.triples.submit(self._write_groups, keys, rewritten, table.table_id, op_id)
-        return _Written(self._counted(table, "output", rows), self._read_back(table, frame.schema), triples, _now(), groups)
+        return _Written(self._counted(table, "output", rows), self._read_back(table, frame.schema), triples, _now(), groups,
+                        edge)
 
     def _reread(self, job: Future[_Written], table: TableInfo, data_schema: StructType) -> DataFrame:
         job.result()  # its rows are all written
@@ -313,8 +347,10 @@ class SparkCaptureSession:
             groups = [o.groups.result() for o in outputs if o.groups is not None]
             for out in outputs:
                 self.run.record_table(out.table)
-            self.run.finish_op(
-                op.op_id, triples=sum(o.triples for o in outputs) + sum(g[0] for g in groups),
+                if out.edge is not None:
+                    self.run.record_location_edge(out.edge)  # type: ignore[attr-defined]  # a StagedRun's
+            self.run.finish_op(  # the triples the op stands for, stored or as edges: the same with edges off
+                op.op_id, triples=sum(o.stands_for for o in outputs) + sum(g[0] for g in groups),
                 finished=max([o.finished for o in outputs] + [g[1] for g in groups]),
             )
         # The run's finish() (after close) removes the scratch files, drops the

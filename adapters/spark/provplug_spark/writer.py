@@ -4,7 +4,9 @@ One Spark job per output: ``mapInArrow`` hands each task its rows as Arrow
 batches and the task writes, with pyarrow, straight into the run's staging
 directory:
 
-* ``rows/<table>/`` — the output's columns and its row numbers;
+* ``rows/<table>/`` — the output's columns and its row numbers (a
+  row-aligned output keeps its input rows' numbers and writes no triples:
+  the task reports the runs of numbers it used, :mod:`.aligned`);
 * ``triples/`` — the triples its row-number columns expand to: a
   :class:`Cell` says which input columns' ids each output column gets from
   which row-number column (NumPy does the expansion);
@@ -57,6 +59,9 @@ ROW_LINEAGE_ENCODING: dict[str, Any] = {
 PARTITION_BITS = 10
 ROW_IN_PARTITION_BITS = ids.ROW_BITS - PARTITION_BITS
 RESULT_SCHEMA = "dataset string, path string, rows long"
+# Result rows of a row-aligned output's tasks: one per run of row numbers
+# used, the run's first number (as text) in ``path``, its length in ``rows``.
+RUNS = "runs"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +103,7 @@ class OutputLayout:
     cells: tuple[Cell, ...]  # per-row provenance of the output columns
     hidden: tuple[str, ...]  # written to the keys file (group joins' columns, flat member columns)
     members: MemberLayout | None = None  # None: no row lineage (sources, black boxes)
+    numbered_by: str | None = None  # a row-aligned output: its rows keep this column's input row numbers
 
 
 def _task() -> tuple[int, int]:
@@ -112,12 +118,34 @@ def _task() -> tuple[int, int]:
     return partition, ctx.attemptNumber()
 
 
-def _result(written: Sequence[WrittenFile]) -> pa.RecordBatch:
+def _result(written: Sequence[WrittenFile], runs: Sequence[tuple[int, int]] = ()) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
-        [pa.array([w.dataset for w in written], pa.string()), pa.array([w.path for w in written], pa.string()),
-         pa.array([w.rows for w in written], pa.int64())],
+        [pa.array([w.dataset for w in written] + [RUNS] * len(runs), pa.string()),
+         pa.array([w.path for w in written] + [str(first) for first, _ in runs], pa.string()),
+         pa.array([w.rows for w in written] + [count for _, count in runs], pa.int64())],
         names=["dataset", "path", "rows"],
     )
+
+
+def _add_runs(runs: list[tuple[int, int]], numbers: np.ndarray) -> None:
+    """Append the runs of consecutive ``numbers`` (in their order) to ``runs``."""
+    if not len(numbers):
+        return
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(numbers) != 1) + 1])
+    counts = np.diff(np.concatenate([starts, [len(numbers)]]))
+    for first, count in zip(numbers[starts].tolist(), counts.tolist(), strict=True):
+        if runs and runs[-1][0] + runs[-1][1] == first:
+            runs[-1] = (runs[-1][0], runs[-1][1] + count)
+        else:
+            runs.append((first, count))
+
+
+def _aligned_rows(batch: pa.RecordBatch, column: str) -> np.ndarray:
+    """The input row numbers numbering a row-aligned output's rows."""
+    numbers = batch.column(column)
+    if numbers.null_count:
+        raise CaptureError("internal: a row-aligned output row without an input row number")
+    return numbers.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
 def cell_pairs(batch: pa.RecordBatch, rows: np.ndarray, cells: Sequence[Cell], table_id: int) -> tuple[np.ndarray, np.ndarray]:
@@ -172,10 +200,15 @@ def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.Reco
     lineage_file = (RowLineageWriter(target.lineage, stem, **ROW_LINEAGE_ENCODING)
                     if target.lineage is not None and layout.members else None)
     count = 0
+    runs: list[tuple[int, int]] = []
     for batch in batches:
-        if count + batch.num_rows > 1 << ROW_IN_PARTITION_BITS:
+        if layout.numbered_by is not None:  # row-aligned: output row r is input row r
+            rows = _aligned_rows(batch, layout.numbered_by)
+            _add_runs(runs, rows)
+        elif count + batch.num_rows > 1 << ROW_IN_PARTITION_BITS:
             raise CaptureError(f"provplug: more than {1 << ROW_IN_PARTITION_BITS} rows in one partition; repartition the output")
-        rows = np.arange(count, count + batch.num_rows, dtype=np.int64) | (partition << ROW_IN_PARTITION_BITS)
+        else:
+            rows = np.arange(count, count + batch.num_rows, dtype=np.int64) | (partition << ROW_IN_PARTITION_BITS)
         count += batch.num_rows
         rows_file.write(pa.Table.from_arrays([batch.column(c) for c in layout.data], names=list(layout.data)), rows)
         src, dst = cell_pairs(batch, rows, layout.cells, target.table_id)
@@ -189,7 +222,7 @@ def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.Reco
             ))
     written = (rows_file.close() + triples_file.close() + (keys_file.close() if keys_file else [])
                + (lineage_file.close() if lineage_file else []))
-    yield _result(written)
+    yield _result(written, runs)
 
 
 def write_pairs(target: Target, cells: Sequence[Cell], pairs: PairLayout | None,
