@@ -161,7 +161,8 @@ def prepare(opts: Options, factor: int, splits: Path | None) -> dict[str, Any]:
         os.remove(vp)
     store = open_store(path)
     meta = read_meta(store)
-    fresh = meta is not None and set(meta["runs"]) == {m["run_id"] for m in store.runs()} and meta["theta"] == opts.theta
+    fresh = (meta is not None and set(meta["runs"]) == {m["run_id"] for m in store.runs()}
+             and meta["theta"] == opts.theta and has_mapped_files(store))
     if not fresh or (splits is not None and meta is not None and meta["splits"] != json.loads(splits.read_text())):
         print(f"x{factor}: indexing ({opts.engine})", flush=True)
         cmd = provplug_cmd("index", str(path), "--theta", str(opts.theta), "--engine", opts.engine,
@@ -172,6 +173,15 @@ def prepare(opts: Options, factor: int, splits: Path | None) -> dict[str, Any]:
                           "generation": meta["generation"]}
         save_json(state_path, state)
     return state
+
+
+def has_mapped_files(store: Any) -> bool:
+    """Whether the live generation has its mapped files (built by a provplug
+    that writes them: queries on an older one would read Parquet instead)."""
+    from provplug.index import current_dir
+    from provplug.query.index_reader import MAPPED_MANIFEST
+
+    return Path(current_dir(store), MAPPED_MANIFEST).exists()
 
 
 # -- Table 9: sets per large component and split ---------------------------------------
@@ -954,6 +964,7 @@ def run(opts: Options, factors: list[int], args: argparse.Namespace, command: st
                 "large_components": large_count(store, opts.theta),
             }
             sec["bench"] = bench_factor(opts, f, results["queries"], args, spark)
+            merge_saved_factors(results_path, results)
             results["factors"][str(f)] = sec
             results["machine"] = machine()
             base = results["factors"].get("1")
@@ -965,6 +976,15 @@ def run(opts: Options, factors: list[int], args: argparse.Namespace, command: st
     finally:
         spark.stop()
     print(args.out.read_text())
+
+
+def merge_saved_factors(path: Path, results: dict[str, Any]) -> None:
+    """Take the other factors' figures from the file as it is now: another
+    run of this script (other factors, the same queries) may have saved
+    figures since this one started."""
+    saved = load_json(path, {})
+    if saved.get("picks_key") == results.get("picks_key"):
+        results["factors"] = {**results["factors"], **saved.get("factors", {})}
 
 
 def large_count(store: Any, theta: int) -> int:
