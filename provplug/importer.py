@@ -32,13 +32,11 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from . import ids, schema, storefiles
@@ -49,6 +47,10 @@ from .plugins import Plugins, get_plugins
 from .progress import SILENT, Progress
 from .protocols import Store, Transaction
 from .recorder import StagedRun
+
+if TYPE_CHECKING:
+    # pyarrow.dataset imports pandas: queries import this module (for UNKNOWN_TABLE) and need neither.
+    import pyarrow.dataset as pads
 
 UNKNOWN_TABLE = "unknown"
 # An import's value -> row mapping (from the values file's ``row`` column).
@@ -111,6 +113,9 @@ def _input_format(path: str) -> str:
 
 
 def _open_input(path: str, required: dict[str, str], what: str) -> pads.Dataset:
+    import pyarrow.csv as pacsv
+    import pyarrow.dataset as pads
+
     fmt = _input_format(path)
     if fmt == "csv":
         types = {c: pa.int64() for c, kind in required.items() if kind == "int"}
@@ -627,6 +632,8 @@ def _check_no_cycle_with_earlier_runs(store: Store[Transaction], graph: _Graph, 
 def _imported_fragments(store: Store[Transaction]) -> list[pads.ParquetFileFragment]:
     """The committed triple files, each reduced to its row groups that may
     hold imported triples (by the statistics of ``src``)."""
+    import pyarrow.dataset as pads
+
     dataset = pads.dataset(store.triple_files(), schema=schema.TRIPLES, format="parquet", filesystem=store.fs)
     imported = pc.field("src") < ids.IMPORTED_ID_LIMIT
     fragments = []
