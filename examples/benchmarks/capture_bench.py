@@ -16,6 +16,14 @@ otherwise land in run 1); figures are medians.
 * TPC-H (``tpchgen-cli`` Parquet at ``--tpch-scale``, generated once into
   examples/benchmarks/data/): Q1, Q3 and Q5 as three steps over six sources.
 
+Each pipeline also has one row-aligned step (P_FlightSpeeds: derived columns
+of every flight; P_LinePrices: Q1's price expressions for every line item),
+the kind of step location lineage (issue 15, DESIGN §10) stores as one edge
+instead of its triples; capture is measured with location lineage on (the
+default) and off (``location_lineage=False``) in the same rounds, with the
+stored triples, the triples the edges stand for, the run's bytes and the
+share of steps that were row-aligned.
+
 Reported: time with capture / without, triples, triples per second of the
 captured pipeline, and bytes per triple (the triples dataset alone, and the
 whole committed run including every table's stored rows); row-lineage
@@ -42,12 +50,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 from provplug_spark.groupjoin import GROUP_JOINS_CONF
 from provplug_spark.rowlineage import ROW_LINEAGE_CONF
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import provplug
+from provplug.location import locations_of
 from provplug.plugins import open_store
 from provplug.rowlineage import lineage_of
 from provplug.rowrules import LINEAGE
@@ -83,9 +93,19 @@ def s3(flights: DataFrame) -> DataFrame:
     return flights.filter(F.col("arr_delay").isNotNull()).groupBy("origin").agg(F.avg("arr_delay").alias("avg_arr_delay"))
 
 
+@provplug.step("P_FlightSpeeds", output="P_Speeds")
+def flight_speeds(flights: DataFrame) -> DataFrame:
+    return flights.select(
+        "carrier", "flight", F.make_date("year", "month", "day").alias("date"),
+        (F.col("distance") / F.col("air_time") * 60).alias("speed_mph"),
+        (F.col("dep_delay") - F.col("arr_delay")).alias("gain"),
+        F.concat_ws("-", "origin", "dest").alias("route"),
+    )
+
+
 def flights_pipeline(sources: dict[str, DataFrame]) -> list[DataFrame]:
     flights = sources["flights"]
-    return [s1(flights), s2b(s2a(flights)), s3(flights)]
+    return [s1(flights), s2b(s2a(flights)), s3(flights), flight_speeds(flights)]
 
 
 def flights_data() -> dict[str, Path]:
@@ -152,12 +172,20 @@ def q5(customer: DataFrame, orders: DataFrame, lineitem: DataFrame, supplier: Da
     )
 
 
+@provplug.step("P_LinePrices", output="P_Prices")
+def line_prices(lineitem: DataFrame) -> DataFrame:
+    disc_price = F.col("l_extendedprice") * (1 - F.col("l_discount"))
+    return lineitem.select("l_orderkey", "l_linenumber", disc_price.alias("disc_price"),
+                           (disc_price * (1 + F.col("l_tax"))).alias("charge"))
+
+
 TPCH_TABLES = ("customer", "orders", "lineitem", "supplier", "nation", "region")
 
 
 def tpch_pipeline(sources: dict[str, DataFrame]) -> list[DataFrame]:
     s = sources
     return [
+        line_prices(s["lineitem"]),
         q1(s["lineitem"]),
         q3(s["customer"], s["orders"], s["lineitem"]),
         q5(s["customer"], s["orders"], s["lineitem"], s["supplier"], s["nation"], s["region"]),
@@ -183,12 +211,12 @@ def run_plain(spark: SparkSession, files: dict[str, Path], pipeline: Callable[..
 
 
 def run_captured(spark: SparkSession, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], store: Path,
-                 group_joins: str = "global", row_lineage: bool = True) -> float:
+                 group_joins: str = "global", row_lineage: bool = True, location_lineage: bool = True) -> float:
     spark.conf.set(GROUP_JOINS_CONF, group_joins)
     spark.conf.set(ROW_LINEAGE_CONF, str(row_lineage).lower())
     try:
         start = time.perf_counter()
-        with provplug.capture(spark, store=store) as run:
+        with provplug.capture(spark, store=store, location_lineage=location_lineage) as run:
             sources = {name: run.source(spark.read.parquet(str(path)), name) for name, path in files.items()}
             pipeline(sources)  # every step output is materialised by the capture
         return time.perf_counter() - start
@@ -199,9 +227,10 @@ def run_captured(spark: SparkSession, files: dict[str, Path], pipeline: Callable
 
 def store_sizes(store: Path) -> tuple[int, int, int, int, int]:
     """(triples, bytes of the triples' Parquet files, bytes of the whole run,
-    row-lineage records, bytes of their Parquet files)."""
+    row-lineage records, bytes of their Parquet files); triples: stored ones
+    and those location edges stand for."""
     s = open_store(store)
-    triples = s.stats()["triples"]
+    triples = stored_triples(store) + sum(e.triple_count for e in locations_of(s))
     run_dir = Path(s.run_paths("triples")[0]).parent
     files = [p for p in run_dir.rglob("*") if p.is_file() and not p.name.endswith(".crc")]
     triple_bytes = sum(p.stat().st_size for p in files if p.parent.name == "triples" and p.suffix == ".parquet")
@@ -209,6 +238,28 @@ def store_sizes(store: Path) -> tuple[int, int, int, int, int]:
     records = lineage.count_rows() if lineage is not None else 0
     record_bytes = sum(p.stat().st_size for p in files if p.parent.name == LINEAGE and p.suffix == ".parquet")
     return triples, triple_bytes, sum(p.stat().st_size for p in files), records, record_bytes
+
+
+def stored_triples(store: Path) -> int:
+    """Triples in the run's triple files (not those its location edges stand for)."""
+    s = open_store(store)
+    folder = Path(s.run_paths("triples")[0])
+    return sum(pq.read_metadata(f).num_rows for f in folder.rglob("*.parquet"))
+
+
+def location_figures(store: Path) -> dict[str, Any]:
+    """Stored triples, edges, the triples they stand for, the run's bytes and
+    the share of the run's steps stored as edges (row-aligned)."""
+    s = open_store(store)
+    edges = locations_of(s)
+    run_dir = Path(s.run_paths("triples")[0]).parent
+    files = [p for p in run_dir.rglob("*") if p.is_file() and not p.name.endswith(".crc")]
+    return {
+        "stored": stored_triples(store), "edges": len(edges), "edge_triples": sum(e.triple_count for e in edges),
+        "run_bytes": sum(p.stat().st_size for p in files),
+        "triple_bytes": sum(p.stat().st_size for p in files if p.parent.name == "triples" and p.suffix == ".parquet"),
+        "aligned_steps": len({e.op for e in edges}), "steps": s.ops().num_rows,
+    }
 
 
 def measure(spark: SparkSession, name: str, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], runs: int,
@@ -219,22 +270,31 @@ def measure(spark: SparkSession, name: str, files: dict[str, Path], pipeline: Ca
             w_captured = run_captured(spark, files, pipeline, Path(tmp) / "bench.prov")
             run_captured(spark, files, pipeline, Path(tmp) / "bare.prov", row_lineage=False)
             run_captured(spark, files, pipeline, Path(tmp) / "joined.prov", "always")
+            run_captured(spark, files, pipeline, Path(tmp) / "off.prov", location_lineage=False)
         print(f"{name} warm-up {i + 1} (not counted): plain {w_plain:.2f}s, captured {w_captured:.2f}s", flush=True)
-    plain, captured, bare, joined, sizes = [], [], [], [], (0, 0, 0, 0, 0)
+    plain, captured, bare, joined, off, sizes = [], [], [], [], [], (0, 0, 0, 0, 0)
+    on_figures: dict[str, Any] = {}
+    off_figures: dict[str, Any] = {}
     for i in range(runs):
         with tempfile.TemporaryDirectory(prefix="provplug-bench-") as tmp:
             plain.append(run_plain(spark, files, pipeline, Path(tmp) / "plain"))
             store = Path(tmp) / "bench.prov"
             captured.append(run_captured(spark, files, pipeline, store))
             sizes = store_sizes(store)
+            on_figures = location_figures(store)
             bare.append(run_captured(spark, files, pipeline, Path(tmp) / "bare.prov", row_lineage=False))
             joined.append(run_captured(spark, files, pipeline, Path(tmp) / "joined.prov", "always"))
             joined_sizes = store_sizes(Path(tmp) / "joined.prov")
             if (joined_sizes[0], joined_sizes[3]) != (sizes[0], sizes[3]):
                 raise SystemExit(f"{name}: group joins and member lists wrote different triple or record counts")
+            off.append(run_captured(spark, files, pipeline, Path(tmp) / "off.prov", location_lineage=False))
+            off_figures = location_figures(Path(tmp) / "off.prov")
+            if store_sizes(Path(tmp) / "off.prov")[::3] != sizes[::3]:
+                raise SystemExit(f"{name}: location lineage on and off stand for different triple or record counts")
         print(f"{name} run {i + 1}: plain {plain[-1]:.2f}s, captured {captured[-1]:.2f}s, "
               f"captured without row lineage {bare[-1]:.2f}s, "
-              f"captured with group joins {joined[-1]:.2f}s", flush=True)
+              f"captured with group joins {joined[-1]:.2f}s, "
+              f"captured without location lineage {off[-1]:.2f}s", flush=True)
     p, c, j = statistics.median(plain), statistics.median(captured), statistics.median(joined)
     b = statistics.median(bare)
     triples, triple_bytes, run_bytes, records, record_bytes = sizes
@@ -245,6 +305,8 @@ def measure(spark: SparkSession, name: str, files: dict[str, Path], pipeline: Ca
         "run_bytes_per_triple": run_bytes / triples, "plain_all": plain, "captured_all": captured,
         "joined_s": j, "joined_ratio": j / p, "joined_all": joined,
         "bare_s": b, "bare_ratio": b / p, "bare_all": bare,
+        "off_s": statistics.median(off), "off_all": off, "on_over_off": [c_ / o_ for c_, o_ in zip(captured, off, strict=True)],
+        "on": on_figures, "off": off_figures,
     }
 
 
@@ -274,12 +336,33 @@ def report(results: list[dict[str, Any]], command: str, scale: float, warmup: in
             f"{r['records']:,} | {r['bytes_per_record']:.2f} | {r['bare_s']:.2f} | {r['bare_ratio']:.2f}x | "
             f"{r['joined_s']:.2f} | {r['joined_ratio']:.2f}x |"
         )
+    lines += location_report(results)
     lines += ["", "All runs (s): " + "; ".join(
         f"{r['pipeline']} plain {[round(x, 2) for x in r['plain_all']]} captured {[round(x, 2) for x in r['captured_all']]}"
         f" captured without row lineage {[round(x, 2) for x in r['bare_all']]}"
         f" captured with group joins {[round(x, 2) for x in r['joined_all']]}"
+        f" captured without location lineage {[round(x, 2) for x in r['off_all']]}"
         for r in results)]
     return "\n".join(lines) + "\n"
+
+
+def location_report(results: list[dict[str, Any]]) -> list[str]:
+    """Location lineage on (default) vs off, measured in the same rounds."""
+    lines = [
+        "", "Location lineage (issue 15): on (default) vs off (`location_lineage=False`), same rounds:", "",
+        "| pipeline | row-aligned steps | stored triples on / off | edges (triples they stand for) "
+        "| triple bytes on / off | run bytes on / off | capture on / off (s) | on/off per round (median) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        on, off = r["on"], r["off"]
+        lines.append(
+            f"| {r['pipeline']} | {on['aligned_steps']} of {on['steps']} | {on['stored']:,} / {off['stored']:,} "
+            f"| {on['edges']} ({on['edge_triples']:,}) | {on['triple_bytes']:,} / {off['triple_bytes']:,} "
+            f"| {on['run_bytes']:,} / {off['run_bytes']:,} | {r['captured_s']:.2f} / {r['off_s']:.2f} "
+            f"| {statistics.median(r['on_over_off']):.2f}x |"
+        )
+    return lines
 
 
 def main(argv: list[str]) -> int:
