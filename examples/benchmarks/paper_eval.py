@@ -539,6 +539,7 @@ class Bench:
     duck: Callable[[int, str], int]
     tau: int | None = None  # None: provplug's default choice of driver or Spark
     slow_methods: tuple[str, ...] = ("rq", "ccprov", "duckdb")  # what runs on the first `slow` queries
+    duck_runs: int | None = None  # timed DuckDB runs per query (None: runs)
 
     def method_series(self, cls: str, queries: list[Query], direction: str) -> Iterator[tuple[str, int, Query, int]]:
         for i, q in enumerate(queries):
@@ -555,7 +556,7 @@ class Bench:
         for method, i, q, value in self.method_series(cls, queries, direction):
             where = f"x{self.factor} {direction} {cls} #{i} value {value} {method}"
             if method == "duckdb":
-                t, n = timed(functools.partial(self.duck, value, direction), self.runs, 1)
+                t, n = timed(functools.partial(self.duck, value, direction), self.duck_runs or self.runs, 1)
                 if n != q.triples:
                     raise AssertionError(f"{where}: {n} triples, expected {q.triples}")
                 out[method]["times"].append(t)
@@ -618,7 +619,8 @@ def bench_factor(opts: Options, factor: int, picks: dict[str, Any], args: argpar
     slow = args.slow_queries if factor == 1 else args.big_slow_queries
     slow_methods = tuple(("rq,ccprov,duckdb" if factor == 1 else args.big_methods).split(","))
     con, duck = duckdb_runner(store, opts.data / f"paper-eval-x{factor}.duckdb", args.duckdb_memory)
-    bench = Bench(factor, path, spark, args.runs, slow, duck, args.tau, slow_methods)
+    bench = Bench(factor, path, spark, args.runs, slow, duck, args.tau, slow_methods,
+                  args.big_duckdb_runs if factor > 1 else None)
     result: dict[str, Any] = {"slow": slow, "slow_methods": list(slow_methods), "tau": args.tau, "ram": {}, "disk": {},
                               "cli": {}}
     # Every RAM run first: the disk variant drops the cached triple table RQ keeps.
@@ -946,6 +948,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--big-methods", default="rq,ccprov,duckdb",
                    help="above 1x, which of rq, ccprov, duckdb run on the slow queries (RQ over 100M+ triples "
                         "goes to Spark and takes minutes a query)")
+    p.add_argument("--big-duckdb-runs", type=int, default=None,
+                   help="above 1x, timed DuckDB runs per query after its warm-up (default: --runs)")
     p.add_argument("--tau", type=int, default=None,
                    help="triples below which a query recurses on the driver (default: provplug's own choice)")
     p.add_argument("--runs", type=int, default=3, help="timed runs per driver-path query (Spark paths: 1)")
