@@ -246,7 +246,7 @@ def edge_slices(edges: Sequence[LocationEdge], slice_triples: int = SLICE_TRIPLE
 def _expanded_frame(spark: SparkSession, edges: Sequence[LocationEdge], ddl: str) -> DataFrame:
     slices = edge_slices(edges)
     shipped = list(edges)  # a few integers per partition per edge: the closure carries them
-    parallel = max(1, min(len(slices), spark.sparkContext.defaultParallelism * 4))
+    parallel = max(1, min(len(slices), spark.sparkContext.defaultParallelism * 2))
     units = spark.createDataFrame(slices, "edge INT, first LONG, last LONG").repartition(parallel)
 
     def expand_slices(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
