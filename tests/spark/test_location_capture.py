@@ -90,7 +90,7 @@ def _capture(spark: Any, store: Path, on: bool) -> None:
         split(t)
 
 
-KEYS = {"Totals": ("g",), "Labelled": ("g",)}  # every other table: its first column, k
+KEYS = {"Totals": ("g",), "Labelled": ("g",), "Exploded": ("k", "v")}  # every other table: its first column, k
 
 
 @pytest.fixture(scope="module")
@@ -204,3 +204,38 @@ def test_every_answer_and_the_index_are_the_same_on_and_off(stores: tuple[Path, 
     assert len(on) == len(off) > 500
     assert on == off
     assert any(lineage for lineage, _ in on.values())  # answers with content, not all empty
+
+
+def _edge_cases(spark: Any, store: Path, parquet: str, on: bool) -> None:
+    steps = {
+        "Sorted": lambda t: t.orderBy(F.col("k").desc()),
+        "Limited": lambda t: t.limit(3),
+        "Repartitioned": lambda t: t.repartition(2).select("k", "a"),
+        "Exploded": lambda t: t.select("k", F.explode(F.array("a", "b")).alias("v")),
+        "Literal": lambda t: t.select(F.lit(1).alias("one")),
+        "Same": lambda t: t,
+    }
+    with provplug.capture(spark, store=store, location_lineage=on) as run:
+        t = run.source(spark.createDataFrame(T_ROWS, "k int, a int, b int, s string").repartition(2), "T")
+        p = run.source(spark.read.parquet(parquet), "P")  # copied files: rows numbered by file offset
+        outs = {name: provplug.step(name, output=name)(body)(t) for name, body in steps.items()}
+        provplug.step("Chained", output="Chained")(lambda x: x.withColumn("ab", F.col("a") * F.col("b")))(outs["Same"])
+        provplug.step("OverParquet", output="OverParquet")(lambda x: x.select("k", (F.col("a") + 1).alias("a1")))(p)
+
+
+def test_only_certainly_aligned_steps_become_edges(spark: Any, tmp_path: Path, location_lineage: None) -> None:
+    parquet = str(tmp_path / "p.parquet")
+    spark.createDataFrame(T_ROWS, "k int, a int, b int, s string").repartition(2).write.parquet(parquet)
+    stores = tmp_path / "on.prov", tmp_path / "off.prov"
+    _capture_both = [_edge_cases(spark, s, parquet, on) for s, on in zip(stores, (True, False), strict=True)]
+    assert len(_capture_both) == 2
+    on, off = _Read(stores[0]), _Read(stores[1])
+    names = {o["op_id"]: o["name"] for o in on.store.ops().to_pylist()}
+    assert {names[e.op] for e in on.edges} == {"Same", "Chained", "OverParquet"}
+    tables = {t["name"]: t["table_id"] for t in on.by_id.values()}
+    over = next(e for e in on.edges if names[e.op] == "OverParquet")
+    assert over.src_table == tables["P"] and over.dst_rows.size == len(T_ROWS)
+    assert set(on.rows_by_id[tables["OverParquet"]]) == set(on.rows_by_id[tables["P"]])  # file-offset numbers kept
+    chained = next(e for e in on.edges if names[e.op] == "Chained")
+    assert chained.src_table == tables["Same"] and set(on.rows_by_id[tables["Chained"]]) == set(on.rows_by_id[tables["T"]])
+    assert on.labelled() == off.labelled()
