@@ -33,7 +33,9 @@ an aggregate over the members' cells, or computed otherwise), which input
 columns decide existence (filter predicates, join keys, grouping keys:
 a changed cell there makes existence unknown), and ops whose row existence
 is not derivable from deletions at all (anti join, except, limit, black
-boxes): ``existence = "opaque"``.
+boxes): ``existence = "opaque"``; an op whose output is one row whatever
+is deleted (a global aggregate): ``existence = "always_one_row"``, the
+row lives on with no member (counts 0, other aggregates null).
 
 Writers: adapters write records with :class:`RowLineageWriter` into
 :meth:`provplug.recorder.StagedRun.row_lineage_destination` and the rules

@@ -15,6 +15,8 @@ LINEAGE = "rowlineage"
 RULES = "rowrules.json"
 
 ColumnKind = Literal["copy", "aggregate", "computed", "literal"]
+Existence = Literal["exact", "always_one_row", "opaque"]
+EXISTENCES: tuple[Existence, ...] = ("exact", "always_one_row", "opaque")
 # Aggregates what-if recomputes from the members left; others are "computed".
 AGGREGATES = frozenset({"count", "count_star", "count_distinct", "sum", "avg", "min", "max"})
 
@@ -24,7 +26,11 @@ class ColumnRule:
     """How one output column's value follows from the row's members.
 
     * ``copy``: the value of input cell (``table``, ``column``) of the
-      member's row (for a group key: of any member, they agree);
+      member's row (for a group key: of any member, they agree). A union's
+      column copies from a different table per branch: ``table`` and
+      ``column`` are None and ``references`` lists one (table, column) per
+      table; a member copies from the one of them its rows hold (none: a
+      literal branch, the value never changes);
     * ``aggregate``: ``function`` (one of :data:`AGGREGATES`) over the
       (``table``, ``column``) cells of the alive members (``count_star``:
       no column, counts members);
@@ -43,9 +49,21 @@ class ColumnRule:
     def __post_init__(self) -> None:
         if self.kind == "aggregate" and self.function not in AGGREGATES:
             raise ValueError(f"unknown aggregate {self.function!r} (known: {sorted(AGGREGATES)})")
-        if self.kind in ("copy", "aggregate") and self.function != "count_star" and (
+        per_table = self.kind == "copy" and self.table is None and self.column is None and self.references
+        if self.kind in ("copy", "aggregate") and self.function != "count_star" and not per_table and (
                 self.table is None or self.column is None):
             raise ValueError(f"a {self.kind} column rule needs its input table and column")
+        if per_table and len({t for t, _ in self.references}) != len(self.references):
+            raise ValueError("a per-table copy names each input table once")
+
+    @property
+    def copies(self) -> dict[int, str]:
+        """A copy's source column per input table."""
+        if self.kind != "copy":
+            return {}
+        if self.table is not None and self.column is not None:
+            return {self.table: self.column}
+        return dict(self.references)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
@@ -64,11 +82,18 @@ class ColumnRule:
 
 @dataclasses.dataclass(frozen=True)
 class OpRowRules:
-    """What one op's row lineage means (see the module docstring)."""
+    """What one op's row lineage means (see the module docstring).
+
+    ``existence``: ``exact``: an output row exists while one of its members
+    does (:mod:`provplug.rowlineage`); ``always_one_row``: the op's output is
+    one row whatever is deleted (a global aggregate: with no member left its
+    counts are 0 and its other aggregates null); ``opaque``: not derivable
+    from deletions (``reason`` says why).
+    """
 
     op: int
     out_table: int
-    existence: Literal["exact", "opaque"]
+    existence: Existence
     columns: Mapping[str, ColumnRule]  # output column name -> rule
     # input table -> its columns that decide whether/where a row exists
     # (filter predicates, join keys, grouping keys, distinct columns)
@@ -89,7 +114,7 @@ class OpRowRules:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> OpRowRules:
         existence = data["existence"]
-        if existence not in ("exact", "opaque"):
+        if existence not in EXISTENCES:
             raise ValueError(f"unknown existence {existence!r}")
         return cls(
             int(data["op"]), int(data["out_table"]), existence,

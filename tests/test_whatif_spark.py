@@ -130,10 +130,81 @@ def test_lipstick_example_4_5_the_bid_depends_on_i1_not_on_c2(dealer: Path, cli:
     assert text.code == 0 and text.out.startswith("no: InventoryBids.Amount = '$20K'"), text
 
 
-# -- property test: random pipelines, what-if = re-run ------------------------------
-KINDS = ("filter", "inner", "left", "full", "aggregate", "distinct", "union")
-PREDICATES = ("k >= 1", "g <> 'b'", "v > 3", "v IS NULL", "k = 2 OR g = 'a'", "v <= 5 AND k < 3")
+# -- what cannot be told is said, never guessed (DESIGN §9) ------------------------
+@pytest.fixture(scope="module")
+def undecidable(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Steps over the cells an upstream aggregate changes, and opaque ops."""
+    from pyspark.sql import functions as F
+
+    path = tmp_path_factory.mktemp("undecidable") / "u.prov"
+    s = spark.createDataFrame([(1, "a", 1), (1, "b", 2), (2, "a", 3)], SCHEMA)
+    r = spark.createDataFrame([(1, "x", 10)], SCHEMA)
+    steps: dict[str, Callable[..., Any]] = {
+        "F": lambda a, r: a.filter("s > 3"),  # a filter over a sum
+        "J": lambda a, r: a.join(r, a["n"] == r["k"]).select(a["g"], "s", "v"),  # a join key over a count
+        "G": lambda a, r: a.groupBy("s").count(),  # a group key over a sum
+        "D": lambda a, r: a.select("g", (F.col("s") * 2).alias("d")),  # computed over a sum
+    }
+    with provplug.capture(spark, store=path) as run:
+        src, right = run.source(s, "S"), run.source(r, "R")
+        sums = provplug.step("sums", output="A")(lambda df: df.groupBy("g").agg(F.sum("v").alias("s"), F.count("*").alias("n")))(src)
+        for name, fn in steps.items():
+            provplug.step(name.lower(), output=name)(fn)(sums, right)
+        provplug.step("limit", output="L")(lambda df: df.orderBy("v").limit(2))(src)
+        provplug.step("anti", output="N")(lambda df, r: df.join(r, "k", "left_anti"))(src, right)
+        provplug.step("padded", output="P")(
+            lambda df, r: df.join(r.select("k", F.col("v").alias("rv")), "k", "left").select("rv").distinct())(src, right)
+    return path
+
+
+def test_what_cannot_be_told_is_reported_unknown(undecidable: Path) -> None:
+    store = provplug.open(undecidable)
+    answer = store.whatif("S", "v = 1")  # A's row 'a': s 4 -> 3, n 2 -> 1
+    (a,) = answer.table("A").changed  # type: ignore[union-attr]
+    assert a.changes == {"s": (4, 3), "n": (2, 1)}
+    for name in ("F", "J", "G"):  # a changed cell decides which rows exist
+        effect = answer.table(name)
+        assert effect is not None and effect.rows_may_appear and "decides" in effect.rows_may_appear, (name, effect)
+        assert not effect.vanished and not effect.changed, (name, effect)
+    (d,) = answer.table("D").changed  # type: ignore[union-attr]
+    assert d.changes == {"d": (8, UNKNOWN)}  # changed, value unknown
+    limited = answer.table("L")
+    assert limited is not None and limited.rows_may_appear and "limit" in limited.rows_may_appear
+    assert not limited.vanished
+    anti = store.whatif("R", "k = 1").table("N")  # S's k = 1 rows lose their match: they may appear
+    assert anti is not None and anti.rows_may_appear and "anti join" in anti.rows_may_appear
+    padded = store.whatif("R", "k = 1").table("P")  # distinct over the null-padded side
+    assert padded is not None and (padded.unknown or padded.rows_may_appear) and not padded.vanished
+
+
+# -- property test: random pipelines, what-if = re-run, exactly ---------------------
+def _records_always_one_row() -> bool:
+    """Whether the Spark rewrite records RowFacts.existence (the one-line
+    change of provplug_spark/rewrite.py's _row_rules asked for with issue 12):
+    until then a global aggregate is recorded as opaque (its what-if unknown)."""
+    import inspect
+
+    from provplug_spark import rewrite
+
+    return "facts.existence" in inspect.getsource(rewrite._row_rules)
+
+
+KINDS = ("filter", "inner", "left", "full", "aggregate", "distinct", "union",
+         *(("global",) if _records_always_one_row() else ()))
+# Predicate -> the columns it reads.
+PREDICATES = {"k >= 1": {"k"}, "g <> 'b'": {"g"}, "v > 3": {"v"}, "v IS NULL": {"v"}, "k = 2 OR g = 'a'": {"k", "g"},
+              "v <= 5 AND k < 3": {"k", "v"}}
 SCHEMA = "k bigint, g string, v bigint"
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """A table as the next steps read it: an aggregate's output or not, and
+    which of its uniform columns (k, g, v) a deletion upstream may change
+    (an aggregate's count and sum, an outer join's padded side)."""
+
+    aggregated: bool
+    volatile: frozenset[str]
 
 
 @dataclasses.dataclass
@@ -171,16 +242,33 @@ def _uniform(df: Any, aggregated: bool) -> Any:
     return df.select(k.alias("k"), g.alias("g"), F.col("s").alias("v"))
 
 
-def _step_function(kind: str, rng: random.Random, aggregated: list[bool]) -> tuple[Callable[..., Any], int]:
-    """A step of ``kind`` over inputs whose aggregate-ness is ``aggregated``; (function, inputs)."""
+def _aggregates() -> list[Any]:
     from pyspark.sql import functions as F
 
-    flags = list(aggregated)
+    return [F.count("*").alias("n"), F.count("v").alias("c"), F.sum("v").alias("s"), F.avg("v").alias("a"),
+            F.min("v").alias("lo"), F.max("v").alias("hi"), F.count_distinct("v").alias("d")]
+
+
+def _step_function(kind: str, rng: random.Random, shapes: list[Shape]) -> tuple[Callable[..., Any], int, Shape] | None:
+    """A step of ``kind`` over inputs of ``shapes`` whose rows and cells a
+    what-if can tell exactly (DESIGN §9: no filter, join key, group key or
+    distinct over a cell a deletion upstream may change): (function,
+    inputs, output shape); None when ``kind`` cannot be such a step here."""
+    from pyspark.sql import functions as F
+
+    flags = [s.aggregated for s in shapes]
+    first = shapes[0].volatile
     if kind == "filter":
-        predicate = rng.choice(PREDICATES)
-        return (lambda a: _uniform(a, flags[0]).filter(predicate)), 1
+        usable = [p for p, cols in PREDICATES.items() if not cols & first]
+        if not usable:
+            return None
+        predicate = rng.choice(usable)
+        return (lambda a: _uniform(a, flags[0]).filter(predicate)), 1, Shape(False, first)
     if kind in ("inner", "left", "full"):
-        key = rng.choice(["k", "g"])
+        keys = [c for c in ("k", "g") if c not in first | shapes[1].volatile]
+        if not keys:
+            return None
+        key = rng.choice(keys)
 
         def join(a: Any, b: Any) -> Any:
             left = _uniform(a, flags[0])
@@ -188,19 +276,25 @@ def _step_function(kind: str, rng: random.Random, aggregated: list[bool]) -> tup
             joined = left.join(right, left[key] == right[f"r{key}"], kind)
             return joined.select(left["k"], left["g"], right["rv"].alias("v"))
 
-        return join, 2
-    if kind == "aggregate":
-        keys = rng.choice([["k"], ["g"], ["k", "g"]])
+        volatile = {"inner": (first & {"k", "g"}) | (shapes[1].volatile & {"v"}),
+                    "left": (first & {"k", "g"}) | {"v"}, "full": {"k", "g", "v"}}[kind]
+        return join, 2, Shape(False, frozenset(volatile))
+    if kind in ("aggregate", "global"):
+        options = [] if kind == "global" else [k for k in (["k"], ["g"], ["k", "g"]) if not set(k) & first]
+        if kind == "aggregate" and not options:
+            return None
+        keys = rng.choice(options) if options else []
 
         def aggregate(a: Any) -> Any:
-            return _uniform(a, flags[0]).groupBy(*keys).agg(
-                F.count("*").alias("n"), F.count("v").alias("c"), F.sum("v").alias("s"), F.avg("v").alias("a"),
-                F.min("v").alias("lo"), F.max("v").alias("hi"))
+            return _uniform(a, flags[0]).groupBy(*keys).agg(*_aggregates())
 
-        return aggregate, 1
+        return aggregate, 1, Shape(True, frozenset({"v"} | ({"k"} if "k" not in keys else set())))
     if kind == "distinct":
-        return (lambda a: _uniform(a, flags[0]).distinct()), 1
-    return (lambda a, b: _uniform(a, flags[0]).union(_uniform(b, flags[1]))), 2
+        if first:
+            return None
+        return (lambda a: _uniform(a, flags[0]).distinct()), 1, Shape(False, frozenset())
+    return ((lambda a, b: _uniform(a, flags[0]).union(_uniform(b, flags[1]))), 2,
+            Shape(False, first | shapes[1].volatile))
 
 
 def random_pipeline(seed: int) -> Pipeline:
@@ -209,17 +303,19 @@ def random_pipeline(seed: int) -> Pipeline:
     for s in range(rng.randint(2, 3)):
         sources[f"S{s}"] = [(rng.randint(0, 3), rng.choice("abc"), rng.choice([None, *range(10)]))
                             for _ in range(rng.randint(3, 7))]
-    tables = {name: False for name in sources}  # name -> is an aggregate's output
+    tables = {name: Shape(False, frozenset()) for name in sources}
     steps = []
     for i in range(rng.randint(2, 4)):
-        kind = rng.choice(KINDS)
         names = list(tables)
-        fn, arity = None, 0
-        chosen = [rng.choice(names[-3:]) if rng.random() < 0.7 else rng.choice(names) for _ in range(2)]
-        fn, arity = _step_function(kind, rng, [tables[c] for c in chosen])
+        made = None
+        while made is None:
+            kind = rng.choice(KINDS)
+            chosen = [rng.choice(names[-3:]) if rng.random() < 0.7 else rng.choice(names) for _ in range(2)]
+            made = _step_function(kind, rng, [tables[c] for c in chosen])
+        fn, arity, shape = made
         output = f"T{i}"
         steps.append((f"{kind}{i}", output, chosen[:arity], fn))
-        tables[output] = kind == "aggregate"
+        tables[output] = shape
     return Pipeline(sources, steps)
 
 
@@ -231,102 +327,77 @@ def _stored(store: Any, table: Any) -> dict[int, tuple[Any, ...]]:
     from provplug import schema
 
     data = store.read_rows(table.run_id, table.table_id)
+    if data is None:  # an empty table
+        return {}
     numbers = data.column(schema.ROW_COLUMN).to_pylist()
     values = data.select(list(table.columns)).to_pylist()
     return {int(n): tuple(v.values()) for n, v in zip(numbers, values, strict=True)}
 
 
-@dataclasses.dataclass
-class Prediction:
-    """One table after the deletion, as the what-if says: rows certain,
-    rows with unknown cells (must exist), rows that may exist; extra rows allowed?"""
-
-    certain: list[tuple[Any, ...]]
-    partial: list[tuple[Any, ...]]
-    maybe: list[tuple[Any, ...]]
-    may_appear: bool
-
-    def admits(self, rerun: list[tuple[Any, ...]]) -> bool:
-        left = Counter(rerun)
-        left.subtract(self.certain)
-        if any(n < 0 for n in left.values()):
-            return False
-        return _match(list(left.elements()), self.partial, self.maybe, self.may_appear)
-
-
-def _fits(pattern: tuple[Any, ...], row: tuple[Any, ...]) -> bool:
-    return all(p is UNKNOWN or p == row[i] or (p != p and row[i] != row[i]) for i, p in enumerate(pattern))
-
-
-def _match(rows: list[tuple[Any, ...]], partial: list[tuple[Any, ...]], maybe: list[tuple[Any, ...]], extra: bool) -> bool:
-    """Can each partial pattern take a distinct row, the rest be taken by maybe patterns (or be extra)?"""
-    if partial:
-        first, rest = partial[0], partial[1:]
-        return any(_fits(first, r) and _match(rows[:i] + rows[i + 1:], rest, maybe, extra) for i, r in enumerate(rows))
-    if not rows:
-        return True
-    if not maybe:
-        return extra
-    row, others = rows[0], rows[1:]
-    return any(_fits(p, row) and _match(others, [], maybe[:j] + maybe[j + 1:], extra) for j, p in enumerate(maybe)) or (
-        extra and _match(others, [], maybe, extra))
-
-
-def _predict(answer: WhatIfAnswer, table: Any, before: dict[int, tuple[Any, ...]]) -> Prediction | None:
+def _predict(answer: WhatIfAnswer, table: Any, before: dict[int, tuple[Any, ...]]) -> tuple[list[tuple[Any, ...]], int]:
+    """The table after the deletion as the what-if says (every row and cell
+    known, or the test fails), and how many of its rows it says vanish or change."""
     effect = answer.table(table.name)
     if effect is None:
-        return Prediction(list(before.values()), [], [], False)
-    if effect.every_row_unknown:
-        return None
+        return list(before.values()), 0
+    assert effect.every_row_unknown is None and effect.rows_may_appear is None, effect
+    assert not effect.unknown, effect.unknown
     gone = {r.row for r in [*effect.deleted, *effect.vanished]}
-    unknown = {r.row for r in effect.unknown}
     changed = {r.row: r.changes for r in effect.changed}
-    certain: list[tuple[Any, ...]] = []
-    partial: list[tuple[Any, ...]] = []
-    maybe: list[tuple[Any, ...]] = []
+    after = []
     for number, row in before.items():
         if number in gone:
             continue
-        if number in unknown:
-            maybe.append(tuple(UNKNOWN for _ in row))  # its existence and cells are both unknown
-            continue
         cells = dict(zip(table.columns, row, strict=True))
         for column, (_, new) in changed.get(number, {}).items():
+            assert new is not UNKNOWN, (table.name, number, column)
             cells[column] = new
-        (partial if UNKNOWN in cells.values() else certain).append(tuple(cells.values()))
-    return Prediction(certain, partial, maybe, effect.rows_may_appear is not None)
+        after.append(tuple(cells.values()))
+    return after, len(effect.vanished) + len(effect.changed)
 
 
-def _check_pipeline(spark: Any, path: Path, seed: int, deletions: int) -> Counter[str]:
+def _capture(spark: Any, path: Path, pipeline: Pipeline) -> tuple[dict[str, Any], dict[str, dict[int, tuple[Any, ...]]]]:
+    """Capture ``pipeline`` into ``path``: its tables (name -> catalog entry) and stored rows."""
     from provplug.query.catalog import catalog_for
 
-    pipeline = random_pipeline(seed)
     with provplug.capture(spark, store=path) as run:
         frames = {n: run.source(df, n) for n, df in _frames(spark, pipeline.sources).items()}
         pipeline.run(frames, decorate=True)
     store = open_store(path)
-    catalog = catalog_for(store)
-    tables = {t.name: t for t in catalog.tables.values()}
-    before = {name: _stored(store, t) for name, t in tables.items()}
+    tables = {t.name: t for t in catalog_for(store).tables.values()}
+    return tables, {name: _stored(store, t) for name, t in tables.items()}
+
+
+def _check_deletion(spark: Any, path: Path, pipeline: Pipeline, tables: dict[str, Any],
+                    before: dict[str, dict[int, tuple[Any, ...]]], doomed: dict[str, set[int]]) -> Counter[str]:
+    """The what-if of deleting ``doomed`` (source -> row numbers) equals the re-run, table by table."""
+    value_ids = [v for s, rows in doomed.items() for v in store_ids(tables[s], rows)]
+    answer = provplug.open(path).whatif(value_id=value_ids)
+    reduced = {s: [row for n, row in sorted(before[s].items()) if n not in doomed.get(s, set())]
+               for s in pipeline.sources}
+    rerun = pipeline.rerun(spark, _frames(spark, reduced))
+    outcome: Counter[str] = Counter()
+    for name, output, _, _ in pipeline.steps:
+        predicted, touched = _predict(answer, tables[output], before[output])
+        assert Counter(predicted) == Counter(rerun[output]), (
+            doomed, name, sorted(predicted, key=repr), sorted(rerun[output], key=repr))
+        outcome["tables"] += 1
+        outcome["rows vanished or changed"] += touched
+    return outcome
+
+
+def _check_pipeline(spark: Any, path: Path, seed: int, deletions: int) -> Counter[str]:
+    pipeline = random_pipeline(seed)
+    tables, before = _capture(spark, path, pipeline)
     rng = random.Random(seed * 7919)
     outcome: Counter[str] = Counter()
     for _ in range(deletions):
         chosen = rng.sample(sorted(pipeline.sources), rng.randint(1, 2))
         doomed = {s: set(rng.sample(sorted(before[s]), rng.randint(1, min(2, len(before[s]))))) for s in chosen}
-        value_ids = [v for s in chosen for v in store_ids(tables[s], doomed[s])]
-        answer = provplug.open(path).whatif(value_id=value_ids)
-        reduced = {s: [row for n, row in sorted(before[s].items()) if n not in doomed.get(s, set())]
-                   for s in pipeline.sources}
-        rerun = pipeline.rerun(spark, _frames(spark, reduced))
-        for _, output, _, _ in pipeline.steps:
-            predicted = _predict(answer, tables[output], before[output])
-            if predicted is None:
-                outcome["every row unknown"] += 1
-                continue
-            got = rerun[output]
-            assert predicted.admits(got), (seed, doomed, output, pipeline.steps, predicted, sorted(got, key=repr))
-            exact = not (predicted.partial or predicted.maybe or predicted.may_appear)
-            outcome["exact" if exact else "with unknowns"] += 1
+        try:
+            outcome += _check_deletion(spark, path, pipeline, tables, before, doomed)
+        except AssertionError as exc:
+            raise AssertionError(f"seed {seed}, steps {[s[0] for s in pipeline.steps]}: {exc}") from exc
     return outcome
 
 
@@ -336,12 +407,12 @@ def store_ids(table: Any, rows: set[int]) -> list[int]:
     return [ids.value_id(table.table_id, 0, r) for r in sorted(rows)]
 
 
-def _property(spark: Any, tmp_path: Path, seeds: Sequence[int], deletions: int) -> None:
+def _property(spark: Any, tmp_path: Path, seeds: Sequence[int], deletions: int) -> Counter[str]:
     outcome: Counter[str] = Counter()
     for seed in seeds:
         outcome += _check_pipeline(spark, tmp_path / f"p{seed}.prov", seed, deletions)
-    # Not vacuous: most tables are predicted exactly (no unknown row or cell).
-    assert outcome["exact"] > 2 * (outcome["with unknowns"] + outcome["every row unknown"]), outcome
+    assert outcome["rows vanished or changed"] > 0, outcome  # not vacuous: the deletions reach downstream
+    return outcome
 
 
 def test_whatif_equals_rerunning_random_pipelines(spark: Any, tmp_path: Path) -> None:

@@ -191,6 +191,10 @@ class _OpStep:
     def run(self) -> tuple[TableState, dict[int, dict[str, Any]]]:
         lineage = self.engine.lineage
         self._deciding_changes()
+        if self.state.may_appear and self.rules.existence == "always_one_row":
+            # Rows outside the members may join them: its one row's cells cannot be told.
+            self.state.whole, self.state.may_appear = self.state.may_appear, None
+            return self.state, {}
         touched = lineage.touching(self.rules, {t: s.touched_rows() for t, s in self.inputs.items()})
         out_rows = distinct(touched.column("out_row").to_numpy())
         if not len(out_rows):
@@ -232,7 +236,10 @@ class _OpStep:
                         zip(rows.tolist(), n_live.tolist(), n_maybe.tolist(), n_members.tolist(), strict=True)}
         cause = self._causes(m)
         doubts = self._doubts(m, live)
+        one_row = self.rules.existence == "always_one_row"  # no member left: the row stays, aggregates over none
         for r, (alive, maybe, _) in self.summary.items():
+            if one_row and r not in doubts:
+                continue
             if alive == 0 and maybe == 0:
                 self.state.dead[r] = cause.get(r)
             elif alive == 0:
@@ -326,15 +333,18 @@ class _OpStep:
 
     def _copied(self, rule: ColumnRule, notes: list[tuple[int, int, int, int]], live: int) -> Any:
         """A copied cell changes when every live member's copied cell changes
-        (they agree, as group keys do): to the new value, or null when padded."""
+        (they agree, as group keys do): to the new value, or null when padded.
+        A union's copy reads each member's own table (:attr:`ColumnRule.copies`)."""
+        copies = rule.copies
         values: dict[int, Any] = {}
         for member, t, r, status in notes:
-            if t != rule.table:
+            column = copies.get(t)
+            if column is None:
                 continue
             if status == DEAD:
                 values[member] = None
-            elif status == CHANGED and rule.column in self.inputs[t].changed.get(r, {}):
-                values[member] = self.inputs[t].changed[r][rule.column]
+            elif status == CHANGED and column in self.inputs[t].changed.get(r, {}):
+                values[member] = self.inputs[t].changed[r][column]
         if not values or len(values) < live:
             return _SAME
         first = next(iter(values.values()))
@@ -379,12 +389,20 @@ class _OpStep:
             columns = sorted({str(j[1].column) for j in jobs})
             stored = None if duplicated else self.engine.values.read(table, m.in_row[at], columns)
             for column, rule, job_rows in jobs:
+                if not len(at):  # no member left (a global aggregate's one row): over no value
+                    out[column] = self._over_nothing(rule, job_rows)
+                    continue
                 if stored is None or rule.column not in stored.column_names:  # a self join, or no stored rows
                     out[column] = dict.fromkeys(job_rows.tolist(), UNKNOWN)
                     continue
                 mine = at if len(job_rows) == len(rows) else at[member_of(m.out_row[at], np.sort(job_rows))]
                 out[column] = self._aggregate(column, rule, job_rows, mine, stored, m)
         return out
+
+    @staticmethod
+    def _over_nothing(rule: ColumnRule, rows: np.ndarray) -> dict[int, Any]:
+        """Spark's aggregates over no value: counts 0, the others null."""
+        return dict.fromkeys(rows.tolist(), 0 if rule.function in ("count", "count_distinct") else None)
 
     def _aggregate(self, column: str, rule: ColumnRule, rows: np.ndarray, at: np.ndarray, stored: pa.Table,
                    m: Members) -> dict[int, Any]:

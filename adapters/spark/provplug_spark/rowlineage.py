@@ -42,6 +42,9 @@ ROW_LINEAGE_CONF = "spark.provplug.rowLineage"
 # Catalyst aggregate functions what-if can recompute, by name.
 AGGREGATE_FUNCTIONS = {"Sum": "sum", "Average": "avg", "Min": "min", "Max": "max"}
 SUBQUERY_EXPRESSIONS = {"Exists", "ListQuery", "InSubquery"}
+# Also an opaque reason, so that a rewrite that reads only ``reasons`` (not
+# :attr:`RowFacts.existence`) records a global aggregate as opaque, never exact.
+ONE_ROW_REASON = "a global aggregate (one row even with no input rows)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +74,7 @@ class Members:
     grouped: tuple[Slot, ...] = ()  # the slots of the group's elements (one: the element is the row number)
     deferred: tuple[Deferred, ...] = ()
     empty: bool = False  # a member may hold no input row (rows built inside the step)
+    one_row: bool = False  # a global aggregate's row: it exists with no member left
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -85,7 +89,7 @@ class Members:
         """The members as the null-padded side of an outer join."""
         return Members(tuple(dataclasses.replace(s, optional=True) for s in self.flat), self.group,
                        tuple(dataclasses.replace(s, optional=True) for s in self.grouped),
-                       tuple(dataclasses.replace(d, optional=True) for d in self.deferred), self.empty)
+                       tuple(dataclasses.replace(d, optional=True) for d in self.deferred), self.empty, self.one_row)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,6 +197,7 @@ class RowFacts:
         self.deciding: dict[int, set[str]] = {}
         self.opaque_inputs: set[int] = set()
         self.reasons: list[str] = []
+        self.one_row = False  # the output is a global aggregate's one row (rules over it keep it so or say opaque)
         self.columns: dict[int, tuple[str, ...]] = {}  # table id -> its column names
         # Attributes whose value comes from fewer cells than their triples do
         # (a using join's merged key is one side's value, with both sides' key cells as parents).
@@ -201,6 +206,23 @@ class RowFacts:
     def opaque(self, reason: str) -> None:
         if reason not in self.reasons:
             self.reasons.append(reason)
+
+    def merged_one_row(self, children: Iterable[Members | None], what: str) -> None:
+        """A join, union or grouping over a global aggregate's row: which rows
+        exist then is not what the members say (that row outlives them)."""
+        if any(m is not None and m.one_row for m in children):
+            self.opaque(f"{what} over a global aggregate in the same step")
+
+    @property
+    def existence(self) -> str:
+        """The op's :attr:`~provplug.rowrules.OpRowRules.existence`."""
+        opaque = [r for r in self.reasons if r != ONE_ROW_REASON]
+        return "opaque" if opaque else "always_one_row" if self.one_row else "exact"
+
+    @property
+    def reason(self) -> str:
+        """Why existence is opaque (empty when it is not)."""
+        return "; ".join(self.reasons) if self.existence == "opaque" else ""
 
     def cell(self, base: int) -> tuple[int, str]:
         table, column, _ = ids.unpack(base)
@@ -257,6 +279,6 @@ def aggregate_rule(expr: Any, facts: RowFacts, jvm_expr_id: Any) -> ColumnRule |
     if arg.nodeName() != "AttributeReference":
         return None
     source = facts.values.get(jvm_expr_id(arg))
-    if source is None or source.kind != "copy":
+    if source is None or source.kind != "copy" or source.table is None:  # (a union's per-table copy: not one column)
         return None
     return ColumnRule("aggregate", source.table, source.column, function)

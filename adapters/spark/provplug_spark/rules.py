@@ -52,6 +52,7 @@ Nodes in :data:`BLACK_BOX_NODES` and nodes without a rule raise
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -70,8 +71,17 @@ from provplug.schema import POSITIONAL_PREFIX, ROW_COLUMN
 from . import groupjoin
 from ._jvm import Catalyst
 from .blackbox import Carried, group_function, partition_function, takes_key
-from .rowlineage import SUBQUERY_EXPRESSIONS, Members, Slot, aggregate_rule, collected, member_array, product
-from .state import ROW_LIST_TYPE, ROWS_TYPE, Context, Node, RowColumn
+from .rowlineage import (
+    ONE_ROW_REASON,
+    SUBQUERY_EXPRESSIONS,
+    Members,
+    Slot,
+    aggregate_rule,
+    collected,
+    member_array,
+    product,
+)
+from .state import ROW_LIST_TYPE, ROWS_TYPE, Context, Node, RewriteState, RowColumn
 from .writer import Term
 
 Rule = Callable[[Any, list[Node], Context], Node]
@@ -345,6 +355,7 @@ def join(node: Any, children: list[Node], ctx: Context) -> Node:
         if not node.condition().get().deterministic():
             state.facts.opaque("a nondeterministic join condition")
     plan = jvm.with_children(node, [left.plan, right.plan])
+    state.facts.merged_one_row([left.members, right.members], "a join")
     if join_type in LEFT_ONLY_JOINS:
         if join_type == "LeftAnti":
             state.facts.opaque("anti join")
@@ -409,11 +420,13 @@ def union(node: Any, children: list[Node], ctx: Context) -> Node:
     jvm, state = ctx.jvm, ctx.state
     values = state.facts.values
     originals = [jvm.items(o.output()) for o in jvm.items(node.children())]
+    state.facts.merged_one_row([c.members for c in children], "a union")
     for pos, attr in enumerate(originals[0]):  # the union's output keeps the first branch's ids
-        copies = {values.get(jvm.expr_id(branch[pos])) for branch in originals}
-        state.derive(jvm.expr_id(attr), [branch[pos] for branch in originals])
-        if len(copies) == 1 and None not in copies:  # every branch copies the same input column
-            values[jvm.expr_id(attr)] = copies.pop()  # type: ignore[assignment]  # not None: checked
+        branch_attrs = [branch[pos] for branch in originals]
+        copied = _union_copy(state, branch_attrs, children)
+        state.derive(jvm.expr_id(attr), branch_attrs)
+        if copied is not None:
+            values[jvm.expr_id(attr)] = copied
     rows = tuple(dict.fromkeys(r for c in children for r in c.rows))
     hidden = tuple(dict.fromkeys(h for c in children for h in c.hidden))
     types = {f.name: f.dataType for c in children if c.hidden for f in jvm.frame(c.plan).schema.fields if f.name in hidden}
@@ -428,6 +441,32 @@ def union(node: Any, children: list[Node], ctx: Context) -> Node:
             *[column(child) for column in member_columns],
         )))
     return Node(jvm.with_children(node, aligned), rows, hidden, members)
+
+
+def _union_copy(state: RewriteState, attrs: list[Any], children: list[Node]) -> ColumnRule | None:
+    """A union column copied in every branch (or a literal in some): from
+    the one input column all copy, or per input table when each branch's
+    rows hold only its own source table of them; None: computed."""
+    jvm, values = state.jvm, state.facts.values
+    sources: dict[int, str] = {}
+    own: list[int | None] = []
+    for attr in attrs:
+        expr_id = jvm.expr_id(attr)
+        rule = values.get(expr_id)
+        if rule is None and not state.terms.get(expr_id) and not state.deferred.get(expr_id):
+            own.append(None)  # a literal: no input cell
+            continue
+        if rule is None or rule.kind != "copy" or rule.table is None or rule.column is None \
+                or sources.setdefault(rule.table, rule.column) != rule.column:
+            return None
+        own.append(rule.table)
+    if len(sources) == 1 and None not in own:
+        ((table, column),) = sources.items()
+        return ColumnRule("copy", table, column)
+    for branch_table, child in zip(own, children, strict=True):
+        if child.members is None or (child.members.tables & set(sources)) - {branch_table}:
+            return None  # a member could hold two of the source tables: which one it copies is unknown
+    return ColumnRule("copy", references=tuple(sorted(sources.items()))) if sources else None
 
 
 def _union_members(ctx: Context, children: list[Node], rows: tuple[str, ...]) -> tuple[Members | None, list[Callable[[Node], Column]]]:
@@ -483,9 +522,9 @@ def aggregate(node: Any, children: list[Node], ctx: Context) -> Node:
     keys = [a for g in grouping for a in jvm.references(g)]
     if not grouping:
         keys = jvm.items(node.child().output())
-        # Its one row exists even when every input row is deleted (count 0, sums null):
-        # the row-lineage format cannot say so, and a what-if must never say it vanishes.
-        ctx.state.facts.opaque("a global aggregate (one row even with no input rows)")
+        # Its one row exists even when every input row is deleted (count 0, sums null).
+        ctx.state.facts.one_row = True
+        ctx.state.facts.opaque(ONE_ROW_REASON)
     outputs = jvm.items(node.aggregateExpressions())
     ctx.state.decide([a for g in grouping for a in jvm.references(g)], "a grouping")
     grouped, rules = [], []
@@ -500,6 +539,8 @@ def aggregate(node: Any, children: list[Node], ctx: Context) -> Node:
     result = _aggregate(ctx, grouping, outputs, grouped, children[0])
     for expr_id, expr, refs, aggregated in rules:
         _aggregate_value(ctx, expr_id, expr, refs, aggregated)
+    if not grouping and result.members is not None:
+        result = dataclasses.replace(result, members=dataclasses.replace(result.members, one_row=True))
     return result
 
 
@@ -573,6 +614,7 @@ def _aggregate(ctx: Context, grouping: list[Any], outputs: list[Any], grouped: l
     jvm, state = ctx.jvm, ctx.state
     for _, refs in grouped:
         state.check_not_deferred(refs)
+    state.facts.merged_one_row([child.members], "a grouping")
     if child.members is not None and child.members.empty:
         state.facts.opaque("rows built inside the step (range, createDataFrame) merged with input rows")
     extra: list[Column] = []
