@@ -221,9 +221,9 @@ def test_a_filter_reads_the_same_triples_and_expands_no_edge_it_excludes(pair: P
     expanded: list[int] = []
     real = read.expand_positions
 
-    def counting(edge: Any, *args: Any) -> Any:
+    def counting(edge: Any, *args: Any, **kwargs: Any) -> Any:
         expanded.append(edge.op)
-        return real(edge, *args)
+        return real(edge, *args, **kwargs)
 
     monkeypatch.setattr(read, "expand_positions", counting)
     assert triple_table(pair.located, ["src"], TripleFilter.of(ops=[a.ops["Sum"], b.ops["Sum"]])).num_rows == 6

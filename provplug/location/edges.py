@@ -149,11 +149,13 @@ def expand(edges: Iterable[LocationEdge], chunk_rows: int = CHUNK_ROWS) -> Itera
 
 
 def expand_positions(
-    edge: LocationEdge, first: int, last: int, chunk_rows: int = CHUNK_ROWS
+    edge: LocationEdge, first: int, last: int, chunk_rows: int = CHUNK_ROWS, columns: Sequence[str] | None = None
 ) -> Iterator[pa.RecordBatch]:
     """The triples of ``edge`` into its output positions ``first..last``
     (1-based, inclusive): a slice of :func:`expand`, so the slices of a
-    partition of ``1..size`` together give exactly the edge's triples."""
+    partition of ``1..size`` together give exactly the edge's triples.
+    ``columns``: only these columns of the triple schema (default: all)."""
+    wanted = schema.TRIPLES if columns is None else pa.schema([schema.TRIPLES.field(c) for c in columns])
     pairs = edge.column_pairs
     if not pairs or first > last:
         return
@@ -163,7 +165,7 @@ def expand_positions(
         src = (src_bases[:, None] + src_rows[None, :]).ravel()
         dst = (dst_bases[:, None] + dst_rows[None, :]).ravel()
         for at in range(0, len(src), chunk_rows):
-            yield _batch(src[at:at + chunk_rows], dst[at:at + chunk_rows], edge)
+            yield _batch(src[at:at + chunk_rows], dst[at:at + chunk_rows], edge, wanted)
 
 
 def triples_per_position(edge: LocationEdge) -> int:
@@ -173,18 +175,16 @@ def triples_per_position(edge: LocationEdge) -> int:
     return max(1, (high - low + 1) * len(edge.column_pairs))
 
 
-def _batch(src: np.ndarray, dst: np.ndarray, edge: LocationEdge) -> pa.RecordBatch:
+def _batch(src: np.ndarray, dst: np.ndarray, edge: LocationEdge, wanted: pa.Schema) -> pa.RecordBatch:
     n = len(src)
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(src, pa.int64()),
-            pa.array(dst, pa.int64()),
-            pa.array(np.full(n, edge.op, np.int64), pa.int64()),
-            pa.array(np.full(n, edge.src_table, np.int32), pa.int32()),
-            pa.array(np.full(n, edge.dst_table, np.int32), pa.int32()),
-        ],
-        schema=schema.TRIPLES,
-    )
+    columns = {
+        "src": lambda: pa.array(src, pa.int64()),
+        "dst": lambda: pa.array(dst, pa.int64()),
+        "op": lambda: pa.array(np.full(n, edge.op, np.int64), pa.int64()),
+        "src_table": lambda: pa.array(np.full(n, edge.src_table, np.int32), pa.int32()),
+        "dst_table": lambda: pa.array(np.full(n, edge.dst_table, np.int32), pa.int32()),
+    }
+    return pa.RecordBatch.from_arrays([columns[name]() for name in wanted.names], schema=wanted)
 
 
 def workflow_of(edges: Iterable[LocationEdge]) -> Workflow:

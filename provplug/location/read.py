@@ -124,8 +124,7 @@ def triple_batches(
     for path in stored_triple_files(store, where):
         yield from _file_batches(store, path, columns, where.expression(), batch_rows)
     for edge in edges_of(store, where):
-        for batch in expand_positions(edge, 1, edge.dst_rows.size, batch_rows):
-            yield batch.select(list(columns))
+        yield from expand_positions(edge, 1, edge.dst_rows.size, batch_rows, columns)
 
 
 def triple_table(store: Store[Any], columns: Sequence[str] = COLUMNS, where: TripleFilter = EVERYTHING) -> pa.Table:
@@ -139,7 +138,7 @@ def triple_table(store: Store[Any], columns: Sequence[str] = COLUMNS, where: Tri
                         columns=list(columns), filter=where.expression())
     ] if files else []
     expanded = [
-        batch.select(list(columns)) for edge in edges_of(store, where) for batch in expand_positions(edge, 1, edge.dst_rows.size)
+        batch for edge in edges_of(store, where) for batch in expand_positions(edge, 1, edge.dst_rows.size, columns=columns)
     ]
     if expanded:
         parts.append(pa.Table.from_batches(expanded, schema=selected))
