@@ -239,3 +239,13 @@ def test_only_certainly_aligned_steps_become_edges(spark: Any, tmp_path: Path, l
     chained = next(e for e in on.edges if names[e.op] == "Chained")
     assert chained.src_table == tables["Same"] and set(on.rows_by_id[tables["Chained"]]) == set(on.rows_by_id[tables["T"]])
     assert on.labelled() == off.labelled()
+
+
+def test_production_reduction_keeps_every_triple(spark: Any, tmp_path: Path, location_lineage: None) -> None:
+    """Production mode filters the stored triples to paths from kept rows:
+    it needs them all, so no step becomes an edge."""
+    store = tmp_path / "r.prov"
+    with provplug.capture(spark, store=store, reduce={"T": "sample:ratio=0.5,seed=1"}, reduce_mode="production") as run:
+        widen(run.source(spark.createDataFrame(T_ROWS, "k int, a int, b int, s string"), "T"))
+    opened = open_store(store)
+    assert locations_of(opened) == [] and opened.triples().count_rows() > 0
