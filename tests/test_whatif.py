@@ -16,7 +16,8 @@ from test_whatif_support import AVGAGE, PERSON1, PERSON2, R1, R2, Step, Table, p
 
 import provplug
 from provplug import ids
-from provplug.errors import LineageQueryError
+from provplug.errors import DamagedStoreError, LineageQueryError
+from provplug.rowrules import parse_rules, rules_text
 from provplug.whatif.model import WhatIfAnswer
 from provplug.whatif.values import UNKNOWN
 
@@ -161,6 +162,111 @@ def test_full_outer_join_pads_either_side(tmp_path: Path) -> None:
     assert sorted(c for _, ch in _changes(a1, "J") for c in ch) == ["k", "k"]
     lonely = store.whatif("R", "k = 'b'")  # its only row had no left side
     assert _rows(lonely, "J", "vanished") == [{"k": None, "rk": "b", "v": "w"}]
+
+
+def test_a_union_copies_each_rows_cell_from_its_own_branch(tmp_path: Path) -> None:
+    """U = J.v union L.k: a padded J row's v turns null in U too (a computed
+    rule could only say "changed, value unknown")."""
+    union = Table("U", ("v",), [("x",), ("y",), ("z",), ("a1",), ("a2",)])
+    step = Step("union", ["J", "L"], "U", [(0, 0, "J", 0), (1, 0, "J", 1), (2, 0, "J", 2), (3, 0, "L", 0), (4, 0, "L", 1)],
+                {"v": ("copies", [("J", "v"), ("L", "k")])})
+    stage(tmp_path / "union.prov", [LEFT, RIGHT, Table("J", ("k", "rk", "v"), [("a1", "a1", "x"), ("a1", "a1", "y"),
+          ("a2", "a2", "z")]), union], [_outer_step(full=False), step])
+    store = provplug.open(tmp_path / "union.prov")
+    assert _changes(store.whatif("R", "v = 'z'"), "U") == [({"v": "z"}, {"v": ("z", None)})]
+    both = store.whatif("R", "k = 'a1'")
+    assert _rows(both, "U", "vanished") == [{"v": "y"}] and _changes(both, "U") == [({"v": "x"}, {"v": ("x", None)})]
+    gone = store.whatif("L", "k = 'a2'")  # U's a2 row and the J row it reached
+    assert sorted(r["v"] for r in _rows(gone, "U", "vanished")) == ["a2", "z"] and _changes(gone, "U") == []
+
+
+def _outer_step(full: bool) -> Step:
+    records: list[tuple[Any, ...]] = [(0, 0, "L", 0, full), (0, 0, "R", 0, True), (1, 0, "L", 0, full),
+                                      (1, 0, "R", 1, True), (2, 0, "L", 1, full), (2, 0, "R", 2, True)]
+    return Step("join", ["L", "R"], "J", records,
+                {"k": ("copy", "L", "k"), "rk": ("copy", "R", "k"), "v": ("copy", "R", "v")}, {"L": ["k"], "R": ["k"]})
+
+
+def _grouped_join(tmp_path: Path, full: bool) -> Any:
+    """One step: L left (full) join R on k, grouped by L.k (full: by nothing,
+    one row): a group's members are the joined pairs, R's row optional
+    (full: both). Columns: n = count(*), nv = count(R.v)."""
+    right = Table("R", RIGHT.columns, [*RIGHT.rows, ("b", "w")]) if full else RIGHT
+    pairs = [(0, "L", 0, "R", 0), (0, "L", 0, "R", 1), (1, "L", 1, "R", 2)]
+    if full:
+        pairs = [(0, *p[1:]) for p in pairs]
+    records: list[tuple[Any, ...]] = []
+    for member, (row, lt, lr, rt, rr) in enumerate(pairs):
+        records += [(row, member, lt, lr, full), (row, member, rt, rr, True)]
+    if full:
+        records.append((0, 3, "R", 3, True))
+    rows = [(4, 4)] if full else [("a1", 2, 2), ("a2", 1, 1)]
+    columns: dict[str, tuple[Any, ...]] = {"n": ("aggregate", "count_star"), "nv": ("aggregate", "count", "R", "v")}
+    if not full:
+        columns = {"k": ("copy", "L", "k"), **columns}
+    out = Table("G", tuple(columns), rows)
+    step = Step("joined_groups", ["L", "R"], "G", records, columns, {"L": ["k"], "R": ["k"]},
+                existence="always_one_row" if full else "exact")
+    stage(tmp_path / "g.prov", [LEFT, right, out], [step])
+    return provplug.open(tmp_path / "g.prov")
+
+
+def test_a_groups_members_pad_as_the_join_rows_would(tmp_path: Path) -> None:
+    store = _grouped_join(tmp_path, full=False)
+    # (a1, x) goes: a1 still matches y, so no padded member stays.
+    assert _changes(store.whatif("R", "v = 'x'"), "G") == [({"k": "a1", "n": 2, "nv": 2}, {"n": (2, 1), "nv": (2, 1)})]
+    # Both of a1's matches go: one padded member (a1, null) stays.
+    assert _changes(store.whatif("R", "k = 'a1'"), "G") == [({"k": "a1", "n": 2, "nv": 2}, {"n": (2, 1), "nv": (2, 0)})]
+    assert _rows(store.whatif("L", "k = 'a2'"), "G", "vanished") == [{"k": "a2", "n": 1, "nv": 1}]
+
+
+def test_a_full_join_member_lives_while_one_of_its_rows_does(tmp_path: Path) -> None:
+    store = _grouped_join(tmp_path, full=True)
+    # Every L row goes: each R row keeps a padded row of its own (re-run: 4 rows, R's v all there).
+    assert _changes(store.whatif("L", "k IS NOT NULL"), "G") == []
+    # R's a1 rows go: L's a1 keeps one padded row; a2's pair and b's row stay (3 rows, 2 with v).
+    assert _changes(store.whatif("R", "k = 'a1'"), "G") == [({"n": 4, "nv": 4}, {"n": (4, 3), "nv": (4, 2)})]
+
+
+SALES_TOTAL: dict[str, tuple[Any, ...]] = {
+    "n": ("aggregate", "count_star"), "n_qty": ("aggregate", "count", "Sales", "qty"),
+    "items": ("aggregate", "count_distinct", "Sales", "item"), "total": ("aggregate", "sum", "Sales", "qty"),
+    "low": ("aggregate", "min", "Sales", "qty"), "mean": ("aggregate", "avg", "Sales", "price"), "one": ("literal",),
+}
+
+
+def _overall(tmp_path: Path, existence: str) -> Any:
+    out = Table("Overall", tuple(SALES_TOTAL), [(4, 3, 3, 13, 2, 7.0 / 3, 1)],
+                [pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.int32(), pa.float64(), pa.int32()])
+    step = Step("total", ["Sales"], "Overall", [(0, m, "Sales", m) for m in range(4)], SALES_TOTAL, existence=existence)
+    stage(tmp_path / f"{existence}.prov", [SALES, out], [step])
+    return provplug.open(tmp_path / f"{existence}.prov")
+
+
+def test_a_global_aggregate_keeps_its_one_row_with_no_member_left(tmp_path: Path) -> None:
+    store = _overall(tmp_path, "always_one_row")
+    (_, changes), = _changes(store.whatif("Sales", "shop IS NOT NULL"), "Overall")  # every row
+    assert changes == {"n": (4, 0), "n_qty": (3, 0), "items": (3, 0), "total": (13, None), "low": (2, None),
+                       "mean": (7.0 / 3, None)}  # Spark over no row: counts 0, the others null
+    (_, some), = _changes(store.whatif("Sales", "shop = 's1'"), "Overall")
+    assert some == {"n": (4, 1), "n_qty": (3, 1), "items": (3, 1), "total": (13, 7), "low": (2, 7), "mean": (7.0 / 3, 3.0)}
+    # The same records read as "exact": the row needs a member, so it vanishes.
+    exact = _overall(tmp_path, "exact").whatif("Sales", "shop IS NOT NULL")
+    assert len(_rows(exact, "Overall", "vanished")) == 1
+
+
+def test_row_rules_read_every_existence_and_refuse_others() -> None:
+    base = {"op": 1, "out_table": 2, "columns": {"c": {"kind": "copy", "references": [[3, "a"], [4, "b"]]}}}
+    for existence in ("exact", "opaque", "always_one_row"):
+        text = json.dumps([{**base, "existence": existence}])
+        (rule,) = parse_rules(text, "x")
+        assert rule.existence == existence and parse_rules(rules_text([rule]), "x") == [rule]
+    assert rule.columns["c"].copies == {3: "a", 4: "b"}
+    old = json.dumps([{"op": 1, "out_table": 2, "existence": "exact", "columns": {"c": {"kind": "copy", "table": 3,
+                                                                                       "column": "a"}}}])
+    assert parse_rules(old, "x")[0].columns["c"].copies == {3: "a"}  # a file written before either
+    with pytest.raises(DamagedStoreError, match="unknown existence 'sometimes'"):
+        parse_rules(json.dumps([{**base, "existence": "sometimes"}]), "x")
 
 
 # -- aggregates ---------------------------------------------------------------------

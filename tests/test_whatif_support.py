@@ -78,9 +78,11 @@ def stage(path: Path, tables: Sequence[Table], steps: Sequence[Step]) -> dict[st
 
 
 def _rule(spec: tuple[Any, ...], tid: Mapping[str, int]) -> ColumnRule:
-    """("copy", T, C) | ("aggregate", FN, T, C) | ("aggregate", "count_star") |
-    ("computed", [(T, C), ...]) | ("literal",)."""
+    """("copy", T, C) | ("copies", [(T, C), ...]) (a union's copy per table) |
+    ("aggregate", FN, T, C) | ("aggregate", "count_star") | ("computed", [(T, C), ...]) | ("literal",)."""
     kind = spec[0]
+    if kind == "copies":
+        return ColumnRule("copy", references=tuple((tid[t], c) for t, c in spec[1]))
     if kind == "copy":
         return ColumnRule("copy", tid[spec[1]], spec[2])
     if kind == "aggregate":
