@@ -285,6 +285,24 @@ def test_damaged_location_edges_are_one_line(pair: Pair, tmp_path: Path) -> None
         assert "\n" not in str(caught.value)
 
 
+def test_verify_checks_the_edges_against_the_manifests_count(pair: Pair, tmp_path: Path) -> None:
+    import shutil
+
+    from provplug import store as store_module
+    from provplug.errors import DamagedStoreError
+    from provplug.location import LOCATIONS
+
+    assert store_module.LOCATIONS == LOCATIONS
+    copy = tmp_path / "copy.prov"
+    shutil.copytree(pair.located.root, copy)
+    manifest = copy / "runs" / pair.runs["located"][1].run_id / "_manifest.json"
+    record = json.loads(manifest.read_text())
+    record["counts"]["location_triples"] += 1
+    manifest.write_text(json.dumps(record))
+    with pytest.raises(DamagedStoreError, match="location edges stand for 59 triples, its manifest says 60"):
+        open_store(str(copy)).verify()
+
+
 # -- the index ---------------------------------------------------------------------------
 
 

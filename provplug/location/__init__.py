@@ -32,7 +32,7 @@ The parts:
   :func:`triple_counts`, and on Spark :func:`triples_frame`, expanded on the
   executors), with a :class:`TripleFilter` pushed down to both.
 
-How the rest of provplug will use it (the plan for the wiring round):
+How the rest of provplug uses it:
 
 * **Capture.** A Spark step the capture recognises as row-aligned numbers
   its output rows with the input's row numbers (same partitioning, same
@@ -45,11 +45,17 @@ How the rest of provplug will use it (the plan for the wiring round):
   once, as ``locations.json``, when the run finishes (a dataset of the run,
   so it is committed and deleted with it). ``location_lineage=False`` keeps
   storing triples, so the two stores can be compared.
-* **Index and queries.** Every reader of triples (the WCC and connected-set
-  builders, RQ, CCProv, CSProv, downstream, what-if) reads them through one
-  function: the stored triple files plus :func:`expand` of
+* **Index and queries.** Every reader of triples (the local and Spark
+  index engines, RQ on the driver and on Spark, the exports and column
+  lineage, the workflow graph, browse, metrics; CCProv, CSProv, downstream
+  and diff through the index and the queries) reads them through
+  :mod:`.read`: the stored triple files plus :func:`expand` of
   :func:`locations_of` — the same triples, so components, sets and answers
-  are identical to those of a store that kept them. Static-rate hops can
+  are identical to those of a store that kept them. The importer's cycle
+  check reads imported triples only (edges hold captured ids only). A
+  manifest counts ``triples`` (stored) and, for a run with edges,
+  ``location_edges`` and ``location_triples`` (those they stand for);
+  ``provplug stats`` and ``provplug runs`` show both. Static-rate hops can
   later be answered arithmetically (:func:`dependency`) instead of expanded.
 """
 
