@@ -377,9 +377,9 @@ def main(argv: list[str]) -> int:
     results = []
     try:
         if args.only in (None, "flights"):
-            results.append(measure(spark, "flights S1+S2+S3", flights_data(), flights_pipeline, args.runs, args.warmup))
+            results.append(measure(spark, "flights S1+S2+S3+P", flights_data(), flights_pipeline, args.runs, args.warmup))
         if args.only in (None, "tpch"):
-            results.append(measure(spark, f"TPC-H Q1+Q3+Q5 (sf {args.tpch_scale:g})", tpch_data(args.tpch_scale), tpch_pipeline, args.runs, args.warmup))
+            results.append(measure(spark, f"TPC-H P+Q1+Q3+Q5 (sf {args.tpch_scale:g})", tpch_data(args.tpch_scale), tpch_pipeline, args.runs, args.warmup))
     finally:
         spark.stop()
     command = "python examples/benchmarks/capture_bench.py " + " ".join(argv)
