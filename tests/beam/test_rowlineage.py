@@ -264,11 +264,10 @@ def test_flatten_keeps_each_row_with_its_one_member(rows: Rows) -> None:
     people, more = rows.table_id("People"), rows.table_id("More")
     assert rows.lineage("R_union") == expect(
         "Everyone", *[(p, [[("People", p)]]) for p in PEOPLE], *[(p, [[("More", p)]]) for p in MORE])
-    # A union column copies one cell of either table: the format names one
-    # table per copy, so it is computed from both.
+    # A union column copies the cell of its row's own table (a copy per table).
     assert rows.rule("R_union") == OpRowRules(
         rows.got.ops["R_union"]["op_id"], rows.table_id("Everyone"), "exact",
-        {c: computed((people, c), (more, c)) for c in PEOPLE_COLUMNS})
+        {c: ColumnRule("copy", references=tuple(sorted([(people, c), (more, c)]))) for c in PEOPLE_COLUMNS})
 
 
 def test_groupby_aggregate_field_inside_a_composite(rows: Rows) -> None:
@@ -337,6 +336,11 @@ def total(values: Any) -> Any:
     return values | beam.CombineGlobally(sum)
 
 
+@provplug.step("CountAll", output="AgeCount")
+def count_all(values: Any) -> Any:
+    return values | beam.CombineGlobally(beam.combiners.CountCombineFn())
+
+
 @provplug.step("TotalOrNothing", output="TotalAgeOrNothing")
 def total_or_nothing(values: Any) -> Any:
     return values | beam.CombineGlobally(sum).without_defaults()
@@ -354,7 +358,7 @@ def test_nested_composites_global_combines_and_side_inputs(tmp_path: Path) -> No
         people = run.source(PEOPLE, "People")
         _ = people | "Outer" >> Outer()
         ages_table = run.source([30, 40, 40, 20], "AgeList")
-        total(ages_table), total_or_nothing(ages_table)
+        total(ages_table), total_or_nothing(ages_table), count_all(ages_table)
         above_average(people, ages_table)
     got = Rows(path)
     params = {name: json.loads(op["params"] or "{}") for name, op in got.got.ops.items()}
@@ -374,6 +378,13 @@ def test_nested_composites_global_combines_and_side_inputs(tmp_path: Path) -> No
     assert got.lineage("Total") == expect("TotalAge", ({"value": 130}, members))
     # With defaults the row exists with no member left: not derivable.
     assert got.rule("Total").existence == "opaque" and "default" in got.rule("Total").reason
+    # A count's default (0 with no member left) is what what-if recomputes: one row always.
+    assert got.rule("CountAll") == OpRowRules(
+        got.got.ops["CountAll"]["op_id"], got.table_id("AgeCount"), "always_one_row",
+        {"value": ColumnRule("aggregate", function="count_star")})
+    assert got.lineage("CountAll") == expect("AgeCount", ({"value": 4}, members))
+    (counted,) = provplug.open(path).whatif("AgeList", "value IS NOT NULL").table("AgeCount").changed  # type: ignore[union-attr]
+    assert counted.changes == {"value": (4, 0)}  # as Beam re-run on no row: the default 0
     assert got.rule("TotalOrNothing") == OpRowRules(
         got.got.ops["TotalOrNothing"]["op_id"], got.table_id("TotalAgeOrNothing"), "exact",
         {"value": ColumnRule("aggregate", age_list, "value", "sum")})

@@ -62,6 +62,8 @@ class RowState:
     opaque: tuple[str, ...] = ()
     one_row: bool = True
     sources: frozenset[int] = frozenset()  # tables whose rows the elements come from
+    # One element whatever is deleted (a global count with defaults: 0 with no member left).
+    always_one_row: bool = False
 
     def col(self, attribute: str) -> Col:
         found = self.named.get(attribute, self.other)
@@ -115,7 +117,7 @@ def _only(inputs: Tagged) -> RowState:
 def filtered(inputs: Tagged) -> RowState:
     """``Filter``: rows kept as they are; the predicate reads the whole element."""
     s = _only(inputs)
-    return dataclasses.replace(s, deciding=s.deciding | s.refs())
+    return dataclasses.replace(s, deciding=s.deciding | s.refs(), opaque=_over_one_row([s], "a filter"))
 
 
 def mapped(inputs: Tagged) -> RowState:
@@ -149,13 +151,22 @@ def aggregate(function: str | None, s: RowState, col: Col) -> Col:
         return Col.computed(col.refs)
     if function == "count_star":
         return Col("aggregate", frozenset(), "count_star")
-    if col.kind == "copy":
+    if col.kind == "copy" and len(col.refs) == 1:  # (a Flatten's copy per table: not one column)
         return Col("aggregate", col.refs, function)
     return Col.computed(col.refs)
 
 
+def _over_one_row(states: Sequence[RowState], what: str) -> tuple[str, ...]:
+    """The opaque reasons of a transform over ``states``: theirs, and that a
+    global combine's element outlives its members, which they do not say."""
+    reasons = tuple(r for s in states for r in s.opaque)
+    if any(s.always_one_row for s in states):
+        reasons += (f"{what} over a global combine's default row",)
+    return reasons
+
+
 def _grouped(s: RowState, named: Mapping[str, Col], key_refs: Iterable[Ref], other: Col | None = None) -> RowState:
-    return RowState(named, other, s.deciding | frozenset(key_refs), s.opaque, False, s.sources)
+    return RowState(named, other, s.deciding | frozenset(key_refs), _over_one_row([s], "a grouping"), False, s.sources)
 
 
 def group_by_key(inputs: Tagged) -> RowState:
@@ -174,13 +185,23 @@ def combine_per_key(function: str | None) -> Transfer:
     return transfer
 
 
-def combine_globally(function: str | None) -> Transfer:
+def combine_globally(function: str | None, has_defaults: bool) -> Transfer:
+    """One element over every input element. With defaults it exists with
+    no element left; its value then is the CombineFn's over nothing, which
+    what-if recomputes (Spark's rules) only for a count: 0."""
+
     def transfer(inputs: Tagged) -> RowState:
         s = _only(inputs)
         every = Col.computed(s.refs())
         single = set(s.named) == {"value"} and s.other is None
         value = aggregate(function, s, s.named["value"]) if single else every
-        return _grouped(s, {"value": value}, (), every)
+        grouped = _grouped(s, {"value": value}, (), every)
+        if not has_defaults:
+            return grouped
+        if value.kind == "aggregate" and value.function == "count_star":
+            return dataclasses.replace(grouped, always_one_row=True)
+        return dataclasses.replace(grouped, opaque=(*grouped.opaque, "a global combine emits a default row when no "
+                                                    "input row is left (its value over nothing is the CombineFn's)"))
 
     return transfer
 
@@ -196,25 +217,41 @@ def co_group_by_key(inputs: Tagged) -> RowState:
         named["value"] = Col.computed(frozenset().union(*(s.value_refs() for s in states)))
     return RowState(
         named, None, frozenset().union(*(s.deciding for s in states)) | key_refs,
-        tuple(r for s in states for r in s.opaque), False, frozenset().union(*(s.sources for s in states)),
+        _over_one_row(states, "a CoGroupByKey"), False, frozenset().union(*(s.sources for s in states)),
     )
 
 
 def flatten(inputs: Tagged) -> RowState:
-    """Union: each row keeps its one member; a column copies one table's
-    cell only when every branch copies that cell (the format names one table)."""
+    """Union: each row keeps its one member; a column copies the cell of
+    the member's own table when each branch copies (or is a literal) and no
+    branch's rows hold another branch's source table; else computed."""
     states = [s for _, s in inputs]
     if not states:
         return RowState({}, Col("literal"))
     names = {a for s in states for a in s.named}
-    named = {a: _same_or_computed([s.col(a) for s in states]) for a in names}
+    named = {a: _branch_copy([s.col(a) for s in states], states) for a in names}
     others = [s.other for s in states if s.other is not None]
     disjoint = sum(len(s.sources) for s in states) == len(frozenset().union(*(s.sources for s in states)))
     return RowState(
         named, _same_or_computed(others) if others else None,
-        frozenset().union(*(s.deciding for s in states)), tuple(r for s in states for r in s.opaque),
+        frozenset().union(*(s.deciding for s in states)), _over_one_row(states, "a Flatten"),
         all(s.one_row for s in states) and disjoint, frozenset().union(*(s.sources for s in states)),
     )
+
+
+def _branch_copy(cols: Sequence[Col], states: Sequence[RowState]) -> Col:
+    """One column of a Flatten: a copy per branch table when it can be told."""
+    if all(c == cols[0] for c in cols) or any(c.kind not in ("copy", "literal") for c in cols):
+        return _same_or_computed(cols)
+    copies = [next(iter(c.refs)) if c.kind == "copy" and len(c.refs) == 1 else None for c in cols]
+    tables = {ref[0] for ref in copies if ref is not None}
+    if any(c.kind == "copy" and ref is None for c, ref in zip(cols, copies, strict=True)) \
+            or len(tables) != len({ref for ref in copies if ref is not None}):
+        return _same_or_computed(cols)  # a branch copying from several cells, or one table's two columns
+    for ref, s in zip(copies, states, strict=True):
+        if (s.sources & tables) - ({ref[0]} if ref is not None else set()):
+            return _same_or_computed(cols)  # this branch's rows may hold another branch's table
+    return Col("copy", frozenset(ref for ref in copies if ref is not None))
 
 
 def _same_or_computed(cols: Sequence[Col]) -> Col:
@@ -224,7 +261,7 @@ def _same_or_computed(cols: Sequence[Col]) -> Col:
 def distinct(inputs: Tagged) -> RowState:
     """Equal elements merge: each attribute copies any member's cell (they agree)."""
     s = _only(inputs)
-    return dataclasses.replace(s, deciding=s.deciding | s.refs(), one_row=False)
+    return dataclasses.replace(s, deciding=s.deciding | s.refs(), one_row=False, opaque=_over_one_row([s], "distinct"))
 
 
 def _field(s: RowState, source: str | None) -> Col:
@@ -276,7 +313,7 @@ def op_rules(op_id: int, out_table: int, columns: Sequence[str], state: RowState
             deciding.setdefault(t, set()).add(c)
     reasons = tuple(dict.fromkeys(state.opaque))
     return OpRowRules(
-        op_id, out_table, "opaque" if reasons else "exact",
+        op_id, out_table, "opaque" if reasons else "always_one_row" if state.always_one_row else "exact",
         {c: _column_rule(state.col(c)) for c in columns},
         {t: tuple(sorted(cols)) for t, cols in sorted(deciding.items())},
         reason="; ".join(reasons),
@@ -284,6 +321,8 @@ def op_rules(op_id: int, out_table: int, columns: Sequence[str], state: RowState
 
 
 def _column_rule(col: Col) -> ColumnRule:
+    if col.kind == "copy" and len(col.refs) > 1:  # a Flatten's copy per table
+        return ColumnRule("copy", references=tuple(sorted(col.refs)))
     if col.kind in ("copy", "aggregate") and col.refs:
         ((table_id, column),) = col.refs
         return ColumnRule(col.kind, table_id, column, col.function)

@@ -266,10 +266,7 @@ def _combine_globally_with(combine_fn: beam.CombineFn, has_defaults: bool, opera
     def expand(pc: Any) -> Any:
         return pc | "ToInput" >> beam.Map(_to_global_input) | "CombineGlobally" >> combine | "WithProv" >> beam.Map(_from_global)
 
-    rows = rowstate.combine_globally(function)
-    if has_defaults:  # the format has no row that exists without members
-        rows = rowstate.opaque(rows, f"{operation} emits a default row when no input row is left")
-    return Rule(operation, False, expand, rows)
+    return Rule(operation, False, expand, rowstate.combine_globally(function, has_defaults))
 
 
 def _to_global_input(element: Traced) -> tuple[Any, tuple[int, ...]]:
