@@ -7,11 +7,14 @@ members decide existence (:mod:`.members`) and their column rules the new
 cell values:
 
 * ``copy``: the new value of the copied input cell (null once its row is
-  padded away);
+  padded away); a union's copy per table reads the member's own table;
 * ``aggregate``: recomputed over the members left, from stored values and
   the new values upstream (:mod:`.values`);
 * ``computed``: "changed, value unknown" when a referenced cell changed or a
   member went; ``literal``: unchanged.
+
+An op whose existence is ``always_one_row`` (a global aggregate) keeps
+its row when no member is left: counts 0, the other aggregates null.
 
 What cannot be told is said, never guessed: a changed cell in a column that
 decides existence (filter, join or group key), an op whose existence is
