@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from .errors import CaptureError
+from .errors import CaptureError, LocationError
 from .lifecycle import observed_run
 from .model import RunInfo, StepInfo
 from .plugins import Plugins, get_plugins
@@ -151,10 +151,19 @@ def step(name: str, *, output: str | Sequence[str], **params: Any) -> Callable[[
 
     ``output`` names the table the function returns (a tuple of names when it
     returns a tuple). Extra keyword arguments are recorded as op parameters.
+    ``rates=`` (a :class:`provplug.location.Rates` or its fields as a
+    mapping) declares the static rates of a one-input, one-output step
+    (output position k from the input positions of the firing that made it,
+    rows in row-number order): with location lineage on, a Spark capture
+    checks the declaration against the triples it captured and stores one
+    rated edge instead; a declaration the data contradicts is a
+    :class:`~provplug.errors.LocationError` (never a wrong answer).
     """
     outputs = (output,) if isinstance(output, str) else tuple(output)
     if not outputs:
         raise ValueError("a step needs at least one output table name")
+    if params.get("rates") is not None:
+        params = {**params, "rates": _rates_record(params["rates"])}
 
     def decorate(func: F) -> F:
         @functools.wraps(func)
@@ -168,6 +177,20 @@ def step(name: str, *, output: str | Sequence[str], **params: Any) -> Callable[[
         return cast(F, wrapper)  # functools.wraps keeps func's signature; mypy cannot see it
 
     return decorate
+
+
+def _rates_record(rates: Any) -> dict[str, Any]:
+    """Declared rates as an op parameter (checked now: a bad one fails at declaration)."""
+    from .location import Rates
+
+    if isinstance(rates, Mapping):
+        try:
+            rates = Rates(**rates)
+        except TypeError as exc:
+            raise LocationError(f"rates: {exc}") from None
+    if not isinstance(rates, Rates):
+        raise LocationError(f"rates are a provplug.location.Rates or a mapping of its fields, not {rates!r}")
+    return dataclasses.asdict(rates)
 
 
 @contextlib.contextmanager

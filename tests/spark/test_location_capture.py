@@ -249,3 +249,49 @@ def test_production_reduction_keeps_every_triple(spark: Any, tmp_path: Path, loc
         widen(run.source(spark.createDataFrame(T_ROWS, "k int, a int, b int, s string"), "T"))
     opened = open_store(store)
     assert locations_of(opened) == [] and opened.triples().count_rows() > 0
+
+
+def _pairs_capture(spark: Any, store: Path, on: bool, group: Any, rates: dict[str, int]) -> None:
+    @provplug.step("Pairs", output="Pairs", rates=rates)
+    def pairs(t: Any) -> Any:
+        return t.groupBy(group.alias("pair")).agg(F.sum("a").alias("sa")).orderBy("pair").coalesce(1)
+
+    with provplug.capture(spark, store=store, location_lineage=on) as run:
+        # One partition: rows 0..5 in k order; the output's rows 0..2 in pair order.
+        pairs(run.source(spark.createDataFrame(T_ROWS, "k int, a int, b int, s string").coalesce(1), "T"))
+
+
+def test_declared_rates_become_a_rated_edge_once_the_data_confirms_them(
+        spark: Any, tmp_path: Path, location_lineage: None) -> None:
+    consecutive = F.floor((F.col("k") - 1) / 2)  # pairs (1, 2), (3, 4), (5, 6): 2 rows in, 1 out
+    stores = tmp_path / "on.prov", tmp_path / "off.prov"
+    for store, on in zip(stores, (True, False), strict=True):
+        _pairs_capture(spark, store, on, consecutive, {"consumption": 2, "production": 1})
+    on_read, off_read = _Read(stores[0]), _Read(stores[1])
+    (edge,) = on_read.edges
+    assert (edge.rates.consumption, edge.rates.production) == (2, 1) and edge.src_rows is not None
+    assert edge.columns == ((0, (0,)), (1, (1,)))  # pair <- k, sa <- a
+    assert on_read.stored == 0 and off_read.stored == edge.triple_count == 12
+    assert off_read.edges == []
+    assert on_read.labelled() == off_read.labelled()
+    (op,) = on_read.store.ops().to_pylist()
+    assert json.loads(op["params"])["rates"]["consumption"] == 2 and op["triples"] == 12  # recorded with the op
+
+
+def test_a_declaration_the_data_contradicts_fails_the_run(spark: Any, tmp_path: Path, location_lineage: None) -> None:
+    from provplug.errors import LocationError
+
+    interleaved = F.col("k") % 3  # groups (3, 6), (1, 4), (2, 5): not consecutive input rows
+    store = tmp_path / "bad.prov"
+    with pytest.raises(LocationError, match=r"Pairs declares consumption 2, production 1, but its output row"):
+        _pairs_capture(spark, store, True, interleaved, {"consumption": 2, "production": 1})
+    assert not list(store.glob("runs/*/_manifest.json"))  # nothing committed
+
+
+def test_rates_are_checked_when_declared() -> None:
+    from provplug.errors import LocationError
+
+    with pytest.raises(LocationError, match="production rate"):
+        provplug.step("Bad", output="B", rates={"consumption": 1, "production": 0})
+    with pytest.raises(LocationError, match="rates"):
+        provplug.step("Bad", output="B", rates={"speed": 2})

@@ -53,11 +53,11 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from provplug import ids, schema
 from provplug.errors import CaptureError
-from provplug.location import LocationEdge
+from provplug.location import LocationEdge, Rates, RowRuns
 from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin
 from provplug.protocols import RunRecorder
 
-from . import aligned
+from . import aligned, declared
 from ._jvm import PendingFrame
 from .groupjoin import group_jobs
 from .rewrite import PlanRewriter, Rewritten
@@ -129,7 +129,7 @@ class SparkCaptureSession:
         self._lock = threading.RLock()
         # Row-aligned outputs stored as location edges (:mod:`.aligned`).
         self.location_lineage = aligned.enabled(spark, getattr(run, "location_lineage", True))
-        self._row_counts: dict[int, int] = {}  # table id -> rows, once written
+        self._runs: dict[int, RowRuns] = {}  # table id -> its row numbers, once written
 
     # -- sources ---------------------------------------------------------------
     def source(self, data: Any, name: str) -> DataFrame:
@@ -144,10 +144,11 @@ class SparkCaptureSession:
         positional = files is not None
         if files is not None:  # immutable input files: stored as copies, rows numbered by position
             rows = self.run.copy_positional_rows(table.table_id, files)
+            self._runs[table.table_id] = RowRuns.of([(0, rows)])
         else:
             layout = OutputLayout(tuple(columns), (), ())
-            rows, _, _ = self._write(frame.select(*[_quoted(c) for c in columns]), layout, table.table_id, 0)
-        self._row_counts[table.table_id] = rows
+            rows, _, runs = self._write(frame.select(*[_quoted(c) for c in columns]), layout, table.table_id, 0)
+            self._runs[table.table_id] = RowRuns.of(sorted(runs))
         published = self._publish(table, "source", rows, frame.schema, positional)
         read = functools.partial(self._read_back, table, frame.schema, positional)
         self._handed[table.table_id] = _Handed(frame, lambda: published, read)
@@ -246,9 +247,8 @@ class SparkCaptureSession:
         for frame, rewritten, table in zip(outputs, rewrites, tables, strict=True):
             # Registered now: a downstream rewrite can only meet this table once its rows are written.
             self.rewriter.register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
-            row_aligned = (aligned.aligned_output(self.rewriter.jvm, self.rewriter.jvm.plan(frame), rewritten)
-                           if self.location_lineage else None)
-            jobs.append(self.steps.submit(self._materialise, table, rewritten, op_id, frame, row_aligned, step.name))
+            location = self._location(step, len(outputs), frame, rewritten)
+            jobs.append(self.steps.submit(self._materialise, table, rewritten, op_id, frame, location, step.name))
             self._handed[table.table_id] = _Handed(frame, functools.partial(_frame_of, jobs[-1]),
                                                    functools.partial(self._reread, jobs[-1], table, frame.schema))
             frames.append(self.table_frame(table.table_id))
@@ -272,8 +272,19 @@ class SparkCaptureSession:
                 raise CaptureError(f"step {step.name!r} returned {type(out).__name__} for {name!r}, not a Spark DataFrame")
         return outputs
 
+    def _location(self, step: StepInfo, outputs: int, frame: DataFrame, rewritten: Rewritten
+                  ) -> aligned.Aligned | tuple[int, Rates] | None:
+        """How the output is stored as a location edge: row-aligned, declared
+        rates (its one input table and the rates), or None (its triples)."""
+        if not self.location_lineage:
+            return None
+        rates = declared.declared_rates(step.params)
+        if rates is not None:
+            return declared.checkable(step.name, outputs, rewritten), rates
+        return aligned.aligned_output(self.rewriter.jvm, self.rewriter.jvm.plan(frame), rewritten)
+
     def _materialise(self, table: TableInfo, rewritten: Rewritten, op_id: int, frame: DataFrame,
-                     row_aligned: aligned.Aligned | None = None, step: str = "") -> _Written:
+                     location: aligned.Aligned | tuple[int, Rates] | None = None, step: str = "") -> _Written:
         """Write the output once (rows, row numbers, per-row triples and the
         markers of group joins); start writing the group joins' triples. A
         row-aligned output keeps its input's row numbers and gets an edge
@@ -282,6 +293,7 @@ class SparkCaptureSession:
         # The group joins' rows need the output rows' flat members beside the keys.
         flat = tuple(s.column for s in rewritten.members.flat) if deferred and rewritten.members else ()
         kept = (*rewritten.hidden, *flat) if deferred else ()
+        row_aligned = location if isinstance(location, aligned.Aligned) else None
         if row_aligned is not None:
             layout = OutputLayout(tuple(table.columns), (), kept, rewritten.members, numbered_by=row_aligned.rows)
         else:
@@ -289,9 +301,13 @@ class SparkCaptureSession:
         rows, triples, runs = self._write(rewritten.frame, layout, table.table_id, op_id, keys=deferred)
         edge = None
         if row_aligned is not None:
-            checked = aligned.checked_runs(step, runs, rows, self._row_counts.get(row_aligned.input))
+            source = self._runs.get(row_aligned.input)
+            checked = aligned.checked_runs(step, runs, rows, None if source is None else source.size)
             edge = aligned.edge_of(op_id, table.table_id, row_aligned, checked)
-        self._row_counts[table.table_id] = rows
+        self._runs[table.table_id] = RowRuns.of(sorted(runs))
+        if isinstance(location, tuple):
+            edge = self._declared_edge(step, op_id, table.table_id, rewritten, *location)
+            triples = 0
         groups = None
         if deferred:
             keys_schema = StructType([StructField(schema.ROW_COLUMN, LongType())]
@@ -301,6 +317,18 @@ class SparkCaptureSession:
             groups = self.triples.submit(self._write_groups, keys, rewritten, table.table_id, op_id)
         return _Written(self._counted(table, "output", rows), self._read_back(table, frame.schema), triples, _now(), groups,
                         edge)
+
+    def _declared_edge(self, step: str, op_id: int, table_id: int, rewritten: Rewritten, input_table: int,
+                       rates: Rates) -> LocationEdge:
+        """The rated edge of a step that declares rates, checked against the
+        triples its job wrote, which it then replaces (:mod:`.declared`)."""
+        destination = self.run.triples_destination()
+        prefix = Target(table_id, op_id, None, destination).prefix  # the files of the output's writer job
+        edge = declared.rated_edge(op_id, table_id, input_table, rewritten, self._runs[input_table],
+                                   self._runs[table_id], rates)
+        declared.check(step, edge, declared.read_triples(destination, destination.files(prefix)))
+        destination.discard_files(prefix, ())
+        return edge
 
     def _reread(self, job: Future[_Written], table: TableInfo, data_schema: StructType) -> DataFrame:
         job.result()  # its rows are all written

@@ -59,8 +59,9 @@ ROW_LINEAGE_ENCODING: dict[str, Any] = {
 PARTITION_BITS = 10
 ROW_IN_PARTITION_BITS = ids.ROW_BITS - PARTITION_BITS
 RESULT_SCHEMA = "dataset string, path string, rows long"
-# Result rows of a row-aligned output's tasks: one per run of row numbers
-# used, the run's first number (as text) in ``path``, its length in ``rows``.
+# Result rows of an output's tasks: one per run of row numbers they gave
+# (a row-aligned output's, or the task's own), the run's first number (as
+# text) in ``path``, its length in ``rows``: the table's rows as runs.
 RUNS = "runs"
 
 
@@ -134,10 +135,14 @@ def _add_runs(runs: list[tuple[int, int]], numbers: np.ndarray) -> None:
     starts = np.concatenate([[0], np.flatnonzero(np.diff(numbers) != 1) + 1])
     counts = np.diff(np.concatenate([starts, [len(numbers)]]))
     for first, count in zip(numbers[starts].tolist(), counts.tolist(), strict=True):
-        if runs and runs[-1][0] + runs[-1][1] == first:
-            runs[-1] = (runs[-1][0], runs[-1][1] + count)
-        else:
-            runs.append((first, count))
+        _add_run(runs, first, count)
+
+
+def _add_run(runs: list[tuple[int, int]], first: int, count: int) -> None:
+    if runs and runs[-1][0] + runs[-1][1] == first:
+        runs[-1] = (runs[-1][0], runs[-1][1] + count)
+    else:
+        runs.append((first, count))
 
 
 def _aligned_rows(batch: pa.RecordBatch, column: str) -> np.ndarray:
@@ -209,6 +214,8 @@ def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.Reco
             raise CaptureError(f"provplug: more than {1 << ROW_IN_PARTITION_BITS} rows in one partition; repartition the output")
         else:
             rows = np.arange(count, count + batch.num_rows, dtype=np.int64) | (partition << ROW_IN_PARTITION_BITS)
+            if batch.num_rows:  # consecutive numbers: one run, continued batch after batch
+                _add_run(runs, int(rows[0]), batch.num_rows)
         count += batch.num_rows
         rows_file.write(pa.Table.from_arrays([batch.column(c) for c in layout.data], names=list(layout.data)), rows)
         src, dst = cell_pairs(batch, rows, layout.cells, target.table_id)
