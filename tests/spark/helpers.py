@@ -42,8 +42,13 @@ def table_rows(store: Path, name: str) -> list[dict[str, Any]]:
 
 
 def labelled_triples(store: Path, keys: Mapping[str, Sequence[str]] | None = None) -> set[Triple]:
-    """The store's triples labelled by row keys (see :func:`triple_oracle.keyed`)."""
-    return Stored(store).labelled_triples(keyed(keys))
+    """The store's triples labelled by row keys (see :func:`triple_oracle.keyed`):
+    the stored ones and those its location edges stand for (row-aligned steps)."""
+    from provplug.location.read import triple_table
+
+    stored = Stored(store)
+    stored.triples = triple_table(stored.store).to_pylist()
+    return stored.labelled_triples(keyed(keys))
 
 
 def capture(spark: Any, store: Path, sources: Mapping[str, tuple[list[tuple[Any, ...]], str]],
