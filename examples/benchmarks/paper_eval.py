@@ -486,14 +486,19 @@ def copy_value(q: Query, i: int, factor: int) -> int:
     return q.value + (i % factor) * paper_trace.COPY_STRIDE
 
 
-def duckdb_runner(store: Any, db_path: Path, memory: str) -> tuple[Any, Callable[[int, str], int]]:
+def duckdb_runner(store: Any, db_path: Path, memory: str, threads: int | None = None) -> tuple[Any, Callable[[int, str], int]]:
     """DuckDB over the same triples (a database file beside the store, built
-    once), the recursive CTE returning the lineage values and their triples."""
+    once), the recursive CTE returning the lineage values and their triples.
+    ``memory`` "none": no memory limit (DuckDB 2.0.0's recursive CTE over 169M
+    triples dies of SIGFPE under one)."""
     import duckdb
 
     fresh = not db_path.exists()
     con = duckdb.connect(str(db_path))
-    con.execute(f"SET memory_limit = '{memory}'")
+    if memory != "none":
+        con.execute(f"SET memory_limit = '{memory}'")
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
     if fresh:
         con.execute("CREATE TABLE triples AS SELECT src, dst, op FROM read_parquet(?)", [store.triple_files()])
     sql = {
@@ -955,6 +960,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="above 1x, timed DuckDB runs per query after its warm-up (default: --runs)")
     p.add_argument("--cli-queries", type=int, default=None,
                    help="how many of a class's queries run in a fresh process (the CLI; default: all)")
+    p.add_argument("--duckdb-threads", type=int, default=None, help="DuckDB's threads (default: its own)")
+    p.add_argument("--duckdb-only", action="store_true",
+                   help="only time DuckDB on the slow queries of factors already benchmarked (other figures kept)")
     p.add_argument("--tau", type=int, default=None,
                    help="triples below which a query recurses on the driver (default: provplug's own choice)")
     p.add_argument("--runs", type=int, default=3, help="timed runs per driver-path query (Spark paths: 1)")
@@ -993,6 +1001,9 @@ def run(opts: Options, factors: list[int], args: argparse.Namespace, command: st
             prepare(opts, f, splits_file)
     if args.prepare_only:
         return
+    if args.duckdb_only:
+        duckdb_only(opts, factors, args, results, results_path)
+        return
     picks_key = f"2:{args.queries}:{args.directions}:{args.max_checks}"
     if results.get("picks_key") != picks_key:
         results["queries"] = {d: pick_queries(base_store, opts.theta, args.queries, args.seed, d, args.max_checks)
@@ -1029,6 +1040,40 @@ def run(opts: Options, factors: list[int], args: argparse.Namespace, command: st
     finally:
         spark.stop()
     print(args.out.read_text())
+
+
+def duckdb_only(opts: Options, factors: list[int], args: argparse.Namespace, results: dict[str, Any],
+                results_path: Path) -> None:
+    """Time DuckDB on the slow queries of factors already benchmarked (their
+    other figures kept), e.g. with settings a large factor needs."""
+    from provplug.plugins import open_store
+
+    for f in factors:
+        sec = results["factors"][str(f)]
+        con, duck = duckdb_runner(open_store(opts.store(f)), opts.data / f"paper-eval-x{f}.duckdb", args.duckdb_memory,
+                                  args.duckdb_threads)
+        bench = Bench(f, opts.store(f), None, args.runs, sec["bench"]["slow"], duck, duck_runs=args.big_duckdb_runs)
+        try:
+            for direction, classes in results["queries"].items():
+                for cls, found in classes.items():
+                    queries = [Query(**q) for q in found["queries"]][:bench.slow]
+                    times = []
+                    for i, q in enumerate(queries):
+                        t, n = timed(functools.partial(duck, copy_value(q, i, f), direction), bench.duck_runs or bench.runs, 1)
+                        if n != q.triples:
+                            raise AssertionError(f"x{f} {direction} {cls} #{i} DuckDB: {n} triples, expected {q.triples}")
+                        print(f"  x{f} {direction} {cls} #{i} duckdb: {t * 1000:.1f} ms", flush=True)
+                        times.append(t)
+                    if queries:
+                        sec["bench"]["ram"][direction][cls]["duckdb"]["times"] = times
+        finally:
+            con.close()
+        sec["bench"]["duckdb_settings"] = {"memory": args.duckdb_memory, "threads": args.duckdb_threads,
+                                           "command": " ".join(sys.argv), "loadavg": os.getloadavg()}
+        merge_saved_factors(results_path, results)
+        results["factors"][str(f)] = sec
+        save_json(results_path, results)
+        render(results, args.out)
 
 
 def merge_saved_factors(path: Path, results: dict[str, Any]) -> None:
