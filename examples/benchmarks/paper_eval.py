@@ -25,10 +25,19 @@
 Everything it builds stays under ``--data`` (gitignored) and is reused, so
 a run can be resumed and factors added later; measured figures are merged
 into ``--data``/paper-eval-results.json and the report (``--out``) is
-rewritten from all of them. For example::
+rewritten from all of them; runs of different factors may go at once
+(each merges the others' saved figures). For example (the runs of
+paper_eval.md)::
 
-    python examples/benchmarks/paper_eval.py --factors 1
-    python examples/benchmarks/paper_eval.py --factors 9,24 --big-slow-queries 3
+    python examples/benchmarks/paper_eval.py --factors 24 --prepare-only --index-memory 8G
+    python examples/benchmarks/paper_eval.py --factors 1 --directions up,down --slow-queries 3 --cli-queries 3
+    python examples/benchmarks/paper_eval.py --factors 24 --directions up,down --big-slow-queries 2 \
+        --big-methods ccprov --cli-queries 3
+    python examples/benchmarks/paper_eval.py --factors 1,9,24 --directions up,down --duckdb-only \
+        --duckdb-memory none --duckdb-threads 1 --big-duckdb-runs 1
+
+A generation without mapped index files (built by an older provplug) counts
+as stale and is re-indexed.
 """
 
 from __future__ import annotations
