@@ -143,9 +143,9 @@ def _row_rules(state: RewriteState, out_attrs: list[Any]) -> OpRowRules:
         terms = set(state.terms.get(expr_id, frozenset())) | {t for _, t in state.deferred.get(expr_id, frozenset())}
         columns[attr.name()] = facts.column_rule(expr_id, terms)
     return OpRowRules(
-        0, 0, "opaque" if facts.reasons else "exact", columns,
+        0, 0, facts.existence, columns,  # type: ignore[arg-type]
         {t: tuple(sorted(cols)) for t, cols in sorted(facts.deciding.items())},
-        tuple(sorted(facts.opaque_inputs)), "; ".join(facts.reasons),
+        tuple(sorted(facts.opaque_inputs)), facts.reason,
     )
 
 
