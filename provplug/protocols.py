@@ -173,6 +173,12 @@ class RunRecorder(Protocol):
         """Record what the row lineage of ``rules.out_table`` means (once per table)."""
         ...
 
+    def record_location_edge(self, edge: Any) -> None:
+        """Store ``edge``, a :class:`provplug.location.LocationEdge` (typed
+        ``Any``: provplug.location reads stores through this module), in
+        place of the triples it stands for (once per op, input and output table)."""
+        ...
+
     def copy_positional_rows(self, table_id: int, files: Iterable[tuple[Any, str, int]]) -> int:
         """Store a source read from Parquet files as copies of those files
         (row number = the file's first row + position); return its rows.

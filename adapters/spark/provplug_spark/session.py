@@ -376,7 +376,7 @@ class SparkCaptureSession:
             for out in outputs:
                 self.run.record_table(out.table)
                 if out.edge is not None:
-                    self.run.record_location_edge(out.edge)  # type: ignore[attr-defined]  # a StagedRun's
+                    self.run.record_location_edge(out.edge)
             self.run.finish_op(  # the triples the op stands for, stored or as edges: the same with edges off
                 op.op_id, triples=sum(o.stands_for for o in outputs) + sum(g[0] for g in groups),
                 finished=max([o.finished for o in outputs] + [g[1] for g in groups]),
