@@ -78,7 +78,9 @@ class Stored:
             numbered = {r.pop(schema.ROW_COLUMN): r for r in rows.to_pylist()}
             assert len(numbered) == rows.num_rows, f"row numbers of {t['name']} must be unique"
             self.rows_by_id[t["table_id"]] = numbered
-        self.triples: list[dict[str, Any]] = self.store.triples().to_table().to_pylist()
+        from provplug.location.read import triple_table
+
+        self.triples: list[dict[str, Any]] = triple_table(self.store).to_pylist()  # stored + location edges
         op_list = self.store.ops().to_pylist()
         self.ops: dict[str, dict[str, Any]] = {o["name"]: o for o in op_list}
         self.op_names: dict[int, str] = {o["op_id"]: o["name"] for o in op_list}
