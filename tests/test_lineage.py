@@ -67,6 +67,21 @@ def test_table4_lineage_of_23_by_every_method(table4: Path, method: str) -> None
     assert answer["stats"]["path"] == "driver"
 
 
+@pytest.mark.parametrize("cache_bytes", [0, 1 << 20])
+def test_imported_values_are_located_the_same_whether_the_mapping_is_kept_or_read_each_time(
+    table4: Path, monkeypatch: pytest.MonkeyPatch, cache_bytes: int
+) -> None:
+    from provplug.query import catalog
+
+    monkeypatch.setattr(catalog, "MAPPING_CACHE_BYTES", cache_bytes)
+    store = provplug.open(table4)
+    answers = [store.lineage(value_id=v).to_dict() for v in (23, 23, 15)]
+    assert answers[0] == {**answers[1], "stats": answers[0]["stats"]}
+    assert {(r["table"], r["column"]) for r in answers[2]["lineage"]} == {("Person1", "Age")}
+    kept = catalog.catalog_for(open_store(table4))._mapping
+    assert (kept is not None) == (cache_bytes > 0)  # a mapping beyond the cap is never loaded whole
+
+
 def test_table4_downstream_of_person1_city(table4: Path) -> None:
     # City 2 (Steve's NY) -> City 14 -> City 22 (the NY group's key)
     answer = provplug.open(table4).lineage(value_id=2, direction="down").to_dict()
