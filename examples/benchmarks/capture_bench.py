@@ -16,7 +16,7 @@ otherwise land in run 1); figures are medians.
 * TPC-H (``tpchgen-cli`` Parquet at ``--tpch-scale``, generated once into
   examples/benchmarks/data/): Q1, Q3 and Q5 as three steps over six sources.
 
-Each pipeline also has one row-aligned step (P_FlightSpeeds: derived columns
+Each pipeline also has (unless ``--without-aligned-step``) one row-aligned step (P_FlightSpeeds: derived columns
 of every flight; P_LinePrices: Q1's price expressions for every line item),
 the kind of step location lineage (issue 15, DESIGN §10) stores as one edge
 instead of its triples; capture is measured with location lineage on (the
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import os
 import shutil
 import statistics
@@ -103,9 +104,9 @@ def flight_speeds(flights: DataFrame) -> DataFrame:
     )
 
 
-def flights_pipeline(sources: dict[str, DataFrame]) -> list[DataFrame]:
+def flights_pipeline(sources: dict[str, DataFrame], aligned_step: bool = True) -> list[DataFrame]:
     flights = sources["flights"]
-    return [s1(flights), s2b(s2a(flights)), s3(flights), flight_speeds(flights)]
+    return [s1(flights), s2b(s2a(flights)), s3(flights)] + ([flight_speeds(flights)] if aligned_step else [])
 
 
 def flights_data() -> dict[str, Path]:
@@ -182,10 +183,10 @@ def line_prices(lineitem: DataFrame) -> DataFrame:
 TPCH_TABLES = ("customer", "orders", "lineitem", "supplier", "nation", "region")
 
 
-def tpch_pipeline(sources: dict[str, DataFrame]) -> list[DataFrame]:
+def tpch_pipeline(sources: dict[str, DataFrame], aligned_step: bool = True) -> list[DataFrame]:
     s = sources
     return [
-        line_prices(s["lineitem"]),
+        *([line_prices(s["lineitem"])] if aligned_step else []),
         q1(s["lineitem"]),
         q3(s["customer"], s["orders"], s["lineitem"]),
         q5(s["customer"], s["orders"], s["lineitem"], s["supplier"], s["nation"], s["region"]),
@@ -372,14 +373,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tpch-scale", type=float, default=0.1)
     parser.add_argument("--only", choices=("flights", "tpch"), default=None)
     parser.add_argument("--out", type=Path, default=HERE / "capture.md")
+    parser.add_argument("--without-aligned-step", action="store_true",
+                        help="the original scenarios (S1-S3, Q1/Q3/Q5), without the added row-aligned step P")
     args = parser.parse_args(argv)
+    aligned = not args.without_aligned_step
+    p = "+P" if aligned else ""
+    flights = functools.partial(flights_pipeline, aligned_step=aligned)
+    tpch = functools.partial(tpch_pipeline, aligned_step=aligned)
     spark = local_spark("provplug-capture-bench", "local[2]", **{"spark.driver.memory": "4g"})
     results = []
     try:
         if args.only in (None, "flights"):
-            results.append(measure(spark, "flights S1+S2+S3+P", flights_data(), flights_pipeline, args.runs, args.warmup))
+            results.append(measure(spark, f"flights S1+S2+S3{p}", flights_data(), flights, args.runs, args.warmup))
         if args.only in (None, "tpch"):
-            results.append(measure(spark, f"TPC-H P+Q1+Q3+Q5 (sf {args.tpch_scale:g})", tpch_data(args.tpch_scale), tpch_pipeline, args.runs, args.warmup))
+            results.append(measure(spark, f"TPC-H {p[1:]}{'+' if aligned else ''}Q1+Q3+Q5 (sf {args.tpch_scale:g})",
+                                   tpch_data(args.tpch_scale), tpch, args.runs, args.warmup))
     finally:
         spark.stop()
     command = "python examples/benchmarks/capture_bench.py " + " ".join(argv)
