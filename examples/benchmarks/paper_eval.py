@@ -601,9 +601,11 @@ class Bench:
             record(out[method], t, ans)
         return out
 
-    def cli(self, queries: list[Query], direction: str) -> list[float]:
+    def cli(self, queries: list[Query], direction: str, first: int = 0) -> list[float]:
+        """Wall seconds of ``provplug lineage`` in a fresh process per query
+        (``first``: the index of ``queries[0]`` in its class, for its copy's value)."""
         times = []
-        for i, q in enumerate(queries[:self.cli_queries]):
+        for i, q in enumerate(queries[:self.cli_queries], start=first):
             cmd = provplug_cmd("lineage", str(self.path), "--value-id", str(copy_value(q, i, self.factor)),
                                "--method", "csprov", "--direction", direction, "--json", "-o", os.devnull,
                                *([] if self.tau is None else ["--tau", str(self.tau)]))
@@ -970,6 +972,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cli-queries", type=int, default=None,
                    help="how many of a class's queries run in a fresh process (the CLI; default: all)")
     p.add_argument("--duckdb-threads", type=int, default=None, help="DuckDB's threads (default: its own)")
+    p.add_argument("--cli-only", action="store_true",
+                   help="time only the fresh-process CLI again, factors interleaved query by query (other figures kept)")
     p.add_argument("--duckdb-only", action="store_true",
                    help="only time DuckDB on the slow queries of factors already benchmarked (other figures kept)")
     p.add_argument("--tau", type=int, default=None,
@@ -1012,6 +1016,9 @@ def run(opts: Options, factors: list[int], args: argparse.Namespace, command: st
         return
     if args.duckdb_only:
         duckdb_only(opts, factors, args, results, results_path)
+        return
+    if args.cli_only:
+        cli_only(opts, factors, args, results, results_path)
         return
     picks_key = f"2:{args.queries}:{args.directions}:{args.max_checks}"
     if results.get("picks_key") != picks_key:
@@ -1083,6 +1090,34 @@ def duckdb_only(opts: Options, factors: list[int], args: argparse.Namespace, res
         results["factors"][str(f)] = sec
         save_json(results_path, results)
         render(results, args.out)
+
+
+def cli_only(opts: Options, factors: list[int], args: argparse.Namespace, results: dict[str, Any],
+             results_path: Path) -> None:
+    """Time the fresh-process CLI again for factors already benchmarked (their
+    other figures kept), the factors interleaved query by query so that the
+    ratios between them are measured side by side."""
+    def no_duckdb(value: int, direction: str) -> int:  # the CLI runs alone here
+        raise AssertionError("DuckDB does not run with --cli-only")
+
+    benches = {f: Bench(f, opts.store(f), None, args.runs, 0, no_duckdb, args.tau, cli_queries=1) for f in factors}
+    fresh: dict[int, dict[str, dict[str, list[float]]]] = {f: {} for f in factors}
+    for direction, classes in results["queries"].items():
+        for cls, found in classes.items():
+            queries = [Query(**q) for q in found["queries"]][:args.cli_queries]
+            for i, q in enumerate(queries):
+                for f, bench in benches.items():
+                    (t,) = bench.cli([q], direction, first=i)
+                    fresh[f].setdefault(direction, {}).setdefault(cls, []).append(t)
+                    print(f"  x{f} {direction} {cls} #{i} cli: {t * 1000:.1f} ms", flush=True)
+    merge_saved_factors(results_path, results)
+    for f in factors:
+        sec = results["factors"][str(f)]
+        sec["bench"]["cli"] = fresh[f]
+        sec["bench"]["cli_settings"] = {"command": " ".join(["python", *sys.argv]), "when": time.strftime("%Y-%m-%d %H:%M"),
+                                        "code": code_version(), "loadavg": os.getloadavg()}
+    save_json(results_path, results)
+    render(results, args.out)
 
 
 def merge_saved_factors(path: Path, results: dict[str, Any]) -> None:
