@@ -263,6 +263,29 @@ def location_figures(store: Path) -> dict[str, Any]:
     }
 
 
+def row_lineage_ab(spark: SparkSession, name: str, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]],
+                   rounds: int) -> str:
+    """Capture with and without row lineage, alternating which goes first
+    each round (the main table always runs the configurations in one order,
+    which favours the later ones); one untimed round first. A table row:
+    medians and the median of the per-round ratios."""
+    times: dict[bool, list[float]] = {True: [], False: []}
+    ratios = []
+    for r in range(rounds + 1):
+        this: dict[bool, float] = {}
+        for on in ((True, False) if r % 2 == 0 else (False, True)):
+            with tempfile.TemporaryDirectory(prefix="provplug-bench-") as tmp:
+                this[on] = run_captured(spark, files, pipeline, Path(tmp) / "bench.prov", row_lineage=on)
+        print(f"{name} round {r}{' (not counted)' if r == 0 else ''}: with row lineage {this[True]:.2f}s, "
+              f"without {this[False]:.2f}s", flush=True)
+        if r:
+            times[True].append(this[True])
+            times[False].append(this[False])
+            ratios.append(this[True] / this[False])
+    return (f"| {name} | {statistics.median(times[True]):.2f} | {statistics.median(times[False]):.2f} | "
+            f"{statistics.median(ratios):.3f} | {', '.join(f'{x:.2f}' for x in ratios)} |")
+
+
 def measure(spark: SparkSession, name: str, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], runs: int,
             warmup: int = 0) -> dict[str, Any]:
     for i in range(warmup):
@@ -375,12 +398,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=HERE / "capture.md")
     parser.add_argument("--without-aligned-step", action="store_true",
                         help="the original scenarios (S1-S3, Q1/Q3/Q5), without the added row-aligned step P")
+    parser.add_argument("--row-lineage-ab", type=int, metavar="ROUNDS", default=None,
+                        help="only the row-lineage cost: capture with and without it, alternating which goes first")
     args = parser.parse_args(argv)
     aligned = not args.without_aligned_step
     p = "+P" if aligned else ""
     flights = functools.partial(flights_pipeline, aligned_step=aligned)
     tpch = functools.partial(tpch_pipeline, aligned_step=aligned)
     spark = local_spark("provplug-capture-bench", "local[2]", **{"spark.driver.memory": "4g"})
+    if args.row_lineage_ab is not None:
+        return _row_lineage_ab_main(spark, args, argv, flights, tpch, p)
     results = []
     try:
         if args.only in (None, "flights"):
@@ -392,6 +419,26 @@ def main(argv: list[str]) -> int:
         spark.stop()
     command = "python examples/benchmarks/capture_bench.py " + " ".join(argv)
     text = report(results, command.strip(), args.tpch_scale, args.warmup)
+    args.out.write_text(text)
+    print(text)
+    return 0
+
+
+def _row_lineage_ab_main(spark: SparkSession, args: argparse.Namespace, argv: list[str],
+                         flights: Callable[..., list[DataFrame]], tpch: Callable[..., list[DataFrame]], p: str) -> int:
+    rows = []
+    try:
+        if args.only in (None, "flights"):
+            rows.append(row_lineage_ab(spark, f"flights S1+S2+S3{p}", flights_data(), flights, args.row_lineage_ab))
+        if args.only in (None, "tpch"):
+            rows.append(row_lineage_ab(spark, f"TPC-H Q1+Q3+Q5{p} (sf {args.tpch_scale:g})", tpch_data(args.tpch_scale),
+                                       tpch, args.row_lineage_ab))
+    finally:
+        spark.stop()
+    text = "\n".join([
+        "Command: `python examples/benchmarks/capture_bench.py " + " ".join(argv) + "`", "",
+        "| pipeline | with row lineage (s) | without (s) | per-round ratio (median) | per-round ratios |",
+        "|---|---:|---:|---:|---|", *rows, ""])
     args.out.write_text(text)
     print(text)
     return 0
