@@ -178,19 +178,7 @@ def test_what_cannot_be_told_is_reported_unknown(undecidable: Path) -> None:
 
 
 # -- property test: random pipelines, what-if = re-run, exactly ---------------------
-def _records_always_one_row() -> bool:
-    """Whether the Spark rewrite records RowFacts.existence (the one-line
-    change of provplug_spark/rewrite.py's _row_rules asked for with issue 12):
-    until then a global aggregate is recorded as opaque (its what-if unknown)."""
-    import inspect
-
-    from provplug_spark import rewrite
-
-    return "facts.existence" in inspect.getsource(rewrite._row_rules)
-
-
-KINDS = ("filter", "inner", "left", "full", "aggregate", "distinct", "union",
-         *(("global",) if _records_always_one_row() else ()))
+KINDS = ("filter", "inner", "left", "full", "aggregate", "distinct", "union", "global")
 # Predicate -> the columns it reads.
 PREDICATES = {"k >= 1": {"k"}, "g <> 'b'": {"g"}, "v > 3": {"v"}, "v IS NULL": {"v"}, "k = 2 OR g = 'a'": {"k", "g"},
               "v <= 5 AND k < 3": {"k", "v"}}

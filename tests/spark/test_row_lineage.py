@@ -308,19 +308,6 @@ def test_union_copies_per_branch_only_when_each_branch_holds_its_own_table(spark
     assert got["v"] == computed(store_path, ("L", "x"), ("R", "y"))
 
 
-def _records_always_one_row() -> bool:
-    """Whether the Spark rewrite records RowFacts.existence (the one-line
-    change of provplug_spark/rewrite.py's _row_rules asked for with issue 12):
-    until then a global aggregate is recorded as opaque, never as exact."""
-    import inspect
-
-    from provplug_spark import rewrite
-
-    return "facts.existence" in inspect.getsource(rewrite._row_rules)
-
-
-@pytest.mark.xfail(not _records_always_one_row(), strict=True,
-                   reason="provplug_spark/rewrite.py's _row_rules does not record facts.existence yet")
 def test_a_global_aggregate_is_always_one_row(spark: Any, store_path: Path, group_joins: Any) -> None:
     @provplug.step("Overall", output="Overall")
     def overall(s: Any) -> Any:
