@@ -71,16 +71,23 @@ def aligned_output(jvm: Catalyst, plan: Any, rewritten: Rewritten) -> Aligned | 
     row_columns = {t.rows for c in rewritten.cells for t in c.terms}
     if len(row_columns) != 1 or not all(t.scalar for c in rewritten.cells for t in c.terms):
         return None
+    columns = column_map(rewritten, table)
+    return None if columns is None else Aligned(table, row_columns.pop(), columns)
+
+
+def column_map(rewritten: Rewritten, table: int) -> dict[int, tuple[int, ...]] | None:
+    """Output column -> the columns of input ``table`` its cells come from;
+    None when a cell reads another table (or a term is not a whole column)."""
     columns: dict[int, tuple[int, ...]] = {}
     for cell in rewritten.cells:
-        sources = []
+        sources = set()
         for term in cell.terms:
             source_table, column, row = ids.unpack(term.base)
             if source_table != table or row != 0:
                 return None
-            sources.append(column)
-        columns[cell.column] = tuple(sorted(set(sources)))
-    return Aligned(table, row_columns.pop(), columns)
+            sources.add(column)
+        columns[cell.column] = tuple(sorted(sources))
+    return columns
 
 
 def _projections_over_one_read(jvm: Catalyst, plan: Any) -> bool:

@@ -32,6 +32,7 @@ from provplug.errors import LocationError
 from provplug.location import LocationEdge, Rates, RowRuns, check_rates, expand, location_edge
 from provplug.writers import Destination
 
+from .aligned import column_map
 from .rewrite import Rewritten
 
 RATES_PARAM = "rates"  # the op parameter a declaration is recorded as
@@ -65,14 +66,10 @@ def checkable(step: str, outputs: int, rewritten: Rewritten) -> int:
 def rated_edge(op_id: int, table_id: int, input_table: int, rewritten: Rewritten, src: RowRuns, dst: RowRuns,
                rates: Rates) -> LocationEdge:
     """The edge the declaration stands for: the column map from the cells' terms."""
-    columns: dict[int, set[int]] = {}
-    for cell in rewritten.cells:
-        for term in cell.terms:
-            table, column, _ = ids.unpack(term.base)
-            if table != input_table:  # pragma: no cover - one input table: every term is of it
-                raise LocationError(f"op {op_id}: a cell reads table {table}, not the step's input {input_table}")
-            columns.setdefault(cell.column, set()).add(column)
-    return location_edge(op_id, input_table, table_id, {c: sorted(s) for c, s in columns.items()}, dst, src, rates)
+    columns = column_map(rewritten, input_table)
+    if columns is None:  # pragma: no cover - one input table: every term is of it
+        raise LocationError(f"op {op_id}: a cell reads a table other than the step's input {input_table}")
+    return location_edge(op_id, input_table, table_id, columns, dst, src, rates)
 
 
 def read_triples(destination: Destination, files: Sequence[str]) -> pa.Table:
