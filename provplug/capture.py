@@ -52,16 +52,16 @@ class ActiveRun(StagedRun):
         engine: object = None, reduce: Mapping[str, Reduction] | None = None, reduce_mode: str = "thesis",
         location_lineage: bool = True,
     ) -> None:
-        super().__init__(store, txn, store_rows=store_rows)
+        # Production-mode reduction filters the stored triples to paths from
+        # kept rows: every step keeps its triples for it (no location edges).
+        super().__init__(store, txn, store_rows=store_rows,
+                         location_lineage=location_lineage and not (reduce and reduce_mode == "production"))
         self.info = info
         self.plugins = plugins
         self.session: AdapterSession | None = None
         self.engine = engine
         self.reductions = dict(reduce or {})
         self.reduce_mode = reduce_mode
-        # Production-mode reduction filters the stored triples to paths from
-        # kept rows: every step keeps its triples for it (no location edges).
-        self.location_lineage = location_lineage and not (self.reductions and reduce_mode == "production")
         if self.reductions:
             self.record_reduction({"mode": reduce_mode,
                                    "tables": {t: r.record() for t, r in sorted(self.reductions.items())}})

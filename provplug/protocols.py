@@ -114,6 +114,13 @@ class RunRecorder(Protocol):
         """Whether the run keeps the tables' rows (``capture(store_rows=...)``)."""
         ...
 
+    @property
+    def location_lineage(self) -> bool:
+        """Whether steps with static rates may be stored as location edges
+        (:meth:`record_location_edge`) instead of their triples
+        (``capture(location_lineage=...)``)."""
+        ...
+
     # -- reserve ---------------------------------------------------------------
     def new_table(self, name: str, origin: TableOrigin, columns: Sequence[str]) -> TableInfo:
         """Reserve a table id for ``name`` (unique in the run); record the

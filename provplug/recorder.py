@@ -43,10 +43,12 @@ RESERVED = frozenset({ROWS, TRIPLES, "tables.parquet", "ops.parquet", "values.pa
 class StagedRun:
     """A run being staged in ``store`` through ``txn`` (implements RunRecorder)."""
 
-    def __init__(self, store: Store[Transaction], txn: Transaction, *, store_rows: bool = True) -> None:
+    def __init__(self, store: Store[Transaction], txn: Transaction, *, store_rows: bool = True,
+                 location_lineage: bool = True) -> None:
         self.store = store
         self.txn = txn
         self._store_rows = store_rows
+        self._location_lineage = location_lineage
         self._names: set[str] = set()
         self._used: set[str] = set()  # top-level directories handed out
         self._sources: dict[str, TableInfo] = {}  # the source tables recorded, by name
@@ -62,6 +64,10 @@ class StagedRun:
     @property
     def store_rows(self) -> bool:
         return self._store_rows
+
+    @property
+    def location_lineage(self) -> bool:
+        return self._location_lineage
 
     # -- reserve ---------------------------------------------------------------
     def new_table(self, name: str, origin: TableOrigin, columns: Sequence[str]) -> TableInfo:

@@ -128,7 +128,7 @@ class SparkCaptureSession:
         self._ended = False
         self._lock = threading.RLock()
         # Row-aligned outputs stored as location edges (:mod:`.aligned`).
-        self.location_lineage = aligned.enabled(spark, getattr(run, "location_lineage", True))
+        self.location_lineage = aligned.enabled(spark, run.location_lineage)
         self._runs: dict[int, RowRuns] = {}  # table id -> its row numbers, once written
 
     # -- sources ---------------------------------------------------------------
