@@ -59,6 +59,7 @@ from . import _internals as internals
 from . import rowstate
 from .elements import Traced, all_ids, key_and_value_ids, kv_prov, union, value_key
 from .fns import MergeEqualFn, TracedCombineFn, TracedDoFn, as_combine_fn, split_ids
+from .rated import RATED_OPERATIONS, RatedDoFn, not_one_pardo
 
 Expand = Callable[[Any], Any]
 
@@ -127,20 +128,34 @@ def rule_for(
 
 
 # -- ParDo family ----------------------------------------------------------------
-def _pardo(transform: beam.ParDo, label: str, plain: Callable[[Any], Any]) -> Rule:
+def _pardo(transform: beam.ParDo, label: str, plain: Callable[[Any], Any], fn: beam.DoFn | None = None) -> Rule:
+    """``fn``: the traced DoFn to run (default :class:`TracedDoFn`, a copy for ``Filter``)."""
     if internals.uses_dofn_params(transform.fn):
         raise CaptureError(f"{label}: a DoFn asking for timestamps, windows or state cannot be captured")
     raw_args, raw_kwargs = internals.pardo_side_inputs(transform)
     args = tuple(_plain_side_input(a, plain) for a in raw_args)
     kwargs = {k: _plain_side_input(v, plain) for k, v in raw_kwargs.items()}
     keep = internals.is_filter(transform)
-    fn = TracedDoFn(transform.fn, keep, label)
+    fn = fn or TracedDoFn(transform.fn, keep, label)
     operation = internals.pardo_operation(transform)
     rows = _pardo_rows(operation, keep)
     if any(new is not old for new, old in zip((*args, *kwargs.values()), (*raw_args, *raw_kwargs.values()), strict=True)):
         # The side input's rows are no member: existence and values may follow them unseen.
         rows = rowstate.opaque(rows, f"{operation} reads captured data as a side input")
     return Rule(operation, not keep, lambda pc: pc | "Traced" >> beam.ParDo(fn, *args, **kwargs), rows)
+
+
+def rated_rule(transform: Any, name: str, step: str, plain: Callable[[Any], Any], fan_out: int) -> Rule:
+    """The rule of the one ParDo (labelled ``name``) of step ``step``, declared
+    with ``fan_out`` outputs per element (:mod:`.rated`): a black box whose
+    outputs come numbered by position; a LocationError for any other transform."""
+    if not isinstance(transform, beam.ParDo):
+        raise not_one_pardo(step, f"{name} is a {type(transform).__name__}")
+    operation = "Filter" if internals.is_filter(transform) else internals.pardo_operation(transform)
+    if operation not in RATED_OPERATIONS:  # a Filter keeps 0 or 1 element: no fixed rate
+        raise not_one_pardo(step, f"{name} is a {operation}")
+    label = f"step {step}: {name}"
+    return _pardo(transform, label, plain, RatedDoFn(transform.fn, fan_out, label, step))
 
 
 def _pardo_rows(operation: str, keep: bool) -> rowstate.Transfer:

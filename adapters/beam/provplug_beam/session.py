@@ -17,13 +17,14 @@ from apache_beam.typehints import typehints
 
 from provplug.capture import module
 from provplug.errors import CaptureError
+from provplug.location import LocationEdge, Rates
 from provplug.model import OpInfo, StepInfo, TableInfo
 from provplug.protocols import RunRecorder
 from provplug.writers import Destination
 
 from . import _internals as internals
-from . import rowstate
-from .rules import Expansion, Rule, rule_for
+from . import rated, rowstate
+from .rules import Expansion, Rule, rated_rule, rule_for
 from .tables import (
     CreateNumbered,
     Materialize,
@@ -55,6 +56,7 @@ class Trace:
     operations: tuple[str, ...] = ()
     black_box: bool = False
     rows: rowstate.RowsFn = rowstate.no_input  # its row lineage (see provplug_beam.rowstate)
+    table: int | None = None  # the stored table whose elements it holds, as stored
 
 
 @dataclasses.dataclass
@@ -65,6 +67,9 @@ class StepScope:
     operations: list[str] = dataclasses.field(default_factory=list)
     black_box: bool = False
     implicit: set[int] = dataclasses.field(default_factory=set)  # ids of outside PCollections read
+    rates: Rates | None = None  # declared rates, when stored as a location edge (:mod:`.rated`)
+    rated: Any = None  # the output of its one ParDo, numbered by position
+    rated_input: int | None = None  # the table that ParDo reads
 
     def read(self, pcoll: Any, trace: Trace) -> None:
         """The step reads ``pcoll``: its tables are inputs, and transforms
@@ -97,6 +102,8 @@ class BeamSession:
         self._scratch: Destination | None = None
         self._columns: dict[int, tuple[str, ...]] = {}  # table id -> columns (step outputs' once run)
         self._row_rules: list[tuple[int, int, rowstate.RowsFn]] = []  # (op, output table, its rows)
+        self._rows: dict[int, int] = {}  # table id -> its rows (step outputs' once run)
+        self._rated: list[rated.RatedOutput] = []  # outputs of declared steps, stored as location edges
         self._modules_open: set[int] = set()  # ids of the transforms outside steps being applied
         self._original_apply = internals.install(pipeline, self._apply)
         self._original_run = internals.replace_run(pipeline, self._run_once)
@@ -142,8 +149,9 @@ class BeamSession:
             dataclasses.replace(table, columns=layout[0], rows=len(rows), stored_rows=self.run.store_rows)
         )
         self._columns[table.table_id] = layout[0]
+        self._rows[table.table_id] = len(rows)
         self._register(created, Trace(frozenset({table.table_id}), None, internals.PlainType.known(plain_type),
-                                      rows=rowstate.table(table.table_id)))
+                                      rows=rowstate.table(table.table_id), table=table.table_id))
         return created
 
     def run_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
@@ -151,7 +159,7 @@ class BeamSession:
         # A step called again is labelled, and names its tables, "<name>#<n>".
         calls = self._calls[step.name] = self._calls.get(step.name, 0) + 1
         suffix = "" if calls == 1 else f"#{calls}"
-        scope = StepScope(next(self._tokens), step.name + suffix)
+        scope = StepScope(next(self._tokens), step.name + suffix, rates=self._declared_rates(step, step.name + suffix))
         for arg in _pcollections((args, kwargs)):
             trace = self._trace(arg)
             if trace is not None:
@@ -215,13 +223,36 @@ class BeamSession:
         for table in self._tables:
             assert self._scratch is not None  # handed out with the first table
             counts[table.table_id] = summary = json.loads(self._scratch.read_text(summary_name(table.table_id)))
-            self.run.record_table(dataclasses.replace(table, columns=tuple(summary["columns"]), rows=summary["rows"]))
-            self._columns[table.table_id] = tuple(summary["columns"])
+            self._columns[table.table_id], self._rows[table.table_id] = tuple(summary["columns"]), summary["rows"]
+        edges = [self._rated_edge(r, counts[r.output_table]["triples"]) for r in self._rated]  # checked first
+        for table in self._tables:
+            self.run.record_table(dataclasses.replace(table, columns=self._columns[table.table_id],
+                                                      rows=self._rows[table.table_id]))
+        for edge in edges:
+            if edge.triple_count:
+                self.run.record_location_edge(edge)
         for op in self._ops:
+            # The triples an op's outputs stand for (their cells counted, stored or not): the same with edges off.
             triples = sum(counts[t]["triples"] for t in op.outputs)
             self.run.finish_op(op.op_id, triples=triples, finished=finished)
         self._record_row_rules()
         self._record_lineage()
+
+    def _rated_edge(self, output: rated.RatedOutput, counted: int) -> LocationEdge:
+        """The edge of a declared step's output, checked to stand for the ``counted`` triples of its cells."""
+        edge = rated.rated_edge(output, self._columns, self._rows)
+        rated.check_black_box(output, edge, counted)
+        return edge
+
+    def _declared_rates(self, step: StepInfo, name: str) -> Rates | None:
+        """The rates ``step`` declares when its output is stored as a location
+        edge (location lineage on; :mod:`.rated`), else None."""
+        if not self.run.location_lineage:
+            return None
+        rates = rated.declared_rates(step.params, name)
+        if rates is not None and len(step.outputs) != 1:
+            raise rated.not_one_pardo(name, f"it has {len(step.outputs)} outputs")
+        return rates
 
     def _record_row_rules(self) -> None:
         """What each step output's row lineage means, now that every table's columns are known."""
@@ -242,13 +273,16 @@ class BeamSession:
         )
 
     # -- tables ------------------------------------------------------------------
-    def _materialize(self, numbered: Any, table: TableInfo, op_id: int | None, label: str, plain_type: Any) -> Any:
+    def _materialize(self, numbered: Any, table: TableInfo, op_id: int | None, label: str, plain_type: Any,
+                     triples: bool = True) -> Any:
+        """Store ``numbered`` as ``table`` (with the triples of op ``op_id``
+        unless an edge stands for them); return its elements rebased on it."""
         if self._scratch is None:
             self._scratch = self.run.scratch_destination("beam")
         target = TableTarget(
             table.table_id, table.name, op_id,
             self.run.rows_destination(table.table_id) if self.run.store_rows else None,
-            self.run.triples_destination() if op_id is not None else None,
+            self.run.triples_destination() if op_id is not None and triples else None,
             self._scratch,
             self.run.row_lineage_destination() if op_id is not None else None,
         )
@@ -257,13 +291,16 @@ class BeamSession:
         self._tables.append(dataclasses.replace(table, stored_rows=self.run.store_rows))
         if not isinstance(plain_type, internals.PlainType):
             plain_type = internals.PlainType.known(plain_type)
-        self._register(rebased, Trace(frozenset({table.table_id}), None, plain_type, rows=rowstate.table(table.table_id)))
+        self._register(rebased, Trace(frozenset({table.table_id}), None, plain_type, rows=rowstate.table(table.table_id),
+                                      table=table.table_id))
         return rebased
 
     def _output(self, step: StepInfo, name: str, out: Any, op_id: int, scope: StepScope) -> tuple[TableInfo, Any]:
         if not isinstance(out, beam.pvalue.PCollection):
             raise CaptureError(f"step {step.name} must return a PCollection for {name!r}, not {type(out).__name__}")
         out = self._traced_of(out)
+        if scope.rates is not None:
+            return self._rated_output(name, out, op_id, scope)
         trace = self._trace(out)
         label = f"provplug:{name}"
         plain_type = out.element_type
@@ -278,6 +315,18 @@ class BeamSession:
         table = self.run.new_table(name, "output", ())
         self._row_rules.append((op_id, table.table_id, rows))
         return table, self._materialize(numbered, table, op_id, label, plain_type)
+
+    def _rated_output(self, name: str, out: Any, op_id: int, scope: StepScope) -> tuple[TableInfo, Any]:
+        """The output of a step declared with rates: numbered by its ParDo and
+        stored without triples (a location edge stands for them, :mod:`.rated`)."""
+        if scope.rated is None or out is not scope.rated:
+            raise rated.not_one_pardo(scope.name, "it does not return the output of one such transform")
+        assert scope.rates is not None and scope.rated_input is not None
+        trace = self._trace_of(out)
+        table = self.run.new_table(name, "output", ())
+        self._row_rules.append((op_id, table.table_id, trace.rows))
+        self._rated.append(rated.RatedOutput(scope.name, op_id, scope.rated_input, table.table_id, scope.rates))
+        return table, self._materialize(out, table, op_id, f"provplug:{name}", trace.plain_type, triples=False)
 
     # -- the apply interceptor -----------------------------------------------------
     def _apply(self, original: Callable[..., Any], transform: Any, pvalueish: Any, label: str | None) -> Any:
@@ -315,6 +364,8 @@ class BeamSession:
         self._check_inputs(pvalueish, scope)
         for pc in traced:
             scope.read(pc, self._trace_of(pc))
+        if scope.rates is not None:
+            return self._apply_rated(original, transform, pvalueish, name, scope)
         tables = frozenset().union(*(self._trace_of(pc).tables for pc in traced))
         input_type = self._trace_of(traced[0]).plain_type
         rule = rule_for(transform, f"step {scope.name}: {name}", self._plain_of, input_type)
@@ -325,6 +376,28 @@ class BeamSession:
         scope.operations.append(rule.operation)
         scope.black_box |= rule.black_box
         self._register(result, Trace(tables, scope.token, input_type.after(transform), rows=self._rows_after(rule, pvalueish)))
+        return result
+
+    def _apply_rated(self, original: Callable[..., Any], transform: Any, pvalueish: Any, name: str,
+                     scope: StepScope) -> Any:
+        """The one ParDo of a step declared with rates, over one stored table
+        (:mod:`.rated`): its output comes numbered by position."""
+        if scope.rated is not None:
+            raise rated.not_one_pardo(scope.name, f"{name} is a second transform")
+        inputs = list(_pcollections(pvalueish))
+        trace = self._trace(inputs[0]) if len(inputs) == 1 else None
+        if trace is None or trace.table is None:
+            raise rated.not_one_pardo(scope.name, f"{name} reads {len(inputs)} PCollections or data transformed "
+                                                  "outside any step, not one stored table")
+        assert scope.rates is not None
+        rule = rated_rule(transform, name, scope.name, self._plain_of, scope.rates.production)
+        with self._internal():
+            result = original(Expansion(rule), pvalueish, name)
+        scope.operations.append(rule.operation)
+        scope.black_box |= rule.black_box
+        self._register(result, Trace(trace.tables, scope.token, trace.plain_type.after(transform),
+                                     rows=self._rows_after(rule, pvalueish)))
+        scope.rated, scope.rated_input = result, trace.table
         return result
 
     def _apply_outside(self, original: Callable[..., Any], transform: Any, pvalueish: Any, name: str,
