@@ -13,48 +13,46 @@ whole inside one task, and Spark moves the data between those steps.
    id. The held partitions are solved again (the same partitions, so the
    same roots) to tag each triple with its local root, whose label is the
    triple's ``ccid`` (a broadcast join when the labels are few). The
-   triples are shuffled by ``ccid`` and each task runs Algorithm 3 (:mod:`.algorithm`) on the whole components it received,
-   exactly as the local engine does for all components at once, and emits
-   every output row (indexed triples, values, sets, components, set
-   dependencies; a component's rows never depend on another component).
+   triples are shuffled by ``ccid`` and each task runs Algorithm 3
+   (:mod:`.algorithm`) on the whole components it received, exactly as the
+   local engine does for all components at once (a component's rows never
+   depend on another component's), and writes their files itself with
+   pyarrow (:mod:`.spark_output`): Spark gets back one small row per file.
    Components above :data:`COMPONENT_TASK_LIMIT` triples are indexed
-   level-synchronously on Spark instead (:meth:`SparkEngine._huge_rows`).
-3. The rows are held (local checkpoint) and written in the layout (:mod:`.layout`)
-   without another shuffle: a few tasks (:data:`MAX_WRITE_TASKS` at most)
-   each write one file per bucket of each bucketed dataset.
+   level-synchronously on Spark instead (:meth:`SparkEngine._huge_rows`),
+   and their rows written by tasks the same way.
+3. The driver commits the files the tasks reported (:func:`.spark_output.commit`)
+   and one task merges the parts of ``sets.parquet`` and ``components.parquet``.
 
-Nothing but small aggregates (per-table counts, the ids of huge components)
-reaches the driver. Intermediates live in Spark's block storage (local
-checkpoints; the level-synchronous path also persists), never in the
-store; ``scratch`` is kept for the caller's cleanup contract only. Local
-checkpoints are not recomputed when an executor is lost: the build then
+Nothing but small aggregates (per-table counts, the ids of huge components,
+the list of files written) reaches the driver. Intermediates live in Spark's block storage (local
+checkpoints; the level-synchronous path also persists); only the parts of
+the two single files go to ``scratch`` (in the new generation, removed by
+the caller). Local checkpoints are not recomputed when an executor is lost: the build then
 fails and can be run again.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .. import storefiles
 from ..location.read import triples_frame
 from ..progress import Progress
 from ..protocols import Store
 from ..sparksession import spark_ddl, spark_type
-from . import layout
+from . import layout, spark_output
 from .algorithm import InputStats, OutputDir, SetPlan
 from .localwcc import wcc_labels
+from .spark_output import FILE_DDL, TaskOutput, file_batches, merge_parts
 from .sparkwcc import attach, concat_batches, link_labels, node_links, partition_roots, spark_wcc, tune
-from .splits import CompiledSplits
 from .workflow import TableCatalogue
 
 # A component with more triples than this is indexed level-synchronously on
@@ -99,7 +97,7 @@ class SparkEngine:
         self.catalogue = catalogue
         self.progress = progress
         self.spark = spark
-        self.scratch = scratch.spark_path
+        self.scratch_path = scratch.path
         self.partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
         # Files per bucket: as many as tasks can write at once (capped).
         self.write_tasks = max(1, min(self.partitions, spark.sparkContext.defaultParallelism, MAX_WRITE_TASKS))
@@ -179,27 +177,51 @@ class SparkEngine:
     # -- components and sets ---------------------------------------------------
     def build(self, plan: SetPlan, out: OutputDir) -> dict[str, int]:
         try:
-            rows = self._hold(self._index_rows(plan))
-            self.progress.done("indexed components (spark)")
-            return self._write(rows, plan.splits, out)
+            output = TaskOutput(self.store.fs, out.path, f"{self.scratch_path}/parts")
+            spark_output.prepare(self.store.fs, output)
+            written = self._index_files(plan, output)
+            self.progress.done("indexed components and wrote their files (spark)", len(written), "files")
+            return self._commit(output, written)
         finally:
             self.release()
 
-    def _index_rows(self, plan: SetPlan) -> DataFrame:
+    def _index_files(self, plan: SetPlan, output: TaskOutput) -> list[dict[str, Any]]:
+        """Every component indexed and written by the tasks; the files they wrote."""
         links = self.merged.where(F.col("kind") == LINK).select(F.col("a").alias("u"), F.col("b").alias("v"))
         labels, rows = link_labels(links.distinct(), on_round=self._on_round("components"))
         tagged = self.raw.mapInArrow(_tagged_triples, TAGGED_DDL)
         triples = attach(tagged, "r", labels, rows, "ccid").drop("r")
         huge = self._huge_components(labels, rows)
         self.progress.done("components", len(huge), "components indexed on Spark (above the task limit)")
-        lookup, paths, theta = self.lookup, plan.splits.paths, plan.theta
+        lookup, paths, theta, names = self.lookup, plan.splits.paths, plan.theta, list(plan.splits.names)
         in_task = triples.where(~F.col("ccid").isin(huge)) if huge else triples
-        indexed = in_task.repartition(self.partitions, "ccid").mapInArrow(
-            lambda b: _index_partition(lookup, paths, theta, b), OUT_DDL
+        # The component id only routes the rows: the tasks find the components again.
+        files = in_task.repartition(self.partitions, "ccid").drop("ccid").mapInArrow(
+            lambda b: _index_partition(lookup, paths, theta, names, output, b), FILE_DDL
         )
         if huge:
-            indexed = indexed.unionByName(self._huge_rows(triples.where(F.col("ccid").isin(huge)), plan))
-        return indexed
+            rows_df = self._huge_rows(triples.where(F.col("ccid").isin(huge)), plan)
+            files = files.unionByName(rows_df.mapInArrow(lambda b: _write_rows(names, output, b), FILE_DDL))
+        return [r.asDict() for r in files.collect()]
+
+    def _commit(self, output: TaskOutput, written: list[dict[str, Any]]) -> dict[str, int]:
+        """The bucketed datasets exactly as reported, the single files merged
+        (in one task: they may be large), and ``meta.json``'s counts."""
+        fs, generation = self.store.fs, output.generation
+        rows = spark_output.commit(fs, generation, written)
+        parts = {name: [w["path"] for w in written if w["dataset"] == name] for name in spark_output.SINGLE}
+        merged = self.spark.range(1, numPartitions=1).mapInArrow(
+            lambda _: _merge_singles(fs, generation, parts), "dataset string, rows long"
+        )
+        singles = {r["dataset"]: int(r["rows"]) for r in merged.collect()}
+        self.progress.done("wrote sets and components (spark)", singles["sets"], "sets")
+        return {
+            "triples": rows["triples"],
+            "values": self.values,
+            "components": singles["components"],
+            "sets": singles["sets"],
+            "set_dependencies": rows["setdeps"],
+        }
 
     def _on_round(self, what: str) -> Any:
         def on_round(k: int) -> None:
@@ -262,58 +284,6 @@ class SparkEngine:
             self.progress.done(what)
         return state
 
-    # -- output ----------------------------------------------------------------
-    def _write(self, rows: DataFrame, splits: CompiledSplits, out: OutputDir) -> dict[str, int]:
-        fs_dir, spark_dir = out.path, out.spark_path
-        self._write_bucketed(_of_kind(rows, TRIPLE), "dst_csid", layout.TRIPLE_BUCKETS, out, "triples", layout.INDEXED_TRIPLES)
-        self.progress.done("wrote triples (spark)")
-        deps = _of_kind(rows, SETDEP)
-        self._write_bucketed(deps, "dst_csid", layout.SETDEP_BUCKETS, out, "setdeps", layout.SETDEPS)
-        self._write_bucketed(deps, "src_csid", layout.SETDEP_BUCKETS, out, "rsetdeps", layout.SETDEPS)
-        self._write_bucketed(
-            _of_kind(rows, VALUE), "value_id", layout.VALUE_BUCKETS, out, "value_sets", layout.VALUE_SETS, sort="value_id"
-        )
-        names = F.array(*[F.lit(n) for n in splits.names]) if splits.names else F.array().cast("array<string>")
-        sets = _of_kind(rows, SET).withColumn(
-            "split", F.when(F.col("split_id") >= 0, F.element_at(names, F.col("split_id") + 1))
-        )
-        self._write_single(sets, "csid", fs_dir, spark_dir, "sets.parquet", layout.SETS)
-        self._write_single(_of_kind(rows, COMPONENT), "ccid", fs_dir, spark_dir, "components.parquet", layout.COMPONENTS)
-        self.progress.done("wrote sets and components (spark)")
-        return {  # counted from the written files' metadata, not by Spark jobs
-            "triples": _rows(self.store, f"{fs_dir}/triples"),
-            "values": self.values,
-            "components": _rows(self.store, f"{fs_dir}/components.parquet"),
-            "sets": _rows(self.store, f"{fs_dir}/sets.parquet"),
-            "set_dependencies": _rows(self.store, f"{fs_dir}/setdeps"),
-        }
-
-    def _write_bucketed(
-        self, df: DataFrame, key: str, buckets: int, out: OutputDir, name: str, schema: pa.Schema, sort: str | None = None
-    ) -> None:
-        columns = [F.col(f.name).cast(spark_type(f.type)) for f in schema]
-        frame = df.select(*columns, F.pmod(F.col(key), F.lit(buckets)).cast("int").alias("bucket"))
-        # No shuffle: the rows are held, so a few tasks each read a share
-        # of them and write one file per bucket (the layout allows several).
-        frame = frame.coalesce(self.write_tasks).sortWithinPartitions("bucket", *([sort] if sort else []))
-        frame.write.partitionBy("bucket").parquet(f"{out.spark_path}/{name}")
-        fill_empty_buckets(self.store.fs, f"{out.path}/{name}", buckets, schema)
-
-    def _write_single(self, df: DataFrame, key: str, fs_dir: str, spark_dir: str, name: str, schema: pa.Schema) -> None:
-        """One Parquet file at ``name``, sorted by ``key`` (Spark writes a
-        directory; its one part is moved)."""
-        tmp = f"_tmp-{uuid.uuid4().hex[:8]}"
-        columns = [F.col(f.name).cast(spark_type(f.type)) for f in schema]
-        df.select(*columns).coalesce(1).sortWithinPartitions(key).write.parquet(f"{spark_dir}/{tmp}")
-        fs = self.store.fs
-        parts = [i.path for i in fs.get_file_info(pafs.FileSelector(f"{fs_dir}/{tmp}")) if i.base_name.endswith(".parquet")]
-        if parts:
-            fs.move(parts[0], f"{fs_dir}/{name}")
-        else:
-            pq.write_table(schema.empty_table(), f"{fs_dir}/{name}", filesystem=fs)
-        fs.delete_dir(f"{fs_dir}/{tmp}")
-
-
 # -- tasks (run in Spark's Python workers) -------------------------------------------
 def _node_rows(lookup: np.ndarray, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """One input partition's values: local root, smallest table code, local component size."""
@@ -359,10 +329,15 @@ def _merge_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBat
 
 
 def _index_partition(
-    lookup: np.ndarray, paths: np.ndarray, theta: int, batches: Iterator[pa.RecordBatch]
+    lookup: np.ndarray,
+    paths: np.ndarray,
+    theta: int,
+    names: list[str],
+    output: TaskOutput,
+    batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """Algorithm 3 on whole components (the partition holds every triple of
-    each component it touches), and every output row of those components."""
+    each component it touches); writes their files, returns one row per file."""
     table = concat_batches(batches)
     if table is None:
         return
@@ -377,24 +352,67 @@ def _index_partition(
     labels, split_id = set_labels(comp, comp_nodes, theta, paths, node_table, si, di)
     ccid, csid = nodes[comp], nodes[labels]
     src_csid, dst_csid = csid[si], csid[di]
-    yield from _out(TRIPLE, {
-        **{c: table.column(c) for c in ("src", "dst", "op", "src_table", "dst_table")},
-        "ccid": ccid[di], "src_csid": src_csid, "dst_csid": dst_csid,
-    })
-    yield from _out(VALUE, {"value_id": nodes, "ccid": ccid, "csid": csid})
+    written = list(output.bucketed("triples", table.append_column("ccid", pa.array(ccid[di])).append_column(
+        "src_csid", pa.array(src_csid)).append_column("dst_csid", pa.array(dst_csid))))
+    del table, src, dst
+    written += output.bucketed("value_sets", pa.table({"value_id": nodes, "ccid": ccid, "csid": csid}))
     set_nodes = np.bincount(labels, minlength=n)
     roots = np.flatnonzero(set_nodes)
-    yield from _out(SET, {
-        "csid": nodes[roots], "ccid": ccid[roots], "split_id": split_id[roots],
+    written += output.part("sets", pa.table({
+        "csid": nodes[roots], "ccid": ccid[roots], "split": split_names(names, split_id[roots]),
         "nodes": set_nodes[roots], "triples": np.bincount(labels[di], minlength=n)[roots],
-    })
+    }))
     croots = np.flatnonzero(comp_nodes)
-    yield from _out(COMPONENT, {
+    written += output.part("components", pa.table({
         "ccid": nodes[croots], "nodes": comp_nodes[croots], "triples": np.bincount(comp[di], minlength=n)[croots],
-    })
+    }))
     cross = src_csid != dst_csid
-    dep_src, dep_dst = _distinct_pairs(src_csid[cross], dst_csid[cross])
-    yield from _out(SETDEP, {"src_csid": dep_src, "dst_csid": dep_dst})
+    written += _write_setdeps(output, *_distinct_pairs(src_csid[cross], dst_csid[cross]))
+    yield from file_batches(written)
+
+
+def _write_setdeps(output: TaskOutput, src_csid: np.ndarray, dst_csid: np.ndarray) -> list[dict[str, Any]]:
+    """Distinct pairs sorted by (src, dst), by destination and by source set."""
+    pairs = pa.table({"src_csid": src_csid, "dst_csid": dst_csid})
+    return [*output.bucketed("setdeps", pairs), *output.bucketed("rsetdeps", pairs)]
+
+
+def split_names(names: list[str], split_id: np.ndarray) -> pa.Array:
+    """The split names of split ids (-1: null, a component below theta)."""
+    table = pa.array([*names, None], type=pa.string())
+    return table.take(pa.array(np.where(split_id < 0, len(names), split_id)))
+
+
+def _write_rows(names: list[str], output: TaskOutput, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Rows of the level-synchronous path (:data:`OUT_DDL`, every kind), written as files."""
+    table = concat_batches(batches)
+    if table is None:
+        return
+    kinds = table.column("kind").to_numpy()
+    written: list[dict[str, Any]] = []
+    for kind, name in ((TRIPLE, "triples"), (VALUE, "value_sets"), (SET, "sets"), (COMPONENT, "components"), (SETDEP, "setdeps")):
+        rows = table.filter(pa.array(kinds == kind))
+        of_kind = pa.table({layout_name: rows.column(c) for layout_name, c in COLUMN_OF[kind].items()})
+        if kind == VALUE:
+            of_kind = of_kind.sort_by("value_id")
+        if kind == SETDEP:
+            order = np.lexsort((of_kind.column("dst_csid").to_numpy(), of_kind.column("src_csid").to_numpy()))
+            written += _write_setdeps(output, *(of_kind.column(c).to_numpy()[order] for c in ("src_csid", "dst_csid")))
+        elif kind == SET:
+            sid = np.asarray(of_kind.column("split_id").to_numpy(), dtype=np.int64)
+            written += output.part(name, of_kind.drop_columns(["split_id"]).append_column("split", split_names(names, sid)))
+        elif kind == COMPONENT:
+            written += output.part(name, of_kind)
+        else:
+            written += output.bucketed(name, of_kind)
+    yield from file_batches(written)
+
+
+def _merge_singles(
+    fs: pafs.FileSystem, generation: str, parts: dict[str, list[str]]
+) -> Iterator[pa.RecordBatch]:
+    counts = {name: merge_parts(fs, generation, name, paths) for name, paths in parts.items()}
+    yield pa.RecordBatch.from_pydict({"dataset": list(counts), "rows": list(counts.values())})
 
 
 def _distinct_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -442,7 +460,6 @@ TAGGED_COLUMNS = pa.schema(
      ("dst_table", pa.int32()), ("r", pa.int64())]
 )
 MERGE_COLUMNS = pa.schema([("kind", pa.int8()), ("a", pa.int64()), ("b", pa.int64())])
-OUT_SCHEMA = pa.schema(list(OUT_COLUMNS.items()))
 
 
 def _batches(columns: dict[str, Any], schema_: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -459,18 +476,6 @@ def _batches(columns: dict[str, Any], schema_: pa.Schema) -> Iterator[pa.RecordB
                 arrays.append(pa.array(col[start : start + size], type=f.type) if isinstance(col, np.ndarray)
                               else col.slice(start, size).cast(f.type).combine_chunks())
         yield pa.RecordBatch.from_arrays(arrays, schema=schema_)
-
-
-def _out(kind: int, columns: dict[str, Any]) -> Iterator[pa.RecordBatch]:
-    """Rows of ``kind`` from columns named as in the layout."""
-    n = len(next(iter(columns.values())))
-    named = {COLUMN_OF[kind][name]: values for name, values in columns.items()}
-    return _batches({"kind": np.full(n, kind, np.int8), **named}, OUT_SCHEMA)
-
-
-def _of_kind(rows: DataFrame, kind: int) -> DataFrame:
-    """The rows of ``kind`` with their layout names."""
-    return rows.where(F.col("kind") == kind).select(*[F.col(c).alias(n) for n, c in COLUMN_OF[kind].items()])
 
 
 def _move(keyed: DataFrame, inner: DataFrame) -> DataFrame:
@@ -522,16 +527,3 @@ def _kind(kind: int, df: DataFrame) -> DataFrame:
         value = F.col(name_of[column]) if column in name_of else F.lit(None)
         cols.append(value.cast(spark_type(arrow_type)).alias(column))
     return df.select(*cols)
-
-
-def fill_empty_buckets(fs: pafs.FileSystem, folder: str, buckets: int, schema: pa.Schema) -> None:
-    """Every ``bucket=K`` directory exists (Spark writes none for an empty bucket)."""
-    for k in range(buckets):
-        path = f"{folder}/bucket={k}"
-        if fs.get_file_info(path).type == pafs.FileType.NotFound:
-            fs.create_dir(path, recursive=True)
-            pq.write_table(schema.empty_table(), f"{path}/part-empty.parquet", filesystem=fs)
-
-
-def _rows(store: Store, path: str) -> int:
-    return storefiles.count_rows(store.fs, path, path)
