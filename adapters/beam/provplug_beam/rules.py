@@ -150,7 +150,7 @@ def rated_rule(transform: Any, name: str, step: str, plain: Callable[[Any], Any]
     with ``fan_out`` outputs per element (:mod:`.rated`): a black box whose
     outputs come numbered by position; a LocationError for any other transform."""
     if not isinstance(transform, beam.ParDo):
-        raise not_one_pardo(step, f"{name} is a {type(transform).__name__}")
+        raise not_one_pardo(step, f"{name} is a {type(transform).__qualname__}, not a ParDo")
     operation = "Filter" if internals.is_filter(transform) else internals.pardo_operation(transform)
     if operation not in RATED_OPERATIONS:  # a Filter keeps 0 or 1 element: no fixed rate
         raise not_one_pardo(step, f"{name} is a {operation}")
