@@ -221,9 +221,9 @@ def test_an_element_emitting_other_than_declared_fails_the_run(
         return people | beam.FlatMap(_emit(counts))
 
     store = tmp_path / "bad.prov"
-    with pytest.raises(LocationError, match=rf"step Pairs declares production 2, but its input row {row} emitted {emitted}"):
-        with provplug.capture(beam.Pipeline(), store=store) as run:
-            pairs(run.source(PEOPLE, "People"))
+    expected = rf"step Pairs declares production 2, but its input row {row} emitted {emitted}"
+    with pytest.raises(LocationError, match=expected), provplug.capture(beam.Pipeline(), store=store) as run:
+        pairs(run.source(PEOPLE, "People"))
     assert not list(store.glob("runs/*/_manifest.json"))  # nothing committed
 
 
@@ -235,10 +235,10 @@ def test_elements_missing_a_cell_fail_the_run(tmp_path: Path) -> None:
         return people | beam.Map(lambda p: {"Who": p["Name"], **({"Age": p["Age"]} if p["Age"] > 30 else {})})
 
     store = tmp_path / "bad.prov"
-    with pytest.raises(LocationError, match=r"step Sparse declares .*not every element has a cell in every column "
-                                            r"\(18 triples by its cells, the declaration stands for 24\)"):
-        with provplug.capture(beam.Pipeline(), store=store) as run:
-            sparse(run.source(PEOPLE, "People"))
+    expected = (r"step Sparse declares .*not every element has a cell in every column "
+                r"\(18 triples by its cells, the declaration stands for 24\)")
+    with pytest.raises(LocationError, match=expected), provplug.capture(beam.Pipeline(), store=store) as run:
+        sparse(run.source(PEOPLE, "People"))
     assert not list(store.glob("runs/*/_manifest.json"))
 
 
@@ -270,9 +270,8 @@ BAD = {
 def test_bad_declarations_are_one_line_errors(tmp_path: Path, case: str) -> None:
     step, message = BAD[case]
     store = tmp_path / "bad.prov"
-    with pytest.raises(LocationError, match=message) as raised:
-        with provplug.capture(beam.Pipeline(), store=store) as run:
-            step(run.source(PEOPLE, "People"))
+    with pytest.raises(LocationError, match=message) as raised, provplug.capture(beam.Pipeline(), store=store) as run:
+        step(run.source(PEOPLE, "People"))
     assert "\n" not in str(raised.value)
     assert not list(store.glob("runs/*/_manifest.json"))
 
@@ -280,9 +279,9 @@ def test_bad_declarations_are_one_line_errors(tmp_path: Path, case: str) -> None
 def test_a_declared_step_over_data_transformed_outside_any_step_is_an_error(tmp_path: Path) -> None:
     """Its input positions would not be a stored table's rows."""
     step = _declared(lambda t: t | beam.Map(shout_of))
-    with pytest.raises(LocationError, match=r"Map\(shout_of\) reads data transformed outside any step, not a stored table"):
-        with provplug.capture(beam.Pipeline(), store=tmp_path / "bad.prov") as run:
-            step(run.source(PEOPLE, "People") | beam.Filter(lambda p: p["Age"] > 20))
+    expected = r"Map\(shout_of\) reads data transformed outside any step, not a stored table"
+    with pytest.raises(LocationError, match=expected), provplug.capture(beam.Pipeline(), store=tmp_path / "b.prov") as run:
+        step(run.source(PEOPLE, "People") | beam.Filter(lambda p: p["Age"] > 20))
 
 
 def test_declarations_are_only_recorded_with_location_lineage_off(tmp_path: Path) -> None:
