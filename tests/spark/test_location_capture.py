@@ -295,3 +295,82 @@ def test_rates_are_checked_when_declared() -> None:
         provplug.step("Bad", output="B", rates={"consumption": 1, "production": 0})
     with pytest.raises(LocationError, match="rates"):
         provplug.step("Bad", output="B", rates={"speed": 2})
+
+
+def test_the_check_of_a_declaration_runs_on_spark_not_on_the_driver(
+        spark: Any, tmp_path: Path, location_lineage: None, mocker: Any) -> None:
+    """The driver reads no triple file and collects no more than a few rows
+    of any Spark result while the step's triples are checked."""
+    import pyarrow.parquet as pq
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    collected: list[int] = []
+    collect = DataFrame.collect
+
+    def counted(frame: DataFrame) -> list[Any]:
+        rows = collect(frame)
+        collected.append(len(rows))
+        return rows
+
+    mocker.patch.object(DataFrame, "collect", counted)
+    for bulk in ("toArrow", "toPandas", "toLocalIterator"):
+        mocker.patch.object(DataFrame, bulk, side_effect=AssertionError(f"{bulk} on the driver"))
+    mocker.patch.object(pq, "read_table", side_effect=AssertionError("a triple file read on the driver"))
+    n = 4000
+    rows = [(k, k % 4, 10 * k, "") for k in range(1, n + 1)]
+
+    @provplug.step("Pairs", output="Pairs", rates={"consumption": 2, "production": 1})
+    def pairs(t: Any) -> Any:
+        return t.groupBy(F.floor((F.col("k") - 1) / 2).alias("pair")).agg(F.sum("a").alias("sa")).orderBy("pair").coalesce(1)
+
+    store = tmp_path / "big.prov"
+    with provplug.capture(spark, store=store, location_lineage=True) as run:
+        pairs(run.source(spark.createDataFrame(rows, "k int, a int, b int, s string").coalesce(1), "T"))
+    (edge,) = locations_of(open_store(store))
+    assert edge.triple_count == 2 * n and edge.dst_rows.size == n // 2
+    assert collected and max(collected) <= 50  # writer results (files, runs) and the check's empty difference
+
+
+def _neighbours_capture(spark: Any, store: Path, rates: dict[str, int]) -> None:
+    """Each row beside the previous one's ``b``: output row r comes from input
+    rows r-1 and r, but its ``b`` from row r-1 only."""
+    @provplug.step("Neighbours", output="Neighbours", rates=rates)
+    def neighbours(t: Any) -> Any:
+        this, previous = t.alias("this"), t.alias("previous")
+        joined = this.join(previous, F.col("this.k") == F.col("previous.k") + 1, "left")
+        return joined.select("this.k", "this.a", F.col("previous.b").alias("pb")).orderBy("k").coalesce(1)
+
+    with provplug.capture(spark, store=store, location_lineage=True) as run:
+        neighbours(run.source(spark.createDataFrame(T_ROWS, "k int, a int, b int, s string").coalesce(1), "T"))
+
+
+def test_a_declaration_whose_rows_hold_but_whose_columns_do_not_fails(
+        spark: Any, tmp_path: Path, location_lineage: None) -> None:
+    """Rows 1:1 with a buffer of 2 are right, but the declaration stands for
+    every column from both rows: output row 0's pb would come from input row
+    0's b, which it does not read."""
+    from provplug.errors import LocationError
+
+    store = tmp_path / "columns.prov"
+    with pytest.raises(LocationError) as raised:
+        _neighbours_capture(spark, store, {"consumption": 1, "production": 1, "buffer": 2})
+    message = str(raised.value)
+    assert message.startswith("step Neighbours: its rows follow the declared consumption 1, production 1, buffer 2, "
+                              "but its cells do not all come from the same input columns")
+    # k, a from their own row and pb from the previous one: 6 + 6 + 5 captured, 3 + 5 * 6 declared
+    assert "output row 0 column 2 from input row 0 column 2: captured 0 time(s), declared 1" in message
+    assert "17 triples captured, the declaration stands for 33" in message
+    assert not list(store.glob("runs/*/_manifest.json"))  # nothing committed
+
+
+def test_a_declaration_whose_rows_do_not_hold_names_the_first_wrong_output_row(
+        spark: Any, tmp_path: Path, location_lineage: None) -> None:
+    """1:1 without a buffer: output row 0 comes from input row 0 alone, as
+    declared; row 1 is the first to read another row (0) too."""
+    from provplug.errors import LocationError
+
+    store = tmp_path / "rows.prov"
+    with pytest.raises(LocationError, match=r"^step Neighbours declares consumption 1, production 1, but its output "
+                                            r"row 1 comes from input rows \[0, 1\] where the rates say \[1\]$"):
+        _neighbours_capture(spark, store, {"consumption": 1, "production": 1})
+    assert not list(store.glob("runs/*/_manifest.json"))

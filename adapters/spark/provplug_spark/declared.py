@@ -6,12 +6,15 @@ order) comes from the input positions of the firing that produced it (the
 input's rows in row-number order), and output column ``c`` from the input
 columns the step's expressions reference. A wrong declaration must never
 give a wrong answer, so the step is captured exactly as any other (its
-triples written by its tasks) and, before its edge replaces them, the
-triples are read back and checked: the row pairs they hold against the rates
-(:func:`provplug.location.check_rates`, which names the first output row
-that disagrees), then the triples themselves against the edge's expansion,
-one for one. Any difference is a :class:`~provplug.errors.LocationError`
-and the run fails; nothing is guessed.
+triples written by the tasks that number its rows: a second run of the plan
+could number them otherwise) and, before its edge replaces them, Spark
+compares them with the edge's triples, expanded on the executors
+(:func:`check`): the two multisets must be equal. Only on a difference does
+Spark say where: the first output row whose input rows are not the ones the
+rates give, or else the first cell whose input columns differ. The driver
+receives counts and a handful of rows, never the triples: a declared step
+can be as large as any other. Any difference is a
+:class:`~provplug.errors.LocationError` and the run fails; nothing is guessed.
 
 Only a step with one input table and one output can declare rates, and its
 aggregates must not defer their provenance to a group join (those triples
@@ -20,20 +23,26 @@ are written by a second job).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import dataclasses
+import posixpath
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from provplug import ids
 from provplug.errors import LocationError
-from provplug.location import LocationEdge, Rates, RowRuns, check_rates, expand, location_edge
+from provplug.location import LocationEdge, Rates, RowRuns, expand_positions, location_edge
+from provplug.location.edges import check_sizes
+from provplug.location.read import edge_slices
 from provplug.writers import Destination
 
 from .aligned import column_map
 from .rewrite import Rewritten
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 RATES_PARAM = "rates"  # the op parameter a declaration is recorded as
 
@@ -63,44 +72,126 @@ def checkable(step: str, outputs: int, rewritten: Rewritten) -> int:
     return table
 
 
-def rated_edge(op_id: int, table_id: int, input_table: int, rewritten: Rewritten, src: RowRuns, dst: RowRuns,
-               rates: Rates) -> LocationEdge:
+def rated_edge(step: str, op_id: int, table_id: int, input_table: int, rewritten: Rewritten, src: RowRuns,
+               dst: RowRuns, rates: Rates) -> LocationEdge:
     """The edge the declaration stands for: the column map from the cells' terms."""
+    check_sizes(rates, src.size, dst.size, f"step {step}")
     columns = column_map(rewritten, input_table)
     if columns is None:  # pragma: no cover - one input table: every term is of it
         raise LocationError(f"op {op_id}: a cell reads a table other than the step's input {input_table}")
     return location_edge(op_id, input_table, table_id, columns, dst, src, rates)
 
 
-def read_triples(destination: Destination, files: Sequence[str]) -> pa.Table:
-    """The (src, dst) of the triples a step's job wrote."""
-    fs = destination.filesystem()
-    tables = [pq.read_table(f, columns=["src", "dst"], filesystem=fs) for f in files]
-    if not tables:
-        return pa.table({"src": pa.array([], pa.int64()), "dst": pa.array([], pa.int64())})
-    return pa.concat_tables(tables)
 
 
-def check(step: str, edge: LocationEdge, written: pa.Table) -> None:
-    """Raise unless ``written`` holds exactly the triples ``edge`` stands for."""
-    assert edge.src_rows is not None
-    src = written.column("src").to_numpy().astype(np.int64, copy=False)
-    dst = written.column("dst").to_numpy().astype(np.int64, copy=False)
-    rows = np.unique(np.stack([src & (ids.MAX_ROWS - 1), dst & (ids.MAX_ROWS - 1)]), axis=1)
-    check_rates(step, edge.rates, edge.src_rows, edge.dst_rows, rows[0], rows[1])
-    batches = list(expand([edge]))
-    expected = (np.concatenate([b.column(0).to_numpy() for b in batches]) if batches else np.empty(0, np.int64),
-                np.concatenate([b.column(1).to_numpy() for b in batches]) if batches else np.empty(0, np.int64))
-    if not _same_pairs((src, dst), expected):
+# -- the check, on Spark -----------------------------------------------------------
+
+PAIRS = ("src", "dst")
+PAIRS_DDL = "src BIGINT, dst BIGINT"
+ROW_MASK = ids.MAX_ROWS - 1  # a value id's row number
+SHOWN = 5  # input rows an error message lists
+
+
+def written_triples(spark: SparkSession, destination: Destination, prefix: str) -> DataFrame:
+    """(src, dst) of the triples in the files ``prefix*`` of ``destination``, as Spark reads them."""
+    files = [f"{destination.spark_path}/{posixpath.basename(p)}" for p in destination.files(prefix)]
+    if not files:
+        return spark.createDataFrame([], PAIRS_DDL)
+    return spark.read.schema(PAIRS_DDL).parquet(*files)
+
+
+def check(spark: SparkSession, step: str, edge: LocationEdge, written: DataFrame, captured: int) -> None:
+    """Raise unless ``written`` ((src, dst), ``captured`` of them) holds
+    exactly the triples ``edge`` stands for, each as often. One Spark job
+    when they agree; the driver gets back at most a few rows."""
+    if edge.column_pairs:
+        difference = _first_difference(written, expanded(spark, edge))
+        if difference is None:
+            return
+    else:  # no cell reads the input: no triple either way, and nothing has shown the rows
+        difference = None
+    _check_rows(spark, step, edge, written)
+    if difference is not None:
         raise LocationError(
             f"step {step}: its rows follow the declared {edge.rates.describe()}, but its cells do not all come "
-            f"from the same input columns ({len(src):,} triples captured, the declaration stands for "
-            f"{len(expected[0]):,}): declare no rates for it"
+            f"from the same input columns ({_described(difference)}; {captured:,} triples captured, the "
+            f"declaration stands for {edge.triple_count:,}): declare no rates for it"
         )
 
 
-def _same_pairs(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> bool:
-    if len(a[0]) != len(b[0]):
-        return False
-    order_a, order_b = np.lexsort((a[1], a[0])), np.lexsort((b[1], b[0]))
-    return bool(np.array_equal(a[0][order_a], b[0][order_b]) and np.array_equal(a[1][order_a], b[1][order_b]))
+def expanded(spark: SparkSession, edge: LocationEdge) -> DataFrame:
+    """(src, dst) of the triples ``edge`` stands for, expanded on the executors
+    one slice of output positions per task (the driver ships the edge and the
+    slices' bounds)."""
+    slices = [(first, last) for _, first, last in edge_slices([edge])]
+    if not slices:
+        return spark.createDataFrame([], PAIRS_DDL)
+    parallel = max(1, min(len(slices), spark.sparkContext.defaultParallelism * 2))
+    units = spark.createDataFrame(slices, "first LONG, last LONG").repartition(parallel)
+
+    def expand_slices(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for first, last in zip(batch.column("first").to_pylist(), batch.column("last").to_pylist(), strict=True):
+                yield from expand_positions(edge, first, last, columns=PAIRS)
+
+    return units.mapInArrow(expand_slices, PAIRS_DDL)
+
+
+def _first_difference(captured: DataFrame, declared: DataFrame) -> Row | None:
+    """The (src, dst) with the smallest output row that one side holds more
+    often than the other (multiset difference, both ways: one shuffle of
+    both sides, not one per direction), with both counts; None if equal."""
+    from pyspark.sql import functions as F
+
+    both = captured.select(*PAIRS, F.lit(1).alias("captured"), F.lit(0).alias("declared")).unionByName(
+        declared.select(*PAIRS, F.lit(0).alias("captured"), F.lit(1).alias("declared")))
+    counted = both.groupBy(*PAIRS).agg(F.sum("captured").alias("captured"), F.sum("declared").alias("declared"))
+    differing = counted.where(F.col("captured") != F.col("declared"))
+    first = differing.orderBy(F.col("dst").bitwiseAND(ROW_MASK), "dst", "src").limit(1).collect()
+    return first[0] if first else None
+
+
+def _check_rows(spark: SparkSession, step: str, edge: LocationEdge, written: DataFrame) -> None:
+    """Raise on the first output row (the smallest) whose input rows in
+    ``written`` are not those the rates give."""
+    from pyspark.sql import functions as F
+
+    def rows(frame: DataFrame) -> DataFrame:
+        return frame.select(*[F.col(c).bitwiseAND(ROW_MASK).alias(c) for c in PAIRS])
+
+    observed = rows(written).distinct()
+    one_column = dataclasses.replace(edge, columns=((0, (0,)),))  # its triples are the edge's row pairs
+    difference = _first_difference(observed, rows(expanded(spark, one_column)))
+    if difference is None:
+        return
+    row = int(difference["dst"])
+    sources = observed.where(F.col("dst") == row).orderBy("src").limit(SHOWN + 1).collect()
+    _contradiction(step, edge, row, [int(s["src"]) for s in sources])
+
+
+def _contradiction(step: str, edge: LocationEdge, row: int, sources: list[int]) -> None:
+    """The error naming output ``row``, the input rows it comes from (the
+    first few) and those the rates give it."""
+    assert edge.src_rows is not None
+    rates = edge.rates
+    position = int(edge.dst_rows.positions_of([row])[0])
+    low, high = rates.window((position - 1) // rates.production + 1)
+    given = edge.src_rows.rows_at(np.arange(low, min(high, low + SHOWN - 1) + 1))
+    observed = _listed(sources[:SHOWN], len(sources) > SHOWN)
+    declared = _listed(given.tolist(), high - low + 1 > SHOWN)
+    raise LocationError(
+        f"step {step} declares {rates.describe()}, but its output row {row} comes from input rows "
+        f"[{observed or 'none'}] where the rates say [{declared}]"
+    )
+
+
+def _listed(rows: list[int], more: bool) -> str:
+    return ", ".join(str(r) for r in rows) + (", ..." if more else "")
+
+
+def _described(difference: Row) -> str:
+    """One differing triple, in words."""
+    _, in_column, in_row = ids.unpack(int(difference["src"]))
+    _, out_column, out_row = ids.unpack(int(difference["dst"]))
+    return (f"output row {out_row} column {out_column} from input row {in_row} column {in_column}: "
+            f"captured {difference['captured']} time(s), declared {difference['declared']}")

@@ -306,7 +306,7 @@ class SparkCaptureSession:
             edge = aligned.edge_of(op_id, table.table_id, row_aligned, checked)
         self._runs[table.table_id] = RowRuns.of(sorted(runs))
         if isinstance(location, tuple):
-            edge = self._declared_edge(step, op_id, table.table_id, rewritten, *location)
+            edge = self._declared_edge(step, op_id, table.table_id, rewritten, *location, captured=triples)
             triples = 0
         groups = None
         if deferred:
@@ -319,14 +319,15 @@ class SparkCaptureSession:
                         edge)
 
     def _declared_edge(self, step: str, op_id: int, table_id: int, rewritten: Rewritten, input_table: int,
-                       rates: Rates) -> LocationEdge:
-        """The rated edge of a step that declares rates, checked against the
-        triples its job wrote, which it then replaces (:mod:`.declared`)."""
+                       rates: Rates, captured: int) -> LocationEdge:
+        """The rated edge of a step that declares rates, checked on Spark
+        against the ``captured`` triples its job wrote, which it then replaces
+        (:mod:`.declared`)."""
         destination = self.run.triples_destination()
         prefix = Target(table_id, op_id, None, destination).prefix  # the files of the output's writer job
-        edge = declared.rated_edge(op_id, table_id, input_table, rewritten, self._runs[input_table],
+        edge = declared.rated_edge(step, op_id, table_id, input_table, rewritten, self._runs[input_table],
                                    self._runs[table_id], rates)
-        declared.check(step, edge, declared.read_triples(destination, destination.files(prefix)))
+        declared.check(self.spark, step, edge, declared.written_triples(self.spark, destination, prefix), captured)
         destination.discard_files(prefix, ())
         return edge
 
