@@ -91,9 +91,9 @@ def test_the_message_names_what_is_missing(table7: Path) -> None:
 @pytest.mark.parametrize("lost", ["value_sets/bucket=8", "mapped/value_sets/bucket=8.arrow"])
 def test_a_file_lost_after_the_check_is_an_error_not_an_empty_bucket(table7: Path, lost: str,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from provplug.query import index_reader
+    from provplug.query import index_reader, mapped
 
-    if not lost.startswith(index_reader.MAPPED_DIR):
+    if not lost.startswith(mapped.MAPPED_DIR):
         monkeypatch.setenv(index_reader.MAPPED_ENV, "0")  # the Parquet bucket is read, not its mapped copy
     assert provplug.open(table7).lineage(value_id=8).value_ids == ANCESTORS_OF_8  # checked, once per process
     index_reader._CACHE.clear()  # loaded data forgotten; the check is not repeated

@@ -20,8 +20,9 @@ from provplug.errors import DamagedIndexError, LineageQueryError
 from provplug.importer import import_provenance
 from provplug.index import build_index, current_dir, read_meta
 from provplug.plugins import open_store
-from provplug.query import driver, index_reader
-from provplug.query.index_reader import IndexReader, _ByteBudgetCache, write_mapped
+from provplug.query import driver, index_reader, mapped
+from provplug.query.index_reader import IndexReader, _ByteBudgetCache
+from provplug.query.mapped import write_mapped
 
 METHODS = ("ccprov", "csprov", "auto")
 
@@ -252,10 +253,10 @@ def test_a_fresh_local_index_has_its_mapped_files_in_its_file_listing(
 ) -> None:
     store, _ = dag
     gen_dir = Path(current_dir(open_store(store)))
-    manifest = json.loads((gen_dir / index_reader.MAPPED_MANIFEST).read_text())
+    manifest = json.loads((gen_dir / mapped.MAPPED_MANIFEST).read_text())
     listed = read_meta(open_store(store))["files"]  # type: ignore[index]
-    assert index_reader.MAPPED_MANIFEST in listed and index_reader.MAPPED_SETS_BY_CCID in manifest["files"]
-    assert {f"{index_reader.MAPPED_DIR}/{d}/bucket=0.arrow" for d in index_reader.MAPPED_BUCKETED} <= set(manifest["files"])
+    assert mapped.MAPPED_MANIFEST in listed and mapped.MAPPED_SETS_BY_CCID in manifest["files"]
+    assert {f"{mapped.MAPPED_DIR}/{d}/bucket=0.arrow" for d in mapped.MAPPED_BUCKETED} <= set(manifest["files"])
     assert all(listed[relative] == size for relative, size in manifest["files"].items())
     # Rewriting them (as an older generation would get them) gives the same files.
     copy = tmp_path / "again.prov"
@@ -277,8 +278,8 @@ def test_mapped_files_agree_with_spark(mapped_dag: tuple[Path, list[tuple[int, i
 def test_mapped_files_are_sorted_copies_of_the_buckets(mapped_dag: tuple[Path, list[tuple[int, int]]]) -> None:
     store, _ = mapped_dag
     gen_dir = Path(current_dir(open_store(store)))
-    manifest = json.loads((gen_dir / index_reader.MAPPED_MANIFEST).read_text())
-    assert manifest["format"] == index_reader.MAPPED_FORMAT
+    manifest = json.loads((gen_dir / mapped.MAPPED_MANIFEST).read_text())
+    assert manifest["format"] == mapped.MAPPED_FORMAT
     for relative, size in manifest["files"].items():
         assert (gen_dir / relative).stat().st_size == size
     reader = IndexReader.current(open_store(store))
@@ -294,7 +295,7 @@ def test_mapped_files_are_sorted_copies_of_the_buckets(mapped_dag: tuple[Path, l
 def test_a_damaged_mapped_file_is_a_damaged_index(mapped_dag: tuple[Path, list[tuple[int, int]]], cli: Any) -> None:
     store, edges = mapped_dag
     gen_dir = Path(current_dir(open_store(store)))
-    victim = gen_dir / index_reader.MAPPED_DIR / "value_sets"
+    victim = gen_dir / mapped.MAPPED_DIR / "value_sets"
     for f in victim.iterdir():
         f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
     with pytest.raises(DamagedIndexError, match="changed size: mapped/value_sets/"):

@@ -188,7 +188,7 @@ def has_mapped_files(store: Any) -> bool:
     """Whether the live generation has its mapped files (built by a provplug
     that writes them: queries on an older one would read Parquet instead)."""
     from provplug.index import current_dir
-    from provplug.query.index_reader import MAPPED_MANIFEST
+    from provplug.query.mapped import MAPPED_MANIFEST
 
     return Path(current_dir(store), MAPPED_MANIFEST).exists()
 

@@ -17,7 +17,7 @@ connected set on the driver (default) and on Spark (``tau=0``). With
 ``--big-scale`` the same for a larger trace (queries and stores reused).
 
 The mapped files are what the index build writes with
-:func:`provplug.query.index_reader.write_mapped`; a store indexed before it
+:func:`provplug.query.mapped.write_mapped`; a store indexed before it
 did gets them here (``--no-write-mapped``: leave the store as it is).
 
     python examples/benchmarks/query_bench.py --scale 1.0 --big-scale 9.0
@@ -46,7 +46,7 @@ sys.path.insert(0, str(HERE))
 import provplug  # noqa: E402
 from provplug.index import build_index, current_dir, read_meta  # noqa: E402
 from provplug.plugins import open_store  # noqa: E402
-from provplug.query import index_reader  # noqa: E402
+from provplug.query import index_reader, mapped  # noqa: E402
 from provplug.query.driver import _gather_ranges  # noqa: E402
 
 CLASSES = {"SC-SL": (100, 200), "LC-SL": (100, 200), "LC-LL": (5_000, 10_000)}
@@ -69,11 +69,11 @@ def prepare(path: Path, scale: float, seed: int, theta: int, write_mapped: bool 
         timings["index_s"] = round(time.perf_counter() - t0, 1)
     meta = read_meta(store) or {}
     gen = current_dir(store)
-    if write_mapped and not Path(gen, index_reader.MAPPED_MANIFEST).exists():
+    if write_mapped and not Path(gen, mapped.MAPPED_MANIFEST).exists():
         import pyarrow.fs as pafs
 
         t0 = time.perf_counter()
-        written = index_reader.write_mapped(pafs.LocalFileSystem(), gen, meta.get("buckets"))
+        written = mapped.write_mapped(pafs.LocalFileSystem(), gen, meta.get("buckets"))
         timings["mapped_s"] = round(time.perf_counter() - t0, 1)
         timings["mapped_bytes"] = sum(written.values())
     return {"meta": meta, **timings}
@@ -449,7 +449,7 @@ def report(sections: list[dict[str, Any]], command: str, out: Path) -> None:
         "process on this shared 2-core machine; every method's answer was checked equal (and DuckDB's",
         "lineage count). `auto` = CSProv, on the driver when the query's triples fit the driver's memory",
         "budget, else on Spark (path shown). Mapped = the generation's mapped index files",
-        "(`index_reader.write_mapped`); Parquet = the same queries with `PROVPLUG_QUERY_MAPPED=0`.",
+        "(`mapped.write_mapped`); Parquet = the same queries with `PROVPLUG_QUERY_MAPPED=0`.",
         "",
         "Reproduce:",
         "",

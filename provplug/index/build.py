@@ -137,7 +137,7 @@ def _write_mapped(store: Store, gen_dir: str, buckets: dict[str, int], progress:
     of their sets. Written before the file listing, so the listing has them."""
     if not isinstance(store.fs, pafs.LocalFileSystem):
         return
-    from ..query.index_reader import write_mapped
+    from ..query.mapped import write_mapped
 
     progress.update("writing mapped index files", 0, "bytes", force=True)
     written = write_mapped(store.fs, gen_dir, buckets)

@@ -20,8 +20,8 @@ Everything is plain Parquet, readable by Spark and by pyarrow without Spark::
       mapped/                            (store on local disk) each bucket once more as
                                          an Arrow IPC file sorted by its lookup key,
                                          memory-mapped by queries:
-                                         DATASET/bucket=K.arrow, sets_by_ccid.arrow,
-                                         manifest.json (written last)
+                                         DATASET/bucket=K.arrow, DATASET/fences.arrow,
+                                         sets_by_ccid.arrow, manifest.json (written last)
 
 Ids: ``ccid`` is the smallest value id of the component; ``csid`` the smallest
 value id of the set (both deterministic). A component below theta is one set
@@ -53,14 +53,19 @@ Details the builder guarantees (additions to the contract above):
   (``{relative path: size}`` of every file of the generation but
   ``meta.json``; queries check them when they open it, see
   :mod:`provplug.index.integrity`, and read bucket files from this list).
-* ``mapped/`` (written by :func:`provplug.query.index_reader.write_mapped`
+* ``mapped/`` (written by :func:`provplug.query.mapped.write_mapped`
   after the Parquet files, before ``meta.json``, so ``files`` lists them):
   ``triples``, ``setdeps``, ``rsetdeps`` and ``value_sets`` buckets sorted by
   the key their queries look up (``dst_csid``, ``dst_csid``, ``src_csid``,
   ``value_id``) and ``sets`` sorted by ``ccid``. A query reads a set's rows as
   one range of the mapped key column, so a cold query touches only the pages
-  of its sets. A generation without ``mapped/`` (built on a remote
-  filesystem, or by an older provplug) is read from its Parquet buckets.
+  of its sets. ``DATASET/fences.arrow`` holds every
+  :data:`~provplug.query.mapped.FENCE_ROWS`-th key of each bucket (the
+  buckets' fences one after the other; ``manifest.json`` ``fences`` gives
+  each dataset's first fence per bucket, then the end), so a lookup knows
+  the page of each key before reading it. A generation without ``mapped/``
+  (built on a remote filesystem, or by an older provplug) is read from its
+  Parquet buckets; one without fences searches the mapped keys directly.
 * Helpers: :func:`provplug.index.current_dir` (path of the live generation,
   ``NotIndexedError`` if none) and :func:`provplug.index.read_meta`.
 """

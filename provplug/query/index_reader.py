@@ -2,13 +2,14 @@
 
 A query reads only the rows of its own sets, from one of two sources:
 
-* **Mapped files** (``GEN/mapped/``, written by :func:`write_mapped` when the
-  index is built): every bucket once more as an Arrow IPC file sorted by the
-  key queries look up, memory-mapped. A set's rows are one ``searchsorted``
-  range of the mapped key column, so a query touches only the pages of its
-  own ranges: a cold process reads what the answer needs, and warm data is
-  the OS page cache's (shared between processes, reclaimable), so latency
-  follows the answer's sets, not the store's size, whatever memory is left.
+* **Mapped files** (``GEN/mapped/``, :mod:`.mapped`, written when the index
+  is built): every bucket once more as an Arrow IPC file sorted by the key
+  queries look up, memory-mapped. A set's rows are one range of the mapped
+  key column, so a query touches only the pages of its own ranges, and asks
+  for all of them at once before touching them (:meth:`IndexReader._lookup`):
+  a cold process reads what the answer needs in a few round trips, and warm
+  data is the OS page cache's (shared between processes, reclaimable), so
+  latency follows the answer's sets, not the store's size.
 * **Parquet buckets** (a generation without mapped files, a store on a
   remote filesystem): a bucket touched for the first time in a process is
   scanned with the set filter pushed into the read; from the second touch on
@@ -25,11 +26,10 @@ own buckets round-robin).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -39,11 +39,26 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from .. import storefiles
-from ..errors import DamagedStoreError, NotIndexedError
+from ..errors import NotIndexedError
 from ..index import integrity, layout
 from ..index.generation import check_generation, current_generation, generation_meta
 from ..protocols import Store
-from .driver import _gather_ranges, available_memory, megabytes_from_env
+from .driver import available_memory, megabytes_from_env
+from .mapped import (
+    FENCES,
+    MAPPED_BUCKETED,
+    MAPPED_FORMAT,
+    MAPPED_MANIFEST,
+    MAPPED_SETS_BY_CCID,
+    MappedRows,
+    SortedRows,
+    bucket_file,
+    fences_file,
+    gather_ranges,
+    map_sorted,
+    read_fences,
+    will_need_heads,
+)
 from .model import Direction, Edges
 
 _T = TypeVar("_T")
@@ -56,19 +71,6 @@ MIN_CACHE = 256 << 20
 LOADED_PER_STORED = 3
 # An open map costs the process only its metadata: its pages are the OS's.
 MAPPED_ENTRY_BYTES = 4096
-
-MAPPED_DIR = "mapped"
-MAPPED_MANIFEST = f"{MAPPED_DIR}/manifest.json"
-MAPPED_FORMAT = 1
-# dataset -> (key it is sorted by, other columns); one file per bucket.
-MAPPED_BUCKETED: dict[str, tuple[str, tuple[str, ...]]] = {
-    "triples": ("dst_csid", ("src", "dst", "op")),
-    "setdeps": ("dst_csid", ("src_csid",)),
-    "rsetdeps": ("src_csid", ("dst_csid",)),
-    "value_sets": ("value_id", ("ccid", "csid")),
-}
-MAPPED_SETS_BY_CCID = f"{MAPPED_DIR}/sets_by_ccid.arrow"  # sets.parquet's (ccid, csid) by ccid
-
 
 def arrow_ids(values: np.ndarray) -> pa.Array:
     """An Arrow-owned int64 array of ``values`` for scan filters. Not a
@@ -188,7 +190,7 @@ _CACHE = _ByteBudgetCache()
 # listing (a few ms, as much as a warm query), so it is done once per process.
 _CHECKED: set[tuple[str, str]] = set()
 # Mapped-file manifests by generation (None: the generation has none), read once per process.
-_MANIFESTS: dict[tuple[str, str], dict[str, int] | None] = {}
+_MANIFESTS: dict[tuple[str, str], tuple[dict[str, int], dict[str, list[int]]] | None] = {}
 
 
 def clear_cache() -> None:
@@ -220,23 +222,6 @@ def cached(key: tuple[Any, ...], load: Callable[[], tuple[_T, int]]) -> _T:
     return _CACHE.get(key, load)
 
 
-@dataclass(frozen=True)
-class _Sorted:
-    """Rows of one bucket sorted by ``key``; ``cols`` are aligned arrays."""
-
-    key: np.ndarray
-    cols: dict[str, np.ndarray]
-
-    def nbytes(self) -> int:
-        return int(self.key.nbytes + sum(c.nbytes for c in self.cols.values()))
-
-    def ranges(self, keys: np.ndarray) -> np.ndarray:
-        """Row positions whose key is in ``keys``."""
-        starts = np.searchsorted(self.key, keys, side="left")
-        ends = np.searchsorted(self.key, keys, side="right")
-        return _gather_ranges(starts, ends)
-
-
 class IndexReader:
     """One published index generation of a store, read with pyarrow only.
 
@@ -257,6 +242,7 @@ class IndexReader:
         self.value_buckets = self._buckets("value_sets", layout.VALUE_BUCKETS)
         self._key = (store.root, generation)
         self._recorded = _recorded_folders(self.meta)
+        self._fence_starts: dict[str, list[int]] = {}
         self.mapped = self._mapped_manifest()
 
     @classmethod
@@ -328,49 +314,98 @@ class IndexReader:
             return None
         if self._key not in _MANIFESTS:
             path = f"{self.root}/{MAPPED_MANIFEST}"
-            found: dict[str, int] | None = None
+            found: tuple[dict[str, int], dict[str, list[int]]] | None = None
             if self.fs.get_file_info(path).type == pafs.FileType.File:
                 with self._damage():
                     manifest = storefiles.read_json(self.fs, path)
                 if isinstance(manifest, dict) and manifest.get("format") == MAPPED_FORMAT:
-                    found = {str(k): int(v) for k, v in manifest.get("files", {}).items()}
+                    fences = manifest.get(FENCES, {})  # none in generations written before fences
+                    found = ({str(k): int(v) for k, v in manifest.get("files", {}).items()},
+                             {str(k): [int(i) for i in v] for k, v in fences.items()} if isinstance(fences, dict) else {})
             _MANIFESTS[self._key] = found
-        return _MANIFESTS[self._key]
+        found = _MANIFESTS[self._key]
+        if found is None:
+            return None
+        self._fence_starts = found[1]
+        return found[0]
 
-    def _mapped_bucket(self, dataset: str, bucket: int, key: str, columns: list[str]) -> _Sorted | None:
+    def _mapped_bucket(self, dataset: str, bucket: int, key: str, columns: list[str]) -> SortedRows | None:
         """The mapped file of ``dataset``'s bucket, if there is one holding ``key`` and ``columns``."""
-        if self.mapped is None or dataset not in MAPPED_BUCKETED:
+        if not self._has_mapped(dataset, key, columns) or bucket_file(dataset, bucket) not in (self.mapped or {}):
             return None
-        mapped_key, mapped_columns = MAPPED_BUCKETED[dataset]
-        relative = f"{MAPPED_DIR}/{dataset}/bucket={bucket}.arrow"
-        if key != mapped_key or not set(columns) <= set(mapped_columns) or relative not in self.mapped:
-            return None
-        return self._open_mapped(relative, key)
+        return self._open_mapped(bucket_file(dataset, bucket), key, self._fences(dataset, bucket))
 
-    def _open_mapped(self, relative: str, key: str) -> _Sorted:
-        def load() -> tuple[_Sorted, int]:
+    def _has_mapped(self, dataset: str, key: str, columns: list[str]) -> bool:
+        if self.mapped is None or dataset not in MAPPED_BUCKETED:
+            return False
+        mapped_key, mapped_columns = MAPPED_BUCKETED[dataset]
+        return key == mapped_key and set(columns) <= set(mapped_columns)
+
+    def _open_mapped(self, relative: str, key: str, fences: np.ndarray | None = None) -> MappedRows:
+        def load() -> tuple[MappedRows, int]:
             with self._damage():
-                return _map_sorted(self.fs, f"{self.root}/{relative}", key, self.mapped_size(relative)), MAPPED_ENTRY_BYTES
+                path = f"{self.root}/{relative}"
+                return map_sorted(self.fs, path, key, self.mapped_size(relative), fences), MAPPED_ENTRY_BYTES
 
         return _CACHE.get((*self._key, relative), load)
+
+    def _fences(self, dataset: str, bucket: int) -> np.ndarray | None:
+        """The fences of a mapped bucket (None: the generation has none)."""
+        starts = self._fence_starts.get(dataset)
+        if starts is None or fences_file(dataset) not in (self.mapped or {}):
+            return None
+
+        def load() -> tuple[list[np.ndarray], int]:
+            relative = fences_file(dataset)
+            with self._damage():
+                split = read_fences(self.fs, f"{self.root}/{relative}", self.mapped_size(relative), starts)
+            return split, sum(f.nbytes for f in split)
+
+        return _CACHE.get((*self._key, "fences", dataset), load)[bucket]
+
+    def _open_buckets(self, dataset: str, key: str, columns: list[str], buckets: Iterable[int]) -> dict[int, SortedRows]:
+        """The buckets a lookup reads; the mapped files not open yet have the
+        pages opening them reads asked for first, together."""
+        buckets = list(buckets)
+        if self._has_mapped(dataset, key, columns):
+            closed = [bucket_file(dataset, b) for b in buckets if _CACHE.peek((*self._key, bucket_file(dataset, b))) is None]
+            with self._damage():
+                will_need_heads((f"{self.root}/{r}", self.mapped_size(r)) for r in closed if r in (self.mapped or {}))
+        return {b: self._sorted_bucket(dataset, b, key, columns) for b in buckets}
+
+    def _lookup(self, dataset: str, key: str, columns: list[str], wanted: np.ndarray, buckets: int
+                ) -> list[tuple[SortedRows, np.ndarray, np.ndarray, np.ndarray]]:
+        """``(bucket rows, keys, starts, ends)`` of the rows of every key in
+        ``wanted``, per bucket, with the pages of ``columns`` on those rows
+        asked for: in phases over all the buckets (see :mod:`.mapped`)."""
+        wanted = np.asarray(wanted, dtype=np.int64)
+        of = wanted % buckets
+        groups = {b: wanted[of == b] for b in np.unique(of).tolist()}
+        parts = self._open_buckets(dataset, key, columns, groups)
+        for b, part in parts.items():
+            part.will_need_keys(groups[b])
+        found = [(part, groups[b], *part.spans(groups[b])) for b, part in parts.items()]
+        for part, _, starts, ends in found:
+            part.will_need_rows(starts, ends, columns)
+        return found
 
     def mapped_size(self, relative: str) -> int:
         assert self.mapped is not None
         return self.mapped[relative]
 
-    def _sorted_bucket(self, dataset: str, bucket: int, key: str, columns: list[str]) -> _Sorted:
+    def _sorted_bucket(self, dataset: str, bucket: int, key: str, columns: list[str]) -> SortedRows:
         mapped = self._mapped_bucket(dataset, bucket, key, columns)
         if mapped is not None:
             return mapped
 
-        def load() -> tuple[_Sorted, int]:
+        def load() -> tuple[SortedRows, int]:
             table = self._read(self.bucket_dir(dataset, bucket), [key, *columns])
             keys = table.column(key).to_numpy().astype(np.int64, copy=False)
             cols = {c: table.column(c).to_numpy().astype(np.int64, copy=False) for c in columns}
             if len(keys) > 1 and not (keys[1:] >= keys[:-1]).all():
                 order = np.argsort(keys, kind="stable")
                 keys, cols = keys[order], {c: v[order] for c, v in cols.items()}
-            sorted_ = _Sorted(keys, cols)
+            sorted_ = SortedRows(keys, cols)
             return sorted_, sorted_.nbytes()
 
         return _CACHE.get((*self._key, dataset, bucket, key), load)
@@ -379,25 +414,23 @@ class IndexReader:
     def sets_of(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(ccid, csid)`` of each value; -1 for values on no triple."""
         values = np.asarray(values, dtype=np.int64)
-        ccid = np.full(len(values), -1, dtype=np.int64)
-        csid = np.full(len(values), -1, dtype=np.int64)
-        buckets = values % self.value_buckets
-        for b in np.unique(buckets).tolist():
-            at = np.flatnonzero(buckets == b)
-            part = self._sorted_bucket("value_sets", b, "value_id", ["ccid", "csid"])
-            if len(part.key) == 0:
-                continue
-            pos = np.minimum(np.searchsorted(part.key, values[at]), len(part.key) - 1)
-            hit = part.key[pos] == values[at]
-            ccid[at[hit]] = part.cols["ccid"][pos[hit]]
-            csid[at[hit]] = part.cols["csid"][pos[hit]]
-        return ccid, csid
+        unique = np.unique(values)
+        ccid = np.full(len(unique), -1, dtype=np.int64)
+        csid = np.full(len(unique), -1, dtype=np.int64)
+        for part, keys, starts, ends in self._lookup("value_sets", "value_id", ["ccid", "csid"], unique,
+                                                     self.value_buckets):
+            hit = ends > starts  # a value's one row, when it is on a triple
+            at = np.searchsorted(unique, keys[hit])
+            ccid[at] = part.cols["ccid"][starts[hit]]
+            csid[at] = part.cols["csid"][starts[hit]]
+        back = np.searchsorted(unique, values)
+        return ccid[back], csid[back]
 
     # -- sets and components ---------------------------------------------------
-    def set_table(self) -> _Sorted:
+    def set_table(self) -> SortedRows:
         """``sets.parquet`` sorted by csid (columns ccid, triples)."""
 
-        def load() -> tuple[_Sorted, int]:
+        def load() -> tuple[SortedRows, int]:
             with self._damage():
                 path = f"{self.root}/sets.parquet"
                 table = storefiles.read_parquet(self.fs, path, columns=["csid", "ccid", "triples"])
@@ -406,20 +439,20 @@ class IndexReader:
             if len(keys) > 1 and not (keys[1:] >= keys[:-1]).all():  # the builder writes it sorted
                 order = np.argsort(keys)
                 keys, cols = keys[order], {c: v[order] for c, v in cols.items()}
-            s = _Sorted(keys, cols)
+            s = SortedRows(keys, cols)
             return s, s.nbytes()
 
         return _CACHE.get((*self._key, "sets"), load)
 
-    def sets_by_component(self) -> _Sorted:
+    def sets_by_component(self) -> SortedRows:
         """``sets.parquet`` sorted by ccid (column csid)."""
         if self.mapped is not None and MAPPED_SETS_BY_CCID in self.mapped:
             return self._open_mapped(MAPPED_SETS_BY_CCID, "ccid")
 
-        def load() -> tuple[_Sorted, int]:
+        def load() -> tuple[SortedRows, int]:
             sets = self.set_table()
             order = np.argsort(sets.cols["ccid"], kind="stable")
-            s = _Sorted(sets.cols["ccid"][order], {"csid": sets.key[order]})
+            s = SortedRows(sets.cols["ccid"][order], {"csid": sets.key[order]})
             return s, s.nbytes()
 
         return _CACHE.get((*self._key, "sets_by_ccid"), load)
@@ -433,14 +466,9 @@ class IndexReader:
         lengths of the sets' ranges in the mapped files, else the per-set
         sizes of ``sets.parquet``."""
         csids = np.unique(np.asarray(csids, dtype=np.int64))
-        if self._mapped_bucket("triples", 0, "dst_csid", []) is not None:
-            buckets = csids % self.triple_buckets
-            total = 0
-            for b in np.unique(buckets).tolist():
-                part = self._sorted_bucket("triples", b, "dst_csid", [])
-                wanted = csids[buckets == b]
-                total += int((np.searchsorted(part.key, wanted, "right") - np.searchsorted(part.key, wanted)).sum())
-            return total
+        if self._has_mapped("triples", "dst_csid", []):
+            found = self._lookup("triples", "dst_csid", [], csids, self.triple_buckets)
+            return sum(int((ends - starts).sum()) for _, _, starts, ends in found)
         sets = self.set_table()
         if len(sets.key) == 0:
             return 0
@@ -457,12 +485,8 @@ class IndexReader:
         seen = np.unique(np.asarray(start, dtype=np.int64))
         frontier = seen
         while len(frontier):
-            buckets = frontier % self.setdep_buckets
-            found = [
-                part.cols[other][part.ranges(frontier[buckets == b])]
-                for b in np.unique(buckets).tolist()
-                for part in [self._sorted_bucket(dataset, b, key, [other])]
-            ]
+            found = [part.cols[other][gather_ranges(starts, ends)]
+                     for part, _, starts, ends in self._lookup(dataset, key, [other], frontier, self.setdep_buckets)]
             step = np.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
             frontier = np.setdiff1d(step, seen, assume_unique=True)
             seen = np.union1d(seen, frontier)
@@ -473,21 +497,22 @@ class IndexReader:
         """Every triple whose ``dst_csid`` is in ``csids``: ranges of the
         mapped files, or from Parquet (see the module's description)."""
         csids = np.unique(np.asarray(csids, dtype=np.int64))
+        columns = ["src", "dst", "op"]
+        if self._has_mapped("triples", "dst_csid", columns):
+            return Edges.concat([Edges(*(part.cols[c][rows] for c in columns))
+                                 for part, _, starts, ends in self._lookup("triples", "dst_csid", columns, csids,
+                                                                           self.triple_buckets)
+                                 for rows in [gather_ranges(starts, ends)]])
         parts = []
         buckets = csids % self.triple_buckets
         for b in np.unique(buckets).tolist():
             wanted = csids[buckets == b]
-            part = self._mapped_bucket("triples", b, "dst_csid", ["src", "dst", "op"])
-            if part is None:
-                part = self._held_triples(b)
-            if part is None:
-                parts.append(self._filtered_triples(b, wanted))
-                continue
-            rows = part.ranges(wanted)
-            parts.append(Edges(part.cols["src"][rows], part.cols["dst"][rows], part.cols["op"][rows]))
+            part = self._held_triples(b)
+            parts.append(self._filtered_triples(b, wanted) if part is None
+                         else Edges(*(part.cols[c][part.ranges(wanted)] for c in columns)))
         return Edges.concat(parts)
 
-    def _held_triples(self, bucket: int) -> _Sorted | None:
+    def _held_triples(self, bucket: int) -> SortedRows | None:
         """The Parquet bucket sorted in memory, when held or worth holding:
         not on its first touch in this process (a one-off query pays only for
         a filtered scan), and not when it would not fit the cache."""
@@ -525,89 +550,3 @@ def _recorded_folders(meta: dict[str, Any]) -> dict[str, list[str]] | None:
         if integrity.is_data_file(path) and "/" in path:
             folders.setdefault(path.rsplit("/", 1)[0], []).append(path)
     return folders
-
-
-# -- mapped files: written at build time, memory-mapped by queries ----------------
-
-
-def _map_sorted(fs: pafs.FileSystem, path: str, key: str, size: int) -> _Sorted:
-    """A mapped file as zero-copy arrays over its pages (one record batch)."""
-    info = fs.get_file_info(path)
-    if info.type != pafs.FileType.File:
-        raise FileNotFoundError(2, "mapped index file missing", path)
-    if info.size != size:
-        raise DamagedStoreError(f"damaged store file {path}: {info.size} bytes where its manifest says {size}")
-    with storefiles.damage_reported(path):
-        reader = pa.ipc.open_file(pa.memory_map(path))
-        if reader.num_record_batches != 1:
-            raise pa.ArrowInvalid(f"{reader.num_record_batches} record batches, not 1")
-        batch = reader.get_batch(0)
-        arrays = {name: _view(batch.column(i), path) for i, name in enumerate(batch.schema.names)}
-    return _Sorted(arrays.pop(key), arrays)
-
-
-def _view(column: pa.Array, path: str) -> np.ndarray:
-    """An int64 column without nulls as a NumPy view of its buffer. (Not
-    ``to_numpy``: on a mapped file it reads every page of the column.)"""
-    validity, data = column.buffers()
-    if column.type != pa.int64() or validity is not None or data is None:
-        raise DamagedStoreError(f"damaged store file {path}: a column is not int64 without nulls")
-    return np.frombuffer(data, dtype=np.int64, count=len(column), offset=column.offset * 8)
-
-
-def write_mapped(fs: pafs.FileSystem, gen_dir: str, buckets: Mapping[str, int] | None = None) -> dict[str, int]:
-    """Write the mapped files of the generation in ``gen_dir`` (its Parquet
-    buckets and ``sets.parquet`` complete; ``buckets`` as in meta.json) and
-    their manifest, last: a generation has all of them or none. One bucket is
-    in memory at a time. Return ``{relative path: size}`` of what was written."""
-    counts = {**_default_buckets(), **(buckets or {})}
-    written: dict[str, int] = {}
-    for dataset, (key, columns) in MAPPED_BUCKETED.items():
-        for b in range(int(counts[dataset])):
-            table = _read_bucket(fs, f"{gen_dir}/{dataset}/bucket={b}", [key, *columns])
-            relative = f"{MAPPED_DIR}/{dataset}/bucket={b}.arrow"
-            written[relative] = _write_sorted(fs, f"{gen_dir}/{relative}", table, key)
-    sets = storefiles.read_parquet(fs, f"{gen_dir}/sets.parquet", columns=["ccid", "csid"])
-    written[MAPPED_SETS_BY_CCID] = _write_sorted(fs, f"{gen_dir}/{MAPPED_SETS_BY_CCID}", sets, "ccid")
-    manifest = json.dumps({"format": MAPPED_FORMAT, "files": written}, indent=1)
-    _write_atomic(fs, f"{gen_dir}/{MAPPED_MANIFEST}", manifest.encode())
-    return written
-
-
-def _default_buckets() -> dict[str, int]:
-    return {"triples": layout.TRIPLE_BUCKETS, "setdeps": layout.SETDEP_BUCKETS,
-            "rsetdeps": layout.SETDEP_BUCKETS, "value_sets": layout.VALUE_BUCKETS}
-
-
-def _read_bucket(fs: pafs.FileSystem, directory: str, columns: list[str]) -> pa.Table:
-    infos = fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
-    files = sorted(i.path for i in infos if i.type == pafs.FileType.File and integrity.is_data_file(i.path))
-    if not files:
-        return pa.table({c: pa.array([], pa.int64()) for c in columns})
-    return storefiles.scan(fs, files, f"{directory} (a file of)", columns=columns)
-
-
-def _write_sorted(fs: pafs.FileSystem, path: str, table: pa.Table, key: str) -> int:
-    """``table`` sorted by ``key`` (stable) as one int64 record batch in an Arrow IPC file; its size."""
-    order = np.argsort(table.column(key).to_numpy(), kind="stable")
-    arrays = [pa.array(table.column(c).to_numpy()[order].astype(np.int64, copy=False), pa.int64())
-              for c in table.column_names]
-    batch = pa.record_batch(arrays, schema=pa.schema([pa.field(c, pa.int64(), nullable=False) for c in table.column_names]))
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, batch.schema) as writer:
-        writer.write_batch(batch)
-    data = sink.getvalue()
-    _write_atomic(fs, path, data)
-    return len(data)
-
-
-def _write_atomic(fs: pafs.FileSystem, path: str, data: bytes | pa.Buffer) -> None:
-    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-    temporary = f"{path}.tmp-{threading.get_ident()}"
-    try:
-        with fs.open_output_stream(temporary) as out:
-            out.write(data)
-        fs.move(temporary, path)
-    finally:
-        if fs.get_file_info(temporary).type == pafs.FileType.File:
-            fs.delete_file(temporary)
