@@ -59,6 +59,16 @@ and ``value`` or the value's fields)::
   deciding columns). ``FlatMap``/``ParDo`` (0..n elements per input, maybe
   stateful), DoFns reading captured side inputs and global combines with
   defaults make existence opaque; see :mod:`provplug_beam.rowstate`.
+* Location lineage (DESIGN §10, :mod:`provplug_beam.rated`): a step declared
+  with ``rates={"production": f}`` (consumption 1, no buffer) whose body is
+  one ``Map``/``MapTuple``/``FlatMap``/``ParDo`` over one stored table
+  numbers its output by position (the ``j``-th element emitted for input row
+  ``r`` is row ``r·f + j``), writes no triple and records one location edge
+  with the black box's column map; its op still counts the triples the edge
+  stands for. An element emitting other than ``f`` elements fails the run
+  with a ``LocationError`` (checked in the worker), so does an element
+  missing a cell; any other declaration or body is a ``LocationError`` when
+  the step is called. ``location_lineage=False`` stores the triples as ever.
 * Any ``Pipeline``, ``TestPipeline`` included, can be captured.
 * Provenance travels *with the data*: every element is ``(value, provenance)``
   inside the pipeline (the provenance of a black box's output is one id

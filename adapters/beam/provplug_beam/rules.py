@@ -27,6 +27,11 @@ adapter understands (README "Capture semantics" in Beam terms), or ``None``:
 A key or aggregate given as a callable instead of a field name sees the whole
 element, so it is a black box over the element's cells.
 
+A step declared with ``rates=`` (location lineage on) has one rule only,
+:func:`rated_rule`: its one ``Map``/``MapTuple``/``FlatMap``/``ParDo`` is the
+black box above, its outputs numbered by position and checked against the
+declared fan-out (:mod:`provplug_beam.rated`).
+
 Each rule also says how its output rows follow from its input rows
 (``Rule.rows``, a transfer of :mod:`provplug_beam.rowstate`): ``Filter``,
 ``Select``, ``Flatten`` keep rows; ``Map``/``MapTuple`` give one row per row;
