@@ -291,6 +291,7 @@ BAD = {
     "a grouping": (_declared(lambda t: t | beam.Map(lambda p: (p["City"], 1)) | beam.GroupByKey()),
                    r"GroupByKey is a second transform"),
     "a combine": (_declared(lambda t: t | beam.combiners.Count.Globally()), r"; Globally is a Count.Globally, not a ParDo$"),
+    "two inputs": (_declared(lambda t: (t, t) | beam.Flatten()), r"; Flatten reads 2 PCollections$"),
     "no transform": (_declared(lambda t: t), r"it does not return the output of one such transform"),
     "two outputs": (_declared(lambda t: (t | "A" >> beam.Map(shout_of), t | "B" >> beam.Map(shout_of)),
                               outputs=("A", "B")), r"it has 2 outputs"),

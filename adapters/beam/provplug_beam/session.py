@@ -385,10 +385,10 @@ class BeamSession:
         if scope.rated is not None:
             raise rated.not_one_pardo(scope.name, f"{name} is a second transform")
         inputs = list(_pcollections(pvalueish))
-        trace = self._trace(inputs[0]) if len(inputs) == 1 else None
         if len(inputs) != 1:
             raise rated.not_one_pardo(scope.name, f"{name} reads {len(inputs)} PCollections")
-        if trace is None or trace.table is None:
+        trace = self._trace_of(inputs[0])
+        if trace.table is None:
             raise rated.not_one_pardo(scope.name, f"{name} reads data transformed outside any step, not a stored table")
         assert scope.rates is not None
         rule = rated_rule(transform, name, scope.name, self._plain_of, scope.rates.production)
