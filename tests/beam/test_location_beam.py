@@ -176,8 +176,11 @@ def test_catalogue_and_manifest_counts_agree_on_and_off(stores: tuple[Path, Path
     on, off = open_store(stores[0]), open_store(stores[1])
     assert {o["name"]: o["triples"] for o in on.ops().to_pylist()} == {o["name"]: o["triples"] for o in off.ops().to_pylist()}
     assert {t["name"]: t["rows"] for t in on.tables().to_pylist()} == {t["name"]: t["rows"] for t in off.tables().to_pylist()}
-    manifest = json.loads(next(stores[0].glob("runs/*/_manifest.json")).read_text())
-    assert LOCATIONS in manifest["datasets"]
+    manifest, plain = (json.loads(next(path.glob("runs/*/_manifest.json")).read_text()) for path in stores)
+    assert LOCATIONS in manifest["datasets"] and LOCATIONS not in plain["datasets"]
+    counts = manifest["counts"]
+    assert counts["location_edges"] == len(DECLARED) and counts["location_triples"] > counts["triples"] > 0
+    assert counts["triples"] + counts["location_triples"] == plain["counts"]["triples"]
     (op,) = [o for o in on.ops().to_pylist() if o["name"] == "Halves"]
     assert json.loads(op["params"])["rates"]["production"] == 2  # the declaration is recorded with the op
 
