@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -181,3 +182,25 @@ def test_fences_that_disagree_with_the_manifest_are_a_damaged_index(
     _rewrite_manifest(damaged, short)
     with pytest.raises(DamagedIndexError, match="fences"):
         provplug.open(damaged).lineage(value_id=_values(edges, 1)[0])
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="the kernel's view of a mapping is Linux's")
+def test_mapped_files_are_read_where_touched_not_around(fenced: tuple[Path, list[tuple[int, int]]]) -> None:
+    """A fault must not read the disk's readahead window (8 MiB here) around
+    the page: the mapping carries the random-access hint (``rr``)."""
+    store, _ = fenced
+    part = IndexReader.current(open_store(store))._sorted_bucket("triples", 0, "dst_csid", [])
+    assert isinstance(part, mapped.MappedRows)
+    flags = _mapping_flags(part.path)
+    assert flags and all("rr" in f.split() for f in flags)
+
+
+def _mapping_flags(path: str) -> list[str]:
+    """The VmFlags of every mapping of ``path`` in this process."""
+    flags, inside = [], False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if re.match(r"[0-9a-f]+-[0-9a-f]+ ", line):  # a mapping's first line: its range, ..., its file
+            inside = line.endswith(path)
+        elif inside and line.startswith("VmFlags:"):
+            flags.append(line[len("VmFlags:"):])
+    return flags

@@ -204,9 +204,9 @@ def map_sorted(fs: pafs.FileSystem, path: str, key: str, size: int, fences: np.n
     if info.size != size:
         raise DamagedStoreError(f"damaged store file {path}: {info.size} bytes where its manifest says {size}")
     with storefiles.damage_reported(path):
-        source = pa.memory_map(path)
-        base = source.read_buffer(0).address
-        reader = pa.ipc.open_file(source)
+        pages = _map_at_random(path)
+        base = pages.address
+        reader = pa.ipc.open_file(pa.BufferReader(pages))
         if reader.num_record_batches != 1:
             raise pa.ArrowInvalid(f"{reader.num_record_batches} record batches, not 1")
         batch = reader.get_batch(0)
@@ -214,6 +214,18 @@ def map_sorted(fs: pafs.FileSystem, path: str, key: str, size: int, fences: np.n
         offsets = {name: batch.column(i).buffers()[1].address - base + batch.column(i).offset * 8
                    for i, name in enumerate(batch.schema.names)}
     return MappedRows(arrays.pop(key), arrays, path, key, offsets, fences)
+
+
+def _map_at_random(path: str) -> pa.Buffer:
+    """``path`` mapped read-only, its pages read only when touched or asked
+    for (``MADV_RANDOM``). Without it a fault reads the readahead window
+    around the page (8 MiB on some disks): a query touching a few hundred
+    pages of a large file would read gigabytes."""
+    with open(path, "rb") as file:
+        pages = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)  # the mapping outlives the descriptor
+    if hasattr(pages, "madvise") and hasattr(mmap, "MADV_RANDOM"):
+        pages.madvise(mmap.MADV_RANDOM)
+    return pa.py_buffer(pages)
 
 
 def read_fences(fs: pafs.FileSystem, path: str, size: int, starts: list[int]) -> list[np.ndarray]:
