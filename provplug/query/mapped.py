@@ -118,13 +118,17 @@ class MappedRows(SortedRows):
         return lo, np.minimum(fence * FENCE_ROWS, len(self.key))
 
     def _search(self, keys: np.ndarray, side: Side) -> np.ndarray:
-        """``np.searchsorted(self.key, keys, side)`` reading only the pages the fences name."""
+        """``np.searchsorted(self.key, keys, side)`` reading only the pages the
+        fences name: a binary search of every key at once, each inside its page."""
         lo, hi = self._pages(keys, side)
-        at = lo[:, None] + np.arange(FENCE_ROWS)
-        inside = at < hi[:, None]
-        page = self.key[np.minimum(at, len(self.key) - 1)]
-        before = page < keys[:, None] if side == "left" else page <= keys[:, None]
-        return lo + (before & inside).sum(axis=1)
+        last = len(self.key) - 1
+        while (active := lo < hi).any():
+            mid = (lo + hi) // 2
+            at = self.key[np.minimum(mid, last)]
+            right = active & ((at < keys) if side == "left" else (at <= keys))
+            lo = np.where(right, mid + 1, lo)
+            hi = np.where(active & ~right, mid, hi)
+        return lo
 
     def will_need_keys(self, keys: np.ndarray) -> None:
         if self.fences is None or len(self.key) == 0:
