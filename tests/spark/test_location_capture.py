@@ -374,3 +374,67 @@ def test_a_declaration_whose_rows_do_not_hold_names_the_first_wrong_output_row(
                                             r"row 1 comes from input rows \[0, 1\] where the rates say \[1\]$"):
         _neighbours_capture(spark, store, {"consumption": 1, "production": 1})
     assert not list(store.glob("runs/*/_manifest.json"))
+
+
+@pytest.mark.parametrize("rates", [
+    {"consumption": 2, "production": 1}, {"consumption": 1, "production": 3}, {"consumption": 2, "production": 3,
+                                                                               "buffer": 5},
+    {"consumption": 1, "production": 2, "dynamic": True},
+])
+def test_the_membership_of_a_triple_in_an_edge_is_its_expansion(rates: dict[str, Any]) -> None:
+    """:func:`declared.inside` (arithmetic on positions) against the edge's
+    expanded triples, for every triple near them: shifted rows, other
+    columns, other tables, rows of no table."""
+    import numpy as np
+    from provplug_spark.declared import inside
+
+    from provplug.location import Rates, RowRuns, location_edge
+
+    declared = Rates(**rates)
+    firings = 4
+    src = RowRuns.of([(3, 5), (1 << 26, declared.consumption * firings)])  # two runs, as two partitions give
+    dst = RowRuns.of([(0, declared.production), (5 << 26, declared.production * (firings - 1))])
+    edge = location_edge(7, 2, 9, {0: (1,), 2: (0, 3)}, dst, src, declared)
+    expected = {(b.column(0)[i].as_py(), b.column(1)[i].as_py()) for b in expand([edge]) for i in range(b.num_rows)}
+    assert len(expected) == edge.triple_count
+    near = {(ids.value_id(table, column, max(0, row + shift)), d) for s, d in expected
+            for table, column, row in [ids.unpack(s)] for shift in (-1, 0, 1, 1 << 26)}
+    near |= {(ids.value_id(t, c, r), ids.value_id(9, out, ids.unpack(d)[2])) for s, d in expected
+             for t, c, r in [ids.unpack(s)] for out in (0, 1, 2)}
+    near |= {(s, d + (1 << ids.TABLE_SHIFT)) for s, d in expected} | {(s + (1 << ids.TABLE_SHIFT), d) for s, d in expected}
+    candidates = sorted(near | expected)
+    src_ids, dst_ids = (np.array(side, dtype=np.int64) for side in zip(*candidates, strict=True))
+    found = inside(edge, src_ids, dst_ids)
+    assert {c for c, yes in zip(candidates, found.tolist(), strict=True) if yes} == expected
+
+
+def test_the_check_compares_multisets(spark: Any) -> None:
+    """:func:`declared.check` on hand-made triples: the edge's own pass in any
+    order; a triple written twice (alone, or in place of another), a
+    missing cell and an input row outside the window each fail, naming where."""
+    from provplug_spark.declared import check
+
+    from provplug.errors import LocationError
+    from provplug.location import Rates, RowRuns, location_edge
+
+    edge = location_edge(3, 1, 2, {0: (0,), 1: (1,)}, RowRuns.of([(0, 3)]), RowRuns.of([(0, 6)]), Rates(2, 1))
+    exact = sorted((b.column(0)[i].as_py(), b.column(1)[i].as_py()) for b in expand([edge]) for i in range(b.num_rows))
+    assert len(exact) == 12
+
+    def checked(triples: list[tuple[int, int]]) -> None:
+        check(spark, "Pairs", edge, spark.createDataFrame(triples, "src BIGINT, dst BIGINT").repartition(3), len(triples))
+
+    checked(exact[::-1])
+    swapped = [*exact[:-1], exact[0]]  # the last cell's triple missing, the first's twice
+    first, last = ids.unpack(exact[0][1]), ids.unpack(exact[-1][1])
+    with pytest.raises(LocationError, match=fr"from the same input columns \(output row {first[2]} column {first[1]} "
+                                            r"from input row \d+ column \d+: captured 2 time\(s\), declared 1; 12 triples"):
+        checked(swapped)
+    with pytest.raises(LocationError, match=r"captured 2 time\(s\), declared 1; 13 triples"):
+        checked([*exact, exact[3]])  # the same set: only a multiset comparison sees it
+    without = [t for t in exact if t != exact[-1]]
+    with pytest.raises(LocationError, match=fr"output row {last[2]} column {last[1]} .*captured 0 time\(s\), declared 1"):
+        checked(without)
+    elsewhere = [(s - 2 if ids.unpack(s)[2] == 5 else s, d) for s, d in exact]  # output row 2 reads input row 3, not 5
+    with pytest.raises(LocationError, match=r"output row 2 comes from input rows \[3, 4\] where the rates say \[4, 5\]$"):
+        checked(elsewhere)

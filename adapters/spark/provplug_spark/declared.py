@@ -5,16 +5,19 @@ A declaration says: output position ``k`` (the output's rows in row-number
 order) comes from the input positions of the firing that produced it (the
 input's rows in row-number order), and output column ``c`` from the input
 columns the step's expressions reference. A wrong declaration must never
-give a wrong answer, so the step is captured exactly as any other (its
-triples written by the tasks that number its rows: a second run of the plan
-could number them otherwise) and, before its edge replaces them, Spark
-compares them with the edge's triples, expanded on the executors
-(:func:`check`): the two multisets must be equal. Only on a difference does
-Spark say where: the first output row whose input rows are not the ones the
-rates give, or else the first cell whose input columns differ. The driver
-receives counts and a handful of rows, never the triples: a declared step
-can be as large as any other. Any difference is a
-:class:`~provplug.errors.LocationError` and the run fails; nothing is guessed.
+give a wrong answer, so the step is captured exactly as any other: its
+triples written by the tasks that number its rows (a second run of the plan
+could number them otherwise, and the edge needs the output's row runs, known
+only once that job has ended). Before its edge replaces them, Spark reads
+them back and checks them (:func:`check`): they must be the edge's triples,
+each once, as multisets — :func:`holds`, one shuffle of the written triples
+and arithmetic on positions, no expansion. Only when they differ does Spark
+say where, comparing them with the edge expanded on the executors: the first
+output row whose input rows are not those the rates give, or else the first
+cell whose input columns differ. The driver receives counts and a handful of
+rows, never the triples: a declared step can be as large as any other. Any
+difference is a :class:`~provplug.errors.LocationError` and the run fails;
+nothing is guessed.
 
 Only a step with one input table and one output can declare rates, and its
 aggregates must not defer their provenance to a group join (those triples
@@ -32,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from provplug import ids
-from provplug.errors import LocationError
+from provplug.errors import CaptureError, LocationError
 from provplug.location import LocationEdge, Rates, RowRuns, expand_positions, location_edge
 from provplug.location.edges import check_sizes
 from provplug.location.read import edge_slices
@@ -83,7 +86,6 @@ def rated_edge(step: str, op_id: int, table_id: int, input_table: int, rewritten
 
 
 
-
 # -- the check, on Spark -----------------------------------------------------------
 
 PAIRS = ("src", "dst")
@@ -102,21 +104,76 @@ def written_triples(spark: SparkSession, destination: Destination, prefix: str) 
 
 def check(spark: SparkSession, step: str, edge: LocationEdge, written: DataFrame, captured: int) -> None:
     """Raise unless ``written`` ((src, dst), ``captured`` of them) holds
-    exactly the triples ``edge`` stands for, each as often. One Spark job
-    when they agree; the driver gets back at most a few rows."""
-    if edge.column_pairs:
-        difference = _first_difference(written, expanded(spark, edge))
-        if difference is None:
-            return
-    else:  # no cell reads the input: no triple either way, and nothing has shown the rows
-        difference = None
-    _check_rows(spark, step, edge, written)
+    exactly the triples ``edge`` stands for, each as often: one Spark job
+    when they agree (:func:`holds`), a few more to say where they do not.
+    The driver gets back a few rows, never the triples."""
+    if edge.column_pairs and holds(edge, written):
+        return
+    # Where they differ: the rows first (the rates), then the cells (the column map).
+    difference = _first_difference(written, expanded(spark, edge)) if edge.column_pairs else None
+    _check_rows(spark, step, edge, written)  # also the edge without columns: no triple has shown its rows
     if difference is not None:
         raise LocationError(
             f"step {step}: its rows follow the declared {edge.rates.describe()}, but its cells do not all come "
             f"from the same input columns ({_described(difference)}; {captured:,} triples captured, the "
             f"declaration stands for {edge.triple_count:,}): declare no rates for it"
         )
+    if edge.column_pairs:  # pragma: no cover - holds() and the differences disagree
+        raise CaptureError(f"internal: step {step}'s triples were found to differ from its declaration, then equal")
+
+
+def holds(edge: LocationEdge, written: DataFrame) -> bool:
+    """Whether ``written`` is exactly the triples of ``edge``, as multisets.
+    Both differences are empty exactly when every distinct written triple is
+    one of the edge's (:func:`inside`, arithmetic on its positions), none is
+    written twice, and there are as many as the edge stands for (its triples
+    are distinct): so one shuffle of the written triples (a count per
+    triple) and no expansion of the edge."""
+    from pyspark.sql import functions as F
+
+    def judge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        distinct = wrong = 0
+        for batch in batches:
+            src, dst, n = (batch.column(c).to_numpy() for c in (*PAIRS, "n"))
+            distinct += len(src)
+            wrong += int(np.count_nonzero(~inside(edge, src, dst) | (n > 1)))
+        yield pa.RecordBatch.from_pydict({"distinct": [distinct], "wrong": [wrong]})
+
+    counted = written.groupBy(*PAIRS).agg(F.count(F.lit(1)).alias("n"))
+    verdicts = counted.mapInArrow(judge, "distinct LONG, wrong LONG")
+    (total,) = verdicts.agg(F.sum("distinct").alias("distinct"), F.sum("wrong").alias("wrong")).collect()
+    return (total["wrong"] or 0) == 0 and (total["distinct"] or 0) == edge.triple_count
+
+
+def inside(edge: LocationEdge, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Which triples ``(src[i], dst[i])`` are triples of ``edge``: of its
+    tables, of a pair of its column map, and with the input row inside the
+    window of the firing that produced the output row."""
+    assert edge.src_rows is not None
+    columns = ids.MAX_COLUMNS - 1
+    pairs = np.array([out * ids.MAX_COLUMNS + source for out, source in edge.column_pairs], dtype=np.int64)
+    kept = ((src >> ids.TABLE_SHIFT) == edge.src_table) & ((dst >> ids.TABLE_SHIFT) == edge.dst_table)
+    kept &= np.isin(((dst >> ids.COLUMN_SHIFT) & columns) * ids.MAX_COLUMNS + ((src >> ids.COLUMN_SHIFT) & columns),
+                    pairs)
+    inputs, known_input = _positions(edge.src_rows, src & ROW_MASK)
+    outputs, known_output = _positions(edge.dst_rows, dst & ROW_MASK)
+    low, high = edge.rates.windows((outputs - 1) // edge.rates.production + 1)
+    return kept & known_input & known_output & (inputs >= low) & (inputs <= high)
+
+
+def _positions(runs: RowRuns, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The 1-based positions of ``rows`` in ``runs`` (1 for a row not in
+    them) and which rows are in them (:meth:`RowRuns.positions_of` without
+    its error: here a stray row is a triple the edge does not hold)."""
+    if not runs.counts:
+        return np.ones(len(rows), dtype=np.int64), np.zeros(len(rows), dtype=bool)
+    firsts, counts = np.asarray(runs.firsts, dtype=np.int64), np.asarray(runs.counts, dtype=np.int64)
+    order = np.argsort(firsts, kind="stable")
+    starts = np.cumsum(counts) - counts  # positions before each run, in position order
+    firsts, counts, starts = firsts[order], counts[order], starts[order]
+    run = np.maximum(np.searchsorted(firsts, rows, side="right") - 1, 0)
+    known = (rows >= firsts[run]) & (rows < firsts[run] + counts[run])
+    return np.where(known, starts[run] + rows - firsts[run] + 1, 1), known
 
 
 def expanded(spark: SparkSession, edge: LocationEdge) -> DataFrame:
