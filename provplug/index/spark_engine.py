@@ -34,6 +34,7 @@ fails and can be run again.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,32 +45,34 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..location.read import triples_frame
 from ..progress import Progress
 from ..protocols import Store
 from ..sparksession import spark_ddl, spark_type
 from . import layout, spark_output
 from .algorithm import InputStats, OutputDir, SetPlan
 from .localwcc import wcc_labels
+from .spark_input import InputGroups, group_ids, input_groups
 from .spark_output import FILE_DDL, TaskOutput, file_batches, merge_parts
-from .sparkwcc import attach, concat_batches, link_labels, node_links, partition_roots, spark_wcc, tune
+from .spark_shuffle import BLOB_DDL, owner_keys, receive, send, shuffled, spread
+from .sparkwcc import BROADCAST_ROWS, attach, concat_batches, link_labels, node_links, partition_roots, spark_wcc, tune
 from .workflow import TableCatalogue
 
 # A component with more triples than this is indexed level-synchronously on
 # Spark instead of in one task (~1.5 GB of NumPy arrays at the limit).
 COMPONENT_TASK_LIMIT = 20_000_000
-# At most this many files per bucket of each bucketed dataset.
-MAX_WRITE_TASKS = 16
 
-# The load step's row per value and input partition: ``v``, its local root ``r``,
-# its smallest table code ``t``, and ``n`` = the triples of its local component
-# when it is that component's root (else 0).
-NODES_DDL = "v long, r long, t int, n long"
-# The triples tagged with their input partition's local root ``r``.
+# The load step's row (NODES_COLUMNS) per value and input group (``k`` = VALUE_ROW): ``v``,
+# its local root ``r``, its smallest table code ``t``, and ``n`` = the triples
+# of its local component when it is that component's root (else 0). And one
+# row per table pair of the group (``k`` = PAIR_ROW): ``v`` the source table
+# id, ``r`` the destination's, ``n`` its triples.
+VALUE_ROW, PAIR_ROW = 0, 1
+# The triples tagged with their input group's local root ``r``.
 TAGGED_DDL = "src long, dst long, op long, src_table int, dst_table int, r long"
-# Rows of the merge step: kind 0 a link (a > b), 1 a table code's value count, 2 a root's triples.
+# Rows of the merge step: kind 0 a link (a > b), 1 a table code's value count,
+# 2 a root's triples, 3 a table pair's triples (a = source id << 32 | destination id).
 MERGE_DDL = "kind tinyint, a long, b long"
-LINK, TABLE_VALUES, ROOT_TRIPLES = 0, 1, 2
+LINK, TABLE_VALUES, ROOT_TRIPLES, PAIR = 0, 1, 2, 3
 # Rows of the index step, one kind per output of the layout. They share the
 # indexed triples' columns; the other kinds name some of them differently
 # (COLUMN_OF: layout name -> column of the row), so the persisted rows stay
@@ -99,10 +102,9 @@ class SparkEngine:
         self.spark = spark
         self.scratch_path = scratch.path
         self.partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
-        # Files per bucket: as many as tasks can write at once (capped).
-        self.write_tasks = max(1, min(self.partitions, spark.sparkContext.defaultParallelism, MAX_WRITE_TASKS))
         self.lookup = catalogue.id_to_code_array()
         self._persisted: list[DataFrame] = []
+        self._broadcasts: list[Any] = []
         tune(spark)
 
     def _keep(self, df: DataFrame) -> DataFrame:
@@ -111,18 +113,13 @@ class SparkEngine:
         self._persisted.append(df)
         return df
 
-    @staticmethod
-    def _hold(df: DataFrame) -> DataFrame:
-        """``df`` computed now and held as rows in Spark's block storage
-        (memory, then disk): a local checkpoint. Several times cheaper to
-        build than the columnar cache (which encodes every column), and its
-        partitions are fixed once made."""
-        return df.localCheckpoint()
-
     def release(self) -> None:
         for df in self._persisted:
             df.unpersist()
         self._persisted.clear()
+        for shared in self._broadcasts:
+            shared.destroy()
+        self._broadcasts.clear()
 
     # -- input ---------------------------------------------------------------
     def load(self) -> InputStats:
@@ -134,17 +131,15 @@ class SparkEngine:
 
     def _load(self) -> InputStats:
         self.progress.done("reading triples (spark)")
-        # The stored triples and the location edges' (expanded by the executors).
-        raw = triples_frame(self.spark, self.store)
-        # Held as read: the local roots are computed twice (values here,
-        # triples in build), from the very same partitions.
-        self.raw = self._hold(raw)
-        pairs = self._pairs(self.raw)  # checks every table id first: the tasks below rely on it
-        self.progress.done("table pairs (spark)", len(pairs), "pairs")
-        lookup = self.lookup
-        nodes = self.raw.mapInArrow(lambda b: _node_rows(lookup, b), NODES_DDL)
-        self.merged = nodes.repartition(self.partitions, "v").mapInArrow(_merge_partition, MERGE_DDL).localCheckpoint()
-        self.progress.done("merged the partitions' values (spark)")
+        self.source = input_groups(self.store, self.spark.sparkContext.defaultParallelism)
+        self.progress.done("input groups (spark)", len(self.source.groups), "groups")
+        self.keys = owner_keys(self.spark, self.partitions)
+        source, lookup, unknown, keys = self.source, self.lookup, len(self.catalogue.names), self.keys
+        nodes = self._each_group().mapInArrow(lambda b: _send_nodes(source, lookup, unknown, keys, b), BLOB_DDL)
+        merged = shuffled(nodes, self.partitions).mapInArrow(lambda b: _merge_partition(receive(b)), MERGE_DDL)
+        self.merged = merged.localCheckpoint()
+        self.progress.done("merged the groups' values (spark)")
+        pairs = self._pairs()  # checks every table id before anything uses the codes
         table_values = {
             int(r["a"]): int(r["values"])
             for r in self.merged.where(F.col("kind") == TABLE_VALUES).groupBy("a").agg(F.sum("b").alias("values")).collect()
@@ -159,19 +154,24 @@ class SparkEngine:
         self.progress.done("read triples (spark)", stats.triples, "triples")
         return stats
 
-    def _pairs(self, raw: DataFrame) -> list[tuple[int, int, int]]:
+    def _each_group(self) -> DataFrame:
+        """One row (``id``) per input group, one group per task."""
+        count = len(self.source.groups)
+        return self.spark.range(count, numPartitions=count)
+
+    def _pairs(self) -> list[tuple[int, int, int]]:
         """Triples per (source table code, destination table code); a triple
         naming a table no committed run defines is store damage."""
-        rows = raw.groupBy("src_table", "dst_table").count().collect()
-        ids = {int(r[c]) for r in rows for c in ("src_table", "dst_table")}
-        unknown = sorted(i for i in ids if i not in self.catalogue.code_of_id)
+        rows = self.merged.where(F.col("kind") == PAIR).groupBy("a").agg(F.sum("b").alias("count")).collect()
+        tables = [(int(r["a"]) >> 32, int(r["a"]) & 0xFFFFFFFF, int(r["count"])) for r in rows]
+        unknown = sorted({i for s, d, _ in tables for i in (s, d)} - set(self.catalogue.code_of_id))
         if unknown:
             raise self.catalogue.unknown_tables(unknown, self.store.uri)
         code = self.catalogue.code_of_id
         counts: dict[tuple[int, int], int] = {}
-        for r in rows:
-            key = (code[int(r["src_table"])], code[int(r["dst_table"])])
-            counts[key] = counts.get(key, 0) + int(r["count"])
+        for s, d, n in tables:
+            key = (code[s], code[d])
+            counts[key] = counts.get(key, 0) + n
         return sorted((a, b, n) for (a, b), n in counts.items())
 
     # -- components and sets ---------------------------------------------------
@@ -189,20 +189,45 @@ class SparkEngine:
         """Every component indexed and written by the tasks; the files they wrote."""
         links = self.merged.where(F.col("kind") == LINK).select(F.col("a").alias("u"), F.col("b").alias("v"))
         labels, rows = link_labels(links.distinct(), on_round=self._on_round("components"))
-        tagged = self.raw.mapInArrow(_tagged_triples, TAGGED_DDL)
-        triples = attach(tagged, "r", labels, rows, "ccid").drop("r")
         huge = self._huge_components(labels, rows)
         self.progress.done("components", len(huge), "components indexed on Spark (above the task limit)")
-        lookup, paths, theta, names = self.lookup, plan.splits.paths, plan.theta, list(plan.splits.names)
+        index = IndexTask(self.lookup, plan.splits.paths, plan.theta, list(plan.splits.names), output)
+        if not huge and rows <= BROADCAST_ROWS:
+            files = self._index_in_tasks(labels, index)
+        else:
+            files = self._index_through_rows(labels, rows, huge, plan, index)
+        return [r.asDict() for r in files.collect()]
+
+    def _index_in_tasks(self, labels: DataFrame, index: IndexTask) -> DataFrame:
+        """Each input group's triples sent whole to the task of their
+        component (:mod:`.spark_shuffle`); the component labels (few: one per
+        linked local root) broadcast to the groups' tasks."""
+        table = labels.toArrow().sort_by("node")
+        shared = self.spark.sparkContext.broadcast((table.column("node").to_numpy(), table.column("label").to_numpy()))
+        self._broadcasts.append(shared)
+        source, keys, partitions = self.source, self.keys, self.partitions
+        sent = self._each_group().mapInArrow(lambda b: _send_triples(source, shared.value, keys, partitions, b), BLOB_DDL)
+        return shuffled(sent, partitions).mapInArrow(lambda b: index.run(receive(b)), FILE_DDL)
+
+    def _index_through_rows(
+        self, labels: DataFrame, rows: int, huge: list[int], plan: SetPlan, index: IndexTask
+    ) -> DataFrame:
+        """The triples through Spark as rows, labelled by a join: when the
+        labels are many, or some components are above the task limit
+        (those indexed level-synchronously, :meth:`_huge_rows`)."""
+        source = self.source
+        tagged = self._each_group().mapInArrow(lambda b: _tagged_triples(source, b), TAGGED_DDL)
+        triples = attach(tagged, "r", labels, rows, "ccid").drop("r")
         in_task = triples.where(~F.col("ccid").isin(huge)) if huge else triples
         # The component id only routes the rows: the tasks find the components again.
         files = in_task.repartition(self.partitions, "ccid").drop("ccid").mapInArrow(
-            lambda b: _index_partition(lookup, paths, theta, names, output, b), FILE_DDL
+            lambda b: index.run(concat_batches(b)), FILE_DDL
         )
         if huge:
+            names, output = index.names, index.output
             rows_df = self._huge_rows(triples.where(F.col("ccid").isin(huge)), plan)
             files = files.unionByName(rows_df.mapInArrow(lambda b: _write_rows(names, output, b), FILE_DDL))
-        return [r.asDict() for r in files.collect()]
+        return files
 
     def _commit(self, output: TaskOutput, written: list[dict[str, Any]]) -> dict[str, int]:
         """The bucketed datasets exactly as reported, the single files merged
@@ -285,62 +310,118 @@ class SparkEngine:
         return state
 
 # -- tasks (run in Spark's Python workers) -------------------------------------------
-def _node_rows(lookup: np.ndarray, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """One input partition's values: local root, smallest table code, local component size."""
-    table = concat_batches(batches)
+def _send_nodes(
+    source: InputGroups, lookup: np.ndarray, unknown: int, keys: list[int], batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Each input group's values (local root, smallest table code, local
+    component size; to the task of the value) and table pairs. A table id
+    the catalogue lacks gets code ``unknown`` here; the driver rejects it
+    from the pairs."""
+    for group in group_ids(batches):
+        table = source.read(group, ("src", "dst", "src_table", "dst_table"))
+        if table is None:
+            continue
+        nodes, roots, si, di = partition_roots(table.column("src").to_numpy(), table.column("dst").to_numpy())
+        tcode = np.full(len(nodes), np.iinfo(np.int32).max, dtype=np.int32)
+        np.minimum.at(tcode, si, _codes(lookup, unknown, table.column("src_table").to_numpy()))
+        np.minimum.at(tcode, di, _codes(lookup, unknown, table.column("dst_table").to_numpy()))
+        local = np.searchsorted(nodes, roots)  # dense index of each node's root
+        root_triples = np.bincount(local[si], minlength=len(nodes))
+        pairs = table.group_by(["src_table", "dst_table"]).aggregate([([], "count_all")])
+        rows = pa.concat_tables([
+            _columns({"k": np.full(len(nodes), VALUE_ROW, np.int8), "v": nodes, "r": roots, "t": tcode,
+                      "n": root_triples}, NODES_COLUMNS),
+            _columns({"k": np.full(pairs.num_rows, PAIR_ROW, np.int8), "v": pairs.column("src_table"),
+                      "r": pairs.column("dst_table"), "n": pairs.column("count_all")}, NODES_COLUMNS),
+        ])
+        yield from send(rows, spread(rows.column("v").to_numpy(), len(keys)), keys)
+
+
+def _columns(columns: dict[str, Any], schema_: pa.Schema) -> pa.Table:
+    return pa.Table.from_batches(list(_batches(columns, schema_)), schema_)
+
+
+def _codes(lookup: np.ndarray, unknown: int, table_ids: np.ndarray) -> np.ndarray:
+    """Table codes of table ids (``unknown`` for ids the catalogue lacks)."""
+    ids = np.asarray(table_ids, dtype=np.int64)
+    known = (ids >= 0) & (ids < len(lookup))
+    codes = np.where(known, lookup[np.where(known, ids, 0)], -1)
+    return np.where(codes < 0, unknown, codes).astype(np.int32)
+
+
+def _send_triples(
+    source: InputGroups,
+    labels: tuple[np.ndarray, np.ndarray],
+    keys: list[int],
+    partitions: int,
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """Each input group's triples, to the task of their component: the label
+    of their local root (``labels``: sorted linked roots, their labels), or
+    the root itself when it is on no link."""
+    linked, label = labels
+    for group in group_ids(batches):
+        table = source.read(group, ("src", "dst", "op", "src_table", "dst_table"))
+        if table is None:
+            continue
+        _, roots, si, _ = partition_roots(table.column("src").to_numpy(), table.column("dst").to_numpy())
+        at = np.minimum(np.searchsorted(linked, roots), max(len(linked) - 1, 0))
+        ccid = np.where(linked[at] == roots, label[at], roots) if len(linked) else roots
+        yield from send(table, spread(ccid[si], partitions), keys)
+
+
+def _tagged_triples(source: InputGroups, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Each input group's triples with their local root (as :func:`_node_rows` found it)."""
+    for group in group_ids(batches):
+        table = source.read(group, ("src", "dst", "op", "src_table", "dst_table"))
+        if table is None:
+            continue
+        _, roots, si, _ = partition_roots(table.column("src").to_numpy(), table.column("dst").to_numpy())
+        yield from _batches({**{c: table.column(c) for c in table.column_names}, "r": roots[si]}, TAGGED_COLUMNS)
+
+
+def _merge_partition(table: pa.Table | None) -> Iterator[pa.RecordBatch]:
+    """Every row of the values it holds: links, per-table counts, root sizes; and the table pairs."""
     if table is None:
         return
-    nodes, roots, si, di = partition_roots(table.column("src").to_numpy(), table.column("dst").to_numpy())
-    tcode = np.full(len(nodes), np.iinfo(np.int32).max, dtype=np.int32)
-    np.minimum.at(tcode, si, lookup[table.column("src_table").to_numpy()])
-    np.minimum.at(tcode, di, lookup[table.column("dst_table").to_numpy()])
-    local = np.searchsorted(nodes, roots)  # dense index of each node's root
-    root_triples = np.bincount(local[si], minlength=len(nodes))
-    yield from _batches({"v": nodes, "r": roots, "t": tcode, "n": root_triples}, NODES_COLUMNS)
-
-
-def _tagged_triples(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """One input partition's triples with their local root (as :func:`_node_rows` found it)."""
-    table = concat_batches(batches)
-    if table is None:
-        return
-    _, roots, si, _ = partition_roots(table.column("src").to_numpy(), table.column("dst").to_numpy())
-    columns = {c: table.column(c) for c in ("src", "dst", "op", "src_table", "dst_table")}
-    yield from _batches({**columns, "r": roots[si]}, TAGGED_COLUMNS)
-
-
-def _merge_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Every row of the values it holds: links, per-table counts, root sizes."""
-    table = concat_batches(batches)
-    if table is None:
-        return
+    is_pair = table.column("k").to_numpy() == PAIR_ROW
+    pairs, table = table.filter(pa.array(is_pair)), table.filter(pa.array(~is_pair))
     v, r = table.column("v").to_numpy(), table.column("r").to_numpy()
     u, m = node_links(v, r)
     t, n = table.column("t").to_numpy(), table.column("n").to_numpy()
-    # A value's table is the smallest code it is seen with, in any partition.
+    # A value's table is the smallest code it is seen with, in any group.
     order = np.lexsort((t, v))
     first = np.ones(len(v), dtype=bool)
     first[1:] = v[order][1:] != v[order][:-1]
     per_table = np.bincount(t[order][first])
     codes = np.flatnonzero(per_table)
     root = n > 0
-    for kind, a, b in ((LINK, u, m), (TABLE_VALUES, codes, per_table[codes]), (ROOT_TRIPLES, r[root], n[root])):
+    pair_key = (pairs.column("v").to_numpy() << 32) | pairs.column("r").to_numpy()
+    rows = ((LINK, u, m), (TABLE_VALUES, codes, per_table[codes]), (ROOT_TRIPLES, r[root], n[root]),
+            (PAIR, pair_key, pairs.column("n").to_numpy()))
+    for kind, a, b in rows:
         yield from _batches({"kind": np.full(len(a), kind, np.int8), "a": a, "b": b}, MERGE_COLUMNS)
 
 
-def _index_partition(
-    lookup: np.ndarray,
-    paths: np.ndarray,
-    theta: int,
-    names: list[str],
-    output: TaskOutput,
-    batches: Iterator[pa.RecordBatch],
+@dataclasses.dataclass(frozen=True)
+class IndexTask:
+    """Algorithm 3 on whole components, and their files (shipped to the tasks)."""
+
+    lookup: np.ndarray
+    paths: np.ndarray
+    theta: int
+    names: list[str]
+    output: TaskOutput
+
+    def run(self, table: pa.Table | None) -> Iterator[pa.RecordBatch]:
+        """``table`` holds every triple of each component it touches; one row per file written."""
+        if table is not None:
+            yield from _index_components(self.lookup, self.paths, self.theta, self.names, self.output, table)
+
+
+def _index_components(
+    lookup: np.ndarray, paths: np.ndarray, theta: int, names: list[str], output: TaskOutput, table: pa.Table
 ) -> Iterator[pa.RecordBatch]:
-    """Algorithm 3 on whole components (the partition holds every triple of
-    each component it touches); writes their files, returns one row per file."""
-    table = concat_batches(batches)
-    if table is None:
-        return
     src, dst = table.column("src").to_numpy(), table.column("dst").to_numpy()
     nodes, _, si, di = partition_roots(src, dst)
     n = len(nodes)
@@ -454,7 +535,9 @@ def set_labels(
     return labels, split_id
 
 
-NODES_COLUMNS = pa.schema([("v", pa.int64()), ("r", pa.int64()), ("t", pa.int32()), ("n", pa.int64())])
+NODES_COLUMNS = pa.schema(
+    [("k", pa.int8()), ("v", pa.int64()), ("r", pa.int64()), ("t", pa.int32()), ("n", pa.int64())]
+)
 TAGGED_COLUMNS = pa.schema(
     [("src", pa.int64()), ("dst", pa.int64()), ("op", pa.int64()), ("src_table", pa.int32()),
      ("dst_table", pa.int32()), ("r", pa.int64())]
