@@ -82,6 +82,35 @@ def test_imported_values_are_located_the_same_whether_the_mapping_is_kept_or_rea
     assert (kept is not None) == (cache_bytes > 0)  # a mapping beyond the cap is never loaded whole
 
 
+def test_imported_values_are_read_from_the_row_groups_holding_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mocker: Any
+) -> None:
+    """A query reads the value mapping's row groups whose value_id range holds
+    one of its values, not the others (a store of many runs and values)."""
+    import pyarrow.parquet as pq
+
+    from provplug import importer
+    from provplug.query import catalog
+
+    monkeypatch.setattr(importer, "VALUES_ROW_GROUP", 3)
+    store = _import(tmp_path / "t4.prov", "paper_table4")
+    build_index(store, engine="local")
+    groups = pq.ParquetFile(open_store(store).run_paths("values.parquet")[0]).metadata.num_row_groups
+    whole = provplug.open(store).lineage(value_id=23).to_dict()["lineage"]  # a first query reads what it needs
+    monkeypatch.setattr(catalog, "MAPPING_CACHE_BYTES", 0)  # never the whole mapping
+    catalog._catalogs.clear()
+    from provplug.query import index_reader
+
+    index_reader.clear_cache()
+    read = mocker.spy(pq.ParquetFile, "read_row_group")
+    answer = provplug.open(store).lineage(value_id=23).to_dict()["lineage"]
+    assert answer == whole and {(r["table"], r["column"]) for r in answer} >= {("Person1", "Age")}
+    wanted = {23, *(r["value_id"] for r in answer)}
+    values = pq.read_table(open_store(store).run_paths("values.parquet")[0]).column("value_id").to_pylist()
+    holding = {i // 3 for i, v in enumerate(values) if v in wanted}  # the groups (3 rows each) with a wanted id
+    assert {call.args[1] for call in read.call_args_list} == holding < set(range(groups))
+
+
 def test_table4_downstream_of_person1_city(table4: Path) -> None:
     # City 2 (Steve's NY) -> City 14 -> City 22 (the NY group's key)
     answer = provplug.open(table4).lineage(value_id=2, direction="down").to_dict()

@@ -18,13 +18,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from .. import ids, schema, storefiles
 from ..errors import LineageQueryError
 from ..explore.runs import describe_run, describe_runs, select_run
 from ..importer import UNKNOWN_TABLE
 from ..protocols import Store
-from .index_reader import arrow_ids
+from .index_reader import arrow_ids, cached
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class Catalog:
         }
         self.ops: dict[int, str] = {o["op_id"]: o["name"] for o in store.ops().select(["op_id", "name"]).to_pylist()}
         self._mapping: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._groups: list[_ValueGroup] | None = None  # the value mappings' row groups, once read
         self.queries = 0  # queries served by this (per-process) catalogue
 
     # -- tables ----------------------------------------------------------------
@@ -130,8 +132,8 @@ class Catalog:
     def _imported_mapping(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Sorted ``(value_id, table_id, column_id)`` covering ``wanted``.
 
-        A query reads only the wanted ids (a filtered scan: cheap for a
-        one-off CLI query). From the second query in a process on, a mapping
+        A query reads only the row groups that may hold the wanted ids
+        (cheap for a one-off CLI query; kept in the query cache for the next). From the second query in a process on, a mapping
         of at most :data:`MAPPING_CACHE_BYTES` is loaded whole once and kept
         (a long-lived process); a larger one (109M values at the paper's 24x
         scale: 7.5 GiB) keeps being read filtered."""
@@ -145,25 +147,52 @@ class Catalog:
         return sum(int(m.get("counts", {}).get("values", 0)) for m in self.manifests)
 
     def _read_mapping(self, wanted: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The mapping rows of ``wanted`` (all rows when None): the id filter is
-        pushed into the Parquet scan."""
-        paths = self.store.run_paths("values.parquet")
-        if not paths:
-            e = np.empty(0, np.int64)
-            return e, e, e
-        where = None
-        if wanted is not None:
-            key = pc.field("value_id")
-            # isin alone prunes no row group: the range lets the files' statistics skip files and row groups
-            where = (key >= int(wanted.min())) & (key <= int(wanted.max())) & key.isin(arrow_ids(wanted))
-        data = storefiles.scan(self.store.fs, paths, f"value mapping of {self.store.uri}", schema=schema.VALUES, filter=where)
-        ids_ = data.column("value_id").to_numpy()
-        order = np.argsort(ids_, kind="stable")
-        return (
-            ids_[order],
-            data.column("table_id").to_numpy()[order],
-            data.column("column_id").fill_null(-1).to_numpy()[order],
-        )
+        """The mapping rows of ``wanted`` (all rows when None). Wanted ids
+        are read from the row groups whose statistics may hold them, each
+        group decoded once and kept in the query cache: a query pays for the
+        groups of its own values, whatever the number of runs and values."""
+        if wanted is None:
+            paths = self.store.run_paths("values.parquet")
+            if not paths:
+                return _EMPTY_MAPPING
+            data = storefiles.scan(self.store.fs, paths, f"value mapping of {self.store.uri}", schema=schema.VALUES)
+            return _sorted_mapping(data.column("value_id").to_numpy(), data.column("table_id").to_numpy(),
+                                   data.column("column_id").fill_null(-1).to_numpy())
+        found = [_rows_of(self._value_group(group), wanted) for group in self._groups_holding(wanted)]
+        if not found:
+            return _EMPTY_MAPPING
+        return _sorted_mapping(*(np.concatenate(c) for c in zip(*found, strict=True)))
+
+    def _groups_holding(self, wanted: np.ndarray) -> list[_ValueGroup]:
+        """The row groups of the runs' value mappings whose value_id range
+        holds one of ``wanted`` (sorted)."""
+        groups = self._value_groups()
+        if not groups:
+            return []
+        lows = np.array([g.low for g in groups], dtype=np.int64)
+        highs = np.array([g.high for g in groups], dtype=np.int64)
+        first = np.searchsorted(wanted, lows, side="left")  # the first wanted id >= each group's low
+        holds = (first < len(wanted)) & (wanted[np.minimum(first, len(wanted) - 1)] <= highs)
+        return [g for g, h in zip(groups, holds.tolist(), strict=True) if h]
+
+    def _value_groups(self) -> list[_ValueGroup]:
+        """Every row group of every run's ``values.parquet`` with its value_id
+        range (footers read once per process)."""
+        if self._groups is None:
+            self._groups = [group for path in self.store.run_paths("values.parquet")
+                            for group in _row_groups(self.store.fs, path)]
+        return self._groups
+
+    def _value_group(self, group: _ValueGroup) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        def load() -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], int]:
+            with storefiles.damage_reported(group.path), self.store.fs.open_input_file(group.path) as source:
+                data = pq.ParquetFile(source, metadata=group.metadata).read_row_group(group.index)
+            arrays = _sorted_mapping(data.column("value_id").to_numpy().astype(np.int64, copy=False),
+                                     data.column("table_id").to_numpy().astype(np.int64, copy=False),
+                                     data.column("column_id").fill_null(-1).to_numpy().astype(np.int64, copy=False))
+            return arrays, sum(a.nbytes for a in arrays)
+
+        return cached((self.store.root, "values", group.path, group.index), load)
 
     def check_known(self, values: Iterable[int]) -> None:
         """Raise unless every id names a cell of a known table.
@@ -230,6 +259,49 @@ class Catalog:
     def read_rows(self, entry: TableEntry, where: pc.Expression | None = None) -> pa.Table:
         rows = self.store.read_rows(entry.run_id, entry.table_id, where)
         return pa.table({schema.ROW_COLUMN: pa.array([], pa.int64())}) if rows is None else rows
+
+
+@dataclass(frozen=True)
+class _ValueGroup:
+    """A row group of a run's ``values.parquet`` and its value_id range."""
+
+    path: str
+    index: int
+    low: int
+    high: int
+    metadata: pq.FileMetaData
+
+
+_EMPTY_MAPPING = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64))
+
+
+def _row_groups(fs: Any, path: str) -> list[_ValueGroup]:
+    """``path``'s row groups with the value_id range of each (the whole id
+    range when a group has no statistics: it is then read for every query)."""
+    metadata = storefiles.parquet_metadata(fs, path)
+    column = metadata.schema.to_arrow_schema().get_field_index("value_id")
+    groups = []
+    for i in range(metadata.num_row_groups):
+        stats = metadata.row_group(i).column(column).statistics
+        low, high = (stats.min, stats.max) if stats is not None and stats.has_min_max else (-(1 << 63), (1 << 63) - 1)
+        groups.append(_ValueGroup(path, i, int(low), int(high), metadata))
+    return groups
+
+
+def _rows_of(group: tuple[np.ndarray, np.ndarray, np.ndarray], wanted: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of a (sorted) group whose value_id is in ``wanted``."""
+    ids_ = group[0]
+    if len(ids_) == 0:
+        return group
+    pos = np.minimum(np.searchsorted(ids_, wanted), len(ids_) - 1)
+    at = pos[ids_[pos] == wanted]
+    return ids_[at], group[1][at], group[2][at]
+
+
+def _sorted_mapping(ids_: np.ndarray, tables: np.ndarray, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    order = np.argsort(ids_, kind="stable")
+    return ids_[order], tables[order], columns[order]
 
 
 def _unknown(value: int) -> LineageQueryError:
