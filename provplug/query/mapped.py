@@ -53,6 +53,7 @@ MAPPED_SETS_BY_CCID = f"{MAPPED_DIR}/sets_by_ccid.arrow"  # sets.parquet's (ccid
 # in one page named by the fences.
 FENCE_ROWS = 512
 FENCES = "fences"  # the manifest's key: dataset -> first fence of each bucket (and the end)
+SEARCH_CHUNK = 2048  # keys searched together: 8 MiB of their pages' keys at a time
 HEAD_BYTES = 64 << 10  # what opening an IPC file reads at each end (schema, batch header, footer)
 _CAN_ADVISE = hasattr(os, "posix_fadvise")
 Side = Literal["left", "right"]
@@ -108,7 +109,7 @@ class MappedRows(SortedRows):
     def spans(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.fences is None or len(self.key) == 0:
             return super().spans(keys)
-        return self._search(keys, "left"), self._search(keys, "right")
+        return self._search(keys, "left", *self._pages(keys, "left")), self._search(keys, "right", *self._pages(keys, "right"))
 
     def _pages(self, keys: np.ndarray, side: Side) -> tuple[np.ndarray, np.ndarray]:
         """The rows ``[lo, hi)`` that hold each key's boundary on ``side``."""
@@ -117,33 +118,35 @@ class MappedRows(SortedRows):
         lo = np.maximum(fence - 1, 0) * FENCE_ROWS
         return lo, np.minimum(fence * FENCE_ROWS, len(self.key))
 
-    def _search(self, keys: np.ndarray, side: Side) -> np.ndarray:
-        """``np.searchsorted(self.key, keys, side)`` reading only the pages the
-        fences name: a binary search of every key at once, each inside its page."""
-        lo, hi = self._pages(keys, side)
-        last = len(self.key) - 1
-        while (active := lo < hi).any():
-            mid = (lo + hi) // 2
-            at = self.key[np.minimum(mid, last)]
-            right = active & ((at < keys) if side == "left" else (at <= keys))
-            lo = np.where(right, mid + 1, lo)
-            hi = np.where(active & ~right, mid, hi)
-        return lo
+    def _search(self, keys: np.ndarray, side: Side, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """``np.searchsorted(self.key, keys, side)`` reading only rows
+        ``lo:hi`` of each key (the page its fences name): each key counted
+        against its page's keys, all at once (in chunks: a page of keys per
+        wanted key is held at a time)."""
+        found = np.empty(len(keys), dtype=np.int64)
+        offsets = np.arange(FENCE_ROWS)
+        for at in range(0, len(keys), SEARCH_CHUNK):
+            part = slice(at, at + SEARCH_CHUNK)
+            rows = lo[part, None] + offsets
+            inside = rows < hi[part, None]
+            page = self.key[np.minimum(rows, len(self.key) - 1)]
+            wanted = keys[part, None]
+            before = (page < wanted) if side == "left" else (page <= wanted)
+            found[part] = lo[part] + (before & inside).sum(axis=1)
+        return found
 
     def will_need_keys(self, keys: np.ndarray) -> None:
         if self.fences is None or len(self.key) == 0:
             return
-        starts, ends = (np.concatenate(pair) for pair in zip(self._pages(keys, "left"), self._pages(keys, "right"),
-                                                             strict=True))
-        self._will_need(self.key_name, starts, ends)
+        (left, left_end), (right, right_end) = self._pages(keys, "left"), self._pages(keys, "right")
+        base = self.offsets[self.key_name]
+        will_need(self.path, base + 8 * np.concatenate([left, right]), base + 8 * np.concatenate([left_end, right_end]))
 
     def will_need_rows(self, starts: np.ndarray, ends: np.ndarray, columns: Iterable[str]) -> None:
-        for column in columns:
-            self._will_need(column, starts, ends)
-
-    def _will_need(self, array: str, starts: np.ndarray, ends: np.ndarray) -> None:
-        base = self.offsets[array]
-        will_need(self.path, base + 8 * starts, base + 8 * ends)
+        bases = [self.offsets[c] for c in columns]  # one advice call for all of them
+        if bases:
+            will_need(self.path, np.concatenate([b + 8 * starts for b in bases]),
+                      np.concatenate([b + 8 * ends for b in bases]))
 
 
 def gather_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -188,8 +191,10 @@ def _coalesced(starts: np.ndarray, ends: np.ndarray) -> list[tuple[int, int]]:
     """The byte ranges merged where they touch or overlap (one advice each)."""
     if len(starts) == 0:
         return []
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], np.maximum.accumulate(ends[order])
+    if len(starts) > 1 and (starts[1:] < starts[:-1]).any():  # lookups give them sorted: no sort then
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+    ends = np.maximum.accumulate(ends)
     new = np.ones(len(starts), dtype=bool)
     new[1:] = starts[1:] > ends[:-1]
     firsts = np.flatnonzero(new)
