@@ -69,13 +69,16 @@ def _values(edges: list[tuple[int, int]], n: int) -> list[int]:
     return random.Random(3).sample(sorted({v for e in edges for v in e}), n)
 
 
-@pytest.mark.parametrize("rows", [0, 1, 3, 4, 5, 8, 9, 40, 41])
-def test_fenced_search_finds_what_searchsorted_finds(rows: int, few_rows: None) -> None:
+@pytest.mark.parametrize("fence_rows", [FEW_ROWS, mapped.FENCE_ROWS])
+@pytest.mark.parametrize("rows", [0, 1, 3, 4, 5, 8, 9, 40, 41, 600, 5000])
+def test_fenced_search_finds_what_searchsorted_finds(rows: int, fence_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mapped, "FENCE_ROWS", fence_rows)
     rng = np.random.default_rng(rows)
-    key = np.sort(rng.integers(0, 12, rows))  # runs longer than a fence, and keys absent
-    part = mapped.MappedRows(key, {}, "unused", "k", {"k": 0}, key[::FEW_ROWS])
-    wanted = np.arange(-2, 15)
-    starts, ends = part.spans(wanted)
+    key = np.sort(rng.integers(0, max(rows // 40, 12), rows))  # runs longer than a fence, and keys absent
+    part = mapped.MappedRows(key, {}, "unused", "k", {"k": 0}, key[::fence_rows])
+    wanted = np.arange(-2, key.max(initial=0) + 3)
+    plan = mapped.KeyPages(part._pages(wanted, "left"), part._pages(wanted, "right"), new=True) if rows else None
+    starts, ends = part.spans(wanted, plan)
     assert starts.tolist() == np.searchsorted(key, wanted, "left").tolist()
     assert ends.tolist() == np.searchsorted(key, wanted, "right").tolist()
 
@@ -132,6 +135,21 @@ def test_a_lookup_asks_for_every_page_it_reads(fenced: tuple[Path, list[tuple[in
             _assert_covered(advised.get(part.path, []), part.offsets[column] + 8 * starts, part.offsets[column] + 8 * ends)
         lo, hi = part._pages(keys, "left")
         _assert_covered(advised.get(part.path, []), part.offsets["dst_csid"] + 8 * lo, part.offsets["dst_csid"] + 8 * hi)
+
+
+def test_pages_asked_for_once_are_not_asked_for_again(fenced: tuple[Path, list[tuple[int, int]]], few_rows: None,
+                                                      mocker: Any) -> None:
+    """A lookup repeated in a process finds its pages known (read once
+    already): it asks for nothing and searches them as memory."""
+    store, edges = fenced
+    reader = IndexReader.current(open_store(store))
+    csids = np.unique(reader.sets_of(np.array(_values(edges, 30)))[1])
+    first = reader.triples_of_sets(csids)
+    advice = mocker.spy(mapped, "will_need")
+    again = reader.triples_of_sets(csids)
+    assert advice.call_count == 0
+    assert sorted(zip(again.src.tolist(), again.dst.tolist(), strict=True)) == sorted(
+        zip(first.src.tolist(), first.dst.tolist(), strict=True))
 
 
 def _assert_covered(advised: list[tuple[int, int]], starts: np.ndarray, ends: np.ndarray) -> None:

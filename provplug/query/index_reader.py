@@ -382,9 +382,8 @@ class IndexReader:
         of = wanted % buckets
         groups = {b: wanted[of == b] for b in np.unique(of).tolist()}
         parts = self._open_buckets(dataset, key, columns, groups)
-        for b, part in parts.items():
-            part.will_need_keys(groups[b])
-        found = [(part, groups[b], *part.spans(groups[b])) for b, part in parts.items()]
+        plans = {b: part.will_need_keys(groups[b]) for b, part in parts.items()}
+        found = [(part, groups[b], *part.spans(groups[b], plans[b])) for b, part in parts.items()]
         for part, _, starts, ends in found:
             part.will_need_rows(starts, ends, columns)
         return found

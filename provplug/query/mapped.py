@@ -53,7 +53,7 @@ MAPPED_SETS_BY_CCID = f"{MAPPED_DIR}/sets_by_ccid.arrow"  # sets.parquet's (ccid
 # in one page named by the fences.
 FENCE_ROWS = 512
 FENCES = "fences"  # the manifest's key: dataset -> first fence of each bucket (and the end)
-SEARCH_CHUNK = 2048  # keys searched together: 8 MiB of their pages' keys at a time
+STEP = 32  # a key's page is searched every STEP rows, then in the window found
 HEAD_BYTES = 64 << 10  # what opening an IPC file reads at each end (schema, batch header, footer)
 _CAN_ADVISE = hasattr(os, "posix_fadvise")
 Side = Literal["left", "right"]
@@ -80,19 +80,32 @@ class SortedRows:
     def nbytes(self) -> int:
         return int(self.key.nbytes + sum(c.nbytes for c in self.cols.values()))
 
-    def spans(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """First and end row of each of ``keys`` (equal when absent)."""
+    def spans(self, keys: np.ndarray, plan: KeyPages | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """First and end row of each of ``keys`` (equal when absent);
+        ``plan``: what :meth:`will_need_keys` returned for them."""
         return np.searchsorted(self.key, keys, side="left"), np.searchsorted(self.key, keys, side="right")
 
     def ranges(self, keys: np.ndarray) -> np.ndarray:
         """Row positions whose key is in ``keys``."""
         return gather_ranges(*self.spans(keys))
 
-    def will_need_keys(self, keys: np.ndarray) -> None:
+    def will_need_keys(self, keys: np.ndarray) -> KeyPages | None:
         """Ask for the pages :meth:`spans` will read (nothing to ask: in memory)."""
+        return None
 
     def will_need_rows(self, starts: np.ndarray, ends: np.ndarray, columns: Iterable[str]) -> None:
         """Ask for the pages of rows ``starts[i]:ends[i]`` of ``columns``."""
+
+
+@dataclass(frozen=True)
+class KeyPages:
+    """The rows ``[lo, hi)`` holding each key's first (left) and end (right)
+    row, and whether any of their pages was new to this process (asked for
+    now: the search then reads those rows only)."""
+
+    left: tuple[np.ndarray, np.ndarray]
+    right: tuple[np.ndarray, np.ndarray]
+    new: bool
 
 
 @dataclass
@@ -105,11 +118,14 @@ class MappedRows(SortedRows):
     key_name: str = ""
     offsets: dict[str, int] = field(default_factory=dict)
     fences: np.ndarray | None = None
+    # Pages of the file this process has asked for: most likely still in
+    # memory, so a lookup on them searches and reads as an in-memory one.
+    known: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
-    def spans(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if self.fences is None or len(self.key) == 0:
+    def spans(self, keys: np.ndarray, plan: KeyPages | None = None) -> tuple[np.ndarray, np.ndarray]:
+        if plan is None or not plan.new:
             return super().spans(keys)
-        return self._search(keys, "left", *self._pages(keys, "left")), self._search(keys, "right", *self._pages(keys, "right"))
+        return self._search(keys, "left", *plan.left), self._search(keys, "right", *plan.right)
 
     def _pages(self, keys: np.ndarray, side: Side) -> tuple[np.ndarray, np.ndarray]:
         """The rows ``[lo, hi)`` that hold each key's boundary on ``side``."""
@@ -120,33 +136,48 @@ class MappedRows(SortedRows):
 
     def _search(self, keys: np.ndarray, side: Side, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """``np.searchsorted(self.key, keys, side)`` reading only rows
-        ``lo:hi`` of each key (the page its fences name): each key counted
-        against its page's keys, all at once (in chunks: a page of keys per
-        wanted key is held at a time)."""
-        found = np.empty(len(keys), dtype=np.int64)
-        offsets = np.arange(FENCE_ROWS)
-        for at in range(0, len(keys), SEARCH_CHUNK):
-            part = slice(at, at + SEARCH_CHUNK)
-            rows = lo[part, None] + offsets
-            inside = rows < hi[part, None]
-            page = self.key[np.minimum(rows, len(self.key) - 1)]
-            wanted = keys[part, None]
-            before = (page < wanted) if side == "left" else (page <= wanted)
-            found[part] = lo[part] + (before & inside).sum(axis=1)
-        return found
+        ``lo:hi`` of each key (the page its fences name), all keys at once:
+        every ``STEP``-th row of the page narrows it to a window of
+        ``STEP - 1`` rows, which is then counted."""
+        before = np.less if side == "left" else np.less_equal  # the rows before a key's boundary
+        probes = self._count(keys, before, lo, hi, STEP, FENCE_ROWS // STEP)
+        start = lo + np.maximum(STEP * (probes - 1) + 1, 0)  # rows from lo to here are before the boundary
+        return start + self._count(keys, before, start, hi, 1, STEP - 1)
 
-    def will_need_keys(self, keys: np.ndarray) -> None:
+    def _count(self, keys: np.ndarray, before: np.ufunc, start: np.ndarray, end: np.ndarray, step: int, n: int
+               ) -> np.ndarray:
+        """How many of rows ``start, start + step, ...`` (``n`` of them, below ``end``) are before each key."""
+        rows = start[:, None] + step * np.arange(n)
+        values = self.key[np.minimum(rows, len(self.key) - 1)]
+        return (before(values, keys[:, None]) & (rows < end[:, None])).sum(axis=1)
+
+    def will_need_keys(self, keys: np.ndarray) -> KeyPages | None:
         if self.fences is None or len(self.key) == 0:
-            return
-        (left, left_end), (right, right_end) = self._pages(keys, "left"), self._pages(keys, "right")
+            return None
+        left, right = self._pages(keys, "left"), self._pages(keys, "right")
         base = self.offsets[self.key_name]
-        will_need(self.path, base + 8 * np.concatenate([left, right]), base + 8 * np.concatenate([left_end, right_end]))
+        new = self._ask(base + 8 * np.concatenate([left[0], right[0]]), base + 8 * np.concatenate([left[1], right[1]]))
+        return KeyPages(left, right, new)
 
     def will_need_rows(self, starts: np.ndarray, ends: np.ndarray, columns: Iterable[str]) -> None:
-        bases = [self.offsets[c] for c in columns]  # one advice call for all of them
+        bases = [self.offsets[c] for c in columns]
         if bases:
-            will_need(self.path, np.concatenate([b + 8 * starts for b in bases]),
-                      np.concatenate([b + 8 * ends for b in bases]))
+            self._ask(np.concatenate([b + 8 * starts for b in bases]), np.concatenate([b + 8 * ends for b in bases]))
+
+    def _ask(self, starts: np.ndarray, ends: np.ndarray) -> bool:
+        """Ask for the pages of bytes ``starts[i]:ends[i]`` this process has
+        not asked for yet, in one call; whether there were any."""
+        page = mmap.PAGESIZE
+        some = ends > starts
+        pages = gather_ranges(starts[some] // page, (ends[some] - 1) // page + 1)
+        pages = np.unique(pages[~self.known[pages]])
+        if len(pages) == 0:
+            return False
+        self.known[pages] = True
+        runs = np.flatnonzero(np.diff(pages, prepend=-2) != 1)  # consecutive pages: one range
+        ends_at = np.append(runs[1:], len(pages)) - 1
+        will_need(self.path, pages[runs] * page, (pages[ends_at] + 1) * page)
+        return True
 
 
 def gather_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -222,7 +253,8 @@ def map_sorted(fs: pafs.FileSystem, path: str, key: str, size: int, fences: np.n
         arrays = {name: _view(batch.column(i), path) for i, name in enumerate(batch.schema.names)}
         offsets = {name: batch.column(i).buffers()[1].address - base + batch.column(i).offset * 8
                    for i, name in enumerate(batch.schema.names)}
-    return MappedRows(arrays.pop(key), arrays, path, key, offsets, fences)
+    known = np.zeros(-(-size // mmap.PAGESIZE), dtype=bool)
+    return MappedRows(arrays.pop(key), arrays, path, key, offsets, fences, known)
 
 
 def _map_at_random(path: str) -> pa.Buffer:
