@@ -156,7 +156,10 @@ def step(name: str, *, output: str | Sequence[str], **params: Any) -> Callable[[
     (output position k from the input positions of the firing that made it,
     rows in row-number order): with location lineage on, a Spark capture
     checks the declaration against the triples it captured and stores one
-    rated edge instead; a declaration the data contradicts is a
+    rated edge instead; a Beam capture stores a declared step whose body is
+    one Map, MapTuple, FlatMap or ParDo (consumption 1, production f, no
+    buffer) as an edge, its output numbered by position and each element's
+    fan-out checked in the worker; a declaration the data contradicts is a
     :class:`~provplug.errors.LocationError` (never a wrong answer).
     """
     outputs = (output,) if isinstance(output, str) else tuple(output)

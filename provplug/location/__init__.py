@@ -40,8 +40,11 @@ How the rest of provplug uses it:
   column map from the projection's references, the output's runs from the
   partition sizes). A step declared with rates is checked with
   :func:`check_rates` against the row mapping its capture observed before
-  its edge replaces its triples. Beam: a ParDo declared 1:1 or with a fixed
-  fan-out records an edge the same way. The recorder writes the run's edges
+  its edge replaces its triples. Beam: a step declared 1:1 or with a fixed
+  fan-out whose body is one ParDo numbers its output by position (input row
+  r's j-th element is row r·f + j), checks each element's fan-out in the
+  worker and records an edge with the black box's column map
+  (:mod:`provplug_beam.rated`). The recorder writes the run's edges
   once, as ``locations.json``, when the run finishes (a dataset of the run,
   so it is committed and deleted with it). ``location_lineage=False`` keeps
   storing triples, so the two stores can be compared.
