@@ -69,3 +69,102 @@ def test_spark_engine_on_many_input_partitions_matches_the_local_engine(
     for part in Path(current_dir(store), "value_sets").glob("bucket=*/*.parquet"):  # sorted, as the layout says
         ids = pq.read_table(part).column("value_id").to_pylist()
         assert ids == sorted(ids)
+
+
+@pytest.mark.parametrize("path", ["blobs", "rows"])
+def test_spark_engine_in_many_input_groups_matches_the_local_engine(
+    spark: Any, tmp_path: Path, monkeypatch: Any, path: str
+) -> None:
+    """Input groups of a few triples each (most components span several
+    groups, so the link graph does the work), with the component labels
+    broadcast to the tasks (``blobs``) or joined to the triples as rows."""
+    from provplug.index import build_index, spark_engine, spark_input
+
+    store, _ = multi_run_store(tmp_path, seed=9, runs=3)
+    build_index(store, theta=8, engine="local")
+    local = comparable(read_index(store))
+    monkeypatch.setattr(spark_input, "GROUP_TRIPLES", 7)
+    assert len(spark_input.input_groups(store, 2).groups) > 10
+    if path == "rows":
+        monkeypatch.setattr(spark_engine, "BROADCAST_ROWS", 0)
+    build_index(store, theta=8, engine="spark", spark=spark)
+    assert comparable(read_index(store)) == local
+
+
+def test_input_groups_deal_every_triple_exactly_once(tmp_path: Path) -> None:
+    from collections import Counter
+
+    from provplug.index.spark_input import input_groups
+    from provplug.location.read import triple_table
+
+    store, triples = multi_run_store(tmp_path, seed=3, runs=3)
+    columns = ("src", "dst", "op", "src_table", "dst_table")
+    every = Counter(zip(*(triple_table(store, columns).column(c).to_pylist() for c in columns), strict=True))
+    for group_triples in (5, 13, 10**9):
+        source = input_groups(store, 2, group_triples)
+        dealt: Counter[tuple[int, ...]] = Counter()
+        sizes = []
+        for g in range(len(source.groups)):
+            table = source.read(g, columns)
+            sizes.append(0 if table is None else table.num_rows)
+            if table is not None:
+                dealt.update(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
+        assert dealt == every
+        assert len(sizes) == max(2, -(-len(triples) // group_triples))
+        assert max(sizes) - min(sizes) <= 1  # consecutive equal ranges of the stored rows
+
+
+def test_file_rows_cut_row_groups_and_join_consecutive_ones() -> None:
+    from provplug.index.spark_input import FileRows, _file_rows
+
+    files = [("a", [3, 3, 3]), ("b", [2, 4])]
+    assert _file_rows(files, 2, 10) == [FileRows("a", (0, 1, 2), 2, 9), FileRows("b", (0,), 0, 1)]
+    assert _file_rows(files, 4, 5) == [FileRows("a", (1,), 1, 2)]
+    assert _file_rows(files, 9, 15) == [FileRows("b", (0, 1), 0, 6)]
+
+
+def test_a_table_no_run_defines_is_store_damage_on_spark(spark: Any, store_path: Path) -> None:
+    from conftest import snapshot
+    from test_index import _store_with_an_undefined_table
+
+    from provplug.errors import DamagedStoreError
+    from provplug.index import build_index
+
+    store = _store_with_an_undefined_table(store_path)
+    before = snapshot(store_path)
+    with pytest.raises(DamagedStoreError, match="no committed run defines"):
+        build_index(store, engine="spark", spark=spark)
+    assert snapshot(store_path) == before
+
+
+def test_blob_shuffle_delivers_each_row_to_its_owner(spark: Any) -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    from provplug.index.spark_shuffle import BLOB_DDL, owner_keys, receive, send, shuffled, spread
+
+    partitions = 5
+    keys = owner_keys(spark, partitions)
+    ids = np.arange(1, 2_000, dtype=np.int64) * 64  # shared low bits: spread must still use every owner
+    assert set(spread(ids, partitions)) == set(range(partitions))
+
+    def sender(batches: Any) -> Any:
+        for b in batches:
+            for start in b.column("id").to_pylist():
+                chunk = ids[start::2]
+                yield from send(pa.table({"x": chunk}), spread(chunk, partitions), keys)
+
+    def receiver(batches: Any) -> Any:
+        from pyspark import TaskContext
+
+        table = receive(batches)
+        if table is not None:
+            xs = table.column("x").to_numpy()
+            owner = np.full(len(xs), TaskContext.get().partitionId())
+            yield pa.RecordBatch.from_pydict({"x": xs, "owner": owner})
+
+    sent = spark.range(2, numPartitions=2).mapInArrow(sender, BLOB_DDL)
+    got = shuffled(sent, partitions).mapInArrow(receiver, "x long, owner long").toArrow()
+    xs, owners = got.column("x").to_numpy(), got.column("owner").to_numpy()
+    assert sorted(xs.tolist()) == ids.tolist()
+    assert (owners == spread(xs, partitions)).all()

@@ -139,11 +139,10 @@ class SparkEngine:
         merged = shuffled(nodes, self.partitions).mapInArrow(lambda b: _merge_partition(receive(b)), MERGE_DDL)
         self.merged = merged.localCheckpoint()
         self.progress.done("merged the groups' values (spark)")
-        pairs = self._pairs()  # checks every table id before anything uses the codes
-        table_values = {
-            int(r["a"]): int(r["values"])
-            for r in self.merged.where(F.col("kind") == TABLE_VALUES).groupBy("a").agg(F.sum("b").alias("values")).collect()
-        }
+        sums = self.merged.where(F.col("kind").isin(TABLE_VALUES, PAIR)).groupBy("kind", "a").agg(F.sum("b").alias("b"))
+        counts = [(int(r["kind"]), int(r["a"]), int(r["b"])) for r in sums.collect()]
+        pairs = self._pairs([(a, b) for kind, a, b in counts if kind == PAIR])  # checks every table id first
+        table_values = {a: b for kind, a, b in counts if kind == TABLE_VALUES}
         stats = InputStats(
             triples=sum(n for _, _, n in pairs),
             values=sum(table_values.values()),
@@ -159,11 +158,11 @@ class SparkEngine:
         count = len(self.source.groups)
         return self.spark.range(count, numPartitions=count)
 
-    def _pairs(self) -> list[tuple[int, int, int]]:
-        """Triples per (source table code, destination table code); a triple
-        naming a table no committed run defines is store damage."""
-        rows = self.merged.where(F.col("kind") == PAIR).groupBy("a").agg(F.sum("b").alias("count")).collect()
-        tables = [(int(r["a"]) >> 32, int(r["a"]) & 0xFFFFFFFF, int(r["count"])) for r in rows]
+    def _pairs(self, pair_triples: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+        """Triples per (source table code, destination table code), from
+        ``(source id << 32 | destination id, triples)``; a triple naming a
+        table no committed run defines is store damage."""
+        tables = [(key >> 32, key & 0xFFFFFFFF, n) for key, n in pair_triples]
         unknown = sorted({i for s, d, _ in tables for i in (s, d)} - set(self.catalogue.code_of_id))
         if unknown:
             raise self.catalogue.unknown_tables(unknown, self.store.uri)
@@ -188,7 +187,7 @@ class SparkEngine:
     def _index_files(self, plan: SetPlan, output: TaskOutput) -> list[dict[str, Any]]:
         """Every component indexed and written by the tasks; the files they wrote."""
         links = self.merged.where(F.col("kind") == LINK).select(F.col("a").alias("u"), F.col("b").alias("v"))
-        labels, rows = link_labels(links.distinct(), on_round=self._on_round("components"))
+        labels, rows = link_labels(links, on_round=self._on_round("components"))
         huge = self._huge_components(labels, rows)
         self.progress.done("components", len(huge), "components indexed on Spark (above the task limit)")
         index = IndexTask(self.lookup, plan.splits.paths, plan.theta, list(plan.splits.names), output)

@@ -84,9 +84,11 @@ class InputGroups:
         yield table.cast(wanted)
 
 
-def input_groups(store: Store, parallelism: int, group_triples: int = GROUP_TRIPLES) -> InputGroups:
+def input_groups(store: Store, parallelism: int, group_triples: int | None = None) -> InputGroups:
     """The store's triples in at least ``parallelism`` groups of at most
-    about ``group_triples`` (Parquet footers are read, no data)."""
+    about ``group_triples`` (default :data:`GROUP_TRIPLES`; Parquet footers
+    are read, no data)."""
+    group_triples = GROUP_TRIPLES if group_triples is None else group_triples
     files = [(path, _row_group_sizes(store.fs, path)) for path in stored_triple_files(store)]
     edges = tuple(edges_of(store))
     slices = [

@@ -28,7 +28,17 @@ BLOB_ROWS = 1 << 20
 
 
 def owner_keys(spark: SparkSession, partitions: int) -> list[int]:
-    """``keys[j]``: a value of ``p`` that ``repartition(partitions, "p")`` sends to partition ``j``."""
+    """``keys[j]``: a value of ``p`` that ``repartition(partitions, "p")`` sends to partition ``j``
+    (Spark's hash is fixed, so the answer is kept for the process)."""
+    if partitions not in _KEYS:
+        _KEYS[partitions] = _find_owner_keys(spark, partitions)
+    return _KEYS[partitions]
+
+
+_KEYS: dict[int, list[int]] = {}
+
+
+def _find_owner_keys(spark: SparkSession, partitions: int) -> list[int]:
     probe = spark.range(partitions * 64).select(
         F.col("id").cast("int").alias("p"), F.expr(f"pmod(hash(cast(id as int)), {partitions})").alias("j")
     )

@@ -143,16 +143,18 @@ def link_labels(
     task_limit: int | None = None,
 ) -> tuple[DataFrame, int]:
     """``(node, label)`` for every node of the link graph ``links(u, v)``
-    (``u > v``, distinct), checkpointed, and its row count. Roots on no link
-    are their own label."""
+    (``u > v``; a link may repeat: the one-task path does not mind, the
+    star path drops repeats first), checkpointed, and its row count. Roots
+    on no link are their own label."""
     spark = links.sparkSession
-    links = links.localCheckpoint()
     count = links.count()
     limit = TASK_EDGE_LIMIT if task_limit is None else task_limit
     if count == 0:
         return spark.createDataFrame([], LABELS_DDL), 0
-    one_task = count <= limit
-    labels = links.repartition(1).mapInArrow(_task_wcc, LABELS_DDL) if one_task else star_labels(links, on_round)
+    if count <= limit:
+        labels = links.repartition(1).mapInArrow(_task_wcc, LABELS_DDL)
+    else:
+        labels = star_labels(links.distinct(), on_round)
     labels = labels.localCheckpoint()
     return labels, labels.count()
 
@@ -175,7 +177,7 @@ def spark_wcc(
     """Components of ``edges(src, dst)``: ``(node, label)`` for every node
     on an edge, ``label`` = smallest node id of its component."""
     roots = local_roots(edges).localCheckpoint()
-    labels, rows = link_labels(merge_links(roots, partitions).distinct(), on_round, task_limit)
+    labels, rows = link_labels(merge_links(roots, partitions), on_round, task_limit)
     nodes = roots.groupBy("v").agg(F.min("r").alias("r"))
     return attach(nodes, "r", labels, rows, "label").select(F.col("v").alias("node"), "label")
 
