@@ -77,7 +77,7 @@ def test_fenced_search_finds_what_searchsorted_finds(rows: int, fence_rows: int,
     key = np.sort(rng.integers(0, max(rows // 40, 12), rows))  # runs longer than a fence, and keys absent
     part = mapped.MappedRows(key, {}, "unused", "k", {"k": 0}, key[::fence_rows])
     wanted = np.arange(-2, key.max(initial=0) + 3)
-    plan = mapped.KeyPages(part._pages(wanted, "left"), part._pages(wanted, "right"), new=True) if rows else None
+    plan = mapped.KeyPages(part._pages(wanted, "left"), part._pages(wanted, "right")) if rows else None
     starts, ends = part.spans(wanted, plan)
     assert starts.tolist() == np.searchsorted(key, wanted, "left").tolist()
     assert ends.tolist() == np.searchsorted(key, wanted, "right").tolist()
@@ -140,7 +140,7 @@ def test_a_lookup_asks_for_every_page_it_reads(fenced: tuple[Path, list[tuple[in
 def test_pages_asked_for_once_are_not_asked_for_again(fenced: tuple[Path, list[tuple[int, int]]], few_rows: None,
                                                       mocker: Any) -> None:
     """A lookup repeated in a process finds its pages known (read once
-    already): it asks for nothing and searches them as memory."""
+    already): it asks for nothing, and answers the same."""
     store, edges = fenced
     reader = IndexReader.current(open_store(store))
     csids = np.unique(reader.sets_of(np.array(_values(edges, 30)))[1])

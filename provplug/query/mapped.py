@@ -100,12 +100,10 @@ class SortedRows:
 @dataclass(frozen=True)
 class KeyPages:
     """The rows ``[lo, hi)`` holding each key's first (left) and end (right)
-    row, and whether any of their pages was new to this process (asked for
-    now: the search then reads those rows only)."""
+    row: the pages a search reads."""
 
     left: tuple[np.ndarray, np.ndarray]
     right: tuple[np.ndarray, np.ndarray]
-    new: bool
 
 
 @dataclass
@@ -118,14 +116,20 @@ class MappedRows(SortedRows):
     key_name: str = ""
     offsets: dict[str, int] = field(default_factory=dict)
     fences: np.ndarray | None = None
-    # Pages of the file this process has asked for: most likely still in
-    # memory, so a lookup on them searches and reads as an in-memory one.
+    # Pages of the file this process has asked for (and so read): not asked for again.
     known: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def spans(self, keys: np.ndarray, plan: KeyPages | None = None) -> tuple[np.ndarray, np.ndarray]:
-        if plan is None or not plan.new:
+        if plan is None:
             return super().spans(keys)
-        return self._search(keys, "left", *plan.left), self._search(keys, "right", *plan.right)
+        # Not np.searchsorted even on known pages: its probes above a key's
+        # page may be cold, and read one at a time.
+        starts = self._search(keys, "left", *plan.left)
+        ends = starts + self._count(keys, np.less_equal, starts, plan.right[1], 1, STEP - 1)
+        long = ends - starts == STEP - 1  # a key's rows may run past the window: search its end
+        if long.any():
+            ends[long] = self._search(keys[long], "right", plan.right[0][long], plan.right[1][long])
+        return starts, ends
 
     def _pages(self, keys: np.ndarray, side: Side) -> tuple[np.ndarray, np.ndarray]:
         """The rows ``[lo, hi)`` that hold each key's boundary on ``side``."""
@@ -156,28 +160,27 @@ class MappedRows(SortedRows):
             return None
         left, right = self._pages(keys, "left"), self._pages(keys, "right")
         base = self.offsets[self.key_name]
-        new = self._ask(base + 8 * np.concatenate([left[0], right[0]]), base + 8 * np.concatenate([left[1], right[1]]))
-        return KeyPages(left, right, new)
+        self._ask(base + 8 * np.concatenate([left[0], right[0]]), base + 8 * np.concatenate([left[1], right[1]]))
+        return KeyPages(left, right)
 
     def will_need_rows(self, starts: np.ndarray, ends: np.ndarray, columns: Iterable[str]) -> None:
         bases = [self.offsets[c] for c in columns]
         if bases:
             self._ask(np.concatenate([b + 8 * starts for b in bases]), np.concatenate([b + 8 * ends for b in bases]))
 
-    def _ask(self, starts: np.ndarray, ends: np.ndarray) -> bool:
+    def _ask(self, starts: np.ndarray, ends: np.ndarray) -> None:
         """Ask for the pages of bytes ``starts[i]:ends[i]`` this process has
-        not asked for yet, in one call; whether there were any."""
+        not asked for yet (the others it has read), in one call."""
         page = mmap.PAGESIZE
         some = ends > starts
         pages = gather_ranges(starts[some] // page, (ends[some] - 1) // page + 1)
         pages = np.unique(pages[~self.known[pages]])
         if len(pages) == 0:
-            return False
+            return
         self.known[pages] = True
         runs = np.flatnonzero(np.diff(pages, prepend=-2) != 1)  # consecutive pages: one range
         ends_at = np.append(runs[1:], len(pages)) - 1
         will_need(self.path, pages[runs] * page, (pages[ends_at] + 1) * page)
-        return True
 
 
 def gather_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
