@@ -322,49 +322,61 @@ def main(argv: list[str] | None = None) -> int:
 RUNNING_ON_A_CLUSTER = """
 ## How the Spark engine works (what the figures measure)
 
-`provplug/index/spark_engine.py`, `provplug/index/sparkwcc.py`:
+`provplug/index/spark_engine.py` with `spark_input.py`, `spark_shuffle.py`, `spark_output.py`, `sparkwcc.py`:
 
-1. The store's triple files are read once and held as read (a local
-   checkpoint). Each held partition runs the NumPy union-find over its own triples and emits one row
-   per value (local root, smallest table code, local component size); one
-   shuffle by value merges them into the per-table counts (for the split
-   choice) and the *link graph* between local roots (a root linked to each
-   value's smallest root).
+1. The committed triples are dealt into input groups (row ranges of the
+   stored files, slices of location edges; at least the default parallelism,
+   at most ~`spark_input.GROUP_TRIPLES` = 4M triples each). One task per
+   group reads it with pyarrow from the store's filesystem (Spark never
+   holds the input), runs the NumPy union-find over it and sends one row per
+   value (local root, smallest table code, local component size), plus its
+   table pairs, to the task owning that value. Rows between tasks travel as
+   Arrow IPC streams in a few binary rows (`spark_shuffle`), so Spark's
+   shuffle moves bytes, not millions of rows converted from Arrow and back.
+   The receiving tasks give the per-table counts (for the split choice), the
+   table pairs and the *link graph* between local roots.
 2. The link graph is solved in one task when it has at most
    `sparkwcc.TASK_EDGE_LIMIT` (20M) edges, else by large-star/small-star with
-   local checkpoints. Its labels name every triple's component (a broadcast
-   join up to `sparkwcc.BROADCAST_ROWS` labels). One shuffle by component
-   sends each component whole to one task, which runs Algorithm 3 exactly as
-   the local engine does and emits every output row; a component above
-   `spark_engine.COMPONENT_TASK_LIMIT` (20M triples) is indexed
-   level-synchronously on Spark instead (split depth by split depth).
-3. The rows are held (local checkpoint) and written without a further shuffle: at
-   most `min(shuffle partitions, default parallelism, 16)` files per bucket.
+   local checkpoints. Its labels (up to `sparkwcc.BROADCAST_ROWS`) are
+   broadcast; the groups are read and solved again, and every triple is sent
+   (as Arrow, as above) to the task of its component, which runs Algorithm 3
+   exactly as the local engine does and writes the component's bucket files
+   itself with pyarrow, returning one row per file. A component above
+   `spark_engine.COMPONENT_TASK_LIMIT` (20M triples), or more labels than
+   can be broadcast, takes the row path instead (a join, and
+   level-synchronous Algorithm 3 for such components).
+3. The driver keeps exactly the files the successful tasks reported
+   (deleting any other file under a dataset, e.g. of a failed attempt),
+   writes an empty file into each empty bucket, and one task merges the
+   parts of `sets.parquet` and `components.parquet`.
 
 ## Running on a cluster
 
 What the code supports, no more:
 
-* **The store** is a directory addressed by a URI that both pyarrow (on the
-  driver: run manifests, `meta.json`, `CURRENT`, the lock, the single-file
-  datasets' final move, empty buckets) and Spark's Hadoop filesystems (on
-  the executors: reading `runs/*/triples`, writing `index/GEN/...`) can reach:
-  `hdfs://namenode:8020/path/store.prov` or `s3://bucket/path/store.prov`.
-  Spark is given the same path with the same scheme
-  (`ParquetStore.to_spark_path`): the host part of an `hdfs://` URI is not
-  passed on, so the namenode must be the cluster's `fs.defaultFS`; for
-  `s3://`, Spark needs the scheme mapped to S3A
-  (`--conf spark.hadoop.fs.s3.impl=org.apache.hadoop.fs.s3a.S3AFileSystem`
-  and the `hadoop-aws` jar). `s3a://` URIs are not understood by pyarrow, so a
-  store cannot be named that way. pyarrow's HDFS client needs `libhdfs` (and
-  `CLASSPATH`/`HADOOP_HOME`) on the driver.
-* **No other path must be shared.** Intermediates never go to the store:
-  they are locally checkpointed (and, for huge components, persisted) blocks
-  in the executors' memory and `spark.local.dir`. A local checkpoint is not
-  recomputed when an executor is lost: the build then fails and is rerun. The new generation is written beside the live one and
-  published by rewriting `CURRENT`.
+* **The store** is a directory addressed by a URI that pyarrow can reach
+  from the driver *and from every executor*: the engine's tasks read the
+  triple files and write the index files with pyarrow's filesystem (the
+  store's own, pickled into the tasks), not through Spark's Hadoop
+  filesystems: `hdfs://namenode:8020/path/store.prov` (pyarrow's HDFS
+  client: `libhdfs`, `CLASSPATH`/`HADOOP_HOME` on the driver and every
+  executor) or `s3://bucket/path/store.prov` (credentials in the
+  environment of the driver and the executors). `s3a://` URIs are not
+  understood by pyarrow, so a store cannot be named that way. The Spark
+  query path still reads the index through Spark
+  (`ParquetStore.to_spark_path`, the same path and scheme; for `s3://`,
+  `--conf spark.hadoop.fs.s3.impl=org.apache.hadoop.fs.s3a.S3AFileSystem`
+  and the `hadoop-aws` jar).
+* **No other path must be shared.** Intermediates are Spark's shuffle
+  files and locally checkpointed (and, for huge components, persisted)
+  blocks in the executors' memory and `spark.local.dir`; only the parts of
+  `sets.parquet`/`components.parquet` go to the new generation's `_scratch`
+  folder, removed before it is published. A local checkpoint is not
+  recomputed when an executor is lost: the build then fails and is rerun.
+  The new generation is written beside the live one and published by
+  rewriting `CURRENT`.
 * **Python on the executors**: the engine's tasks (`mapInArrow`) import
-  `provplug.index.spark_engine`, `sparkwcc`, `localwcc`, NumPy and pyarrow, so
+  `provplug.index.spark_engine` (and its `spark_*` modules), `sparkwcc`, `localwcc`, NumPy and pyarrow, so
   every executor needs an interpreter with provplug installed, e.g. a packed
   environment (venv-pack or conda-pack) shipped with `--archives
   provplug-env.tar.gz#env` and `PYSPARK_PYTHON=./env/bin/python` (Spark's
@@ -372,10 +384,11 @@ What the code supports, no more:
   `provplug.sparksession.local_spark` otherwise defaults it to the driver's
   own interpreter path.
 * **Configuration the engine reads**: `spark.sql.shuffle.partitions` (the
-  merge and per-component shuffles; raise it with the data, so that a task's
-  share of components fits its Python worker's memory) and the session's
-  default parallelism (files per bucket, at most 16). It sets adaptive
-  execution with skew-join splitting on and
+  merge and per-component shuffles, and so the files per bucket; raise it
+  with the data, so that a task's share of components fits its Python
+  worker's memory and the Arrow data a task receives stays below 2 GiB) and
+  the session's default parallelism (the fewest input groups). It sets
+  adaptive execution with skew-join splitting on and
   `spark.sql.execution.arrow.maxRecordsPerBatch=100000` on the session.
 * **Submitting**: `provplug index STORE --spark` starts (or reuses) a session
   through `local_spark`, whose master comes from `PROVPLUG_SPARK_MASTER`

@@ -1,35 +1,42 @@
-"""The index on Spark: the triples are read once, every component is indexed
-whole inside one task, and Spark moves the data between those steps.
+"""The index on Spark: every component is indexed whole inside one task;
+Spark schedules the tasks and moves Arrow data between them.
 
-1. ``load``: the store's triple files are read once and held as read (a
-   local checkpoint: rows in Spark's block storage). Each held partition runs the NumPy
-   union-find over its own triples (:mod:`.sparkwcc`, "local") and emits one
-   row per value it holds (local root, smallest table code, local component
-   size). Those rows are shuffled by value once ("merge"): that gives the
-   per-table value counts the split choice needs and the link graph between
-   local roots.
+1. ``load``: the committed triples are dealt into input groups
+   (:mod:`.spark_input`), one task each, which read them with pyarrow from
+   the store's filesystem. Each group runs the NumPy union-find over its own
+   triples (:mod:`.sparkwcc`, "local") and sends one row per value it holds
+   (local root, smallest table code, local component size) to the task of
+   that value (:mod:`.spark_shuffle`: Arrow IPC streams as a few binary
+   rows), with its table pairs' triple counts. That "merge" gives the
+   per-table value counts the split choice needs, the table pairs, and the
+   link graph between local roots. An unknown table id fails here, on the
+   driver, before any code uses it.
 2. ``build``: the link graph is solved (one task, or large-star/small-star
-   when it is too large), which labels every local root with its component
-   id. The held partitions are solved again (the same partitions, so the
-   same roots) to tag each triple with its local root, whose label is the
-   triple's ``ccid`` (a broadcast join when the labels are few). The
-   triples are shuffled by ``ccid`` and each task runs Algorithm 3
-   (:mod:`.algorithm`) on the whole components it received, exactly as the
-   local engine does for all components at once (a component's rows never
-   depend on another component's), and writes their files itself with
-   pyarrow (:mod:`.spark_output`): Spark gets back one small row per file.
-   Components above :data:`COMPONENT_TASK_LIMIT` triples are indexed
-   level-synchronously on Spark instead (:meth:`SparkEngine._huge_rows`),
-   and their rows written by tasks the same way.
+   when it is too large), which labels every linked local root with its
+   component id. The groups are read and solved again (the same triples, so
+   the same roots), each triple's ``ccid`` is the label of its local root
+   (the labels broadcast to the tasks), and the triples are sent whole to
+   the task of their component. That task runs Algorithm 3
+   (:mod:`.algorithm`) on the components it received, exactly as the local
+   engine does for all components at once (a component's rows never depend
+   on another component's), and writes their files itself with pyarrow
+   (:mod:`.spark_output`): Spark gets back one small row per file. When the
+   labels are too many to broadcast, or a component is above
+   :data:`COMPONENT_TASK_LIMIT` triples, the triples go through Spark as
+   rows and are labelled by a join instead; such components are indexed
+   level-synchronously on Spark (:meth:`SparkEngine._huge_rows`) and their
+   rows written by tasks the same way.
 3. The driver commits the files the tasks reported (:func:`.spark_output.commit`)
    and one task merges the parts of ``sets.parquet`` and ``components.parquet``.
 
 Nothing but small aggregates (per-table counts, the ids of huge components,
-the list of files written) reaches the driver. Intermediates live in Spark's block storage (local
+the list of files written) reaches the driver, and the link graph's labels
+when they are few enough to broadcast (:data:`.sparkwcc.BROADCAST_ROWS`).
+Intermediates live in Spark's shuffle files and block storage (local
 checkpoints; the level-synchronous path also persists); only the parts of
 the two single files go to ``scratch`` (in the new generation, removed by
-the caller). Local checkpoints are not recomputed when an executor is lost: the build then
-fails and can be run again.
+the caller). Local checkpoints are not recomputed when an executor is lost:
+the build then fails and can be run again.
 """
 
 from __future__ import annotations
