@@ -80,10 +80,10 @@ TAGGED_DDL = "src long, dst long, op long, src_table int, dst_table int, r long"
 # 2 a root's triples, 3 a table pair's triples (a = source id << 32 | destination id).
 MERGE_DDL = "kind tinyint, a long, b long"
 LINK, TABLE_VALUES, ROOT_TRIPLES, PAIR = 0, 1, 2, 3
-# Rows of the index step, one kind per output of the layout. They share the
-# indexed triples' columns; the other kinds name some of them differently
-# (COLUMN_OF: layout name -> column of the row), so the persisted rows stay
-# as narrow as the widest output.
+# Rows of the level-synchronous path (huge components), one kind per output
+# of the layout. They share the indexed triples' columns; the other kinds
+# name some of them differently (COLUMN_OF: layout name -> column of the
+# row), so the rows stay as narrow as the widest output.
 TRIPLE, VALUE, SET, COMPONENT, SETDEP = 0, 1, 2, 3, 4
 OUT_COLUMNS = {"kind": pa.int8(), **{f.name: f.type for f in layout.INDEXED_TRIPLES}}
 COLUMN_OF: dict[int, dict[str, str]] = {

@@ -52,7 +52,9 @@ def spread(key: np.ndarray, partitions: int) -> np.ndarray:
     """The owner partition of each key (a multiplicative hash: ids that share
     low bits still spread evenly)."""
     mixed = np.asarray(key, dtype=np.int64).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    return ((mixed >> np.uint64(32)) % np.uint64(partitions)).astype(np.int64)
+    owner = (mixed >> np.uint64(32)) % np.uint64(partitions)
+    # 16-bit owners: NumPy's stable sort of them (in :func:`send`) is a radix sort.
+    return owner.astype(np.uint16 if partitions <= 1 << 16 else np.int64)
 
 
 def send(table: pa.Table, owner: np.ndarray, keys: list[int]) -> Iterator[pa.RecordBatch]:
