@@ -1,6 +1,7 @@
 """Checking a step's declared rates on Spark vs on the driver (issue 15; a benchmark, not a test).
 
     python examples/benchmarks/declared_bench.py [--rows 2000000] [--runs 3] [--before b4d60fb] [--out FILE]
+    python examples/benchmarks/declared_bench.py --checks-only [--rows 2000000] [--runs 5] [--before b4d60fb]
 
 One step declared ``rates={"consumption": 2, "production": 1}`` (consecutive
 pairs of rows summed: ``--rows`` input rows, ``--rows / 2`` output rows,
@@ -22,6 +23,13 @@ source copy, step, writer job, check, commit). Reported: medians, the
 ratios to ``driver``, the Python driver's peak RSS (``ru_maxrss``: where the
 old check's arrays lived) and the JVM's (``VmHWM``; in local mode it is
 driver and executors at once).
+
+``--checks-only`` times the two checks alone, side by side in ONE process
+(one SparkSession), alternating: the triples one capture wrote are kept
+aside, then checked ``--runs`` times by this tree's :func:`check` (read by
+Spark) and by the one at ``--before`` (loaded beside it as a module of the
+package: read into NumPy on the driver). The whole capture's timings on a
+shared machine vary more than the check costs; this ratio does not.
 """
 
 from __future__ import annotations
@@ -112,6 +120,49 @@ def _jvm_peak_kib(spark: Any) -> int | None:
     return int(peak[0]) if peak else None
 
 
+def checks_child(args: argparse.Namespace, old: Path) -> int:
+    """Time this tree's check and the one at ``--before`` on the same triples, alternating."""
+    import importlib.util
+
+    import provplug_spark.declared as declared
+
+    from provplug.sparksession import local_spark
+    from provplug.writers import Destination
+
+    spark = local_spark("declared-bench", "local[2]", **{"spark.driver.memory": "2g"})
+    work = Path(args.work)
+    spec = importlib.util.spec_from_file_location("provplug_spark._declared_before",
+                                                  old / "provplug_spark" / "declared.py")
+    assert spec is not None and spec.loader is not None
+    before = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(before)
+    kept: dict[str, Any] = {}
+    check = declared.check
+
+    def keep_aside(spark_: Any, step: str, edge: Any, written: Any, captured: int) -> None:
+        written.write.parquet(str(work / "written"))
+        kept.update(step=step, edge=edge, captured=captured)
+        check(spark_, step, edge, written, captured)
+
+    declared.check = keep_aside  # type: ignore[assignment]
+    capture(spark, work / "source.parquet", work / "checks.prov", True)
+    declared.check = check
+    files = sorted(str(f) for f in (work / "written").glob("*.parquet"))
+    folder = str(work / "written")
+    step, edge, captured = kept["step"], kept["edge"], kept["captured"]
+    times: dict[str, list[float]] = {"spark": [], "driver": []}
+    for _ in range(args.runs):
+        started = time.perf_counter()
+        check(spark, step, edge, declared.written_triples(spark, Destination(folder, folder, folder), "part-"), captured)
+        times["spark"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        before.check(step, edge, before.read_triples(Destination(folder, folder, folder), files))
+        times["driver"].append(time.perf_counter() - started)
+    spark.stop()
+    print(json.dumps({"times": times, "triples": edge.triple_count}))
+    return 0
+
+
 # -- the runs and the report --------------------------------------------------------
 
 
@@ -123,11 +174,11 @@ def old_package(before: str, into: Path) -> Path:
     return into / Path(PACKAGE).parent
 
 
-def run_child(variant: str, work: Path, old: Path) -> dict[str, Any]:
+def run_child(variant: str, work: Path, old: Path, runs: int = 1) -> dict[str, Any]:
     env = dict(os.environ)
     if variant == "driver":
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(old), env.get("PYTHONPATH", "")) if p)
-    command = [sys.executable, __file__, "--child", variant, "--work", str(work)]
+    command = [sys.executable, __file__, "--child", variant, "--work", str(work), "--old", str(old), "--runs", str(runs)]
     done = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
@@ -153,28 +204,53 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, command: str
     return "\n".join(lines) + "\n"
 
 
+def checks_report(result: dict[str, Any], args: argparse.Namespace, command: str) -> str:
+    times = result["times"]
+    spark, driver = (statistics.median(times[v]) for v in ("spark", "driver"))
+    runs = {v: ", ".join(f"{t:.2f}" for t in times[v]) for v in ("spark", "driver")}
+    return "\n".join([
+        f"Command: `{command}`; {dt.date.today().isoformat()}, {args.rows:,} input rows "
+        f"({result['triples']:,} triples), {args.runs} run(s) of each check, alternating, one process; medians.",
+        "",
+        "| check | median (s) | vs driver |",
+        "|---|---:|---:|",
+        f"| on Spark (this tree) | {spark:.2f} | {spark / driver:.2f}x |",
+        f"| on the driver ({args.before}) | {driver:.2f} | 1.00x |",
+        "",
+        f"All runs (s): spark [{runs['spark']}]; driver [{runs['driver']}]",
+    ]) + "\n"
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--before", default="b4d60fb", help="the commit whose adapter checks on the driver")
     parser.add_argument("--out", type=Path, help="append the figures to this file")
-    parser.add_argument("--child", choices=VARIANTS, dest="variant", help=argparse.SUPPRESS)
+    parser.add_argument("--checks-only", action="store_true", help="time the two checks alone, in one process")
+    parser.add_argument("--child", choices=(*VARIANTS, "checks"), dest="variant", help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
+    parser.add_argument("--old", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.variant == "checks":
+        return checks_child(args, Path(args.old))
     if args.variant:
         return child(args)
+    command = "python examples/benchmarks/declared_bench.py " + " ".join(argv)
     with tempfile.TemporaryDirectory(prefix="declared-bench-") as tmp:
         work = Path(tmp)
         write_source(work / "source.parquet", args.rows)
         write_source(work / "warmup.parquet", WARMUP_ROWS)
         old = old_package(args.before, work / "old")
-        results = []
-        for run in range(args.runs):
-            for variant in VARIANTS:
-                results.append(run_child(variant, work, old))
-                print(f"run {run + 1} {variant}: {results[-1]}", file=sys.stderr)
-    text = report(results, args, "python examples/benchmarks/declared_bench.py " + " ".join(argv))
+        if args.checks_only:
+            text = checks_report(run_child("checks", work, old, args.runs), args, command)
+        else:
+            results = []
+            for run in range(args.runs):
+                for variant in VARIANTS:
+                    results.append(run_child(variant, work, old))
+                    print(f"run {run + 1} {variant}: {results[-1]}", file=sys.stderr)
+            text = report(results, args, command)
     print(text)
     if args.out:
         with args.out.open("a") as out:
