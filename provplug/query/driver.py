@@ -96,7 +96,7 @@ def fits_driver(triples: int, budget: int | None = None) -> bool:
     return triples * BYTES_PER_TRIPLE <= (driver_budget() if budget is None else budget)
 
 
-def _gather_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+def gather_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(s, e)`` for every pair, without a Python loop."""
     lengths = ends - starts
     total = int(lengths.sum())
@@ -129,7 +129,7 @@ def walk(triples: Edges, seeds: np.ndarray, direction: Direction) -> Walk:
     frontier = pos[present]
     visited = is_seed.copy()
     while len(frontier):
-        step = targets[_gather_ranges(indptr[frontier], indptr[frontier + 1])]
+        step = targets[gather_ranges(indptr[frontier], indptr[frontier + 1])]
         step = np.unique(step)
         reached[step] = True
         frontier = step[~visited[step]]

@@ -37,6 +37,7 @@ import pyarrow.fs as pafs
 from .. import storefiles
 from ..errors import DamagedStoreError
 from ..index import integrity, layout
+from .driver import gather_ranges
 
 MAPPED_DIR = "mapped"
 MAPPED_MANIFEST = f"{MAPPED_DIR}/manifest.json"
@@ -181,16 +182,6 @@ class MappedRows(SortedRows):
         runs = np.flatnonzero(np.diff(pages, prepend=-2) != 1)  # consecutive pages: one range
         ends_at = np.append(runs[1:], len(pages)) - 1
         will_need(self.path, pages[runs] * page, (pages[ends_at] + 1) * page)
-
-
-def gather_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, e)`` for every pair, without a Python loop."""
-    lengths = ends - starts
-    total = int(lengths.sum())
-    if total == 0:
-        return np.empty(0, dtype=np.int64)
-    offsets = np.cumsum(lengths) - lengths
-    return np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)
 
 
 # -- asking the kernel for pages ---------------------------------------------------------
