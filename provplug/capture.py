@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from .errors import CaptureError, LocationError
+from .errors import CaptureError
 from .lifecycle import observed_run
 from .model import RunInfo, StepInfo
 from .plugins import Plugins, get_plugins
@@ -184,16 +184,9 @@ def step(name: str, *, output: str | Sequence[str], **params: Any) -> Callable[[
 
 def _rates_record(rates: Any) -> dict[str, Any]:
     """Declared rates as an op parameter (checked now: a bad one fails at declaration)."""
-    from .location import Rates
+    from .location import rates_of
 
-    if isinstance(rates, Mapping):
-        try:
-            rates = Rates(**rates)
-        except TypeError as exc:
-            raise LocationError(f"rates: {exc}") from None
-    if not isinstance(rates, Rates):
-        raise LocationError(f"rates are a provplug.location.Rates or a mapping of its fields, not {rates!r}")
-    return dataclasses.asdict(rates)
+    return dataclasses.asdict(rates_of(rates))
 
 
 @contextlib.contextmanager

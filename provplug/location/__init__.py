@@ -38,9 +38,10 @@ How the rest of provplug uses it:
   its output rows with the input's row numbers (same partitioning, same
   order), writes no triples and records one aligned edge per input (its
   column map from the projection's references, the output's runs from the
-  partition sizes). A step declared with rates is checked with
-  :func:`check_rates` against the row mapping its capture observed before
-  its edge replaces its triples. Beam: a step declared 1:1 or with a fixed
+  partition sizes). A step declared with rates has its captured
+  triples checked on Spark against the edge (each one of the edge's by
+  position arithmetic, each once, as many as the edge stands for) before
+  its edge replaces them (``provplug_spark.declared``). Beam: a step declared 1:1 or with a fixed
   fan-out whose body is one ParDo numbers its output by position (input row
   r's j-th element is row r·f + j), checks each element's fan-out in the
   worker and records an edge with the black box's column map
@@ -70,7 +71,7 @@ from .edges import LocationEdge, expand, expand_positions, location_edge, workfl
 from .files import LOCATIONS, locations_of, read_locations, write_locations
 from .model import Actor, Consumption, Production, Workflow, workflow
 from .positions import Positions
-from .rates import Rates
+from .rates import RATES_PARAM, Rates, declared_rates, rates_of
 from .read import (
     TripleFilter,
     edges_of,
@@ -86,6 +87,7 @@ from .simulate import Run, simulate
 
 __all__ = [
     "LOCATIONS",
+    "RATES_PARAM",
     "Actor",
     "Consumption",
     "Dependency",
@@ -98,6 +100,7 @@ __all__ = [
     "TripleFilter",
     "Workflow",
     "check_rates",
+    "declared_rates",
     "dependency",
     "dependency_rows",
     "edges_of",
@@ -105,6 +108,7 @@ __all__ = [
     "expand_positions",
     "location_edge",
     "locations_of",
+    "rates_of",
     "read_locations",
     "represented_triples",
     "simulate",

@@ -21,7 +21,9 @@ never a width.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -106,3 +108,26 @@ class Rates:
     def describe(self) -> str:
         kept = f", buffer {self.buffer}" if self.buffer is not None else ", dynamic buffer" if self.dynamic else ""
         return f"consumption {self.consumption}, production {self.production}{kept}"
+
+
+RATES_PARAM = "rates"  # the op parameter a step's declared rates are recorded as (provplug.step)
+
+
+def rates_of(record: Any, what: str = "rates") -> Rates:
+    """``record`` (a :class:`Rates` or a mapping of its fields) as rates, or a
+    one-line :class:`LocationError` starting with ``what``."""
+    if isinstance(record, Rates):
+        return record
+    if not isinstance(record, Mapping):
+        raise LocationError(f"{what} are a provplug.location.Rates or a mapping of consumption, production, buffer, "
+                            f"dynamic, not {record!r}")
+    try:
+        return Rates(**record)
+    except TypeError as exc:
+        raise LocationError(f"{what}: {exc}") from None
+
+
+def declared_rates(params: Mapping[str, Any], step: str) -> Rates | None:
+    """The rates step ``step``'s op parameters declare, or None."""
+    record = params.get(RATES_PARAM)
+    return None if record is None else rates_of(record, f"step {step}: rates")

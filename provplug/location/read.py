@@ -215,7 +215,7 @@ def triples_frame(
         frame = frame.where(condition)
     edges = edges_of(store, where)
     if edges:
-        frame = frame.unionByName(_expanded_frame(spark, edges, ddl))
+        frame = frame.unionByName(expanded_frame(spark, edges))
     return frame.select(*columns)
 
 
@@ -242,15 +242,24 @@ def edge_slices(edges: Sequence[LocationEdge], slice_triples: int = SLICE_TRIPLE
     return slices
 
 
-def _expanded_frame(spark: SparkSession, edges: Sequence[LocationEdge], ddl: str) -> DataFrame:
+def expanded_frame(spark: SparkSession, edges: Sequence[LocationEdge], columns: Sequence[str] = COLUMNS) -> DataFrame:
+    """The triples ``edges`` stand for (``columns`` of them), expanded on the
+    executors: each task one slice of output positions of one edge (the
+    driver ships the edges and the slices' bounds)."""
+    from ..sparksession import spark_ddl
+
+    ddl = spark_ddl(pa.schema([schema.TRIPLES.field(c) for c in columns]))
     slices = edge_slices(edges)
+    if not slices:
+        return spark.createDataFrame([], ddl)
     shipped = list(edges)  # a few integers per partition per edge: the closure carries them
     parallel = max(1, min(len(slices), spark.sparkContext.defaultParallelism * 2))
     units = spark.createDataFrame(slices, "edge INT, first LONG, last LONG").repartition(parallel)
+    wanted = tuple(columns)
 
     def expand_slices(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for i, first, last in zip(*(batch.column(c).to_pylist() for c in ("edge", "first", "last")), strict=True):
-                yield from expand_positions(shipped[i], first, last)
+                yield from expand_positions(shipped[i], first, last, columns=wanted)
 
     return units.mapInArrow(expand_slices, ddl)

@@ -38,11 +38,11 @@ import apache_beam as beam
 from provplug import ids
 from provplug.errors import LocationError
 from provplug.location import LocationEdge, Rates, RowRuns, location_edge
+from provplug.location import declared_rates as location_rates
 
 from .elements import all_ids
 from .fns import _PASS_THROUGH, TracedDoFn
 
-RATES_PARAM = "rates"  # the op parameter a declaration is recorded as (provplug.capture.step)
 # The ParDo family a declared step may consist of (``Filter`` drops elements: no fixed rate).
 RATED_OPERATIONS = ("Map", "MapTuple", "FlatMap", "FlatMapTuple", "ParDo")
 SUPPORTED = "Beam supports consumption 1, production f >= 1 and no buffer (one ParDo declared 1:1 or with a fixed fan-out)"
@@ -50,20 +50,8 @@ SUPPORTED = "Beam supports consumption 1, production f >= 1 and no buffer (one P
 
 def declared_rates(params: Mapping[str, Any], step: str) -> Rates | None:
     """The rates step ``step`` declares, or None; a LocationError for rates a ParDo cannot have."""
-    record = params.get(RATES_PARAM)
-    if record is None:
-        return None
-    if isinstance(record, Rates):
-        rates = record
-    elif isinstance(record, Mapping):
-        try:
-            rates = Rates(**record)
-        except TypeError as exc:
-            raise LocationError(f"step {step}: rates: {exc}") from None
-    else:
-        raise LocationError(f"step {step}: rates are a mapping of consumption, production, buffer, dynamic, "
-                            f"not {record!r}")
-    if rates.consumption != 1 or rates.buffer is not None or rates.dynamic:
+    rates = location_rates(params, step)
+    if rates is not None and (rates.consumption != 1 or rates.buffer is not None or rates.dynamic):
         raise LocationError(f"step {step} declares {rates.describe()}; {SUPPORTED}")
     return rates
 

@@ -28,17 +28,17 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
 from provplug import ids
 from provplug.errors import CaptureError, LocationError
-from provplug.location import LocationEdge, Rates, RowRuns, expand_positions, location_edge
+from provplug.location import LocationEdge, Rates, RowRuns, location_edge
 from provplug.location.edges import check_sizes
-from provplug.location.read import edge_slices
+from provplug.location.read import expanded_frame
 from provplug.writers import Destination
 
 from .aligned import column_map
@@ -46,22 +46,6 @@ from .rewrite import Rewritten
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
-
-RATES_PARAM = "rates"  # the op parameter a declaration is recorded as
-
-
-def declared_rates(params: Mapping[str, Any]) -> Rates | None:
-    """The rates a step's parameters declare (see :func:`provplug.capture.step`), or None."""
-    record = params.get(RATES_PARAM)
-    if record is None:
-        return None
-    if not isinstance(record, Mapping):
-        raise LocationError(f"a step's rates are a mapping of consumption, production, buffer, dynamic, not {record!r}")
-    try:
-        return Rates(**record)
-    except TypeError as exc:
-        raise LocationError(f"a step's rates: {exc}") from None
-
 
 def checkable(step: str, outputs: int, rewritten: Rewritten) -> int:
     """The one input table of a step that declares rates (else a LocationError)."""
@@ -177,21 +161,8 @@ def _positions(runs: RowRuns, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def expanded(spark: SparkSession, edge: LocationEdge) -> DataFrame:
-    """(src, dst) of the triples ``edge`` stands for, expanded on the executors
-    one slice of output positions per task (the driver ships the edge and the
-    slices' bounds)."""
-    slices = [(first, last) for _, first, last in edge_slices([edge])]
-    if not slices:
-        return spark.createDataFrame([], PAIRS_DDL)
-    parallel = max(1, min(len(slices), spark.sparkContext.defaultParallelism * 2))
-    units = spark.createDataFrame(slices, "first LONG, last LONG").repartition(parallel)
-
-    def expand_slices(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for first, last in zip(batch.column("first").to_pylist(), batch.column("last").to_pylist(), strict=True):
-                yield from expand_positions(edge, first, last, columns=PAIRS)
-
-    return units.mapInArrow(expand_slices, PAIRS_DDL)
+    """(src, dst) of the triples ``edge`` stands for, expanded on the executors."""
+    return expanded_frame(spark, [edge], PAIRS)
 
 
 def _first_difference(captured: DataFrame, declared: DataFrame) -> Row | None:

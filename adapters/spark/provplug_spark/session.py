@@ -53,7 +53,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from provplug import ids, schema
 from provplug.errors import CaptureError
-from provplug.location import LocationEdge, Rates, RowRuns
+from provplug.location import LocationEdge, Rates, RowRuns, declared_rates
 from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin
 from provplug.protocols import RunRecorder
 
@@ -278,7 +278,7 @@ class SparkCaptureSession:
         rates (its one input table and the rates), or None (its triples)."""
         if not self.location_lineage:
             return None
-        rates = declared.declared_rates(step.params)
+        rates = declared_rates(step.params, step.name)
         if rates is not None:
             return declared.checkable(step.name, outputs, rewritten), rates
         return aligned.aligned_output(self.rewriter.jvm, self.rewriter.jvm.plan(frame), rewritten)
