@@ -168,3 +168,22 @@ def test_blob_shuffle_delivers_each_row_to_its_owner(spark: Any) -> None:
     xs, owners = got.column("x").to_numpy(), got.column("owner").to_numpy()
     assert sorted(xs.tolist()) == ids.tolist()
     assert (owners == spread(xs, partitions)).all()
+
+
+def test_components_that_lie_in_one_group_each_need_no_links(spark: Any, tmp_path: Path) -> None:
+    """Two one-triple components, one per input group: an empty link graph,
+    every component labelled by its own local root; the same index."""
+    import provplug
+    from provplug.importer import import_provenance
+    from provplug.index import build_index
+    from provplug.index.spark_input import input_groups
+
+    store = provplug.open_store(tmp_path / "tiny.prov")
+    import_provenance(store, *write_import(tmp_path, [(1, 2, "f"), (3, 4, "f")], {1: "A", 2: "B", 3: "A", 4: "B"}))
+    groups = input_groups(store, 2)
+    assert [groups.read(g, ("src",)) is not None for g in range(len(groups.groups))] == [True, True]
+    build_index(store, theta=2, engine="local")
+    local = comparable(read_index(store))
+    assert local["meta"]["counts"]["components"] == 2
+    build_index(store, theta=2, engine="spark", spark=spark)
+    assert comparable(read_index(store)) == local
