@@ -187,3 +187,37 @@ def test_components_that_lie_in_one_group_each_need_no_links(spark: Any, tmp_pat
     assert local["meta"]["counts"]["components"] == 2
     build_index(store, theta=2, engine="spark", spark=spark)
     assert comparable(read_index(store)) == local
+
+
+def test_commit_keeps_exactly_the_reported_files_and_fills_empty_buckets(tmp_path: Path) -> None:
+    """A task attempt that failed after writing leaves files no successful
+    attempt reported: the commit deletes them; a bucket no task wrote gets
+    its empty file."""
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    from provplug.index import layout
+    from provplug.index.spark_output import BUCKETED, TaskOutput, commit, prepare
+
+    fs = pafs.LocalFileSystem()
+    output = TaskOutput(fs, str(tmp_path / "gen"), str(tmp_path / "gen" / "_scratch" / "parts"))
+    prepare(fs, output)
+    pairs = pa.table({"src_csid": [5, 7, 7], "dst_csid": [1, 17, 2]})
+    reported = list(output.bucketed("setdeps", pairs))  # buckets 1 (two rows) and 2
+    assert sorted((w["bucket"], w["rows"]) for w in reported) == [(1, 2), (2, 1)]
+    stray = tmp_path / "gen" / "setdeps" / "bucket=1" / "part-failed-attempt.parquet"
+    pq.write_table(pairs.cast(layout.SETDEPS), stray)
+    rows = commit(fs, output.generation, reported)
+    assert rows["setdeps"] == 3 and rows["triples"] == 0
+    assert not stray.exists()
+    for name, spec in BUCKETED.items():
+        for k in range(spec.buckets):
+            files = sorted((tmp_path / "gen" / name / f"bucket={k}").glob("*.parquet"))
+            assert len(files) == 1
+            table = pq.read_table(files[0])
+            assert table.schema.equals(spec.schema)
+            assert table.num_rows == sum(w["rows"] for w in reported if w["dataset"] == name and w["bucket"] == k)
+    assert pq.read_table(tmp_path / "gen" / "setdeps" / "bucket=1").to_pydict() == {
+        "src_csid": [5, 7], "dst_csid": [1, 17]
+    }
