@@ -131,7 +131,9 @@ class ParquetStore:
             raise StoreError(f"store path {self.uri} is a file, not a store directory")
         if self._info(self.path(MARKER)).type != pafs.FileType.File:
             # Only an empty dir (or, off local disk, a store being made in place) may become one.
-            entries = {i.base_name for i in self.fs.get_file_info(pafs.FileSelector(self.root))}
+            # It may vanish meanwhile (another process's creation failed and removed it): no store.
+            listed = self.fs.get_file_info(pafs.FileSelector(self.root, allow_not_found=True))
+            entries = {i.base_name for i in listed}
             if entries - set(SKELETON):
                 raise StoreError(f"{self.uri} is a non-empty directory that is not a provplug store")
             return False
