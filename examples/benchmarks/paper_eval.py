@@ -1122,19 +1122,31 @@ def duckdb_only(opts: Options, factors: list[int], args: argparse.Namespace, res
             con.close()
         sec["bench"]["duckdb_settings"] = {"memory": args.duckdb_memory, "threads": args.duckdb_threads,
                                            "command": " ".join(sys.argv), "loadavg": os.getloadavg()}
-        merge_saved_factors(results_path, results)
-        results["factors"][str(f)] = sec
-        save_json(results_path, results)
-        render(results, args.out)
+        save_factor(results_path, results, f, sec, args.out)
+
+
+def save_factor(results_path: Path, results: dict[str, Any], factor: int, sec: dict[str, Any], out: Path) -> None:
+    """Keep ``factor``'s figures beside the other factors' as saved now, and render."""
+    merge_saved_factors(results_path, results)
+    results["factors"][str(factor)] = sec
+    save_json(results_path, results)
+    render(results, out)
+
+
+def rerun_settings() -> dict[str, Any]:
+    """What a re-timing run records beside its figures."""
+    return {"command": " ".join(["python", *sys.argv]), "when": time.strftime("%Y-%m-%d %H:%M"),
+            "code": code_version(), "loadavg": os.getloadavg()}
+
+
+def no_duckdb(value: int, direction: str) -> int:
+    raise AssertionError("DuckDB does not run when only CSProv is re-timed")
 
 
 def warm_only(opts: Options, factors: list[int], args: argparse.Namespace, results: dict[str, Any],
               results_path: Path) -> None:
     """Time warm CSProv again on every query of factors already benchmarked
     (their other figures kept; every answer checked against the 1x BFS)."""
-    def no_duckdb(value: int, direction: str) -> int:
-        raise AssertionError("DuckDB does not run with --warm-only")
-
     for f in factors:
         sec = results["factors"][str(f)]
         bench = Bench(f, opts.store(f), None, args.runs, 0, no_duckdb, args.tau)
@@ -1143,12 +1155,8 @@ def warm_only(opts: Options, factors: list[int], args: argparse.Namespace, resul
                 queries = [Query(**q) for q in found["queries"]]
                 if queries:
                     sec["bench"]["ram"][direction][cls]["csprov"] = bench.ram(cls, queries, direction)["csprov"]
-        sec["bench"]["warm_settings"] = {"command": " ".join(["python", *sys.argv]), "when": time.strftime("%Y-%m-%d %H:%M"),
-                                         "code": code_version(), "loadavg": os.getloadavg()}
-        merge_saved_factors(results_path, results)
-        results["factors"][str(f)] = sec
-        save_json(results_path, results)
-        render(results, args.out)
+        sec["bench"]["warm_settings"] = rerun_settings()
+        save_factor(results_path, results, f, sec, args.out)
 
 
 def cli_only(opts: Options, factors: list[int], args: argparse.Namespace, results: dict[str, Any],
@@ -1156,9 +1164,6 @@ def cli_only(opts: Options, factors: list[int], args: argparse.Namespace, result
     """Time the fresh-process CLI again for factors already benchmarked (their
     other figures kept), the factors interleaved query by query so that the
     ratios between them are measured side by side."""
-    def no_duckdb(value: int, direction: str) -> int:  # the CLI runs alone here
-        raise AssertionError("DuckDB does not run with --cli-only")
-
     benches = {f: Bench(f, opts.store(f), None, args.runs, 0, no_duckdb, args.tau, cli_queries=1, evict=args.evict_pages)
                for f in factors}
     key = "cli_evicted" if args.evict_pages else "cli"
@@ -1175,8 +1180,7 @@ def cli_only(opts: Options, factors: list[int], args: argparse.Namespace, result
     for f in factors:
         sec = results["factors"][str(f)]
         sec["bench"][key] = fresh[f]
-        sec["bench"][f"{key}_settings"] = {"command": " ".join(["python", *sys.argv]), "when": time.strftime("%Y-%m-%d %H:%M"),
-                                        "code": code_version(), "loadavg": os.getloadavg()}
+        sec["bench"][f"{key}_settings"] = rerun_settings()
     save_json(results_path, results)
     render(results, args.out)
 
