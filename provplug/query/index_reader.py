@@ -242,8 +242,9 @@ class IndexReader:
         self.value_buckets = self._buckets("value_sets", layout.VALUE_BUCKETS)
         self._key = (store.root, generation)
         self._recorded = _recorded_folders(self.meta)
-        self._fence_starts: dict[str, list[int]] = {}
-        self.mapped = self._mapped_manifest()
+        manifest = self._mapped_manifest()
+        self.mapped = None if manifest is None else manifest[0]
+        self._fence_starts = {} if manifest is None else manifest[1]
 
     @classmethod
     def current(cls, store: Store) -> IndexReader:
@@ -308,8 +309,9 @@ class IndexReader:
         return sum(int(recorded[p]) for p in self._recorded.get(directory[len(self.root) + 1:], ()))
 
     # -- mapped files ----------------------------------------------------------
-    def _mapped_manifest(self) -> dict[str, int] | None:
-        """The generation's mapped files (relative path -> size), or None."""
+    def _mapped_manifest(self) -> tuple[dict[str, int], dict[str, list[int]]] | None:
+        """The generation's mapped files (relative path -> size) and each
+        dataset's fence starts, or None."""
         if not isinstance(self.fs, pafs.LocalFileSystem) or os.environ.get(MAPPED_ENV, "").strip() == "0":
             return None
         if self._key not in _MANIFESTS:
@@ -323,11 +325,7 @@ class IndexReader:
                     found = ({str(k): int(v) for k, v in manifest.get("files", {}).items()},
                              {str(k): [int(i) for i in v] for k, v in fences.items()} if isinstance(fences, dict) else {})
             _MANIFESTS[self._key] = found
-        found = _MANIFESTS[self._key]
-        if found is None:
-            return None
-        self._fence_starts = found[1]
-        return found[0]
+        return _MANIFESTS[self._key]
 
     def _mapped_bucket(self, dataset: str, bucket: int, key: str, columns: list[str]) -> SortedRows | None:
         """The mapped file of ``dataset``'s bucket, if there is one holding ``key`` and ``columns``."""
