@@ -104,15 +104,25 @@ class RowRuns:
     def positions_of(self, rows: Any) -> np.ndarray:
         """The 1-based positions of row numbers (a LocationError for a row not here)."""
         numbers = np.asarray(rows, dtype=np.int64)
+        positions, inside = self.locate(numbers)
+        if not inside.all():
+            raise LocationError(f"row {int(numbers[~inside][0])} is not a row of the table")
+        return positions
+
+    def locate(self, rows: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The 1-based positions of row numbers (1 for a row not here) and
+        which rows are here."""
+        numbers = np.asarray(rows, dtype=np.int64)
+        if len(self._firsts) == 0:
+            return np.ones(len(numbers), dtype=np.int64), np.zeros(len(numbers), dtype=bool)
         order = np.argsort(self._firsts, kind="stable")
         firsts = self._firsts[order]
         run = np.searchsorted(firsts, numbers, side="right") - 1
         inside = run >= 0
         inside[inside] = numbers[inside] < firsts[run[inside]] + self._counts[order][run[inside]]
-        if not inside.all():
-            raise LocationError(f"row {int(numbers[~inside][0])} is not a row of the table")
-        original = order[run]
-        return self._ends[original] - self._counts[original] + (numbers - self._firsts[original]) + 1
+        original = order[np.maximum(run, 0)]
+        positions = self._ends[original] - self._counts[original] + (numbers - self._firsts[original]) + 1
+        return np.where(inside, positions, 1), inside
 
     def chunks(self, limit: int) -> Iterator[np.ndarray]:
         """Every row number in position order, at most ``limit`` at a time."""

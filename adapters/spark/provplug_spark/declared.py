@@ -139,25 +139,10 @@ def inside(edge: LocationEdge, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     kept = ((src >> ids.TABLE_SHIFT) == edge.src_table) & ((dst >> ids.TABLE_SHIFT) == edge.dst_table)
     kept &= np.isin(((dst >> ids.COLUMN_SHIFT) & columns) * ids.MAX_COLUMNS + ((src >> ids.COLUMN_SHIFT) & columns),
                     pairs)
-    inputs, known_input = _positions(edge.src_rows, src & ROW_MASK)
-    outputs, known_output = _positions(edge.dst_rows, dst & ROW_MASK)
+    inputs, known_input = edge.src_rows.locate(src & ROW_MASK)
+    outputs, known_output = edge.dst_rows.locate(dst & ROW_MASK)
     low, high = edge.rates.windows((outputs - 1) // edge.rates.production + 1)
     return kept & known_input & known_output & (inputs >= low) & (inputs <= high)
-
-
-def _positions(runs: RowRuns, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The 1-based positions of ``rows`` in ``runs`` (1 for a row not in
-    them) and which rows are in them (:meth:`RowRuns.positions_of` without
-    its error: here a stray row is a triple the edge does not hold)."""
-    if not runs.counts:
-        return np.ones(len(rows), dtype=np.int64), np.zeros(len(rows), dtype=bool)
-    firsts, counts = np.asarray(runs.firsts, dtype=np.int64), np.asarray(runs.counts, dtype=np.int64)
-    order = np.argsort(firsts, kind="stable")
-    starts = np.cumsum(counts) - counts  # positions before each run, in position order
-    firsts, counts, starts = firsts[order], counts[order], starts[order]
-    run = np.maximum(np.searchsorted(firsts, rows, side="right") - 1, 0)
-    known = (rows >= firsts[run]) & (rows < firsts[run] + counts[run])
-    return np.where(known, starts[run] + rows - firsts[run] + 1, 1), known
 
 
 def expanded(spark: SparkSession, edge: LocationEdge) -> DataFrame:
