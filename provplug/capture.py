@@ -9,11 +9,13 @@ ends, the adapter's session closes, the run finishes (see
 it raises, the session closes with the error and nothing is committed.
 
 ``reduce={"TABLE": reduction}`` keeps provenance for only some rows of a
-source (see :mod:`provplug.reduce`): in ``reduce_mode="thesis"`` the source
-is reduced before the adapter stores it (the pipeline runs on the kept
-rows); in ``"production"`` it is stored whole and, once the session has
-closed, only the triples on paths from kept rows are kept. Either way the
-run's manifest records the reduction.
+source (see :mod:`provplug.reduce`): in ``reduce_mode="production"`` (the
+default) it is stored whole, the pipeline computes every row and, once the
+session has closed, only the triples on paths from kept rows are kept; only
+when ``reduce_mode="thesis"`` is named is the source reduced before the
+adapter stores it (the pipeline runs on the kept rows, so its outputs
+change), and a warning on the ``provplug.reduce`` logger says so. Either way
+the run's manifest records the reduction.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
@@ -40,6 +43,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 _active_run: contextvars.ContextVar[ActiveRun | None] = contextvars.ContextVar("provplug_run", default=None)
 _modules: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("provplug_modules", default=())
 MODULE_PARAM = "module"  # op parameter naming a step's module (the zoom queries')
+reduce_logger = logging.getLogger("provplug.reduce")
 
 
 class ActiveRun(StagedRun):
@@ -49,7 +53,7 @@ class ActiveRun(StagedRun):
 
     def __init__(
         self, store: Store[Transaction], txn: Transaction, info: RunInfo, plugins: Plugins, store_rows: bool,
-        engine: object = None, reduce: Mapping[str, Reduction] | None = None, reduce_mode: str = "thesis",
+        engine: object = None, reduce: Mapping[str, Reduction] | None = None, reduce_mode: str = "production",
         location_lineage: bool = True,
     ) -> None:
         # Production-mode reduction filters the stored triples to paths from
@@ -189,6 +193,16 @@ def _rates_record(rates: Any) -> dict[str, Any]:
     return dataclasses.asdict(rates_of(rates))
 
 
+def warn_thesis_mode(reductions: Mapping[str, Reduction]) -> None:
+    """Say, where a person sees it, that thesis mode changes the pipeline's results."""
+    # A logging warning, not warnings.warn: it is shown on every run (Python
+    # prints it on stderr when logging is not configured; Kedro shows it in its log).
+    reduce_logger.warning(
+        "provplug: reduce_mode='thesis': the pipeline runs on the kept rows of %s only, so its outputs are "
+        "computed from the kept rows only and differ from an unreduced run; reduce_mode='production' (the "
+        "default) keeps every result", ", ".join(sorted(reductions)))
+
+
 @contextlib.contextmanager
 def capture(
     engine: object,
@@ -197,7 +211,7 @@ def capture(
     store_rows: bool = True,
     plugins: Plugins | None = None,
     reduce: Mapping[str, Reduction | str] | None = None,
-    reduce_mode: str = "thesis",
+    reduce_mode: str = "production",
     location_lineage: bool = True,
 ) -> Iterator[ActiveRun]:
     """Capture one run of a pipeline on ``engine`` into ``store``, atomically.
@@ -205,7 +219,9 @@ def capture(
     ``store_rows=False`` keeps only ids (answers then show no cell values).
     ``reduce``: source table name -> a :class:`provplug.reduce.Reduction`
     (or its spec text, ``"sample:ratio=0.33,seed=1"``); ``reduce_mode``:
-    ``"thesis"`` or ``"production"`` (see :mod:`provplug.reduce`). Reduction
+    ``"production"`` (the default: every row is computed, results unchanged)
+    or ``"thesis"`` (the pipeline runs on the kept rows only, so its outputs
+    change; said in a warning), see :mod:`provplug.reduce`. Reduction
     needs a Spark pipeline. ``location_lineage=False`` stores every step's
     triples; by default a step the adapter finds row-aligned (a Spark
     select / withColumn / cast / scalar UDF over one input) stores one
@@ -221,6 +237,8 @@ def capture(
     adapter = plugins.adapter_for(engine)
     if reductions and adapter.name != "spark":
         raise CaptureError(f"provenance reduction needs a Spark pipeline; the {adapter.name} adapter cannot reduce")
+    if reductions and reduce_mode == "thesis":
+        warn_thesis_mode(reductions)
     target = plugins.store(os.fspath(store))
     with observed_run(target, plugins, "capture", adapter.name) as (txn, info):
         run = ActiveRun(target, txn, info, plugins, store_rows, engine, reductions, reduce_mode, location_lineage)

@@ -134,3 +134,17 @@ def test_the_closure_keeps_paths_from_kept_rows_op_by_op(tmp_path: Path) -> None
     rows = scan(destination.filesystem(), destination.files(), "t").to_pylist()
     assert sorted((t["src"], t["dst"]) for t in rows) == sorted([
         (_cell(1, 0, 0), _cell(2, 0, 0)), (_cell(2, 0, 0), _cell(3, 0, 0)), (_cell(4, 0, 0), _cell(3, 1, 1))])
+
+
+def test_the_thesis_mode_warning_reaches_stderr_without_any_logging_set_up() -> None:
+    """A plain script that configured no logging sees the warning on stderr
+    (Python's last-resort handler shows WARNING records)."""
+    import subprocess
+    import sys
+
+    code = ("from provplug import reduce\nfrom provplug.capture import warn_thesis_mode\n"
+            "warn_thesis_mode({'flights': reduce.sample(0.33, seed=1)})\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout == ""
+    assert "reduce_mode='thesis'" in done.stderr and "computed from the kept rows only" in done.stderr
+    assert "flights" in done.stderr

@@ -7,8 +7,7 @@ keeps::
     from provplug import reduce
 
     with provplug.capture(spark, "store.prov",
-                          reduce={"Weather": reduce.sample(0.33, seed=1)},
-                          reduce_mode="production") as run:
+                          reduce={"Weather": reduce.sample(0.33, seed=1)}) as run:
         ...
 
 Techniques (parameters named as the thesis names them; every random choice
@@ -26,10 +25,14 @@ is a seeded hash of the row's values, made in Spark):
 techniques through ``provplug_register_reductions``; spec strings
 (:func:`parse_spec`, ``TABLE=TECHNIQUE:key=value,...``) name any of them.
 
-Modes (``reduce_mode=``): ``"thesis"`` runs the pipeline on the reduced
-input (its results differ); ``"production"`` runs it on every row and stores
-only the triples on paths from kept source rows (results unchanged). The
-run's manifest records the reduction; ``provplug metrics FULL REDUCED``
+Modes (``reduce_mode=``), the same default everywhere (the Python API,
+``provplug run --reduce``, Kedro's ``provplug: {reduce: ...}``):
+``"production"``, the default, runs the pipeline on every row and stores
+only the triples on paths from kept source rows (results unchanged);
+``"thesis"``, only when named, runs the pipeline on the reduced input as
+paper 001 does (its results differ from an unreduced run's), and the
+capture says so in a warning on the ``provplug.reduce`` logger (on stderr
+when logging is not configured). The run's manifest records the reduction; ``provplug metrics FULL REDUCED``
 compares a reduced run with a full one (:mod:`provplug.reduce.metrics`).
 
 Importing this package loads no Spark, pyarrow or NumPy.

@@ -78,6 +78,16 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, P
     yield project, store
 
 
+@pytest.fixture(scope="module")
+def without_provplug(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[tuple[Any, ...]]]]:
+    """The project run once with no store configured: Kedro's own outputs."""
+    root = tmp_path_factory.mktemp("kedro_plain")
+    project = copy_project(root / "project")
+    result = kedro_run(project)
+    assert result.returncode == 0, _failure(result)
+    return root, outputs(project)
+
+
 def test_the_aggregate_cell_derives_from_the_prices_of_the_reviewed_shuttles(captured: tuple[Path, Path]) -> None:
     _, store = captured
     answer = provplug.open(store).lineage(table="price_by_location", column="avg_price", where="company_location = 'Niue'")
@@ -124,16 +134,64 @@ def test_ops_are_the_nodes_with_their_namespace_and_tables_the_catalog_entries(c
 
 
 def test_without_a_store_the_run_is_unchanged_and_writes_no_store(
-    captured: tuple[Path, Path], tmp_path: Path
+    captured: tuple[Path, Path], without_provplug: tuple[Path, dict[str, list[tuple[Any, ...]]]]
 ) -> None:
     captured_project, _ = captured
-    project = copy_project(tmp_path / "project")
-    result = kedro_run(project)
-    assert result.returncode == 0, _failure(result)
-    plain = outputs(project)
+    root, plain = without_provplug
     assert plain == outputs(captured_project)  # capture changed no output
     assert {k: plain[k] for k in EXPECTED_OUTPUTS} == EXPECTED_OUTPUTS
-    assert not [p for p in tmp_path.rglob("*") if p.name == "provplug-store.json"]  # no store anywhere
+    assert not [p for p in root.rglob("*") if p.name == "provplug-store.json"]  # no store anywhere
+
+
+def _reduce_companies(project: Path, mode: str | None = None) -> None:
+    """``provplug: {reduce: {companies: keep Niue's}}`` (and ``reduce_mode``) in the project's local parameters."""
+    settings = {"reduce": {"companies": "keep:where=company_location = 'Niue'"}}
+    if mode is not None:
+        settings["reduce_mode"] = mode  # type: ignore[assignment]
+    import yaml
+
+    (project / "conf" / "local" / "parameters.yml").write_text(yaml.safe_dump({"provplug": settings}))
+
+
+THESIS_WARNING = "computed from the kept rows only"
+
+
+def test_a_reduction_keeps_every_output_of_the_run_without_provplug(
+    without_provplug: tuple[Path, dict[str, list[tuple[Any, ...]]]], tmp_path: Path
+) -> None:
+    """provplug: {reduce: ...} with no mode named is production: Kedro saves
+    exactly the outputs of a run without provplug (Isle of Man and Andorra
+    included), nothing warns, and only the kept companies' cells start triples."""
+    _, plain = without_provplug
+    assert {k: plain[k] for k in EXPECTED_OUTPUTS} == EXPECTED_OUTPUTS
+    store = tmp_path / "reduced.prov"
+    reduced_project = copy_project(tmp_path / "reduced")
+    _reduce_companies(reduced_project)
+    result = kedro_run(reduced_project, store=store)
+    assert result.returncode == 0, _failure(result)
+    assert outputs(reduced_project) == plain
+    assert THESIS_WARNING not in result.stdout + result.stderr
+    (run,) = provplug.open_store(store).runs()
+    assert run["reduction"]["mode"] == "production"
+    opened = provplug.open(store)
+    niue = opened.lineage(table="top_shuttles", column="company_rating", where="shuttle_id = 13", method="rq")
+    assert ("companies", "company_rating", "38%") in _answer(niue)  # company 3 (Niue) was kept
+    isle_of_man = opened.lineage(table="top_shuttles", column="company_rating", where="shuttle_id = 10", method="rq")
+    assert isle_of_man.lineage == []  # company 1 was not kept: no path from it is stored
+
+
+def test_thesis_mode_only_when_named_changes_the_outputs_and_warns(tmp_path: Path) -> None:
+    """reduce_mode: thesis, named: the nodes run on Niue's companies only, so
+    Kedro saves other outputs, and the run's output says so."""
+    project = copy_project(tmp_path / "thesis")
+    _reduce_companies(project, "thesis")
+    result = kedro_run(project, store=tmp_path / "thesis.prov")
+    assert result.returncode == 0, _failure(result)
+    assert THESIS_WARNING in result.stdout + result.stderr and "reduce_mode='thesis'" in result.stdout + result.stderr
+    thesis = outputs(project)
+    # Only Niue's reviewed shuttles 11 (72), 12 (88) and 13 (95) remain.
+    assert thesis["price_by_location"] == [("Niue", 2645.67, 41)]
+    assert [(r[0], r[2], r[3], r[4]) for r in thesis["top_shuttles"]] == [(12, "Niue", 0.67, 88), (13, "Niue", 0.38, 95)]
 
 
 def test_a_failing_node_commits_nothing_and_kedro_run_fails(captured: tuple[Path, Path], tmp_path: Path) -> None:

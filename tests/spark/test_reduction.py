@@ -11,6 +11,7 @@ are tested separately.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,7 @@ def test_the_full_run_has_full_provenance_for_both_result_tuples(full_store: Pat
 def test_thesis_mode_kept_t0_t1_t2_gives_one_partial_one_none_and_ppm_a_quarter(spark: Any, full_store: Path,
                                                                                  tmp_path: Path) -> None:
     reduced = tmp_path / "reduced.prov"
-    result = run_p(spark, reduced, reduce={"Weather": reduce.keep("Tuple IN ('t0', 't1', 't2')")})
+    result = run_p(spark, reduced, reduce={"Weather": reduce.keep("Tuple IN ('t0', 't1', 't2')")}, reduce_mode="thesis")
     assert result == {"Alaska USA": pytest.approx(50.0)}  # t_a' = (51 + 39 + 60) / 3; t_b is gone
     m = metrics_of(full_store, reduced)
     # t_a: |prov| 6, |prov'| 3 -> partial; t_b: not in Res' -> none; PPM = 1 - (3 + 6) / 12.
@@ -109,7 +110,7 @@ def test_thesis_mode_kept_t0_t1_t2_gives_one_partial_one_none_and_ppm_a_quarter(
 @pytest.mark.parametrize("width", [5, 6])  # the thesis says 5 but lists buckets 6 wide: same largest bucket
 def test_the_histogram_keeps_the_largest_temperature_bucket(spark: Any, tmp_path: Path, width: int) -> None:
     store = tmp_path / "hist.prov"
-    run_p(spark, store, reduce={"Weather": reduce.histogram("Temperature", width)})
+    run_p(spark, store, reduce={"Weather": reduce.histogram("Temperature", width)}, reduce_mode="thesis")
     assert kept_tuples(store) == {"t3", "t4", "t9", "t10"}
     assert prov(store, "Australia") == {"t3", "t4", "t9", "t10"}
 
@@ -117,20 +118,21 @@ def test_the_histogram_keeps_the_largest_temperature_bucket(spark: Any, tmp_path
 def test_table_4_7_sampling_within_clusters_leaves_t1_t2_t6_t7_for_t_a(spark: Any, tmp_path: Path) -> None:
     store = tmp_path / "t47.prov"
     draw = "Tuple IN ('t1', 't2', 't3', 't6', 't7', 't8', 't9')"  # Table 4.7
-    run_p(spark, store, reduce={"Weather": reduce.keep(draw)})
+    run_p(spark, store, reduce={"Weather": reduce.keep(draw)}, reduce_mode="thesis")
     assert prov(store, "Alaska USA") == {"t1", "t2", "t6", "t7"}
 
 
 def test_table_4_10_sampling_within_classes_leaves_t0_t1_t5_t6_for_t_a(spark: Any, tmp_path: Path) -> None:
     store = tmp_path / "t410.prov"
     draw = "Tuple IN ('t0', 't1', 't5', 't6', 't3', 't4', 't10', 't11')"  # Table 4.10
-    run_p(spark, store, reduce={"Weather": reduce.keep(draw)})
+    run_p(spark, store, reduce={"Weather": reduce.keep(draw)}, reduce_mode="thesis")
     assert prov(store, "Alaska USA") == {"t0", "t1", "t5", "t6"}
 
 
 def test_table_4_9_eliminating_classes_keeps_australia_only(spark: Any, full_store: Path, tmp_path: Path) -> None:
     store = tmp_path / "t49.prov"
-    run_p(spark, store, reduce={"Weather": reduce.equivalence("Country", variant="eliminate", classes=["Australia"])})
+    run_p(spark, store, reduce={"Weather": reduce.equivalence("Country", variant="eliminate", classes=["Australia"])},
+          reduce_mode="thesis")
     assert prov(store, "Australia") == AUSTRALIA
     m = metrics_of(full_store, store)
     assert (m["rows_full"], m["rows_partial"], m["rows_none"], m["ppm"]) == (1, 0, 1, 0.5)
@@ -182,12 +184,16 @@ def test_histogram_with_a_ratio_takes_the_most_frequent_buckets_until_the_ratio(
 
 
 # -- production mode ---------------------------------------------------------------------------
-def test_production_mode_keeps_the_results_and_only_the_kept_rows_triples(spark: Any, full_store: Path,
-                                                                        tmp_path: Path) -> None:
+def test_production_mode_is_the_default_keeps_the_results_and_only_the_kept_rows_triples(
+    spark: Any, full_store: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No reduce_mode named: production; the results are the full run's, and nothing warns."""
     store = tmp_path / "prod.prov"
-    result = run_p(spark, store, reduce={"Weather": reduce.keep("Tuple IN ('t0', 't1', 't2')")},
-                   reduce_mode="production")
+    with caplog.at_level(logging.WARNING, logger="provplug.reduce"):
+        result = run_p(spark, store, reduce={"Weather": reduce.keep("Tuple IN ('t0', 't1', 't2')")})
+    assert not [r for r in caplog.records if r.name == "provplug.reduce"]
     assert result == {"Alaska USA": pytest.approx(307 / 6), "Australia": pytest.approx(119 / 6)}
+    assert open_store(store).runs()[0]["reduction"]["mode"] == "production"
     # Every table's stored rows are those of the unreduced run, byte for byte in value.
     for name in ("Weather", "AvgTemp"):
         assert sorted(map(json.dumps, table_rows(store, name))) == sorted(map(json.dumps, table_rows(full_store, name)))
@@ -221,6 +227,22 @@ def test_production_mode_follows_paths_through_two_steps(spark: Any, tmp_path: P
     assert answer.lineage == []  # t5 was not kept: its Warm row has no triple
 
 
+def test_thesis_mode_only_when_named_changes_the_results_and_warns(spark: Any, full_store: Path, tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """The same reduction, thesis mode named: the result is computed from the
+    kept rows (Australia is gone, Alaska's average is of t0-t2), and the
+    capture says so on the provplug.reduce logger before the run starts."""
+    plain = run_p(spark, tmp_path / "plain.prov")  # the pipeline with nothing reduced
+    with caplog.at_level(logging.WARNING, logger="provplug.reduce"):
+        thesis = run_p(spark, tmp_path / "thesis.prov", reduce={"Weather": reduce.keep("Tuple IN ('t0', 't1', 't2')")},
+                       reduce_mode="thesis")
+    assert thesis != plain and thesis == {"Alaska USA": pytest.approx(50.0)}
+    (warning,) = [r for r in caplog.records if r.name == "provplug.reduce"]
+    assert warning.levelno == logging.WARNING
+    assert "reduce_mode='thesis'" in warning.getMessage() and "computed from the kept rows only" in warning.getMessage()
+    assert "Weather" in warning.getMessage()
+
+
 # -- recorded on the run, shown to users -------------------------------------------------------
 def test_the_reduction_is_recorded_and_shown(spark: Any, tmp_path: Path, cli: Any) -> None:
     store = tmp_path / "shown.prov"
@@ -240,7 +262,7 @@ def test_the_reduction_is_recorded_and_shown(spark: Any, tmp_path: Path, cli: An
 
 def test_metrics_command_prints_and_writes_json(full_store: Path, spark: Any, tmp_path: Path, cli: Any) -> None:
     store = tmp_path / "m.prov"
-    run_p(spark, store, reduce={"Weather": reduce.keep("Tuple IN ('t0', 't1', 't2')")})
+    run_p(spark, store, reduce={"Weather": reduce.keep("Tuple IN ('t0', 't1', 't2')")}, reduce_mode="thesis")
     out = cli("metrics", full_store, store, "AvgTemp", "--json")
     assert out.code == 0, out.err
     data = json.loads(out.out)

@@ -12,8 +12,11 @@ configured (first found wins):
    ``conf/<env>/parameters*.yml``, or the same key given to ``kedro run --params``.
 
 The same parameter may reduce the provenance kept (see :mod:`provplug.reduce`):
-``provplug: {reduce: {DATASET: "sample:ratio=0.33,seed=1"}, reduce_mode: production}``
-(a spec per source dataset; ``reduce_mode`` ``thesis``, the default, or ``production``).
+``provplug: {reduce: {DATASET: "sample:ratio=0.33,seed=1"}}`` (a spec per
+source dataset). By default (``reduce_mode: production``) every node computes
+every row and the datasets Kedro saves are those of a run without provplug;
+only ``reduce_mode: thesis``, named, runs the nodes on the kept rows only
+(their outputs change), and the run's log says so in a warning.
 
 A relative path is taken from the project's root. With no store the hooks
 return at once: the run is exactly Kedro's.
@@ -60,6 +63,7 @@ from provplug.model import StepInfo
 
 STORE_ENV = "PROVPLUG_STORE"
 STORE_PARAMETER = "params:provplug"  # the parameter provplug: {store: ...}
+DEFAULT_REDUCE_MODE = "production"  # results unchanged; "thesis" only when named
 NAMESPACE_PARAM = "module"  # op parameter holding the node's namespace (the zoom queries' module)
 
 logger = logging.getLogger(__name__)
@@ -182,11 +186,11 @@ class ProvplugHooks:
         parameters: the reductions (spec text, see :mod:`provplug.reduce.spec`) and mode."""
         settings = catalog.load(STORE_PARAMETER) if STORE_PARAMETER in catalog else None
         if not isinstance(settings, Mapping):
-            return {}, "thesis"
+            return {}, DEFAULT_REDUCE_MODE
         reduce = settings.get("reduce") or {}
         if not isinstance(reduce, Mapping):
             raise CaptureError("provplug: reduce must map dataset names to reduction specs (TECHNIQUE:key=value,...)")
-        return {str(k): str(v) for k, v in reduce.items()}, str(settings.get("reduce_mode") or "thesis")
+        return {str(k): str(v) for k, v in reduce.items()}, str(settings.get("reduce_mode") or DEFAULT_REDUCE_MODE)
 
     # -- the run --------------------------------------------------------------------
     @hook_impl
