@@ -8,6 +8,8 @@ and the lineage of New York's average age printed.
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
 from typing import Any
 
 import provplug
@@ -17,6 +19,7 @@ from .progress import Progress
 
 PERSON1 = [("Steve", "NY", 30), ("Mark", "NY", 40), ("Shane", "LA", 40), ("Mary", "NY", 20)]
 DEFAULT_STORE = "provplug-demo.prov"
+DEMO_TABLES = {"Person1", "Person2", "AvgAge"}
 
 
 @provplug.step("R1", output="Person2")
@@ -47,7 +50,7 @@ def capture_people(spark: Any, store: str) -> None:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("demo", help="capture, index and query the paper's running example (local Spark)")
     p.add_argument("store", metavar="STORE", nargs="?", default=DEFAULT_STORE,
-                   help=f"a new store directory (default: {DEFAULT_STORE})")
+                   help=f"a new store directory, or one an earlier demo wrote, which is replaced (default: {DEFAULT_STORE})")
     p.set_defaults(func=_cmd_demo)
 
 
@@ -58,7 +61,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     store = open_store(args.store)
     if store.exists():
-        raise StoreError(f"{args.store} already exists; give the demo a new store path")
+        _replace_earlier_demo(store, args.store)
     progress = Progress()
     progress.done("starting local Spark")
     spark = local_spark("provplug-demo")
@@ -70,3 +73,26 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(answer.render())
     print(f"\nTry: provplug lineage {args.store} AvgAge.Age --where \"City = 'LA'\" --json")
     return 0
+
+
+def _is_earlier_demo(store: Any) -> bool:
+    """Does ``store`` hold one capture of this demo and nothing else?"""
+    runs = store.runs()
+    if len(runs) != 1 or runs[0]["kind"] != "capture":
+        return False
+    return set(store.tables().column("name").to_pylist()) == DEMO_TABLES
+
+
+def _replace_earlier_demo(store: Any, name: str) -> None:
+    """Remove the store an earlier ``provplug demo`` wrote, saying so; refuse any other store.
+
+    Running the demo again should show the same capture and the same answer
+    (the same value ids): reusing the store would skip the capture, and adding
+    a second run would make every table name ambiguous. Only a local store
+    that holds the demo's one run is removed, so no other data is ever lost.
+    """
+    if not getattr(store, "local", False) or not _is_earlier_demo(store):
+        raise StoreError(f"{name} already exists and is not a store of an earlier provplug demo; "
+                         "give the demo a new store path")
+    print(f"provplug demo: replacing {name}, the store of an earlier provplug demo", file=sys.stderr)
+    shutil.rmtree(store.root)

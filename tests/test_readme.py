@@ -1,165 +1,352 @@
-"""The README's commands and examples, run as written."""
+"""Every block of the README, in order, run as written on a fresh copy of the
+repository's examples (what a fresh clone holds), and the output compared
+where the README shows it.
+
+Each fenced block is one of:
+
+* a ``bash`` block: run by bash (``set -e -o pipefail``) in the directory the
+  previous block ended in, with the variables earlier blocks set;
+* a ``python`` block: a complete program, run as ``python3 FILE`` (FILE is
+  named by a ``<!-- file: NAME -->`` line before the block, else a scratch
+  file outside the working directory);
+* a block whose lines start with ``$ ``: those commands are run and every
+  other line is what the command before it prints (``…`` stands for any text,
+  ``$NAME`` for a variable an earlier block set);
+* marked by an HTML comment on the line before it: ``<!-- output -->`` (what
+  the previous block printed, compared the same way), ``<!-- fragment -->``
+  (not a complete program: a synopsis or part of a script; skipped) or
+  ``<!-- not-run: REASON -->`` (a complete command this test does not run;
+  REASON names the file that runs it verbatim, which is checked).
+
+A block that is none of these fails the test. ``python3 -m pip install ...``
+is the one command not executed: it stands for installing this checkout, so
+the test checks instead that the distribution and every requirement of the
+named extras are installed (no network, no change to the environment).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
-import shlex
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import REPO, explore_every_way
+from conftest import EXAMPLES, REPO, explore_every_way
 
 README = (REPO / "README.md").read_text()
+MARKER = re.compile(r"<!--\s*(.*?)\s*-->")
+BLOCK_TIMEOUT = 900  # seconds for one block (a Spark or Kedro run on a loaded 2-core machine)
+NOT_RUN_REASON = re.compile(r"(\S+) runs exactly this command")
 
 
-def bash_blocks() -> list[str]:
-    return re.findall(r"```bash\n(.*?)```", README, flags=re.S)
+@dataclasses.dataclass(frozen=True)
+class Block:
+    line: int  # the line of its opening fence (1-based)
+    lang: str
+    text: str
+    marker: str  # the HTML comment just before it ("" if none)
+
+    @property
+    def kind(self) -> str:
+        if self.marker in ("fragment", "output") or self.marker.startswith("not-run:"):
+            return self.marker.split(":")[0]
+        if self.lang in ("bash", "python"):
+            return self.lang
+        if self.lang == "" and self.text.startswith("$ "):
+            return "session"
+        return "unmarked"
 
 
-def python_block_after(heading: str) -> str:
-    """The first python block after ``heading``."""
-    start = README.index(heading)
-    return re.search(r"```python\n(.*?)```", README[start:], flags=re.S).group(1)
+def readme_blocks(text: str = README) -> list[Block]:
+    """Every fenced block of ``text`` with the marker comment on the last non-blank line before it."""
+    blocks, lines, i = [], text.splitlines(), 0
+    while i < len(lines):
+        opening = re.match(r"^```(\w*)\s*$", lines[i])
+        if not opening:
+            i += 1
+            continue
+        end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+        before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+        marker = MARKER.fullmatch(before.strip())
+        blocks.append(Block(i + 1, opening.group(1), "\n".join(lines[i + 1:end]) + "\n",
+                            marker.group(1) if marker else ""))
+        i = end + 1
+    return blocks
 
 
-def block_after(heading: str) -> str:
-    """The first bash block after the paragraph that contains ``heading``."""
-    start = README.index(heading)
-    return re.search(r"```bash\n(.*?)```", README[start:], flags=re.S).group(1).strip()
+# -- comparing output ---------------------------------------------------------------------------------
+def _line_pattern(line: str, variables: dict[str, str]) -> re.Pattern[str]:
+    line = re.sub(r"\$([A-Z_][A-Z0-9_]*)", lambda m: variables.get(m.group(1), m.group(0)), line.rstrip())
+    return re.compile(".*".join(re.escape(part) for part in line.split("…")))
 
 
-def test_ci_runs_the_readme_test_command_verbatim() -> None:
-    command = block_after("**Run the whole test suite**")
-    ci_lines = (REPO / ".ci" / "run").read_text().splitlines()
-    assert command in ci_lines
+def assert_shows(expected: str, printed: str, variables: dict[str, str], where: str) -> None:
+    """``expected``'s lines appear, one after the other, among ``printed``'s."""
+    want = [_line_pattern(line, variables) for line in expected.strip("\n").splitlines()]
+    got = [line.rstrip() for line in printed.splitlines()]
+    for start in range(len(got) - len(want) + 1):
+        if all(p.fullmatch(got[start + k]) for k, p in enumerate(want)):
+            return
+    pytest.fail(f"README {where} shows\n{expected}\nbut the command printed\n{printed}")
 
 
-def test_readme_import_example_runs_as_written(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "examples").symlink_to(REPO / "examples")
-    monkeypatch.chdir(tmp_path)
-    block = block_after("The paper's Table 4 ships in")
-    commands = [c.split("#")[0] for c in block.replace("\\\n", " ").splitlines() if c.strip()]
-    outputs = []
-    for command in commands:
-        argv = shlex.split(command)
-        assert argv[0] == "provplug"
-        result = cli(*argv[1:])
-        assert result.code == 0, result
-        outputs.append(result.out)
-    stats = json.loads(outputs[-1])
-    assert stats["triples"] == 15 and stats["tables"] == 3
+def test_the_comparison_needs_every_line_in_order_with_ellipses_and_variables() -> None:
+    printed = "header\nruns 1-a → 2-b\n  x = 35.0  (value 7; row City=NY)\nfooter\n"
+    assert_shows("runs $A → $B\n  x = 35.0  (value …; row City=NY)\n", printed, {"A": "1-a", "B": "2-b"}, "t")
+    for wrong in ("runs $B → $A\n", "  x = 35.0  (value 8; row City=NY)\n", "footer\nheader\n"):
+        with pytest.raises(pytest.fail.Exception):
+            assert_shows(wrong, printed, {"A": "1-a", "B": "2-b"}, "t")
 
 
-def test_readme_main_job_runs_as_written(cli, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`provplug demo`: capture, index and the lineage of NY's average age."""
-    command = block_after("**Run the main job**")
-    install, main_job = (part.strip() for part in command.split("&&"))
-    assert install.startswith("python3 -m pip install")
-    monkeypatch.chdir(tmp_path)
-    argv = shlex.split(main_job)
-    assert argv[:3] == ["python3", "-m", "provplug"]
-    result = cli(*argv[3:])
-    assert result.code == 0, result
-    out = result.out
-    assert "AvgAge.Age = 35.0" in out
-    assert "Name=Steve" in out and "Name=Mark" in out
-    assert "Shane" not in out and "Mary" not in out
-    assert (tmp_path / "provplug-demo.prov" / "index").is_dir()
-    again = cli(*argv[3:])
-    assert again.code == 2 and "already exists" in again.err
+# -- running blocks --------------------------------------------------------------------------------------
+# `python3 -m pip install ...` checks the install instead (see the module docstring).
+PIP_SHIM = """python3() {
+  if [ "${1:-}" = "-m" ] && [ "${2:-}" = "pip" ] && [ "${3:-}" = "install" ]; then
+    command python3 "$README_CHECK_INSTALLED" "${@:4}" >&2
+  else
+    command python3 "$@"
+  fi
+}
+set -e -o pipefail
+"""
+CHECK_INSTALLED = '''"""Stand-in for `pip install -e '.[EXTRAS]'`: is provplug installed with EXTRAS' requirements?"""
+import re
+import sys
+from importlib import metadata
 
-    # "What if these rows had not been there?": the whatif example, then the depends one.
-    block = re.search(r"^\$ (provplug whatif [^\n]*)\n(.*?)\n```", README, flags=re.M | re.S)
-    whatif = cli(*shlex.split(block.group(1))[1:])
-    assert whatif.code == 0, whatif
-    assert whatif.out.strip().splitlines() == block.group(2).splitlines()
-    example = re.search(r"^\$ (provplug depends .*)$", README, flags=re.M).group(1)
-    result = cli(*shlex.split(example)[1:])
-    assert result.code == 0, result
-    lines = [line.strip() for line in result.out.splitlines()]
-    assert lines[0].startswith("yes: AvgAge.Age = 35.0") and "depends on Person1.Age = 40" in lines[0], result.out
-    assert lines[-2].startswith("-> R1 -> Person2 row Name=Mark") and lines[-2].endswith("vanishes")
-    assert lines[-1].startswith("-> R2 -> AvgAge.Age = 35.0") and lines[-1].endswith("changes Age to 30.0")
-    mary = cli(*shlex.split(example.replace("Mark", "Mary"))[1:])
-    assert mary.code == 0 and mary.out.startswith("no"), mary
+from packaging.requirements import Requirement
+
+def check(extras, seen):
+    for text in metadata.requires("provplug") or []:
+        req = Requirement(text)
+        wanted = [e for e in extras if req.marker is None or req.marker.evaluate({"extra": e})]
+        if req.marker is not None and not wanted and not req.marker.evaluate({"extra": ""}):
+            continue
+        if req.name == "provplug":
+            new = set(req.extras) - seen
+            check(sorted(new), seen | new)
+            continue
+        version = metadata.version(req.name)
+        if version not in req.specifier:
+            sys.exit(f"{req.name} {version} does not satisfy {req}")
+
+target = [a for a in sys.argv[1:] if not a.startswith("-")][-1]
+extras = re.fullmatch(r"\\.(?:\\[(.*)\\])?", target)
+if extras is None:
+    sys.exit(f"the README installs {target!r}, not this checkout")
+names = [e.strip() for e in (extras.group(1) or "").split(",") if e.strip()]
+check(names, set(names))
+print(f"provplug{target[1:]} is installed", file=sys.stderr)
+'''
 
 
-def test_readme_capture_example_runs_as_written(cli, tmp_path: Path) -> None:
-    """The first capture example is a whole script: run it as a user would
-    (`python3 people.py`, a fresh interpreter), then the commands after it."""
+@dataclasses.dataclass
+class Session:
+    """A user's terminal: where they are and what they have set."""
+
+    root: Path  # the fresh clone
+    scratch: Path  # files of the test's own, outside the clone
+    cwd: Path
+    variables: dict[str, str]
+    printed: dict[int, str] = dataclasses.field(default_factory=dict)  # block line -> its stdout
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != "PROVPLUG_STORE"}
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        env["README_CHECK_INSTALLED"] = str(self.scratch / "check_installed.py")
+        return {**env, **self.variables}
+
+    def bash(self, script: str, where: str) -> str:
+        """Run ``script`` as the next thing typed; keep its directory and variables."""
+        state = self.scratch / "state"
+        epilogue = (f'\npwd > "{state}.pwd"\n'
+                    f'for v in $(compgen -v); do printf "%s=%s\\0" "$v" "${{!v}}"; done > "{state}.vars"\n')
+        done = self._run(["bash", "-c", PIP_SHIM + script + epilogue], where)
+        self.cwd = Path((state.parent / "state.pwd").read_text().strip())
+        for item in (state.parent / "state.vars").read_text().split("\0"):
+            name, _, value = item.partition("=")
+            if re.fullmatch(r"[A-Z][A-Z0-9_]*", name) and name not in SHELL_VARIABLES and os.environ.get(name) != value:
+                self.variables[name] = value
+        return done
+
+    def python(self, source: str, name: str, where: str) -> str:
+        path = self.cwd / name if name else self.scratch / f"block_{where.split()[-1]}.py"
+        path.write_text(source)
+        return self._run(["python3", name or str(path)], where)
+
+    def _run(self, argv: list[str], where: str) -> str:
+        env = self.environment()
+        executable = shutil.which(argv[0], path=env["PATH"]) or argv[0]
+        done = subprocess.run([executable, *argv[1:]], cwd=self.cwd, env=env, capture_output=True, text=True,
+                              timeout=BLOCK_TIMEOUT, check=False)
+        assert done.returncode == 0, (f"README {where} failed (exit {done.returncode})\nstdout:\n"
+                                      f"{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}")
+        return done.stdout
+
+
+SHELL_VARIABLES = {"BASH", "BASHOPTS", "BASHPID", "BASH_ARGC", "BASH_ARGV", "BASH_LINENO", "BASH_SOURCE",
+                   "BASH_VERSINFO", "BASH_VERSION", "DIRSTACK", "EUID", "GROUPS", "HOSTNAME", "HOSTTYPE",
+                   "IFS", "LINENO", "MACHTYPE", "OLDPWD", "OPTERR", "OPTIND", "OSTYPE", "PIPESTATUS", "PPID",
+                   "PS4", "PWD", "RANDOM", "SECONDS", "SHELLOPTS", "SHLVL", "UID", "EPOCHREALTIME",
+                   "EPOCHSECONDS", "SRANDOM", "BASH_COMMAND", "BASH_SUBSHELL", "COLUMNS", "LINES", "HISTCMD",
+                   "README_CHECK_INSTALLED", "PATH"}
+
+
+def _session_commands(block: Block) -> Iterator[tuple[str, str]]:
+    """(command, the lines shown after it) of a ``$ `` block."""
+    command, shown = "", []
+    for line in block.text.splitlines():
+        if line.startswith("$ "):
+            if command:
+                yield command, "\n".join(shown)
+            command, shown = line[2:], []
+        else:
+            shown.append(line)
+    yield command, "\n".join(shown)
+
+
+def fresh_clone(destination: Path) -> Path:
+    """What a fresh clone holds of what the README uses: the examples, without anything a run made."""
+    shutil.copytree(EXAMPLES, destination / "examples", ignore=shutil.ignore_patterns(
+        "__pycache__", "*.prov", "03_primary", "08_reporting", "09_provenance", "*.log"))
+    return destination
+
+
+def run_readme(session: Session, blocks: list[Block]) -> None:
+    """Every block in order (see the module docstring)."""
+    previous = ""
+    for block in blocks:
+        where = f"block at line {block.line}"
+        kind = block.kind
+        if kind == "bash":
+            previous = session.printed[block.line] = session.bash(block.text, where)
+        elif kind == "python":
+            name = block.marker[len("file:"):].strip() if block.marker.startswith("file:") else ""
+            previous = session.printed[block.line] = session.python(block.text, name, where)
+        elif kind == "session":
+            for command, shown in _session_commands(block):
+                printed = session.bash(command, where)
+                assert_shows(shown, printed, session.variables, where)
+                session.printed[block.line] = previous = printed
+        elif kind == "output":
+            assert_shows(block.text, previous, session.variables, where)
+        elif kind == "unmarked":
+            pytest.fail(f"README {where} ({block.lang or 'no language'}) is neither run by this test nor "
+                        "marked <!-- fragment --> / <!-- output --> / <!-- not-run: REASON -->")
+
+
+@pytest.fixture(scope="module")
+def readme_run(tmp_path_factory: pytest.TempPathFactory) -> Session:
+    """The whole README, run once in a fresh clone."""
+    root = fresh_clone(tmp_path_factory.mktemp("clone"))
+    scratch = tmp_path_factory.mktemp("readme_scratch")
+    (scratch / "check_installed.py").write_text(CHECK_INSTALLED)
+    session = Session(root, scratch, root, {})
+    run_readme(session, readme_blocks())
+    return session
+
+
+def _printed(session: Session, first_line: str) -> str:
+    """What the block that starts with ``first_line`` printed."""
+    (block,) = [b for b in readme_blocks() if b.text.startswith(first_line)]
+    return session.printed[block.line]
+
+
+# -- the tests -------------------------------------------------------------------------------------------
+def test_every_block_is_run_or_marked() -> None:
+    kinds = [b.kind for b in readme_blocks()]
+    assert "unmarked" not in kinds, [b for b in readme_blocks() if b.kind == "unmarked"]
+    assert {"bash", "python", "session", "output", "fragment"} <= set(kinds)
+    # and the check itself catches an unmarked block
+    with pytest.raises(pytest.fail.Exception, match="neither run"):
+        run_readme(Session(Path("."), Path("."), Path("."), {}), readme_blocks("text\n\n```toml\n[x]\n```\n"))
+
+
+def test_blocks_not_run_are_run_verbatim_by_the_file_their_reason_names() -> None:
+    not_run = [b for b in readme_blocks() if b.kind == "not-run"]
+    assert not_run, "the README's test command is run by .ci/run, not by this test"
+    for block in not_run:
+        reason = NOT_RUN_REASON.search(block.marker)
+        assert reason, f"README block at line {block.line}: a not-run reason says which file runs exactly it"
+        runner_lines = (REPO / reason.group(1)).read_text().splitlines()
+        for command in block.text.strip().splitlines():
+            assert command in runner_lines, f"{reason.group(1)} does not run {command!r}"
+
+
+def test_every_readme_block_runs_as_written_on_a_fresh_clone(readme_run: Session) -> None:
+    """The walk itself (the fixture) ran every block and compared every shown output; here, what
+    the README says in prose about some of them."""
+    people = _printed(readme_run, "import provplug\nfrom provplug.sparksession")
+    assert re.search(r"\|\s*NY\|\s*35\.0\|", people) and re.search(r"\|\s*LA\|\s*40\.0\|", people), people
+    tree = _printed(readme_run, "provplug index people.prov\n")
+    assert tree.startswith("AvgAge.Age = 35.0") and "Person1.Age = 40" in tree and "Shane" not in tree, tree
+    kedro = _printed(readme_run, "python3 -m pip install -e '.[kedro]'")
+    assert "price_by_location.avg_price = 2645.67" in kedro and "$3,200.0" not in kedro, kedro
+    sales = _printed(readme_run, "provplug run --store sales.prov")
+    assert sales.startswith("big_regions.avg_order = 4.0") and "6 ancestors (sources only)" in sales, sales
+    beam = _printed(readme_run, "python3 examples/people_beam.py")
+    assert "AvgAge.Age = 35.0" in beam and "Person1.Age = 30" in beam and "Mary" not in beam, beam
+    stats = json.loads(_printed(readme_run, "provplug import table4.prov"))
+    assert (stats["triples"], stats["tables"]) == (15, 3)  # the block's comment
+    query = _printed(readme_run, 'import provplug\nanswer = provplug.open("people.prov")')
+    assert "Person1.Age = 30" in query and "Person1.Age = 40" in query, query
+
+
+def test_the_export_placeholders_name_this_run_and_new_yorks_average(readme_run: Session) -> None:
+    """$RUN and $VALUE_ID come from this store: the run id `provplug runs` lists and NY's AvgAge.Age."""
     import provplug
 
-    capture_block = python_block_after("## Capturing provenance (Python API)")
-    query_block = python_block_after("## Indexing and lineage queries")
-    (tmp_path / "people.py").write_text(capture_block)
-    run = subprocess.run([sys.executable, "people.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert re.search(r"\|\s*NY\|\s*35\.0\|", run.stdout) and re.search(r"\|\s*LA\|\s*40\.0\|", run.stdout), run.stdout
-    stats = provplug.open_store(tmp_path / "people.prov").stats()
-    assert (stats["tables"], stats["ops"], stats["triples"]) == (3, 2, 15)
-
-    for command in block_after("Then index the store").splitlines():
-        argv = shlex.split(command)
-        assert argv[0] == "provplug"
-        result = cli(*[str(tmp_path / a) if a == "people.prov" else a for a in argv[1:]])
-        assert result.code == 0, result
-    tree = result.out
-    assert tree.startswith("AvgAge.Age = 35.0")
-    assert "Person1.Age = 30" in tree and "Person1.Age = 40" in tree and "Shane" not in tree
-
-    namespace: dict[str, object] = {}
-    old = Path.cwd()
-    os.chdir(tmp_path)
-    try:
-        exec(compile(query_block, "README.md", "exec"), namespace)
-    finally:
-        os.chdir(old)
-    answer = namespace["answer"]
-    assert {(r["table"], r["column"], r["value"]) for r in answer.lineage} == {  # type: ignore[attr-defined]
-        ("Person2", "Age", 30), ("Person2", "Age", 40), ("Person1", "Age", 30), ("Person1", "Age", 40)
-    }
-
-    # "Browsing and managing a store": the notebook calls, on the same store.
-    browse: dict[str, object] = {}
-    os.chdir(tmp_path)
-    try:
-        exec(compile(python_block_after("## Browsing and managing a store"), "README.md", "exec"), browse)
-    finally:
-        os.chdir(old)
-    store = browse["store"]
-    assert [r["kind"] for r in store.runs()] == ["capture"]  # type: ignore[attr-defined]
-    assert sorted(t["name"] for t in store.tables()) == ["AvgAge", "Person1", "Person2"]  # type: ignore[attr-defined]
+    store = readme_run.root / "people.prov"
+    first_run = provplug.open_store(store).runs()[0]["run_id"]
+    assert readme_run.variables["RUN"] == first_run
+    answer = provplug.open(store).lineage(table="AvgAge", column="Age", where="City = 'NY'", run=first_run)
+    (ny,) = answer.to_dict()["query"]
+    assert readme_run.variables["VALUE_ID"] == str(ny["value_id"]) and ny["value"] == 35.0
+    events = json.loads((readme_run.root / "events.json").read_text())
+    assert {e["job"]["name"] for e in events} == {"R1", "R2"}
 
 
-def test_readme_script_capture_example_runs_as_written(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`provplug run` on the unmodified example script in a fresh interpreter,
-    as a user runs it (the script's relative paths are the JVM's: its own
-    working directory), then index and lineage."""
-    (tmp_path / "examples").symlink_to(REPO / "examples")
-    monkeypatch.chdir(tmp_path)
-    run, *queries = block_after("### An unmodified PySpark script").splitlines()
-    argv = shlex.split(run)
-    assert argv[:2] == ["provplug", "run"]
-    done = subprocess.run([sys.executable, "-m", "provplug", *argv[1:]], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert (tmp_path / "out" / "big_regions").is_dir()
-    for command in queries:
-        argv = shlex.split(command)
-        assert argv[0] == "provplug"
-        result = cli(*argv[1:])
-        assert result.code == 0, result
-    # north's average order comes from its orders' amounts and counts (orders 10, 12 and 13)
-    tree = result.out
-    assert tree.startswith("big_regions.avg_order = 4.0") and "source cells in orders" in tree, tree
-    for order, amount in ((10, 5.0), (12, 3.0), (13, 4.0)):
-        assert f"order_id = {order}, amount = {amount}" in tree, tree
-    assert "6 ancestors (sources only)" in tree, tree
-    # Browse, draw and export the store `provplug run` made.
-    found = explore_every_way(cli, tmp_path / "sales.prov", "big_regions", "avg_order", "region = 'north'",
+def test_depends_answers_no_for_mary(readme_run: Session, cli: Any) -> None:
+    """'With Mary instead of Mark the answer is `no`': the README's depends command with Mary."""
+    (command,) = re.findall(r"^\$ provplug (depends .*)$", README, flags=re.M)
+    argv = [a.replace("Mark", "Mary") for a in _split(command)]
+    result = cli(*[str(readme_run.root / a) if a.endswith(".prov") else a for a in argv])
+    assert result.code == 0 and result.out.startswith("no"), result
+
+
+def test_the_script_capture_store_can_be_browsed_drawn_and_exported(readme_run: Session, cli: Any) -> None:
+    found = explore_every_way(cli, readme_run.root / "sales.prov", "big_regions", "avg_order", "region = 'north'",
                               {"write:enriched", "write:by_region", "write:big_regions"})
     assert {t["name"] for t in found["tables"]} == {"orders", "customers", "enriched", "by_region", "big_regions"}
+
+
+def test_the_demo_runs_again_replacing_only_its_own_store(cli: Any, tmp_path: Path) -> None:
+    """A second `provplug demo` says it replaces the earlier demo's store and prints the same
+    answer; a store that is not the demo's is refused and left as it was."""
+    store = tmp_path / "provplug-demo.prov"
+    first = cli("demo", store)
+    assert first.code == 0, first
+    again = cli("demo", store)
+    assert again.code == 0, again
+    assert f"replacing {store}, the store of an earlier provplug demo" in again.err
+    assert again.out == first.out and "AvgAge.Age = 35.0" in again.out
+    other = tmp_path / "table4.prov"
+    imported = cli("import", other, "--triples", EXAMPLES / "data" / "paper_table4_triples.csv")
+    assert imported.code == 0, imported
+    before = sorted(p.relative_to(other) for p in other.rglob("*"))
+    refused = cli("demo", other)
+    assert refused.code == 2 and "is not a store of an earlier provplug demo" in refused.err, refused
+    assert sorted(p.relative_to(other) for p in other.rglob("*")) == before
+
+
+def _split(command: str) -> list[str]:
+    import shlex
+
+    return shlex.split(command)
