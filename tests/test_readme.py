@@ -334,17 +334,19 @@ def test_the_script_capture_store_can_be_browsed_drawn_and_exported(readme_run: 
     assert {t["name"] for t in found["tables"]} == {"orders", "customers", "enriched", "by_region", "big_regions"}
 
 
-def test_the_demo_runs_again_replacing_only_its_own_store(cli: Any, tmp_path: Path) -> None:
-    """A second `provplug demo` says it replaces the earlier demo's store and prints the same
-    answer; a store that is not the demo's is refused and left as it was."""
-    store = tmp_path / "provplug-demo.prov"
-    first = cli("demo", store)
-    assert first.code == 0, first
-    again = cli("demo", store)
+def test_the_demo_runs_again_replacing_only_its_own_store(readme_run: Session, cli: Any, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`provplug demo` typed a second time where the README ran it: it says it replaces the
+    earlier demo's store and prints the same answer; a store that is not the demo's is refused
+    and left as it was."""
+    monkeypatch.chdir(readme_run.root)
+    again = cli("demo")
     assert again.code == 0, again
-    assert f"replacing {store}, the store of an earlier provplug demo" in again.err
+    assert "replacing provplug-demo.prov, the store of an earlier provplug demo" in again.err
     seconds = re.compile(r", [0-9.]+ s$", flags=re.M)  # the query's time, the one thing that may differ
-    assert seconds.sub("", again.out) == seconds.sub("", first.out) and "AvgAge.Age = 35.0" in again.out
+    first = _printed(readme_run, "python3 -m pip install -e . && python3 -m provplug demo")
+    assert seconds.sub("", again.out) == seconds.sub("", first) and "AvgAge.Age = 35.0" in again.out
+    assert [r["kind"] for r in provplug_runs(readme_run.root / "provplug-demo.prov")] == ["capture"]
     other = tmp_path / "table4.prov"
     imported = cli("import", other, "--triples", EXAMPLES / "data" / "paper_table4_triples.csv")
     assert imported.code == 0, imported
@@ -352,6 +354,12 @@ def test_the_demo_runs_again_replacing_only_its_own_store(cli: Any, tmp_path: Pa
     refused = cli("demo", other)
     assert refused.code == 2 and "is not a store of an earlier provplug demo" in refused.err, refused
     assert sorted(p.relative_to(other) for p in other.rglob("*")) == before
+
+
+def provplug_runs(store: Path) -> list[dict[str, Any]]:
+    import provplug
+
+    return provplug.open_store(store).runs()
 
 
 def _split(command: str) -> list[str]:
