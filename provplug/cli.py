@@ -127,25 +127,26 @@ def print_json(data: object) -> None:
 
 def json_text(data: object) -> str:
     """``data`` as the one JSON layout of the command line: valid JSON (NaN
-    and infinities as null), each member of the top-level object (or item of
-    the top-level list) on a line of its own, and so each item of a member
-    that is a list or object, indented by two spaces per level; anything
-    deeper stays compact on its line. A record per line: greppable, and a
+    and infinities as null) with a record per line. A top-level list has an
+    item per line; a top-level object has a member per line, and a member
+    that is a list or object has an item per line, indented two more
+    spaces. Anything deeper stays compact on its line: greppable, and a
     large answer is not mostly indentation."""
     from .query.answer import finite
 
-    return _json_lines(finite(data), 0)
+    return _json_lines(finite(data), 0, 2 if isinstance(data, dict) else 1)
 
 
-def _json_lines(value: object, depth: int) -> str:
-    if depth >= 2 or not isinstance(value, (dict, list)) or not value:
+def _json_lines(value: object, depth: int, levels: int) -> str:
+    """``value`` with its items on lines of their own for ``levels`` levels."""
+    if levels == 0 or not isinstance(value, (dict, list)) or not value:
         return json.dumps(value, allow_nan=False)
     pad = "  " * (depth + 1)
     if isinstance(value, dict):
-        items = [f"{pad}{json.dumps(str(k))}: {_json_lines(v, depth + 1)}" for k, v in value.items()]
+        items = [f"{pad}{json.dumps(str(k))}: {_json_lines(v, depth + 1, levels - 1)}" for k, v in value.items()]
         opening, closing = "{", "}"
     else:
-        items = [pad + _json_lines(v, depth + 1) for v in value]
+        items = [pad + _json_lines(v, depth + 1, levels - 1) for v in value]
         opening, closing = "[", "]"
     return opening + "\n" + ",\n".join(items) + "\n" + "  " * depth + closing
 
@@ -289,9 +290,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+STORE_HELP = "the store: a directory or URI"
+
+
 def _add_common_options(parser: argparse.ArgumentParser) -> None:
     """--quiet and --verbose, on every command (added here, once, after the
-    commands' own options; one a command already has is left to it)."""
+    commands' own options; one a command already has is left to it), and
+    the same help for every STORE that has none of its own."""
+    for action in parser._actions:
+        if action.metavar == "STORE" and not action.help:
+            action.help = STORE_HELP
     taken = parser._option_string_actions  # argparse keeps no public list of option strings
     group = parser.add_argument_group("common options").add_mutually_exclusive_group()
     if "--quiet" not in taken:
