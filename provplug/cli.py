@@ -167,25 +167,23 @@ def combined_where(predicates: Sequence[str] | None) -> str | None:
 
 def _check_parentheses(predicate: str) -> None:
     """Refuse ``predicate`` unless its parentheses pair up outside quoted
-    strings and comments (and those are closed)."""
-    depth, i = 0, 0
-    while i < len(predicate):
+    strings and comments, and its strings and block comments close."""
+    depth, i, closed = 0, 0, True
+    while i < len(predicate) and closed and depth >= 0:
         char, pair = predicate[i], predicate[i : i + 2]
-        if char in "'\"":
+        if char in "'\"":  # a doubled quote inside a string scans as two strings back to back
             end = predicate.find(char, i + 1)
-            i = len(predicate) + 1 if end < 0 else end  # a doubled quote is two strings back to back: same scan
-        elif pair == "--":
+            closed, i = end >= 0, end
+        elif pair == "--":  # a line comment: to the end of the line (the join adds one)
             end = predicate.find("\n", i)
             i = len(predicate) if end < 0 else end
         elif pair == "/*":
             end = predicate.find("*/", i + 2)
-            i = len(predicate) + 1 if end < 0 else end + 1
+            closed, i = end >= 0, end + 1
         elif char in "()":
             depth += 1 if char == "(" else -1
-            if depth < 0:
-                break
         i += 1
-    if depth != 0 or i > len(predicate):
+    if depth != 0 or not closed:
         raise LineageQueryError(
             f"--where {predicate!r}: its parentheses, quotes or comments do not close, so it cannot be "
             "joined with the other --where predicates (they are combined with AND)"
