@@ -162,7 +162,13 @@ def combined_where(predicates: Sequence[str] | None) -> str | None:
         return predicates[0]
     for predicate in predicates:
         _check_parentheses(predicate)
-    return " AND ".join(f"({predicate}\n)" for predicate in predicates)  # \n: a trailing -- comment ends there
+    return " AND ".join(f"({_line_comment_ended(predicate)})" for predicate in predicates)
+
+
+def _line_comment_ended(predicate: str) -> str:
+    """``predicate``, with a line break after it if it may end in a ``--``
+    comment (which would otherwise swallow the closing parenthesis)."""
+    return f"{predicate}\n" if "--" in predicate else predicate
 
 
 def _check_parentheses(predicate: str) -> None:

@@ -143,8 +143,8 @@ def test_where_commands_are_the_expected_ones() -> None:
 def test_predicates_are_joined_with_and_each_in_parentheses() -> None:
     assert combined_where(None) is None and combined_where([]) is None
     assert combined_where(["City = 'NY'"]) == "City = 'NY'"  # one: as written, errors quote it as given
-    assert combined_where(["a = 1 OR b = 2", "c = 3"]) == "(a = 1 OR b = 2\n) AND (c = 3\n)"
-    assert combined_where(["Name = ')'", "x = 1 -- ) a comment"]) is not None
+    assert combined_where(["a = 1 OR b = 2", "c = 3"]) == "(a = 1 OR b = 2) AND (c = 3)"
+    assert combined_where(["Name = ')'", "x = 1 -- ) a comment"]) == "(Name = ')') AND (x = 1 -- ) a comment\n)"
 
 
 @pytest.mark.parametrize("predicate", ["a = 1) OR (b = 2", "(a = 1", "Name = 'x", "a = 1 /* c"])
@@ -164,6 +164,9 @@ def test_lineage_with_two_wheres_traces_the_rows_where_both_hold(paper_rows_stor
     assert ny.code == both.code == 0, (ny, both)
     assert _cells(ny.out) == {("Person1", 30), ("Person1", 40), ("Person1", 20)}
     assert _cells(both.out) == {("Person1", 30), ("Person1", 40)}
+    commented = cli("lineage", store, "Person1.Age", "--where", "City = 'NY' -- a comment", "--where", "Age > 25",
+                    "--json")
+    assert _cells(commented.out) == _cells(both.out), commented
 
 
 def test_export_with_two_wheres_exports_what_their_and_exports(paper_rows_store: Any, cli: Any) -> None:
