@@ -44,6 +44,24 @@ def _fresh_plugins() -> Iterator[None]:
     reset_plugins()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_query_caches() -> Iterator[None]:
+    """Each test starts as a new process would: no index file, generation
+    check or catalogue cached by an earlier test, the default cache budget.
+    (The caches are process-wide by design: a process's queries share them.)"""
+    from provplug.query import catalog, index_reader
+
+    def forget() -> None:
+        index_reader.clear_cache()
+        index_reader.set_cache_budget(None)
+        with catalog._lock:
+            catalog._catalogs.clear()
+
+    forget()
+    yield
+    forget()
+
+
 @pytest.fixture(scope="session")
 def demo_store(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The paper's running example captured from Spark as ``provplug demo`` does,
