@@ -12,13 +12,20 @@ Anywhere else (a log file, a pipe, CI) the same updates are plain lines
 ``[provplug] stage: N items (Xs)``, at most one a second (a stage's last
 update always), so logs stay small and greppable. ``rich`` is imported only
 when a live line is drawn.
+
+:func:`logs_shown` shows the records of provplug's loggers (a capture's run,
+steps and commit) the same way while a command runs, when the application
+has not configured logging itself.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -93,7 +100,7 @@ class StageReport:
             left = self.seconds_left
             eta = f", eta {_short_duration(left)}" if left is not None else ""
             count += f" ({self.fraction:.0%}{eta})"
-        return f"[provplug] {self.stage}:{count} ({since_start:.1f}s)"
+        return f"[provplug] {self.stage}{':' if count else ''}{count} ({since_start:.1f}s)"
 
     def numbers(self, with_total: bool, finished: bool) -> list[str]:
         """The columns right of the label, in order; each is printed whole.
@@ -181,6 +188,7 @@ class Progress:
         self._stage: str | None = None
         self._stage_began = self._last_heard = self.t0
         self._bar: _LiveLine | None = None
+        self._lock = threading.RLock()  # log records (LogLines) come from any thread
 
     def update(
         self, stage: str, done: int | None = None, unit: str = "items", force: bool = False, total: int | None = None
@@ -190,31 +198,45 @@ class Progress:
         ``force``."""
         if not self.enabled:
             return
+        with self._lock:
+            report = self._report(stage, done, unit, total)
+            if self.live:
+                self._live_line().show(report, self._stage_began)
+            elif force or self._last_printed is None or self._last_heard - self._last_printed >= self.every:
+                self._print(report)
+
+    def done(self, stage: str, done: int | None = None, unit: str = "items", total: int | None = None) -> None:
+        """The last update of ``stage``, always shown (on a terminal: for good)."""
+        if not self.enabled:
+            return
+        with self._lock:
+            report = self._report(stage, done, unit, total)
+            self._stage = None
+            if self.live:
+                self._live_line().finish(report)
+            else:
+                self._print(report)
+
+    def _report(self, stage: str, done: int | None, unit: str, total: int | None) -> StageReport:
         now = self.clock()
         if stage != self._stage:
             # A stage is often first heard of when it ends: it began when the last one was heard of.
             self._stage, self._stage_began = stage, self._last_heard
         self._last_heard = now
-        report = StageReport(stage, done, unit, total, now - self._stage_began)
-        if self.live:
-            if self._bar is None:
-                self._bar = _LiveLine(self._console(), self.clock)
-            self._bar.show(report, self._stage_began)
-            return
-        if not force and self._last_printed is not None and now - self._last_printed < self.every:
-            return
-        self._last_printed = now
-        print(report.plain(now - self.t0), file=self.stream, flush=True)
+        return StageReport(stage, done, unit, total, now - self._stage_began)
 
-    def done(self, stage: str, done: int | None = None, unit: str = "items", total: int | None = None) -> None:
-        """The last update of ``stage`` (always shown)."""
-        self.update(stage, done, unit, force=True, total=total)
-        self._stage = None
-        if self._bar is not None:
-            self._bar.finish_stage()
+    def _print(self, report: StageReport) -> None:
+        self._last_printed = self._last_heard
+        print(report.plain(self._last_heard - self.t0), file=self.stream, flush=True)
+
+    def _live_line(self) -> _LiveLine:
+        if self._bar is None:
+            self._bar = _LiveLine(self._console(), self.clock)
+        return self._bar
 
     def close(self) -> None:
-        """Stop the terminal display (also done at exit)."""
+        """Stop the terminal display (also done at exit); a stage still in
+        progress (no :meth:`done`: the work stopped in it) is shown crossed."""
         if self._bar is not None:
             self._bar.stop()
             atexit.unregister(self._bar.stop)
@@ -251,17 +273,25 @@ class _LiveLine:
     def show(self, report: StageReport, began: float) -> None:
         if self.report is not None and report.stage != self.report.stage:
             self.finish_stage()
-        self.report, self.began = report, began  # one assignment: the refresh thread sees old or new
+        self.report, self.began = report, began
         if self.live is None:
             from rich.live import Live
 
-            # Not transient-free: the finished line is printed on its own. The command's
-            # own output goes to stdout unredirected (rich would send it to stderr).
+            # Transient: the live line is erased when it stops and the stage's last report
+            # printed for good. The command's own output goes to stdout, not redirected
+            # (rich would send it to this console, stderr, above the live line).
             self.live = Live(_Redrawn(self), console=self.console, transient=True, redirect_stdout=False,
                              refresh_per_second=4)
             self.live.start()
         else:
             self.live.refresh()
+
+    def finish(self, report: StageReport) -> None:
+        """``report`` is its stage's last: print it for good (no live line is started for it)."""
+        if self.report is not None and report.stage != self.report.stage:
+            self.finish_stage()
+        self.report = report
+        self.finish_stage()
 
     def current(self, width: int) -> Text:
         from rich.text import Text
@@ -274,19 +304,21 @@ class _LiveLine:
         frame = self.spinner.frames[int((now - self.began) * 1000 / self.spinner.interval) % len(self.spinner.frames)]
         return render_line(elapsed, width, Text(frame, "green"))
 
-    def finish_stage(self) -> None:
-        """Take the live line down and print the stage's last report for good."""
+    def finish_stage(self, ended: bool = True) -> None:
+        """Take the live line down and print the stage's last report for good:
+        ticked, or crossed when the stage never ``ended`` (the work stopped in it)."""
         if self.live is not None:
             self.live.stop()
             self.live = None
         if self.report is not None:
             from rich.text import Text
 
-            self.console.print(render_line(self.report, self.console.width, Text("✓", "green"), finished=True))
+            mark = Text("✓", "green") if ended else Text("✗", "red")
+            self.console.print(render_line(self.report, self.console.width, mark, finished=True))
         self.report = None
 
     def stop(self) -> None:
-        self.finish_stage()
+        self.finish_stage(ended=False)
 
 
 class _Redrawn:
@@ -297,6 +329,41 @@ class _Redrawn:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
         yield self.line.current(options.max_width)
+
+
+class LogLines(logging.Handler):
+    """Shows each log record as a finished stage of ``progress`` (a line of its own)."""
+
+    def __init__(self, progress: Progress, level: int = logging.INFO) -> None:
+        super().__init__(level)
+        self.progress = progress
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.progress.done(self.format(record))
+        except Exception:  # logging's own policy: report the failed record, never break the caller
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def logs_shown(progress: Progress, name: str = "provplug") -> Iterator[None]:
+    """While the block runs, show the INFO records of the ``name`` loggers on
+    ``progress``: what a long command is doing, at the pace it happens. Not
+    when the application has configured logging itself (its handlers decide
+    where records go, as for any library), nor when ``progress`` is silent."""
+    logger = logging.getLogger(name)
+    if not progress.enabled or logger.hasHandlers():
+        yield
+        return
+    handler, level = LogLines(progress), logger.level
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 SILENT = Progress(enabled=False)

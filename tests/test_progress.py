@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import re
 import time
 
@@ -10,7 +11,7 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from provplug.progress import Progress, StageReport, render_line
+from provplug.progress import Progress, StageReport, logs_shown, render_line
 
 
 class _Terminal(io.StringIO):
@@ -49,6 +50,17 @@ def test_live_display_shows_each_stage_with_its_last_count() -> None:
     assert len(lines) == 2, lines
     assert "reading triples" in lines[0] and "7,000 triples" in lines[0] and "1,000" not in lines[0]
     assert "published" in lines[1]
+
+
+def test_a_stage_the_work_stopped_in_is_crossed_not_ticked() -> None:
+    screen = io.StringIO()
+    with pytest.raises(KeyboardInterrupt), Progress(console=Console(width=80, file=screen)) as progress:
+        progress.done("read triples", 3_000_000, "triples")
+        progress.update("indexing triples", 1_000_000, "triples", total=3_000_000)
+        raise KeyboardInterrupt
+    lines = screen.getvalue().splitlines()
+    assert [line[0] for line in lines] == ["✓", "✗"], lines
+    assert "indexing triples" in lines[1] and "1,000,000/3,000,000 triples" in lines[1], lines
 
 
 def _plain_scan(progress: Progress, clock: FakeClock | None = None) -> None:
@@ -201,3 +213,43 @@ def test_a_terminal_too_narrow_for_the_numbers_wraps_rather_than_cuts() -> None:
     report = StageReport("deduplicated triples", TRIPLES, "unique triples (12,345 duplicates)", None, 3.0)
     line = render_line(report, 30, "✓").plain
     assert f"{TRIPLES:,} unique triples (12,345 duplicates)" in line and line.endswith("0:00:03"), line
+
+
+# -- log records shown as progress lines ----------------------------------------
+
+
+def _said(stream: io.StringIO) -> list[str]:
+    return [line.rsplit(" (", 1)[0] for line in stream.getvalue().splitlines()]
+
+
+def test_provplug_log_records_are_shown_while_nothing_else_shows_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logging.root, "handlers", [])  # as in a shell: logging not configured
+    logger = logging.getLogger("provplug.capture")
+    level = logging.getLogger("provplug").level
+    stream = io.StringIO()
+    with logs_shown(Progress(stream=stream, every=3600)):
+        logger.info("step %s started", "join")
+        logger.debug("not for people")
+        logger.info("run %s committed", "r1")  # within the hour: shown all the same (each is a stage's end)
+    logger.info("after the command")
+    assert _said(stream) == ["[provplug] step join started", "[provplug] run r1 committed"]
+    assert logging.getLogger("provplug").level == level and not logging.getLogger("provplug").handlers
+
+
+def test_an_application_that_configured_logging_gets_the_records_there_only(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="provplug")  # pytest's handler on the root logger: configured
+    stream = io.StringIO()
+    with logs_shown(Progress(stream=stream)):
+        logging.getLogger("provplug.capture").info("step join started")
+    assert stream.getvalue() == ""
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [("provplug.capture", "step join started")]
+
+
+def test_a_silent_progress_shows_no_log_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logging.root, "handlers", [])
+    stream = io.StringIO()
+    with logs_shown(Progress(enabled=False, stream=stream)):
+        logging.getLogger("provplug.capture").warning("step join started")
+    assert stream.getvalue() == "" and not logging.getLogger("provplug").handlers
