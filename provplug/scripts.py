@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import errno
+import logging
 import os
 import runpy
 import sys
@@ -28,6 +29,8 @@ from typing import Any
 from .capture import ActiveRun, capture
 from .errors import CaptureError
 from .plugins import Plugins
+
+logger = logging.getLogger(__name__)
 
 
 class WriteCapture:
@@ -118,6 +121,7 @@ def run_script(script: str, args: Sequence[str], store: str | os.PathLike[str], 
     try:
         with logs_shown(Progress()), _as_main(path, args), \
                 capture_writes(store=store, store_rows=store_rows, reduce=reduce) as writes:
+            logger.info("running %s; its first DataFrame write starts the capture run", script)
             status, error = _execute(path)
             if status != 0:
                 raise _ScriptFailed(status, error)

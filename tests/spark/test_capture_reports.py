@@ -78,7 +78,8 @@ def test_provplug_run_shows_what_it_is_doing_on_stderr(spark: Any, cli: Any, sto
     assert result.code == 0, result.err
     lines = [line for line in result.err.splitlines() if line.startswith("[provplug] ")]
     said = [re.sub(r" \(\d+\.\ds\)$", "", line.removeprefix("[provplug] ")) for line in lines]
-    assert re.fullmatch(r"capture run \S+ started \(spark\) into .*store\.prov", said[0]), said
+    assert re.fullmatch(r"running .*sales\.py; its first DataFrame write starts the capture run", said[0]), said
+    assert re.fullmatch(r"capture run \S+ started \(spark\) into .*store\.prov", said[1]), said
     for write in ("enriched", "by_region", "big_regions"):
         started = said.index(f"step write:{write} started")
         wrote = next(k for k, s in enumerate(said) if s.startswith(f"step write:{write} wrote {write}: "))
