@@ -224,9 +224,8 @@ class StagedRun:
         """Filter the staged triples to the kept paths; each op's count follows."""
         from .reduce.production import filter_triples
 
-        logger.info("run %s: keeping the triples on paths from the kept rows", self.run_id)
-
         assert self._kept_rows is not None
+        logger.info("run %s: keeping the triples on paths from the kept rows", self.run_id)
         kept = filter_triples(self.triples_destination(), list(self.txn.ops), self._kept_rows,
                               {t.table_id for t in self._sources.values()})
         for i, op in enumerate(self.txn.ops):
