@@ -180,6 +180,7 @@ def test_the_index_display_fits_the_terminal_and_never_cuts_a_number(
     # Each stage ends as one line, in order, with its count and the time it took.
     finished = [line for line in drawn if line.startswith("✓")]
     assert len(finished) == len(INDEX_STAGES), finished
+    assert all(cell_len(line) == width for line in finished), finished  # numbers flush right, in columns
     for line, (stage, counts, _unit, total) in zip(finished, INDEX_STAGES, strict=True):
         assert line.endswith(f" 0:00:{7 * len(counts):02d}"), line  # from the end of the stage before
         label = line[2:].split("  ")[0].split(" " + (f"{counts[-1]:,}" if counts else "0:"))[0].strip()
