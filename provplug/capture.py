@@ -39,6 +39,7 @@ from .reduce.base import MODES, Reduction
 from .reduce.spec import reductions_from
 
 F = TypeVar("F", bound=Callable[..., Any])
+logger = logging.getLogger(__name__)  # what a capture is doing: run started, steps, committed
 
 _active_run: contextvars.ContextVar[ActiveRun | None] = contextvars.ContextVar("provplug_run", default=None)
 _modules: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("provplug_modules", default=())
@@ -108,6 +109,7 @@ class ActiveRun(StagedRun):
     def call_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         assert self.session is not None
         step = _in_module(step)
+        logger.info("step %s started", step.name)
         self.plugins.step_started(self.info, step)
         ops_before = len(self.txn.ops)
         try:
@@ -242,16 +244,20 @@ def capture(
     target = plugins.store(os.fspath(store))
     with observed_run(target, plugins, "capture", adapter.name) as (txn, info):
         run = ActiveRun(target, txn, info, plugins, store_rows, engine, reductions, reduce_mode, location_lineage)
+        logger.info("capture run %s started (%s) into %s", info.run_id, adapter.name, target.uri)
         token = _active_run.set(run)
         try:
             run.session = adapter.open(engine, run)
             yield run
         except BaseException as exc:
+            logger.info("run %s failed (%s): nothing is committed", info.run_id, type(exc).__name__)
             if run.session is not None:
                 run.session.close(exc)
             raise
         else:
             run.session.close(None)  # a failure here fails the run; the session has closed
+            logger.info("run %s: all steps written; committing", info.run_id)
             run.finish()
         finally:
             _active_run.reset(token)
+    logger.info("run %s committed: %d ops into %s", info.run_id, len(txn.ops), target.uri)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
-from .errors import ProvplugError
+from .errors import LineageQueryError, ProvplugError
 from .progress import Progress
 
 Command = Callable[[argparse.Namespace], int]
@@ -22,7 +25,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 
     rows = get_plugins().describe()
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print_json(rows)
         return 0
     for row in rows:
         print(f"{row['name']:<28} {row['distribution']:<28} {row['hooks']}")
@@ -37,7 +40,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
         open_store(args.store), args.triples, args.values, progress=Progress(enabled=not args.quiet),
         row_lineage=args.row_lineage, row_rules=args.row_rules,
     )
-    print(f"imported {result['triples']:,} triples into {args.store} (run {result['run_id']})")
+    if args.json:
+        print_json(result)
+    else:
+        print(f"imported {result['triples']:,} triples into {args.store} (run {result['run_id']})")
     return 0
 
 
@@ -47,25 +53,147 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
     stats = store_stats(open_store(args.store))
     if args.json:
-        print(json.dumps(stats, indent=2))
+        print_json(stats)
     else:
         for key, value in stats.items():
-            print(f"{key:<18} {_plain(value)}")
+            print(f"{key:<18} {_plain(key, value)}".rstrip())
     return 0
 
 
-def _plain(value: object) -> str:
-    """One stats value as text: counts with thousands separators, rows of a
-    list (such as ``per_split``) on lines of their own."""
+STATS_INDENT = " " * 19  # under the values of `provplug stats`: past the 18-wide key and a space
+
+
+def _plain(key: str, value: object) -> str:
+    """One stats value as text: counts with thousands separators, yes/no,
+    the index splits one per line, a list of records (``per_split``,
+    ``reduced_runs``) as a table under the key; never JSON."""
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int):
         return f"{value:,}"
+    if key == "splits" and isinstance(value, list):
+        return f"\n{STATS_INDENT}".join(_split_text(split) for split in value) or "none"
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        return "".join("\n  " + json.dumps(v) for v in value)
-    if isinstance(value, (list, dict)):
-        return json.dumps(value)
+        return "\n" + _indented(_record_table(value), "  ")
+    return _scalar_text(value)
+
+
+def _split_text(split: object) -> str:
+    """One index split: its tables by name, sub-splits in parentheses
+    separated by ``|`` (``[["A"], [["B"], ["C"]]]`` is ``A`` and ``(B) | (C)``)."""
+    if not isinstance(split, list):
+        return str(split)
+    if all(isinstance(part, list) for part in split):
+        return " | ".join(f"({_split_text(part)})" for part in split)
+    return ", ".join(_split_text(part) for part in split)
+
+
+def _record_table(records: list[dict[str, Any]]) -> str:
+    from .explore.browse import aligned
+
+    headers = list(dict.fromkeys(k for record in records for k in record))
+    rows = [[_scalar_text(record.get(h)) for h in headers] for record in records]
+    numeric = [all(isinstance(r.get(h), int) and not isinstance(r.get(h), bool) for r in records) for h in headers]
+    return aligned([h.upper() for h in headers], rows, numeric)
+
+
+def _scalar_text(value: object) -> str:
+    """A value in a text table: numbers with separators, lists joined by
+    commas, mappings as ``key=value`` pairs, nothing as ``-``."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_scalar_text(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_scalar_text(v) for v in value) or "none"
     return str(value)
+
+
+def _indented(text: str, prefix: str) -> str:
+    return "\n".join(prefix + line for line in text.splitlines())
+
+
+# -- the convention every command shares (docs/cli.md) ---------------------------------
+
+
+def print_json(data: object) -> None:
+    """Print ``data`` as every ``--json`` output is printed: :func:`json_text`."""
+    print(json_text(data))
+
+
+def json_text(data: object) -> str:
+    """``data`` as the one JSON layout of the command line: valid JSON (NaN
+    and infinities as null) with a record per line. A top-level list has an
+    item per line; a top-level object has a member per line, and a member
+    that is a list or object has an item per line, indented two more
+    spaces. Anything deeper stays compact on its line: greppable, and a
+    large answer is not mostly indentation."""
+    from .query.answer import finite
+
+    return _json_lines(finite(data), 0, 2 if isinstance(data, dict) else 1)
+
+
+def _json_lines(value: object, depth: int, levels: int) -> str:
+    """``value`` with its items on lines of their own for ``levels`` levels."""
+    if levels == 0 or not isinstance(value, (dict, list)) or not value:
+        return json.dumps(value, allow_nan=False)
+    pad = "  " * (depth + 1)
+    if isinstance(value, dict):
+        items = [f"{pad}{json.dumps(str(k))}: {_json_lines(v, depth + 1, levels - 1)}" for k, v in value.items()]
+        opening, closing = "{", "}"
+    else:
+        items = [pad + _json_lines(v, depth + 1, levels - 1) for v in value]
+        opening, closing = "[", "]"
+    return opening + "\n" + ",\n".join(items) + "\n" + "  " * depth + closing
+
+
+def combined_where(predicates: Sequence[str] | None) -> str | None:
+    """Repeated ``--where`` predicates as one: each in parentheses, joined
+    with AND (one predicate stays as written, so errors quote it as given).
+    A predicate whose parentheses do not pair up could reach across the
+    join (``a) OR (b``), so it is refused."""
+    if not predicates:
+        return None
+    if len(predicates) == 1:
+        return predicates[0]
+    for predicate in predicates:
+        _check_parentheses(predicate)
+    return " AND ".join(f"({_line_comment_ended(predicate)})" for predicate in predicates)
+
+
+def _line_comment_ended(predicate: str) -> str:
+    """``predicate``, with a line break after it if it may end in a ``--``
+    comment (which would otherwise swallow the closing parenthesis)."""
+    return f"{predicate}\n" if "--" in predicate else predicate
+
+
+def _check_parentheses(predicate: str) -> None:
+    """Refuse ``predicate`` unless its parentheses pair up outside quoted
+    strings and comments, and its strings and block comments close."""
+    depth, i, closed = 0, 0, True
+    while i < len(predicate) and closed and depth >= 0:
+        char, pair = predicate[i], predicate[i : i + 2]
+        if char in "'\"":  # a doubled quote inside a string scans as two strings back to back
+            end = predicate.find(char, i + 1)
+            closed, i = end >= 0, end
+        elif pair == "--":  # a line comment: to the end of the line (the join adds one)
+            end = predicate.find("\n", i)
+            i = len(predicate) if end < 0 else end
+        elif pair == "/*":
+            end = predicate.find("*/", i + 2)
+            closed, i = end >= 0, end + 1
+        elif char in "()":
+            depth += 1 if char == "(" else -1
+        i += 1
+    if depth != 0 or not closed:
+        raise LineageQueryError(
+            f"--where {predicate!r}: its parentheses, quotes or comments do not close, so it cannot be "
+            "joined with the other --where predicates (they are combined with AND)"
+        )
 
 
 def whole_number(minimum: int, unit: str) -> Callable[[str], int]:
@@ -131,9 +259,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="provplug",
         description="Attribute-level provenance for PySpark and Beam pipelines, with fast lineage queries.",
-        epilog="Errors are one line on stderr, exit code 2; with --json that line is a JSON object "
-        '{"error": MESSAGE, "type": KIND}.',
+        epilog="Every command takes STORE first, --quiet and --verbose; see docs/cli.md. "
+        "Errors are one line on stderr, exit code 2; with --json that line is a JSON object "
+        '{"error": MESSAGE, "type": KIND}. Output into a closed pipe (`| head`) stops quietly, exit code 141.',
     )
+    parser.add_argument("--version", action=_Version, help="print the installed provplug version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser)
 
     p = sub.add_parser("plugins", help="list loaded plugins and the distribution providing each")
@@ -148,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Parquet or CSV with op, out_table, out_row[, member], in_table, in_row[, optional] "
                    "(what-if and depends follow it; needs --row-rules)")
     p.add_argument("--row-rules", metavar="FILE", help="JSON list of the row rules of each op (see provplug.importer)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_import)
 
     p = sub.add_parser("stats", help="counts of runs, tables, ops, values, triples (and index sizes)")
@@ -159,7 +289,46 @@ def build_parser() -> argparse.ArgumentParser:
     # Commands owned by their packages: each module adds its own sub-parser.
     for module in COMMAND_MODULES:
         importlib.import_module(module).add_parser(sub)
+    for command in sub.choices.values():
+        _add_common_options(command)
     return parser
+
+
+STORE_HELP = "the store: a directory or URI"
+
+
+def _add_common_options(parser: argparse.ArgumentParser) -> None:
+    """--quiet and --verbose, on every command (added here, once, after the
+    commands' own options; one a command already has is left to it), and
+    the same help for every STORE that has none of its own."""
+    for action in parser._actions:
+        if action.metavar == "STORE" and not action.help:
+            action.help = STORE_HELP
+    taken = parser._option_string_actions  # argparse keeps no public list of option strings
+    group = parser.add_argument_group("common options").add_mutually_exclusive_group()
+    if "--quiet" not in taken:
+        group.add_argument("--quiet", action="store_true",
+                           help="no progress display and no notes on stderr (results and errors still print)")
+    if "--verbose" not in taken:
+        group.add_argument("--verbose", action="store_true",
+                           help="also log what provplug does (INFO messages of the provplug.* loggers) to stderr")
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version (read only when asked)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from importlib.metadata import version
+
+        print(f"provplug {version('provplug')}")
+        parser.exit()
+
+
+CLOSED_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer stopped by `| head`
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -169,7 +338,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         # Parsed: only the command's own options count (a script's `--json` under `run` does not).
         as_json = bool(getattr(args, "json", False)) or getattr(args, "format", None) == "json"
-        return int(args.func(args))
+        with _logging_for(args):
+            status = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below, not at exit
+        return status
+    except BrokenPipeError:
+        return _closed_pipe()
     except UsageError as exc:
         if not as_json:
             exc.parser.print_usage(sys.stderr)
@@ -181,6 +355,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail("provplug: error:", message, type(exc).__name__, as_json)
     except KeyboardInterrupt:
         return _fail("provplug:", "interrupted; the store is unchanged", "KeyboardInterrupt", as_json, code=130)
+
+
+@contextmanager
+def _logging_for(args: argparse.Namespace) -> Iterator[None]:
+    """With --verbose, the provplug.* loggers' INFO messages on stderr while
+    the command runs (the handler goes again: main may run many times in one
+    process)."""
+    if not getattr(args, "verbose", False):
+        yield
+        return
+    logger = logging.getLogger("provplug")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("provplug: %(name)s: %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _closed_pipe() -> int:
+    """Whoever read standard output has gone (``provplug ... | head``): stop
+    without a word. What is still buffered goes to /dev/null, or the
+    interpreter's last flush at exit would fail on the closed pipe again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError):  # io.UnsupportedOperation is a ValueError: stdout is captured, no fd
+        return CLOSED_PIPE
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return CLOSED_PIPE
+
+
+def note(args: argparse.Namespace, text: str) -> None:
+    """An informational line on stderr (what was written, what to run next),
+    left out under --quiet."""
+    if not getattr(args, "quiet", False):
+        print(text, file=sys.stderr)
 
 
 def _fail(prefix: str, message: str, kind: str, as_json: bool, code: int = 2) -> int:

@@ -158,5 +158,5 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     else:
         title = f"Workflow of {args.store}" + (f", run {args.run}" if args.run else "")
         text = render(as_graph(wf, title), args.format, title, LEGEND)
-    write_output(text, args.output)
+    write_output(text, args.output, quiet=args.quiet)
     return 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ SCRATCH = "_scratch"
 # Location-based lineage edges (provplug.location.LOCATIONS, asserted equal by its tests).
 LOCATIONS = "locations.json"
 RESERVED = frozenset({ROWS, TRIPLES, "tables.parquet", "ops.parquet", "values.parquet", LINEAGE, RULES, LOCATIONS})
+logger = logging.getLogger(__name__)
 
 
 class StagedRun:
@@ -223,6 +225,7 @@ class StagedRun:
         from .reduce.production import filter_triples
 
         assert self._kept_rows is not None
+        logger.info("run %s: keeping the triples on paths from the kept rows", self.run_id)
         kept = filter_triples(self.triples_destination(), list(self.txn.ops), self._kept_rows,
                               {t.table_id for t in self._sources.values()})
         for i, op in enumerate(self.txn.ops):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import errno
+import logging
 import os
 import runpy
 import sys
@@ -28,6 +29,8 @@ from typing import Any
 from .capture import ActiveRun, capture
 from .errors import CaptureError
 from .plugins import Plugins
+
+logger = logging.getLogger(__name__)
 
 
 class WriteCapture:
@@ -107,12 +110,18 @@ def run_script(script: str, args: Sequence[str], store: str | os.PathLike[str], 
     (``sys.argv``, ``__name__ == "__main__"``, its directory first on
     ``sys.path``), capturing its writes into ``store``. Returns the script's
     exit status and the committed run (None when the script failed or wrote
-    nothing). A script's uncaught exception is printed as Python prints it."""
+    nothing). A script's uncaught exception is printed as Python prints it.
+    What the capture is doing (run started, each step started and written,
+    committed) is shown on stderr unless the application configured logging."""
     path = os.path.abspath(script)
     if not os.path.isfile(path):
         raise FileNotFoundError(errno.ENOENT, "no such script", script)
+    from .progress import Progress, logs_shown
+
     try:
-        with _as_main(path, args), capture_writes(store=store, store_rows=store_rows, reduce=reduce) as writes:
+        with logs_shown(Progress()), _as_main(path, args), \
+                capture_writes(store=store, store_rows=store_rows, reduce=reduce) as writes:
+            logger.info("running %s; its first DataFrame write starts the capture run", script)
             status, error = _execute(path)
             if status != 0:
                 raise _ScriptFailed(status, error)

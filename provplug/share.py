@@ -4,7 +4,6 @@ formats, and compare two runs of a pipeline cell by cell."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 from typing import Any
@@ -23,7 +22,8 @@ def _add_target(p: argparse.ArgumentParser, what: str) -> None:
     from .query.cli import TARGET_HELP
 
     p.add_argument("target", metavar="TABLE.COLUMN", nargs="?", help=f"{what}. {TARGET_HELP}")
-    p.add_argument("--where", metavar="PREDICATE", help="one SQL boolean expression over TABLE's columns")
+    p.add_argument("--where", metavar="PREDICATE", action="append",
+                   help="an SQL boolean expression over TABLE's columns (repeatable: the rows where all hold)")
 
 
 def _add_export(sub: Any) -> argparse.ArgumentParser:
@@ -46,6 +46,7 @@ def _add_export(sub: Any) -> argparse.ArgumentParser:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    from .cli import combined_where, note
     from .export import Target, export
     from .plugins import open_store
     from .query.cli import parse_target
@@ -57,7 +58,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     target = None
     if args.target is not None:
         table, column = parse_target(args.target)
-        target = Target(table=table, column=column, where=args.where, direction=args.direction)
+        target = Target(table=table, column=column, where=combined_where(args.where), direction=args.direction)
     elif args.value_id is not None:
         target = Target(value_ids=tuple(args.value_id), direction=args.direction)
     text = export(open_store(args.store), args.format, run=args.run, target=target, namespace=args.namespace)
@@ -65,6 +66,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         print(text)
     else:
         _write_whole(args.output, text + "\n")
+        note(args, f"wrote {args.output} ({len(text.encode()) + 1:,} bytes)")
     return 0
 
 
@@ -94,16 +96,18 @@ def _add_diff(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("run_a", metavar="RUN_A", help="the earlier run (an id or a unique prefix)")
     p.add_argument("run_b", metavar="RUN_B", help="the later run")
     _add_target(p, "compare only these cells")
-    p.add_argument("--key", metavar="COLS", help="comma-separated columns that identify a row (default: see above)")
+    p.add_argument("--key", metavar="COLUMN", action="append",
+                   help="a column that identifies a row (repeatable; default: see above). "
+                   "Deprecated: several columns in one --key, comma-separated")
     p.add_argument("--json", action="store_true", help="the differences as one JSON object")
     p.set_defaults(func=_cmd_diff)
     return p
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
+    from .cli import combined_where, print_json
     from .diff import diff_runs, render
     from .plugins import open_store
-    from .query.answer import finite
     from .query.cli import parse_target
 
     if args.where is not None and args.target is None:
@@ -111,8 +115,18 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     table = column = None
     if args.target is not None:
         table, column = parse_target(args.target)
-    key = tuple(k.strip() for k in args.key.split(",") if k.strip()) if args.key else None
     result = diff_runs(open_store(args.store), args.run_a, args.run_b, table=table, column=column,
-                       where=args.where, key=key)
-    print(json.dumps(finite(result), indent=1) if args.json else render(result))
+                       where=combined_where(args.where), key=_key_columns(args))
+    if args.json:
+        print_json(result)
+    else:
+        print(render(result))
     return 0
+
+
+def _key_columns(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """The --key columns; a comma inside one still splits it (the
+    deprecated syntax ``--key a,b``, still accepted)."""
+    if not args.key:
+        return None
+    return tuple(k.strip() for key in args.key for k in key.split(",") if k.strip())

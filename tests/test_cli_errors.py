@@ -260,7 +260,7 @@ def test_options_may_come_before_a_commands_positional_arguments() -> None:
     from provplug.cli import build_parser
 
     args = build_parser().parse_args(["lineage", "S.prov", "--run", "20260501", "--where", "City = 'NY'", "AvgAge.Age"])
-    assert (args.store, args.target, args.run, args.where) == ("S.prov", "AvgAge.Age", "20260501", "City = 'NY'")
+    assert (args.store, args.target, args.run, args.where) == ("S.prov", "AvgAge.Age", "20260501", ["City = 'NY'"])
 
 
 def test_format_json_makes_errors_json(cli, tmp_path) -> None:
@@ -272,5 +272,6 @@ def test_format_json_makes_errors_json(cli, tmp_path) -> None:
 
 
 def test_a_scripts_own_json_flag_does_not_change_provplugs_error_format(cli, tmp_path) -> None:
-    r = cli("run", "--store", tmp_path / "s.prov", tmp_path / "missing.py", "--json")
-    assert r.code == 2 and r.err.startswith("provplug: error: no such script"), r
+    for store in ([tmp_path / "s.prov"], ["--store", tmp_path / "s.prov"]):  # the form, and the deprecated one
+        r = cli("run", *store, tmp_path / "missing.py", "--json")
+        assert r.code == 2 and r.err.startswith("provplug: error: no such script"), r

@@ -36,6 +36,17 @@ def test_the_probe_sees_a_heavy_import() -> None:
 
 
 def test_help_runs_and_lists_every_command() -> None:
+    from provplug.cli import build_parser
+    from provplug.cli_reference import commands
+
     result = subprocess.run([sys.executable, "-m", "provplug", "--help"], capture_output=True, text=True, check=True)
-    for command in ("import", "stats", "index", "lineage", "demo"):
+    for command, _, _ in commands(build_parser()):
         assert command in result.stdout
+
+
+def test_version_loads_no_heavy_library() -> None:
+    code = PROBE.format(heavy=set(HEAVY)).replace(
+        "parser = provplug.cli.build_parser()",
+        "try:\n    provplug.cli.build_parser().parse_args(['--version'])\nexcept SystemExit:\n    pass",
+    )
+    assert _heavy_modules_after(code) == []

@@ -7,7 +7,6 @@ start-up).
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 RUN_HELP = "the run (its id or a unique prefix; see `provplug runs`)"
@@ -60,7 +59,12 @@ def _open(uri: str) -> Any:
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> int:
-    print(json.dumps(data, indent=1) if args.json else text)
+    from ..cli import print_json
+
+    if args.json:
+        print_json(data)
+    else:
+        print(text)
     return 0
 
 

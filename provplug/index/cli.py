@@ -30,7 +30,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--memory-budget", type=_size, metavar="SIZE",
                    help="memory the local engine's data may use, e.g. 6G or 512M (default: 3/4 of the memory "
                    "available; the interpreter's ~0.25 GiB come on top)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--json", action="store_true", help="machine-readable output (the new generation's metadata)")
     p.set_defaults(func=_cmd_index)
 
 
@@ -44,6 +44,7 @@ def _size(text: str) -> int:
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
+    from ..cli import print_json
     from ..plugins import open_store
     from ..progress import Progress
     from .build import build_index
@@ -52,6 +53,9 @@ def _cmd_index(args: argparse.Namespace) -> int:
         open_store(args.store), theta=args.theta, splits=args.splits, engine=args.engine,
         progress=Progress(enabled=not args.quiet), memory_budget=args.memory_budget,
     )
+    if args.json:
+        print_json(meta)
+        return 0
     c = meta["counts"]
     print(
         f"indexed {c['triples']:,} triples, {c['values']:,} values: {c['components']:,} components, "

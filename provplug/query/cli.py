@@ -31,8 +31,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("store", metavar="STORE")
     p.add_argument("target", metavar="TABLE.COLUMN", nargs="?", help=TARGET_HELP)
     p.add_argument(
-        "--where", metavar="PREDICATE",
-        help="one SQL boolean expression over TABLE's columns selecting its rows, e.g. \"City = 'NY'\"",
+        "--where", metavar="PREDICATE", action="append",
+        help="an SQL boolean expression over TABLE's columns selecting its rows, e.g. \"City = 'NY'\" "
+        "(repeatable: the rows where all hold)",
     )
     p.add_argument("--value-id", metavar="N", type=int, action="append", help="a value id (repeatable)")
     p.add_argument("--direction", choices=("up", "down"), default="up", help="up: ancestors (default); down: descendants")
@@ -67,6 +68,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _cmd_lineage(args: argparse.Namespace) -> int:
+    from ..cli import combined_where
     from .api import open as open_store
 
     if args.target is None and args.value_id is None:
@@ -78,7 +80,7 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
     query: dict[str, Any] = {"method": args.method, "direction": args.direction, "tau": args.tau}
     if args.target is not None:
         table, column = parse_target(args.target)
-        query.update(table=table, column=column, where=args.where)
+        query.update(table=table, column=column, where=combined_where(args.where))
     else:
         query.update(value_id=args.value_id)
     if args.run is not None:
@@ -89,7 +91,7 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
     answer = store.lineage(**query)
     if args.zoom_out:
         answer = store.zoom_in(store.zoom_out(answer, args.zoom_out), args.zoom_in)
-    write_output(shown(answer, args, output_format(args)), args.output)
+    write_output(shown(answer, args, output_format(args)), args.output, quiet=args.quiet)
     return 0
 
 
@@ -110,13 +112,16 @@ def shown(answer: LineageAnswer, args: argparse.Namespace, fmt: str) -> str:
         from .picture import DEFAULT_MAX_CELLS, answer_picture
 
         return answer_picture(answer, fmt, args.max_cells or DEFAULT_MAX_CELLS, summarise=args.summary)
+    from ..cli import json_text
+
     if args.summary:
-        return answer.summary_json() if fmt == "json" else answer.render_summary()
-    return answer.to_json() if fmt == "json" else answer.render()
+        return json_text(answer.summary()) if fmt == "json" else answer.render_summary()
+    return json_text(answer.to_dict()) if fmt == "json" else answer.render()
 
 
-def write_output(text: str, path: str | None) -> None:
-    """Print ``text``, or write it to ``path`` whole or not at all."""
+def write_output(text: str, path: str | None, quiet: bool = False) -> None:
+    """Print ``text``, or write it to ``path`` whole or not at all (and say
+    so on stderr unless ``quiet``)."""
     if path is None:
         print(text)
         return
@@ -127,4 +132,5 @@ def write_output(text: str, path: str | None) -> None:
         os.replace(temporary, target)
     finally:
         temporary.unlink(missing_ok=True)
-    print(f"wrote {target} ({len(text.encode()):,} bytes)", file=sys.stderr)
+    if not quiet:
+        print(f"wrote {target} ({len(text.encode()):,} bytes)", file=sys.stderr)

@@ -5,7 +5,6 @@ paper 001 for a reduced run against a full one (see
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 
@@ -30,6 +29,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _cmd_metrics(args: argparse.Namespace) -> int:
+    from ..cli import print_json
     from ..plugins import open_store
     from .metrics import compare, render
 
@@ -38,5 +38,8 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     reduced = open_store(args.reduced)
     reduced.check()
     result = compare(full, reduced, args.tables, run_full=args.run_full, run_reduced=args.run_reduced, keys=args.key)
-    print(json.dumps(result, indent=2) if args.json else render(result))
+    if args.json:
+        print_json(result)
+    else:
+        print(render(result))
     return 0

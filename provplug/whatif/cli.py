@@ -17,16 +17,15 @@ class _Delete(argparse.Action):
 
 
 class _Where(argparse.Action):
-    """``--where P``: the rows of the last ``--delete`` table to delete."""
+    """``--where P``: the rows of the last ``--delete`` table to delete
+    (several: the rows where all hold)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
         deletions: Sequence[list[Any]] = namespace.deletions or []
         if not deletions:
             parser.error("--where must follow the --delete TABLE whose rows it selects")
-        if deletions[-1][1] is not None:
-            parser.error(f"--delete {deletions[-1][0]} has two --where clauses: join them with AND")
-        deletions[-1][1] = values
+        deletions[-1][1] = [*(deletions[-1][1] or []), values]
 
 
 def add_parser(sub: Any) -> None:
@@ -46,7 +45,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--delete", metavar="TABLE", action=_Delete, dest="deletions", default=[],
                    help="delete rows of TABLE (all of them unless --where follows)")
     p.add_argument("--where", metavar="PREDICATE", action=_Where,
-                   help="the rows of the last --delete TABLE: an SQL boolean expression over its columns")
+                   help="the rows of the last --delete TABLE: an SQL boolean expression over its columns "
+                   "(repeatable: the rows where all hold)")
     p.add_argument("--value-id", metavar="N", type=whole_number(0, "a value id"), action="append", default=[],
                    dest="value_ids", help="delete the row of the cell with value id N")
     p.add_argument("--run", metavar="RUN", help="the tables of run RUN (when several runs wrote a table name)")
@@ -57,9 +57,13 @@ def add_parser(sub: Any) -> None:
 
 
 def _cmd_whatif(args: argparse.Namespace) -> int:
+    from ..cli import combined_where, print_json
     from ..query.api import open as open_store
 
-    answer = open_store(args.store).whatif(deletions=[(t, w) for t, w in args.deletions], value_id=args.value_ids,
-                                           run=args.run)
-    print(answer.to_json() if args.json else answer.render(args.limit))
+    deletions = [(table, combined_where(where)) for table, where in args.deletions]
+    answer = open_store(args.store).whatif(deletions=deletions, value_id=args.value_ids, run=args.run)
+    if args.json:
+        print_json(answer.to_dict())
+    else:
+        print(answer.render(args.limit))
     return 0

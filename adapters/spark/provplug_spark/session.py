@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -67,6 +68,7 @@ from .workers import check_workers
 from .writer import RESULT_SCHEMA, RUNS, OutputLayout, Target, write_output, write_pairs
 
 KEYS_DIR = "keys"  # scratch: row numbers beside an aggregate's hidden group-join columns
+logger = logging.getLogger("provplug.spark")  # under provplug's loggers: shown where the core's are
 
 
 def _now() -> dt.datetime:
@@ -315,6 +317,8 @@ class SparkCaptureSession:
             keys = self.spark.read.schema(keys_schema).parquet(
                 self.run.scratch_destination(KEYS_DIR, str(table.table_id)).spark_path)
             groups = self.triples.submit(self._write_groups, keys, rewritten, table.table_id, op_id)
+        logger.info("step %s wrote %s: %s rows, %s triples%s", step, table.name, f"{rows:,}", f"{triples:,}",
+                    " (as a location edge)" if edge is not None else "")
         return _Written(self._counted(table, "output", rows), self._read_back(table, frame.schema), triples, _now(), groups,
                         edge)
 
@@ -363,6 +367,9 @@ class SparkCaptureSession:
 
     def _close(self, error: BaseException | None) -> None:
         pending, self.pending = self.pending, []
+        writing = sum(not job.done() for _, jobs in pending for job in jobs)
+        if writing and error is None:
+            logger.info("waiting for %d step output(s) still being written", writing)
         # No job may outlive the staging directory: wait for every one, even
         # when the run failed (the transaction then discards the directory).
         # A failed run starts no queued job. Step jobs end before the triple
