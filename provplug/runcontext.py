@@ -29,6 +29,8 @@ from .errors import CaptureError
 from .explore.runs import valid_label
 
 GIT_TIMEOUT_S = 2.0
+# Modules between a pipeline and the capture it opens (never its entry point).
+MACHINERY = frozenset({"contextlib", "provplug.capture", "provplug.scripts"})
 
 
 def git_state(path: str) -> dict[str, Any] | None:
@@ -86,10 +88,10 @@ def kedro_entry(project: str | None, pipeline: str | None, env: str | None,
 
 def python_entry(frame: FrameType | None) -> dict[str, Any]:
     """The Python module that called ``provplug.capture``: the first frame
-    outside provplug and contextlib, from ``frame`` outwards."""
+    from ``frame`` outwards outside the capture machinery (:data:`MACHINERY`)."""
     while frame is not None:
         module = str(frame.f_globals.get("__name__", ""))
-        if not (module == "contextlib" or module == "provplug" or module.startswith(("provplug.", "provplug_"))):
+        if module not in MACHINERY:
             return {"type": "python", "module": module, "path": frame.f_code.co_filename}
         frame = frame.f_back
     return {"type": "python", "module": None, "path": None}

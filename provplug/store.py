@@ -317,7 +317,7 @@ class ParquetStore:
 
     def _unnumbered_runs(self) -> int:
         """How many committed runs carry no number (a store older than numbering)."""
-        return sum(1 for m in self.runs() if not isinstance(m.get("number"), int))
+        return sum(1 for m in self._manifests() if not isinstance(m.get("number"), int))
 
     def release_id(self, kind: str, ident: int, owner: str | None = None) -> None:
         """Free a reservation; with ``owner``, only if it is that run's."""
@@ -496,13 +496,16 @@ class ParquetStore:
         Every folder under ``runs/`` is a committed run (staging is renamed
         there after its manifest is written), so one without a readable
         manifest is damage, reported rather than skipped."""
+        return numbered(self._manifests())
+
+    def _manifests(self) -> list[dict[str, Any]]:
+        """The committed runs' manifests as written (in no order)."""
         self.check()
-        manifests = [
+        return [
             self._manifest(info)
             for info in self._listing(self.path("runs"))
             if info.type == pafs.FileType.Directory and not info.base_name.startswith(".")
         ]
-        return numbered(manifests)
 
     def _listing(self, folder: str, recursive: bool = False) -> list[pafs.FileInfo]:
         """The entries of a folder the store must have."""

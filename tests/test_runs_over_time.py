@@ -64,7 +64,7 @@ def test_each_way_of_naming_run_1_selects_it(people_twice: Path, cli: Any, how: 
     assert answer["run"]["number"] == 1 and answer["run"]["label"] == "first"
     assert answer["run"]["chosen"] == "given"
     text = cli(*README_QUERY[:1], people_twice, *README_QUERY[1:], "--run", wanted)
-    assert text.out.splitlines()[0] == "run 1 (label first): chosen with --run; 2 runs wrote AvgAge"
+    assert text.out.splitlines()[0] == "run 1 (label first): chosen with --run; 2 runs that wrote AvgAge"
 
 
 @pytest.mark.parametrize(("wanted", "message"), [
