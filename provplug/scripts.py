@@ -87,8 +87,9 @@ def capture_writes(
     ``label``, ``tags`` and ``entry_point`` are :func:`provplug.capture`'s
     (the entry point defaults to the module calling this function).
     """
-    from .runcontext import checked_label, python_entry
     from provplug_spark.scripts import WriteTracer, intercepted_writes
+
+    from .runcontext import checked_label, python_entry
 
     label, tags = checked_label(label, tags)  # a bad label fails before anything runs
     entry = dict(entry_point) if entry_point is not None else python_entry(sys._getframe(1))

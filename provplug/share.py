@@ -83,17 +83,21 @@ def _write_whole(path: str, text: str) -> None:
 
 
 def _add_diff(sub: Any) -> argparse.ArgumentParser:
+    from .query.cli import TARGET_HELP
+
     p = sub.add_parser(
         "diff",
         help="which output cells differ between two runs, and which source cells explain each",
         description="Compare the tables both runs wrote (or TABLE), matching rows by --key, else by the "
         "table's non-numeric columns (equal keys in row order), else by row position; for every changed "
-        "cell, the source cells of its lineage that differ. Runs may be unique id prefixes.",
+        "cell, the source cells of its lineage that differ. Without runs, TABLE in the two latest runs "
+        "that wrote it.",
     )
     p.add_argument("store", metavar="STORE")
-    p.add_argument("run_a", metavar="RUN_A", help="the earlier run (an id or a unique prefix)")
-    p.add_argument("run_b", metavar="RUN_B", help="the later run")
-    _add_target(p, "compare only these cells")
+    p.add_argument("operands", nargs="*", metavar="[RUN_A RUN_B] [TABLE[.COLUMN]]",
+                   help="the earlier and the later run (a number, latest, latest~N, a label or an id prefix; "
+                   "default: the two latest runs that wrote TABLE), and the cells to compare. " + TARGET_HELP)
+    p.add_argument("--where", metavar="PREDICATE", help="one SQL boolean expression over TABLE's columns")
     p.add_argument("--key", metavar="COLS", help="comma-separated columns that identify a row (default: see above)")
     p.add_argument("--json", action="store_true", help="the differences as one JSON object")
     p.set_defaults(func=_cmd_diff)
@@ -106,13 +110,17 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     from .query.answer import finite
     from .query.cli import parse_target
 
-    if args.where is not None and args.target is None:
+    if len(args.operands) > 3:
+        raise LineageQueryError("diff takes at most two runs and one TABLE[.COLUMN]")
+    runs, target = (args.operands[:2], args.operands[2:]) if len(args.operands) >= 2 else ([], args.operands)
+    if args.where is not None and not target:
         raise LineageQueryError("--where needs TABLE.COLUMN")
     table = column = None
-    if args.target is not None:
-        table, column = parse_target(args.target)
+    if target:
+        table, column = parse_target(target[0]) if "." in target[0] else (target[0], None)
     key = tuple(k.strip() for k in args.key.split(",") if k.strip()) if args.key else None
-    result = diff_runs(open_store(args.store), args.run_a, args.run_b, table=table, column=column,
+    run_a, run_b = runs or (None, None)
+    result = diff_runs(open_store(args.store), run_a, run_b, table=table, column=column,
                        where=args.where, key=key)
     print(json.dumps(finite(result), indent=1) if args.json else render(result))
     return 0

@@ -13,8 +13,8 @@ import pytest
 import provplug
 from provplug.demo import adults, average_age, capture_people, person1
 from provplug.errors import LineageQueryError
-from provplug.ids import TABLE_SHIFT
 from provplug.explore.runs import numbered, select_run
+from provplug.ids import TABLE_SHIFT
 from provplug.store import MANIFEST, ParquetStore
 
 README_QUERY = ("lineage", "AvgAge.Age", "--where", "City = 'NY'")
@@ -170,9 +170,9 @@ def test_a_label_that_reads_as_a_number_or_latest_is_refused(spark: Any, tmp_pat
     from provplug.errors import CaptureError
 
     for label in ("12", "latest", "latest~1", "2026-run", ""):
-        with pytest.raises(CaptureError, match="run label"):
-            with provplug.capture(spark, store=tmp_path / "s.prov", label=label):
-                pass
+        with pytest.raises(CaptureError, match="run label"), provplug.capture(spark, store=tmp_path / "s.prov",
+                                                                             label=label):
+            pass
     assert not (tmp_path / "s.prov").exists()
 
 

@@ -298,8 +298,7 @@ def render_tables(tables: Sequence[TableRecord]) -> str:
 def render_detail(detail: TableDetail) -> str:
     head = [
         ("table", detail["name"]),
-        ("run", f"{run_line(detail['run'])}\n{'':<11} {detail['run_id']} ({detail['run_kind']}, "
-                f"{detail['run_committed']})"),
+        ("run", f"{run_line(detail['run'])} [{detail['run_id']}, {detail['run_kind']}, {detail['run_committed']}]"),
         ("origin", detail["origin"]),
         ("rows", _cell(detail["rows"])),
         ("columns", ", ".join(detail["columns"]) or "-"),

@@ -133,6 +133,16 @@ def run_used(manifest: Manifest, writers: Sequence[Manifest], table: str | None,
     }
 
 
+def run_note(run: Mapping[str, Any] | None) -> str | None:
+    """The line a text answer starts with when there was a run to choose:
+    :func:`run_line` when several runs wrote the table or ``--run`` chose
+    one; None otherwise (one run: nothing to tell apart; JSON answers carry
+    the ``run`` object always)."""
+    if not run or (not run.get("others") and run.get("chosen") != "given"):
+        return None
+    return run_line(run)
+
+
 def run_line(run: Mapping[str, Any]) -> str:
     """The one line every answer prints about its run, e.g.
     ``run 2 (label nightly): the latest of 2 runs that wrote AvgAge; --run picks another``."""

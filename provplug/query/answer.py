@@ -311,11 +311,11 @@ def _summary_text(s: dict[str, Any], max_rows: int) -> str:
 
 def _run_heading(stats: dict[str, Any]) -> str:
     """The line naming the run the answer used, and a line break (nothing
-    when the answer does not know its run)."""
-    from ..explore.runs import run_line
+    when one run wrote its table, or the answer does not know its run)."""
+    from ..explore.runs import run_note
 
-    run = stats.get("run")
-    return f"{run_line(run)}\n" if run else ""
+    note = run_note(stats.get("run"))
+    return f"{note}\n" if note else ""
 
 
 # -- subgraph --------------------------------------------------------------------

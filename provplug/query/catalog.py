@@ -110,14 +110,17 @@ class Catalog:
         table it is named for, and how many runs wrote a table of that name;
         None when no value names a known table."""
         table, _, _ = self.locate(np.fromiter(values, dtype=np.int64))
-        entries = [self.tables[t] for t in dict.fromkeys(table.tolist()) if t in self.tables]
-        if not entries:
-            return None
-        first = entries[0]
-        writers = [m for m in self.manifests if any(t.name == first.name and t.run_id == m["run_id"]
-                                                    for t in self.tables.values())]
-        manifest = next(m for m in self.manifests if m["run_id"] == first.run_id)
-        return run_used(manifest, writers, first.name, given)
+        known = [t for t in dict.fromkeys(table.tolist()) if t in self.tables]
+        return self.run_of_table(known[0], given) if known else None
+
+    def run_of_table(self, table_id: int, given: bool = False) -> dict[str, Any]:
+        """The ``run`` object of an answer about table ``table_id``: its run,
+        and how many runs wrote a table of its name."""
+        entry = self.tables[table_id]
+        wrote = {t.run_id for t in self.tables.values() if t.name == entry.name}
+        writers = [m for m in self.manifests if m["run_id"] in wrote]
+        manifest = next(m for m in self.manifests if m["run_id"] == entry.run_id)
+        return run_used(manifest, writers, entry.name, given)
 
     def op_name(self, op_id: int) -> str:
         return self.ops.get(op_id, str(op_id))
