@@ -36,7 +36,8 @@ def _add_export(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("store", metavar="STORE")
     _add_target(p, "export the lineage of these cells")
     p.add_argument("--value-id", metavar="N", type=int, action="append", help="export this value's lineage (repeatable)")
-    p.add_argument("--run", metavar="RUN", help="one run (an id or a unique prefix); default: the whole store")
+    p.add_argument("--run", metavar="RUN", help="one run (a number, latest, latest~N, a label or an id prefix); "
+                   "default: the whole store, or for TABLE the latest run that wrote it")
     p.add_argument("--direction", choices=("up", "down"), default="up", help="with a target: ancestors (default) or descendants")
     p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="prov-json, prov-n or openlineage (a JSON array of RunEvents)")
     p.add_argument("--namespace", help="OpenLineage namespace (default: provplug:// and the store's path)")
@@ -60,12 +61,27 @@ def _cmd_export(args: argparse.Namespace) -> int:
         target = Target(table=table, column=column, where=args.where, direction=args.direction)
     elif args.value_id is not None:
         target = Target(value_ids=tuple(args.value_id), direction=args.direction)
-    text = export(open_store(args.store), args.format, run=args.run, target=target, namespace=args.namespace)
+    store = open_store(args.store)
+    text = export(store, args.format, run=args.run, target=target, namespace=args.namespace)
+    if target is not None and target.table is not None:
+        _say_run(store, target.table, args.run)
     if args.output is None:
         print(text)
     else:
         _write_whole(args.output, text + "\n")
     return 0
+
+
+def _say_run(store: Any, table: str, run: str | None) -> None:
+    """On stderr (stdout is the document): the run whose TABLE was exported, when there was one to choose."""
+    import sys
+
+    from .explore.runs import run_note
+    from .query.catalog import catalog_for
+
+    note = run_note(catalog_for(store).table_choice(table, run)[1])
+    if note:
+        print(f"provplug: {note}", file=sys.stderr)
 
 
 def _write_whole(path: str, text: str) -> None:
