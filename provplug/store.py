@@ -294,15 +294,18 @@ class ParquetStore:
                 return candidate
             candidate += 1
 
-    def reserve_run_number(self, run_id: str) -> int:
+    def reserve_run_number(self, run_id: str, announce: Callable[[int], None] | None = None) -> int:
         """The number (1, 2, …) of the run ``run_id``, taken as it commits.
 
         Numbers are reserved like ids: the first free ``_ids/runs/N`` is
         created exclusively (:meth:`create_exclusive`, holding the run id),
         so two concurrent commits can never take the same number, and no
-        counter is read and written back. A number is never given out twice:
-        a run deleted later, or a writer that dies between reserving and
-        renaming, leaves a gap. Runs committed before numbering existed
+        counter is read and written back. A committed run's number is never
+        given out again (a run deleted later leaves a gap); a writer that
+        dies between reserving and renaming has its number released by
+        garbage collection, like its ids (``announce`` logs the candidate
+        first), so numbers still only grow: the next run takes the highest
+        reserved number plus one. Runs committed before numbering existed
         carry no number and are numbered 1..k by commit order when read
         (:func:`provplug.explore.runs.numbered`): the first reservation in
         such a store starts above them."""
@@ -311,9 +314,12 @@ class ParquetStore:
         taken = [int(i.base_name) for i in self.fs.get_file_info(pafs.FileSelector(folder)) if i.base_name.isdigit()]
         floor = max(taken) if taken else self._unnumbered_runs()
         candidate = floor + 1
-        while not self.create_exclusive(f"{folder}/{candidate}", run_id):
+        while True:
+            if announce is not None:
+                announce(candidate)
+            if self.create_exclusive(f"{folder}/{candidate}", run_id):
+                return candidate
             candidate += 1
-        return candidate
 
     def _unnumbered_runs(self) -> int:
         """How many committed runs carry no number (a store older than numbering)."""
@@ -483,7 +489,7 @@ class ParquetStore:
         out = []
         for line in text.split():
             kind, _, ident = line.partition(":")
-            if kind in ID_KINDS and ident.isdigit():
+            if kind in (*ID_KINDS, RUN_NUMBERS) and ident.isdigit():
                 out.append((kind, int(ident)))
         return out
 
@@ -800,7 +806,9 @@ class RunTransaction:
             "triples": self._row_count("triples"),
             **self._location_counts(),
         }
-        number = self.number = self.store.reserve_run_number(self.run_id)
+        number = self.number = self.store.reserve_run_number(
+            self.run_id, announce=lambda c: self._log_reserved((RUN_NUMBERS, c)))
+        self.reserved.append((RUN_NUMBERS, number))  # released if the commit fails before the rename
         ended = utc_now().isoformat()  # after the number: commit times follow the numbers
         manifest = {
             "run_id": self.run_id,
