@@ -182,3 +182,12 @@ def test_a_digit_string_no_run_has_as_number_is_an_id_prefix() -> None:
     assert select_run(runs, "2026112 7".replace(" ", ""))["run_id"] == "20261127T1-b"
     with pytest.raises(LineageQueryError, match="ambiguous"):
         select_run(runs, "2026")
+
+
+def test_observers_learn_the_number_of_the_committed_run(spark: Any, tmp_path: Path) -> None:
+    numbers = []
+    for _ in range(2):
+        with provplug.capture(spark, store=tmp_path / "s.prov") as run:
+            assert run.info.number is None  # not committed yet: no number
+        numbers.append((run.info.status, run.info.number))
+    assert numbers == [("committed", 1), ("committed", 2)]
