@@ -172,3 +172,13 @@ def test_whatif_graph_and_export_name_the_run_they_used(ages: Path, cli: Any) ->
     assert exported.code == 0, exported
     assert "provplug: run 2 (label older): the latest of 2 runs that wrote AvgAge" in exported.err
     json.loads(exported.out)
+
+
+def test_metrics_names_the_runs_it_compared(ages: Path, cli: Any) -> None:
+    result = cli("metrics", ages, ages, "AvgAge", "--run-full", "1", "--key", "City")
+    assert result.code == 0, result
+    full, reduced = result.out.splitlines()[:2]
+    assert full == "full: run 1, chosen with --run-full"
+    assert reduced == "reduced: run 2 (label older), the latest of 2 captures"
+    data = json.loads(cli("metrics", ages, ages, "AvgAge", "--run-full", "latest~1", "--key", "City", "--json").out)
+    assert (data["full"]["run_number"], data["reduced"]["run_number"], data["reduced"]["run_label"]) == (1, 2, "older")
