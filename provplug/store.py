@@ -70,7 +70,7 @@ OWNER = "_owner.json"
 RESERVATIONS = "_reservations"
 LOCATIONS = "locations.json"  # a run's location edges (provplug.location.LOCATIONS; asserted equal by its tests)
 ID_KINDS = ("tables", "ops")
-RUN_NUMBERS = "runs"  # _ids/runs/N: run numbers, reserved at commit (never released: see reserve_run_number)
+RUN_NUMBERS = "runs"  # _ids/runs/N: run numbers, reserved at commit (see reserve_run_number)
 DELETED_PREFIX = ".deleted-"  # runs/.deleted-RUN: a deleted run whose files are being removed
 SKELETON = (MARKER, "runs", "_staging", "_ids")
 # A staging folder without a readable owner record is a dead writer's once it
