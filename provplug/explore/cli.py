@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-RUN_HELP = "the run (its id or a unique prefix; see `provplug runs`)"
+RUN_HELP = "the run: its number, latest, latest~N, its label or an id prefix (see `provplug runs`)"
 
 
 def add_parser(sub: Any) -> None:
     from ..cli import whole_number
 
-    p = sub.add_parser("runs", help="list the committed runs (captures and imports), oldest first")
+    p = sub.add_parser("runs", help="list the committed runs (captures and imports) by number: label, entry point, "
+                       "git commit, status, start time, counts")
     _store_and_json(p)
     p.set_defaults(func=_cmd_runs)
 
@@ -27,7 +28,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("show", help="one table: columns, rows, run, the op that wrote it, its first rows")
     p.add_argument("store", metavar="STORE")
     p.add_argument("table", metavar="TABLE")
-    p.add_argument("--run", metavar="RUN", help=f"{RUN_HELP}; needed when several runs wrote TABLE")
+    p.add_argument("--run", metavar="RUN", help=f"{RUN_HELP}; default: the latest run that wrote TABLE")
     p.add_argument("--limit", type=whole_number(0, "rows"), default=10, metavar="N", help="rows to show (default 10)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_show)
