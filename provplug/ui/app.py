@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 from ..errors import LineageQueryError, ProvplugError
 from ..query.api import ProvenanceStore
 from . import documents
-from .documents import AnswerCache, LineageQuestion
+from .documents import Caches, LineageQuestion
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGES = ("/", "/runs", "/tables", "/table", "/lineage", "/whatif", "/diff", "/graph")
@@ -108,13 +108,17 @@ def json_endpoint(build: Endpoint) -> Callable[[Request], Response]:
     return endpoint
 
 
-def api_routes(store: ProvenanceStore, cache: AnswerCache) -> list[Route]:
+def api_routes(store: ProvenanceStore, caches: Caches) -> list[Route]:
     def lineage(p: Params) -> Any:
-        answer = documents.lineage_answer(store, p.question(), cache)
-        return documents.lineage_document(answer, p.number("depth"), p.flag("sources_only"), p.flag("summary"))
+        question, view = p.question(), (p.number("depth"), p.flag("sources_only"), p.flag("summary"))
+
+        def document() -> Any:
+            return documents.lineage_document(documents.lineage_answer(store, question, caches), *view)
+
+        return caches.documents.get((question, view), document)
 
     def lineage_slice(p: Params) -> Any:
-        answer = documents.lineage_answer(store, p.question(), cache)
+        answer = documents.lineage_answer(store, p.question(), caches)
         of_table = p.text("of_table")
         if of_table is None:
             raise BadParameter("of_table is required: the table whose cells to list")
@@ -183,7 +187,7 @@ def create_app(store: ProvenanceStore, allowed_hosts: list[str] | None = None) -
     hosts = allowed_hosts or ["127.0.0.1", "localhost", "::1", "[::1]"]
     routes = [
         *(Route(path, _page) for path in PAGES),
-        *api_routes(store, AnswerCache()),
+        *api_routes(store, Caches()),
         Route("/api/{rest:path}", _unknown_api),
         Route("/favicon.ico", lambda request: Response(status_code=204)),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),

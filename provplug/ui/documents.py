@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import ids, schema
@@ -58,38 +58,49 @@ class LineageQuestion:
         return query
 
 
-class AnswerCache:
-    """The last few lineage answers, so that expanding one table of a large
-    answer does not run its query again. Thread-safe; a question being
-    answered by one request is answered once (others wait for it)."""
+class Memo:
+    """The last few results of a costly function by key (lineage answers, and
+    the documents made from them), so that expanding one table of a large
+    answer, or opening its link again, does not compute it again.
+    Thread-safe; a key being computed by one request is computed once (the
+    others wait for it)."""
 
     def __init__(self, size: int = 4) -> None:
         self.size = size
-        self._answers: OrderedDict[LineageQuestion, LineageAnswer] = OrderedDict()
+        self._values: OrderedDict[Hashable, Any] = OrderedDict()
         self._lock = threading.Lock()
-        self._pending: dict[LineageQuestion, threading.Lock] = {}
+        self._pending: dict[Hashable, threading.Lock] = {}
 
-    def get(self, question: LineageQuestion, compute: Callable[[], LineageAnswer]) -> LineageAnswer:
+    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         with self._lock:
-            if question in self._answers:
-                self._answers.move_to_end(question)
-                return self._answers[question]
-            pending = self._pending.setdefault(question, threading.Lock())
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+            pending = self._pending.setdefault(key, threading.Lock())
         with pending:
             with self._lock:
-                if question in self._answers:
-                    return self._answers[question]
-            answer = compute()
+                if key in self._values:
+                    return self._values[key]
+            value = compute()
             with self._lock:
-                self._answers[question] = answer
-                self._pending.pop(question, None)
-                while len(self._answers) > self.size:
-                    self._answers.popitem(last=False)
-            return answer
+                self._values[key] = value
+                self._pending.pop(key, None)
+                while len(self._values) > self.size:
+                    self._values.popitem(last=False)
+            return value
 
 
-def lineage_answer(store: ProvenanceStore, question: LineageQuestion, cache: AnswerCache) -> LineageAnswer:
-    return cache.get(question, lambda: store.lineage(**question.arguments()))
+@dataclass
+class Caches:
+    """What one explorer keeps between requests: answers, and their documents."""
+
+    answers: Memo = field(default_factory=Memo)
+    documents: Memo = field(default_factory=lambda: Memo(16))
+
+
+def lineage_answer(store: ProvenanceStore, question: LineageQuestion, caches: Caches) -> LineageAnswer:
+    answer: LineageAnswer = caches.answers.get(question, lambda: store.lineage(**question.arguments()))
+    return answer
 
 
 def lineage_document(answer: LineageAnswer, depth: int | None, sources_only: bool, summary: bool) -> dict[str, Any]:

@@ -220,3 +220,55 @@ def test_ui_help_and_the_missing_extra(cli: Any, demo_store: Path, monkeypatch: 
     result = cli("ui", demo_store, "--port", "0")
     assert result.code == 2 and result.err.strip() == (
         "provplug: error: provplug ui needs starlette: pip install 'provplug[ui]'")
+
+
+@pytest.fixture(scope="module")
+def kedro_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Kedro example project run under PROVPLUG_STORE, indexed (as the Kedro tests build it)."""
+    from kedro_plugin.helpers import copy_project, kedro_run
+
+    from provplug.cli import main
+
+    root = tmp_path_factory.mktemp("kedro_ui")
+    store = root / "store.prov"
+    result = kedro_run(copy_project(root / "project"), store=store)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert main(["index", str(store)]) == 0
+    return store
+
+
+def test_the_api_equals_the_cli_on_the_kedro_example_store(kedro_store: Path, cli: Any, serve: Any) -> None:
+    base = serve(kedro_store)
+    for params, argv in [
+        ({"table": "price_by_location", "column": "avg_price", "where": "company_location = 'Niue'"},
+         ["price_by_location.avg_price", "--where", "company_location = 'Niue'"]),
+        ({"table": "shuttles", "column": "price", "direction": "down", "depth": 2},
+         ["shuttles.price", "--direction", "down", "--depth", "2"]),
+        ({"table": "top_shuttles", "column": "*", "summary": 1}, ["top_shuttles.*", "--summary"]),
+    ]:
+        expected = cli_json(cli, "lineage", kedro_store, *argv, "--json")
+        assert without_timing(api(base, "/api/lineage", **params)) == without_timing(expected), argv
+    niue = api(base, "/api/lineage", table="price_by_location", column="avg_price", where="company_location = 'Niue'")
+    assert sorted(c["value"] for c in niue["lineage"] if c["table"] == "shuttles") == ["$1,780.0", "$2,050.0", "$4,107.0"]
+
+
+def test_the_diff_of_two_runs_equals_the_cli(spark: Any, tmp_path: Path, cli: Any, serve: Any) -> None:
+    import provplug
+    from provplug.demo import adults, average_age
+
+    store = tmp_path / "two.prov"
+    for mark in (40, 50):
+        people = spark.createDataFrame([("Steve", "NY", 30), ("Mark", "NY", mark), ("Mary", "LA", 20)],
+                                       "Name string, City string, Age int").coalesce(1)
+        with provplug.capture(spark, store=store) as run:
+            average_age(adults(run.source(people, "Person1")))
+    assert cli("index", store).code == 0
+    base = serve(store)
+    first, second = (r["run_id"] for r in api(base, "/api/runs"))
+    expected = cli_json(cli, "diff", store, first, second, "--json")
+    got = api(base, "/api/diff", a=first, b=second)
+    assert got == expected
+    avg = next(t for t in got["tables"] if t["table"] == "AvgAge")
+    assert [(c["column"], c["old"], c["new"]) for c in avg["changed"]] == [("Age", 35.0, 40.0)]
+    one = api(base, "/api/diff", a=first, b=second, table="AvgAge", column="Age")
+    assert one == cli_json(cli, "diff", store, first, second, "AvgAge.Age", "--json")

@@ -21,7 +21,7 @@ function el(tag, attrs, ...children) {
 }
 
 function append(node, children) {
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null || child === false) continue;
     node.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -271,15 +271,18 @@ function buildGraph(doc) {
     frontier = found;
   }
   for (const node of nodes.values()) {
-    node.level = Math.min(...node.cells.map((c) => hops.get(c.value_id) ?? 0));
+    // A cell no triple reaches (a sources-only view has none) sits one step from the query.
+    node.level = Math.min(...node.cells.map((c) => hops.get(c.value_id) ?? (c.queried ? 0 : 1)));
     node.cells.sort((a, b) => String(a.column).localeCompare(String(b.column)));
   }
   return { cells, nodes, next, back, up, rows: doc.rows };
 }
 
 function reachable(graph, collapsed) {
-  // Nodes seen from the queried ones, going no further than a collapsed node.
-  const seen = new Set([...graph.nodes.values()].filter((n) => n.queried).map((n) => n.key));
+  // Nodes seen from the queried ones, going no further than a collapsed node
+  // (and those no triple leads to: a sources-only view has no triples).
+  const linked = (n) => n.cells.some((c) => graph.back.has(c.value_id));
+  const seen = new Set([...graph.nodes.values()].filter((n) => n.queried || !linked(n)).map((n) => n.key));
   let frontier = [...seen];
   while (frontier.length) {
     const found = [];
