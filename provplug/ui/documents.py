@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import ids, schema
 from ..errors import LineageQueryError
-from ..query.answer import LineageAnswer, finite, row_key
+from ..query.answer import LineageAnswer, finite
 from ..query.api import ProvenanceStore
 from ..query.catalog import catalog_for, jsonable
 from ..query.where import select_rows
@@ -204,4 +204,4 @@ def diff_document(store: ProvenanceStore, run_a: str, run_b: str, target: Mappin
         raise LineageQueryError("where needs table and column")
     result = diff_runs(store.store, run_a, run_b, table=target.get("table"), column=target.get("column"),
                        where=target.get("where"), key=key)
-    return finite(result)  # type: ignore[no-any-return]
+    return finite(result)
