@@ -14,6 +14,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
@@ -182,8 +183,6 @@ def create_app(store: ProvenanceStore, allowed_hosts: list[str] | None = None) -
     """The explorer over ``store``. ``allowed_hosts``: the Host headers
     accepted (a page of another site that resolves its name to this machine
     gets nothing); default: the loopback names."""
-    from starlette.middleware.base import BaseHTTPMiddleware
-
     hosts = allowed_hosts or ["127.0.0.1", "localhost", "::1", "[::1]"]
     routes = [
         *(Route(path, _page) for path in PAGES),
