@@ -204,3 +204,27 @@ def test_a_large_answer_opens_summarised_and_expands_a_table_on_request(wide_sto
     listed = sales.locator("table.slice tbody tr td:nth-child(3)").all_inner_texts()  # "value N": no stored row
     assert len(set(listed)) == 400 and all(int(v.split()[1]) % 3 for v in listed)
     screenshot(page, "11-large-answer-summary")
+
+
+def test_runs_and_the_diff_of_two_runs(spark: Any, tmp_path: Path, serve: Any, browser_page: Any,
+                                       screenshot: Any) -> None:
+    import provplug
+    from provplug.demo import adults, average_age
+
+    store = tmp_path / "two.prov"
+    for mark in (40, 50):
+        people = spark.createDataFrame([("Steve", "NY", 30), ("Mark", "NY", mark), ("Mary", "LA", 20)],
+                                       "Name string, City string, Age int").coalesce(1)
+        with provplug.capture(spark, store=store) as run:
+            average_age(adults(run.source(people, "Person1")))
+    provplug.open(store).index()
+    page, base = browser_page, serve(store)
+    page.goto(base + "runs")
+    wait_ready(page)
+    assert page.locator("table.grid tbody tr").count() == 2
+    navigate(page, lambda: page.click("a[href='/diff']"))
+    navigate(page, lambda: page.click("form.controls button[type=submit]"))  # the two runs, oldest first
+    change = page.locator('.effect[data-table="AvgAge"] li.changed').first
+    assert (change.locator(".old").first.inner_text(), change.locator(".new").first.inner_text()) == ("35.0", "40.0")
+    assert "because Person1.Age" in change.inner_text() and "40 → 50" in change.inner_text()
+    screenshot(page, "12-diff")
