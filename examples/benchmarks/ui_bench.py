@@ -2,14 +2,15 @@
 
 On the paper-shaped trace (``paper_trace.py``, indexed as ``query_bench.py``
 does), the largest hubs together (as ``answer_size.py`` picks them) have
-about 100,000 ancestors. The explorer (``provplug ui``, served from this
-process) opens ``/lineage?value_id=...`` in Debian's Chromium driven by
+about 100,000 ancestors. The explorer (``provplug ui --port 0``, a new
+process each round, as a user starts it) opens ``/lineage?value_id=...`` in Debian's Chromium driven by
 Playwright; the page asks for the answer's summary and, the answer being
 large, shows it summarised per table and column. Measured: the wall time
 from navigation to the summary on screen (the query run by the server: cold
 answer; then again with the answer in the server's cache: warm), and the
 time from clicking "expand table" on the largest table to its first page of
-cells on screen. Writes ``ui.md`` beside this file.
+cells on screen; beside them, ``provplug lineage ... --summary --json`` for
+the same question in a new process. Writes ``ui.md`` beside this file.
 
     python examples/benchmarks/ui_bench.py [--scale 1.0] [--ancestors 100000] [--rounds 3]
 """
@@ -17,9 +18,13 @@ cells on screen. Writes ``ui.md`` beside this file.
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +32,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import provplug  # noqa: E402
-from provplug.ui.server import running  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -46,6 +50,31 @@ def trace_question(scale: float, seed: int, ancestors: int) -> tuple[Path, list[
     path = HERE / "data" / f"query-trace-{scale:g}.prov"
     prepare(path, scale, seed, theta=25_000)
     return path, hubs_reaching(path, ancestors)
+
+
+@contextmanager
+def explorer(path: Path) -> Iterator[str]:
+    """``provplug ui PATH --port 0`` in a process of its own (as a user starts it); yields its URL."""
+    server = subprocess.Popen([sys.executable, "-m", "provplug", "ui", str(path), "--port", "0"],
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline()
+        found = re.search(r"at (http://\S+/) ", line)
+        if found is None:
+            raise RuntimeError(f"provplug ui did not start: {line}{server.stderr.read()}")
+        yield found.group(1)
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def cli_summary(path: Path, values: list[int]) -> float:
+    """Seconds of ``provplug lineage PATH --value-id ... --summary --json``: the same question, a new process."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "provplug", "lineage", str(path), *(f"--value-id={v}" for v in values),
+                    "--summary", "--json"], check=True, capture_output=True)
+    return time.perf_counter() - started
 
 
 def open_summary(page: Any, url: str) -> float:
@@ -80,7 +109,7 @@ def measure(path: Path, values: list[int], rounds: int) -> dict[str, Any]:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
         for _ in range(rounds):
-            with running(provplug.open(path)) as url:  # a new server: its answer cache is empty
+            with explorer(path) as url:  # a new server process: nothing cached
                 page = browser.new_page(viewport={"width": 1400, "height": 900})
                 figures["cold"].append(open_summary(page, f"{url}lineage?{query}"))
                 figures["warm"].append(open_summary(page, f"{url}lineage?{query}"))
@@ -89,9 +118,7 @@ def measure(path: Path, values: list[int], rounds: int) -> dict[str, Any]:
                 figures["expand"].append(seconds)
                 figures["expanded"] = (table, rows)
                 page.close()
-            started = time.perf_counter()  # the query alone, in this process: what the cold open waits for
-            provplug.open(path).lineage(value_id=values)
-            figures["query"].append(time.perf_counter() - started)
+            figures["query"].append(cli_summary(path, values))
         browser.close()
     return figures
 
@@ -109,7 +136,7 @@ def report(figures: dict[str, Any], command: str, out: Path) -> str:
         "The page opens it summarised per table and column (more than 1,500 cells); "
         f"\"expand table\" on the largest table ({table}) lists its first {rows} cells.",
         "Wall seconds in Chromium (headless, Playwright), median of "
-        f"{len(figures['cold'])} rounds, each with a new server:",
+        f"{len(figures['cold'])} rounds, each with a new `provplug ui` process:",
         "",
         "| step | median s | each round s |",
         "| --- | ---: | --- |",
@@ -117,15 +144,17 @@ def report(figures: dict[str, Any], command: str, out: Path) -> str:
         + ", ".join(f"{x:.2f}" for x in figures["cold"]) + " |",
         f"| open to the summary, answer in the server's cache (warm) | {med(figures['warm']):.2f} | "
         + ", ".join(f"{x:.2f}" for x in figures["warm"]) + " |",
-        f"| the lineage query alone (`provplug.open(...).lineage`, in process) | {med(figures['query']):.2f} | "
+        f"| the same question on the command line (`provplug lineage ... --summary --json`, a new process) | "
+        f"{med(figures['query']):.2f} | "
         + ", ".join(f"{x:.2f}" for x in figures["query"]) + " |",
         f"| expand the largest table to its first cells | {med(figures['expand']):.2f} | "
         + ", ".join(f"{x:.2f}" for x in figures["expand"]) + " |",
         "",
         "Open times run from navigation to the summary cards drawn (page load, the summary request, drawing); "
-        "a cold open is the query plus the summary of its answer (`LineageAnswer.summary`) plus the page; "
+        "a cold open is the server's first query (catalogue and index read cold) plus the summary of its answer "
+        "(`LineageAnswer.summary`) plus the page, what the command line pays for the same summary; "
         "a warm open serves the summary document kept by the server. "
-        "the page's own figure (script start to drawn, warm) was "
+        "The page's own figure (script start to drawn, warm) was "
         + ", ".join(f"{x} ms" for x in figures["page_ms"]) + ".",
         "",
     ]
