@@ -8,7 +8,8 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("pandas", "pyarrow", "numpy", "duckdb", "pyspark", "graphviz", "prov", "openlineage", "kedro")
+HEAVY = ("pandas", "pyarrow", "numpy", "duckdb", "pyspark", "graphviz", "prov", "openlineage", "kedro",
+         "starlette", "uvicorn", "anyio", "playwright")
 
 PROBE = """
 import json, sys
@@ -37,5 +38,5 @@ def test_the_probe_sees_a_heavy_import() -> None:
 
 def test_help_runs_and_lists_every_command() -> None:
     result = subprocess.run([sys.executable, "-m", "provplug", "--help"], capture_output=True, text=True, check=True)
-    for command in ("import", "stats", "index", "lineage", "demo"):
+    for command in ("import", "stats", "index", "lineage", "demo", "ui"):
         assert command in result.stdout
