@@ -17,7 +17,7 @@ from .progress import Progress
 
 Command = Callable[[argparse.Namespace], int]
 
-COMMAND_MODULES = ("provplug.index.cli", "provplug.query.cli", "provplug.demo", "provplug.explore.cli", "provplug.graph", "provplug.share", "provplug.runscript", "provplug.reduce.cli", "provplug.query.depends_cli", "provplug.whatif.cli")
+COMMAND_MODULES = ("provplug.index.cli", "provplug.query.cli", "provplug.demo", "provplug.explore.cli", "provplug.graph", "provplug.share", "provplug.runscript", "provplug.reduce.cli", "provplug.query.depends_cli", "provplug.whatif.cli", "provplug.ui.cli")
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
