@@ -144,7 +144,7 @@ def _connect(limits: WhereLimits) -> Any:
     a predicate cannot change (``lock_configuration``)."""
     import duckdb
 
-    config = {
+    config: dict[str, str | bool | int | float | list[str]] = {
         "enable_external_access": False,
         "autoload_known_extensions": False,
         "autoinstall_known_extensions": False,
