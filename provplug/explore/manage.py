@@ -69,7 +69,7 @@ def collect_garbage(store: Store, dry_run: bool = False) -> GcReport:
     store.check()
     items: list[Garbage] = list(store.garbage())
     skipped: list[str] = []
-    generations = generation.garbage_generations(store)
+    generations = generation.garbage_generations(store, dry_run)
     if generations is None:
         skipped.append("index generations: an index build is running")
     else:

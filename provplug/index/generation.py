@@ -115,6 +115,12 @@ def _take_lock(store: Store, path: str) -> bool:
     return False
 
 
+def build_running(store: Store) -> bool:
+    """True if a live builder holds the build lock (read, never taken)."""
+    path = f"{index_root(store)}/{LOCK}"
+    return store.fs.get_file_info(path).type == pafs.FileType.File and not _stale(store, path)
+
+
 def _stale(store: Store, path: str) -> bool:
     try:
         # A lock written in place (off local disk, or by an older provplug) may be
@@ -171,11 +177,14 @@ def check_covers(store: Store, indexed: set[str], runs: Iterable[dict[str, Any]]
 # -- garbage ----------------------------------------------------------------------------
 
 
-def garbage_generations(store: Store) -> list[tuple[str, str, int]] | None:
+def garbage_generations(store: Store, dry_run: bool = False) -> list[tuple[str, str, int]] | None:
     """``(name, path, bytes)`` of every generation ``provplug gc`` may remove,
-    or None while an index build runs (its new generation is not live yet)."""
+    or None while an index build runs (its new generation is not live yet).
+    A ``dry_run`` writes nothing: it looks at the build lock, not takes it."""
     if store.fs.get_file_info(index_root(store)).type != pafs.FileType.Directory:
         return []
+    if dry_run:
+        return None if build_running(store) else _stale_generations(store)
     try:
         with build_lock(store):
             return _stale_generations(store)
