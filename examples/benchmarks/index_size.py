@@ -77,11 +77,14 @@ def sizes(generation_dir: Path) -> dict[str, int]:
 
 def child(code: str, args: list[str], source: Path) -> Any:
     env = {**os.environ, "PYTHONPATH": str(source)}
-    result = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, check=True)
+    # Run in ``source``: ``python -c`` puts the working directory first on the path.
+    result = subprocess.run([sys.executable, "-c", code, *args], env=env, cwd=source, capture_output=True, text=True,
+                            check=True)
     return json.loads(result.stdout.splitlines()[-1])
 
 
 def measure(store: Path, builds: int, source: Path) -> dict[str, Any]:
+    store = store.resolve()
     runs = []
     for _ in range(builds):
         runs.append(child(BUILD, [str(store)], source))
