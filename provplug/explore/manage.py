@@ -95,8 +95,7 @@ def _kept_previous(store: Store, listed: set[str], now: bool) -> list[str]:
         why = "a query holds it" if store.local else "readers off local disk cannot be seen"
         return [f"index generation {previous}: {why}"]
     minutes = generation.PREVIOUS_GRACE_S / 60
-    return [f"index generation {previous}: replaced less than {minutes:g} min ago, a query may still read it "
-            "(gc --now removes it unless a query holds it)"]
+    return [f"index generation {previous}: replaced less than {minutes:g} min ago, a query may still read it"]
 
 
 def _remove(store: Store, items: list[Garbage], now: bool) -> list[Garbage]:
