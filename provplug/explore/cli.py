@@ -42,6 +42,9 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("gc", help="remove crashed writers' staging, old index generations, interrupted deletions")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    p.add_argument("--now", action="store_true",
+                   help="also the previous index generation, at once, unless a query holds it "
+                        "(default: kept 10 min after a re-index)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_gc)
 
@@ -107,7 +110,7 @@ def _cmd_delete_run(args: argparse.Namespace) -> int:
 def _cmd_gc(args: argparse.Namespace) -> int:
     from .manage import collect_garbage
 
-    report = collect_garbage(_open(args.store), dry_run=args.dry_run)
+    report = collect_garbage(_open(args.store), dry_run=args.dry_run, now=args.now)
     verb = "would remove" if args.dry_run else "removed"
     lines = [f"{verb} {g['kind']} {g['name']} ({_size(g['bytes'])})" for g in report["removed"]]
     lines += [f"skipped {s}" for s in report["skipped"]]
