@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import logging
 import os
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
@@ -37,6 +38,7 @@ from .protocols import AdapterSession, Store, Transaction
 from .recorder import StagedRun
 from .reduce.base import MODES, Reduction
 from .reduce.spec import reductions_from
+from .runcontext import checked_label, python_entry, run_context
 
 F = TypeVar("F", bound=Callable[..., Any])
 logger = logging.getLogger(__name__)  # what a capture is doing: run started, steps, committed
@@ -215,6 +217,9 @@ def capture(
     reduce: Mapping[str, Reduction | str] | None = None,
     reduce_mode: str = "production",
     location_lineage: bool = True,
+    label: str | None = None,
+    tags: Sequence[str] = (),
+    entry_point: Mapping[str, Any] | None = None,
 ) -> Iterator[ActiveRun]:
     """Capture one run of a pipeline on ``engine`` into ``store``, atomically.
 
@@ -229,6 +234,9 @@ def capture(
     select / withColumn / cast / scalar UDF over one input) stores one
     location edge instead (:mod:`provplug.location`, DESIGN §10), which
     every reader expands to the same triples.
+    ``label`` and ``tags`` name the run (``provplug runs``; ``--run LABEL``
+    picks its latest run); ``entry_point`` says how it was started (see
+    :mod:`provplug.runcontext`; default: the calling Python module).
     """
     if _active_run.get() is not None:
         raise CaptureError("a capture run is already active in this context")
@@ -241,10 +249,13 @@ def capture(
         raise CaptureError(f"provenance reduction needs a Spark pipeline; the {adapter.name} adapter cannot reduce")
     if reductions and reduce_mode == "thesis":
         warn_thesis_mode(reductions)
+    label, tags = checked_label(label, tags)
+    entry = dict(entry_point) if entry_point is not None else python_entry(sys._getframe(1))
     target = plugins.store(os.fspath(store))
     with observed_run(target, plugins, "capture", adapter.name) as (txn, info):
         run = ActiveRun(target, txn, info, plugins, store_rows, engine, reductions, reduce_mode, location_lineage)
         logger.info("capture run %s started (%s) into %s", info.run_id, adapter.name, target.uri)
+        run.record_context(run_context(adapter.name, engine, entry, label, tags))
         token = _active_run.set(run)
         try:
             run.session = adapter.open(engine, run)

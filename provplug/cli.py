@@ -9,15 +9,15 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, NoReturn
 
 from .errors import LineageQueryError, ProvplugError
-from .progress import Progress
+from .progress import Progress, silenced
 
 Command = Callable[[argparse.Namespace], int]
 
-COMMAND_MODULES = ("provplug.index.cli", "provplug.query.cli", "provplug.demo", "provplug.explore.cli", "provplug.graph", "provplug.share", "provplug.runscript", "provplug.reduce.cli", "provplug.query.depends_cli", "provplug.whatif.cli")
+COMMAND_MODULES = ("provplug.index.cli", "provplug.query.cli", "provplug.demo", "provplug.explore.cli", "provplug.graph", "provplug.share", "provplug.runscript", "provplug.reduce.cli", "provplug.query.depends_cli", "provplug.whatif.cli", "provplug.ui.cli")
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
@@ -36,10 +36,11 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from .importer import import_provenance
     from .plugins import open_store
 
-    result = import_provenance(
-        open_store(args.store), args.triples, args.values, progress=Progress(enabled=not args.quiet),
-        row_lineage=args.row_lineage, row_rules=args.row_rules,
-    )
+    with Progress(enabled=not args.quiet) as progress:  # closed (a failed stage crossed) before the summary
+        result = import_provenance(
+            open_store(args.store), args.triples, args.values, progress=progress,
+            row_lineage=args.row_lineage, row_rules=args.row_rules,
+        )
     if args.json:
         print_json(result)
     else:
@@ -338,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         # Parsed: only the command's own options count (a script's `--json` under `run` does not).
         as_json = bool(getattr(args, "json", False)) or getattr(args, "format", None) == "json"
-        with _logging_for(args):
+        with _logging_for(args), (silenced() if getattr(args, "quiet", False) else nullcontext()):
             status = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below, not at exit
         return status

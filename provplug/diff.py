@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import schema
 from .errors import LineageQueryError, NotIndexedError
+from .explore.runs import run_summary
 from .export.scope import Table, resolve_run, stored_rows, tables_of
 
 if TYPE_CHECKING:
@@ -72,30 +73,52 @@ class Matching:
 
 def diff_runs(
     store: Store,
-    run_a: str,
-    run_b: str,
+    run_a: str | None,
+    run_b: str | None,
     table: str | None = None,
     column: str | None = None,
     where: str | None = None,
     key: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """The differences between runs ``run_a`` and ``run_b`` (ids or unique prefixes)."""
+    """The differences between runs ``run_a`` and ``run_b`` (anything
+    ``--run`` takes: a number, ``latest~N``, a label, an id prefix). Without
+    runs, ``table`` is compared in the two latest runs that wrote it."""
     store.check()
-    a, b = resolve_run(store, run_a), resolve_run(store, run_b)
+    if (run_a is None) != (run_b is None):
+        raise LineageQueryError("give two runs to compare, or none (then the two latest runs that wrote TABLE)")
+    if run_a is None or run_b is None:
+        a, b = _two_latest_writers(store, table)
+    else:
+        a, b = resolve_run(store, run_a), resolve_run(store, run_b)
     tables_a = {t.name: t for t in tables_of(store, {a})}
     tables_b = {t.name: t for t in tables_of(store, {b})}
     names = _compared_names(tables_a, tables_b, table, a, b)
     differ = _Differ(store, a, b, tuple(key or ()))
     entries = [differ.table(tables_a[n], tables_b[n], column, where) for n in names]
     explained = differ.explain(entries)
+    manifests = {m["run_id"]: m for m in store.runs()}
     return {
         "run_a": a,
         "run_b": b,
+        "runs": {"a": run_summary(manifests[a]), "b": run_summary(manifests[b]),
+                 "chosen": "given" if run_a is not None else "latest two"},
         "tables": entries,
         "only_in_a": sorted(set(tables_a) - set(tables_b)) if table is None else [],
         "only_in_b": sorted(set(tables_b) - set(tables_a)) if table is None else [],
         "explained": explained,
     }
+
+
+def _two_latest_writers(store: Store, table: str | None) -> tuple[str, str]:
+    """The ids of the two latest runs (by number) that wrote ``table``."""
+    if table is None:
+        raise LineageQueryError("give two runs to compare, or a TABLE (then its two latest runs are compared)")
+    wrote = {t.run_id for t in tables_of(store) if t.name == table}
+    writers = [m["run_id"] for m in store.runs() if m["run_id"] in wrote]
+    if len(writers) < 2:
+        have = "no run" if not writers else "only one run"
+        raise LineageQueryError(f"{have} wrote a table {table!r}: nothing to compare (give two runs)")
+    return writers[-2], writers[-1]
 
 
 def _compared_names(tables_a: dict[str, Table], tables_b: dict[str, Table], table: str | None, a: str, b: str) -> list[str]:
@@ -406,7 +429,7 @@ def _value_id(table: Table, column: str, row: int) -> int:
 
 def render(result: dict[str, Any]) -> str:
     """The differences as lines a user reads."""
-    lines = [f"runs {result['run_a']} → {result['run_b']}"]
+    lines = [_runs_heading(result)]
     differing = 0
     for entry in result["tables"]:
         counts = (len(entry["changed"]), len(entry["added"]), len(entry["removed"]))
@@ -431,6 +454,19 @@ def render(result: dict[str, Any]) -> str:
     if not differing:
         lines.append(f"no differences in {len(result['tables'])} tables both runs wrote")
     return "\n".join(lines)
+
+
+def _runs_heading(result: dict[str, Any]) -> str:
+    """``run 3 (label a) → run 4 (…): the two latest runs that wrote AvgAge`` (ids when numbers are unknown)."""
+    runs = result.get("runs")
+    if not runs:
+        return f"runs {result['run_a']} → {result['run_b']}"
+
+    def name(run: dict[str, Any]) -> str:
+        return f"run {run['number']}" + (f" (label {run['label']})" if run.get("label") else "") + f" [{run['id']}]"
+
+    how = ": the two latest runs that wrote the table" if runs.get("chosen") == "latest two" else ""
+    return f"{name(runs['a'])} → {name(runs['b'])}{how}"
 
 
 def _cause_text(cause: dict[str, Any]) -> str:

@@ -17,8 +17,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import StoreError
-
 if TYPE_CHECKING:
     from .protocols import Store
 
@@ -50,9 +48,10 @@ def workflow_of(store: Store, run: str | None = None) -> Workflow:
     """The workflow of ``store`` (of run ``run`` only, when given)."""
     import pyarrow.compute as pc
 
-    runs = [m["run_id"] for m in store.runs()]
-    if run is not None and run not in runs:
-        raise StoreError(f"{store.uri} has no run {run!r} (runs: {', '.join(runs) or 'none'})")
+    if run is not None:
+        from .explore.runs import select_run
+
+        run = str(select_run(store.runs(), run)["run_id"])  # a number, latest~N, a label or an id prefix
     tables, ops = store.tables(), store.ops()
     if run is not None:
         tables = tables.filter(pc.equal(tables.column("run_id"), run))
@@ -138,11 +137,24 @@ def add_parser(sub: Any) -> None:
         description="Draw the store's workflow graph (G_wf, inferred from the ops and triples).",
     )
     p.add_argument("store", metavar="STORE")
-    p.add_argument("--run", metavar="RUN", help="only the tables and ops of run RUN")
+    p.add_argument("--run", metavar="RUN", help="only the tables and ops of run RUN (a number, latest, latest~N, "
+                   "a label or an id prefix; default: every run)")
     p.add_argument("--format", choices=FORMATS, default="text",
                    help="text (default), svg, html or dot (svg/html need provplug[export])")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     p.set_defaults(func=_cmd_graph)
+
+
+def _run_chosen(store: Store, run: str | None) -> str | None:
+    """``run 2 (label L) of 3 runs``: the run --run drew, as the graph names it."""
+    if run is None:
+        return None
+    from .explore.runs import select_run
+
+    runs = store.runs()
+    chosen = select_run(runs, run)
+    label = f" (label {chosen['label']})" if chosen.get("label") else ""
+    return f"run {chosen['number']}{label} of {len(runs)} runs"
 
 
 def _cmd_graph(args: argparse.Namespace) -> int:
@@ -153,10 +165,11 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     store = open_store(args.store)
     store.check()
     wf = workflow_of(store, args.run)
+    chosen = _run_chosen(store, args.run)
     if args.format == "text":
-        text = as_text(wf)
+        text = as_text(wf) if chosen is None else f"{chosen}\n{as_text(wf)}"
     else:
-        title = f"Workflow of {args.store}" + (f", run {args.run}" if args.run else "")
+        title = f"Workflow of {args.store}" + (f", {chosen}" if chosen else "")
         text = render(as_graph(wf, title), args.format, title, LEGEND)
     write_output(text, args.output, quiet=args.quiet)
     return 0

@@ -749,7 +749,7 @@ class _RunWriter:
                     graph.nodes[src], graph.nodes[dst], op_ids[graph.op[rows]],
                     src_table=node_tables[src], dst_table=node_tables[dst],
                 )
-                self.progress.update("writing triples", rows.stop, "triples")
+                self.progress.update("writing triples", rows.stop, "triples", total=graph.size)
         self.progress.done("wrote triples", graph.size, "triples")
 
     def _write_catalogue(self, graph: _Graph, table_ids: np.ndarray, op_ids: np.ndarray,

@@ -33,4 +33,5 @@ def observed_run(
         raise
     assert info is not None
     info.status, info.finished = "committed", utc_now()
+    info.number = getattr(txn, "number", None)  # given by the store's commit (see ParquetStore.reserve_run_number)
     plugins.run_finished(info, None)

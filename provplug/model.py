@@ -57,6 +57,7 @@ class RunInfo:
     started: datetime
     finished: datetime | None = None
     status: Literal["running", "committed", "failed"] = "running"
+    number: int | None = None  # the run's number (1, 2, ...), once committed
 
 
 @dataclasses.dataclass(frozen=True)

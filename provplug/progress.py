@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import logging
 import os
 import sys
@@ -163,6 +164,21 @@ def _bar(fraction: float) -> Text:
     return Text.assemble(("━" * full, "magenta"), ("━" * (BAR_WIDTH - full), "grey23"))
 
 
+# Set by `provplug --quiet` for the whole command, so that the Progress objects
+# the library makes on its own (metrics, exports, Spark queries) are silent too.
+_silenced: contextvars.ContextVar[bool] = contextvars.ContextVar("provplug_progress_silenced", default=False)
+
+
+@contextlib.contextmanager
+def silenced() -> Iterator[None]:
+    """Within this block every :class:`Progress` made is disabled."""
+    token = _silenced.set(True)
+    try:
+        yield
+    finally:
+        _silenced.reset(token)
+
+
 class Progress:
     """Report the stages of long work to ``stream`` (stderr by default);
     silent when ``enabled`` is false. ``live`` forces (True) or forbids
@@ -175,7 +191,7 @@ class Progress:
         self, enabled: bool = True, stream: TextIO | None = None, every: float = 1.0, live: bool | None = None,
         console: Console | None = None, clock: Callable[[], float] | None = None,
     ) -> None:
-        self.enabled = enabled
+        self.enabled = enabled and not _silenced.get()
         self.stream = stream if stream is not None else sys.stderr
         self.every = every
         self.live = (console is not None or _is_terminal(self.stream)) if live is None else live

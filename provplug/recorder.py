@@ -102,6 +102,15 @@ class StagedRun:
             raise CaptureError(f"the store {self.store.uri} cannot record a reduction on a run")
         annotations["reduction"] = dict(reduction)
 
+    # -- context (provplug.runcontext) ----------------------------------------------
+    def record_context(self, context: Mapping[str, Any]) -> None:
+        """Record how the run was started (entry point, git commit, label,
+        tags, ...: see :mod:`provplug.runcontext`) in its manifest."""
+        annotations = getattr(self.txn, "annotations", None)
+        if not isinstance(annotations, dict):
+            raise CaptureError(f"the store {self.store.uri} cannot record a run's context")
+        annotations.update(context)
+
     def keep_source_rows(self, kept: Mapping[int, Any]) -> None:
         """Production-mode reduction: when the run finishes, keep only the
         triples on paths from these rows (source table id -> sorted row

@@ -27,6 +27,8 @@ def add_parser(sub: Any) -> None:
                    help="keep provenance for some rows of a source only: TABLE=TECHNIQUE:key=value,... "
                    "(e.g. flights=sample:ratio=0.33,seed=1; repeatable). Production mode: every row is "
                    "computed, only the kept rows' triples are stored")
+    p.add_argument("--label", metavar="LABEL", help="name the run (see `provplug runs`; --run LABEL picks it)")
+    p.add_argument("--tag", action="append", default=[], metavar="TAG", help="tag the run (repeatable)")
     p.add_argument("script_line", nargs=argparse.REMAINDER, action=_ScriptLine, metavar="SCRIPT [ARGS]",
                    help="the PySpark script to run and its own arguments")
     p.set_defaults(func=_cmd_run)
@@ -84,7 +86,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     store, script, script_args = _store_script_args(args)
     reduce = parse_specs(args.reduce)  # a malformed spec fails before the script runs
-    status, run = run_script(script, script_args, store, store_rows=not args.no_rows, reduce=reduce)
+    status, run = run_script(script, script_args, store, store_rows=not args.no_rows, reduce=reduce,
+                             label=args.label, tags=args.tag)
     if status != 0:
         print(f"provplug: the script exited with status {status}; nothing captured", file=sys.stderr)
     elif run is None:
@@ -92,5 +95,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         writes = sum(1 for op in run.txn.ops if op.name.startswith("write:"))
         tables = {t for op in run.txn.ops for t in (*op.inputs, *op.outputs)}
-        note(args, f"provplug: captured run {run.run_id} ({writes} writes, {len(tables)} tables) into {store}")
+        number = getattr(run.txn, "number", None)
+        note(args, f"provplug: captured run {number if number is not None else '?'} ({run.run_id}; "
+                   f"{writes} writes, {len(tables)} tables) into {store}")
     return status

@@ -38,8 +38,10 @@ class WriteCapture:
     stays None while nothing has been written)."""
 
     def __init__(self, store: str | os.PathLike[str], store_rows: bool, plugins: Plugins | None,
-                 engine: object | None, reduce: Mapping[str, Any] | None = None) -> None:
+                 engine: object | None, reduce: Mapping[str, Any] | None = None,
+                 context: Mapping[str, Any] | None = None) -> None:
         self.store, self.store_rows, self.plugins = store, store_rows, plugins
+        self.context = dict(context or {})  # capture()'s label, tags and entry_point
         self.engine = engine
         self.reduce = reduce
         self.run: ActiveRun | None = None
@@ -54,7 +56,7 @@ class WriteCapture:
             if self.engine is not None and engine is not self.engine:
                 raise CaptureError("a write inside capture_writes comes from another SparkSession than the one given")
             opened = capture(engine, self.store, store_rows=self.store_rows, plugins=self.plugins,
-                             reduce=self.reduce, reduce_mode="production")
+                             reduce=self.reduce, reduce_mode="production", **self.context)
             self.run = self._context.run(self._stack.enter_context, opened)
         return self.run
 
@@ -74,6 +76,9 @@ def capture_writes(
     store_rows: bool = True,
     plugins: Plugins | None = None,
     reduce: Mapping[str, Any] | None = None,
+    label: str | None = None,
+    tags: Sequence[str] = (),
+    entry_point: Mapping[str, Any] | None = None,
 ) -> Iterator[WriteCapture]:
     """Capture every DataFrame write inside the block as a step, into ``store``.
 
@@ -82,10 +87,17 @@ def capture_writes(
     table name -> reduction or its spec, see :mod:`provplug.reduce`) reduces
     the provenance kept, in production mode: the script reads its own
     inputs, so every row is computed and only the kept rows' triples stored.
+    ``label``, ``tags`` and ``entry_point`` are :func:`provplug.capture`'s
+    (the entry point defaults to the module calling this function).
     """
     from provplug_spark.scripts import WriteTracer, intercepted_writes
 
-    writes = WriteCapture(store, store_rows, plugins, spark, reduce)
+    from .runcontext import checked_label, python_entry
+
+    label, tags = checked_label(label, tags)  # a bad label fails before anything runs
+    entry = dict(entry_point) if entry_point is not None else python_entry(sys._getframe(1))
+    writes = WriteCapture(store, store_rows, plugins, spark, reduce,
+                          {"label": label, "tags": tags, "entry_point": entry})
     with intercepted_writes(WriteTracer(writes.start)):
         try:
             yield writes
@@ -105,14 +117,18 @@ class _ScriptFailed(Exception):
 
 
 def run_script(script: str, args: Sequence[str], store: str | os.PathLike[str], *,
-               store_rows: bool = True, reduce: Mapping[str, Any] | None = None) -> tuple[int, ActiveRun | None]:
+               store_rows: bool = True, reduce: Mapping[str, Any] | None = None,
+               label: str | None = None, tags: Sequence[str] = ()) -> tuple[int, ActiveRun | None]:
     """Run ``script`` with ``args`` as ``python script ARGS`` would
     (``sys.argv``, ``__name__ == "__main__"``, its directory first on
     ``sys.path``), capturing its writes into ``store``. Returns the script's
     exit status and the committed run (None when the script failed or wrote
     nothing). A script's uncaught exception is printed as Python prints it.
+    The run records the script and its arguments as its entry point.
     What the capture is doing (run started, each step started and written,
     committed) is shown on stderr unless the application configured logging."""
+    from .runcontext import script_entry
+
     path = os.path.abspath(script)
     if not os.path.isfile(path):
         raise FileNotFoundError(errno.ENOENT, "no such script", script)
@@ -120,7 +136,8 @@ def run_script(script: str, args: Sequence[str], store: str | os.PathLike[str], 
 
     try:
         with logs_shown(Progress()), _as_main(path, args), \
-                capture_writes(store=store, store_rows=store_rows, reduce=reduce) as writes:
+                capture_writes(store=store, store_rows=store_rows, reduce=reduce, label=label, tags=tags,
+                               entry_point=script_entry(path, args)) as writes:
             logger.info("running %s; its first DataFrame write starts the capture run", script)
             status, error = _execute(path)
             if status != 0:

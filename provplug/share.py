@@ -36,7 +36,8 @@ def _add_export(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("store", metavar="STORE")
     _add_target(p, "export the lineage of these cells")
     p.add_argument("--value-id", metavar="N", type=int, action="append", help="export this value's lineage (repeatable)")
-    p.add_argument("--run", metavar="RUN", help="one run (an id or a unique prefix); default: the whole store")
+    p.add_argument("--run", metavar="RUN", help="one run (a number, latest, latest~N, a label or an id prefix); "
+                   "default: the whole store, or for TABLE the latest run that wrote it")
     p.add_argument("--direction", choices=("up", "down"), default="up", help="with a target: ancestors (default) or descendants")
     p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="prov-json, prov-n or openlineage (a JSON array of RunEvents)")
     p.add_argument("--namespace", help="OpenLineage namespace (default: provplug:// and the store's path)")
@@ -61,13 +62,28 @@ def _cmd_export(args: argparse.Namespace) -> int:
         target = Target(table=table, column=column, where=combined_where(args.where), direction=args.direction)
     elif args.value_id is not None:
         target = Target(value_ids=tuple(args.value_id), direction=args.direction)
-    text = export(open_store(args.store), args.format, run=args.run, target=target, namespace=args.namespace)
+    store = open_store(args.store)
+    text = export(store, args.format, run=args.run, target=target, namespace=args.namespace)
+    if target is not None and target.table is not None:
+        _say_run(store, target.table, args.run)
     if args.output is None:
         print(text)
     else:
         _write_whole(args.output, text + "\n")
         note(args, f"wrote {args.output} ({len(text.encode()) + 1:,} bytes)")
     return 0
+
+
+def _say_run(store: Any, table: str, run: str | None) -> None:
+    """On stderr (stdout is the document): the run whose TABLE was exported, when there was one to choose."""
+    import sys
+
+    from .explore.runs import run_note
+    from .query.catalog import catalog_for
+
+    note = run_note(catalog_for(store).table_choice(table, run)[1])
+    if note:
+        print(f"provplug: {note}", file=sys.stderr)
 
 
 def _write_whole(path: str, text: str) -> None:
@@ -85,17 +101,22 @@ def _write_whole(path: str, text: str) -> None:
 
 
 def _add_diff(sub: Any) -> argparse.ArgumentParser:
+    from .query.cli import TARGET_HELP
+
     p = sub.add_parser(
         "diff",
         help="which output cells differ between two runs, and which source cells explain each",
         description="Compare the tables both runs wrote (or TABLE), matching rows by --key, else by the "
         "table's non-numeric columns (equal keys in row order), else by row position; for every changed "
-        "cell, the source cells of its lineage that differ. Runs may be unique id prefixes.",
+        "cell, the source cells of its lineage that differ. Without runs, TABLE in the two latest runs "
+        "that wrote it.",
     )
     p.add_argument("store", metavar="STORE")
-    p.add_argument("run_a", metavar="RUN_A", help="the earlier run (an id or a unique prefix)")
-    p.add_argument("run_b", metavar="RUN_B", help="the later run")
-    _add_target(p, "compare only these cells")
+    p.add_argument("operands", nargs="*", metavar="[RUN_A RUN_B] [TABLE[.COLUMN]]",
+                   help="the earlier and the later run (a number, latest, latest~N, a label or an id prefix; "
+                   "default: the two latest runs that wrote TABLE), and the cells to compare. " + TARGET_HELP)
+    p.add_argument("--where", metavar="PREDICATE", action="append",
+                   help="an SQL boolean expression over TABLE's columns (repeatable: the rows where all hold)")
     p.add_argument("--key", metavar="COLUMN", action="append",
                    help="a column that identifies a row (repeatable; default: see above). "
                    "Deprecated: several columns in one --key, comma-separated")
@@ -110,12 +131,16 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     from .plugins import open_store
     from .query.cli import parse_target
 
-    if args.where is not None and args.target is None:
+    if len(args.operands) > 3:
+        raise LineageQueryError("diff takes at most two runs and one TABLE[.COLUMN]")
+    runs, target = (args.operands[:2], args.operands[2:]) if len(args.operands) >= 2 else ([], args.operands)
+    if args.where is not None and not target:
         raise LineageQueryError("--where needs TABLE.COLUMN")
     table = column = None
-    if args.target is not None:
-        table, column = parse_target(args.target)
-    result = diff_runs(open_store(args.store), args.run_a, args.run_b, table=table, column=column,
+    if target:
+        table, column = parse_target(target[0]) if "." in target[0] else (target[0], None)
+    run_a, run_b = runs or (None, None)
+    result = diff_runs(open_store(args.store), run_a, run_b, table=table, column=column,
                        where=combined_where(args.where), key=_key_columns(args))
     if args.json:
         print_json(result)

@@ -5,6 +5,7 @@ Layout (documented in the README)::
     STORE/
       provplug-store.json          format marker
       _ids/{tables,ops}/N          id reservations (exclusive create)
+      _ids/runs/N                  run numbers, taken at commit (exclusive create)
       _staging/RUN/                a run being written: invisible to readers
         _owner.json  _reservations   its writer and its ids, until the commit
       runs/RUN/                    committed runs, never rewritten
@@ -57,6 +58,7 @@ import pyarrow.parquet as pq
 
 from . import schema, storefiles
 from .errors import DamagedStoreError, StoreError
+from .explore.runs import numbered
 from .markers import hookimpl
 from .model import OpInfo, TableInfo, utc_now
 
@@ -68,6 +70,7 @@ OWNER = "_owner.json"
 RESERVATIONS = "_reservations"
 LOCATIONS = "locations.json"  # a run's location edges (provplug.location.LOCATIONS; asserted equal by its tests)
 ID_KINDS = ("tables", "ops")
+RUN_NUMBERS = "runs"  # _ids/runs/N: run numbers, reserved at commit (see reserve_run_number)
 DELETED_PREFIX = ".deleted-"  # runs/.deleted-RUN: a deleted run whose files are being removed
 SKELETON = (MARKER, "runs", "_staging", "_ids")
 # A staging folder without a readable owner record is a dead writer's once it
@@ -291,6 +294,37 @@ class ParquetStore:
                 return candidate
             candidate += 1
 
+    def reserve_run_number(self, run_id: str, announce: Callable[[int], None] | None = None) -> int:
+        """The number (1, 2, …) of the run ``run_id``, taken as it commits.
+
+        Numbers are reserved like ids: the first free ``_ids/runs/N`` is
+        created exclusively (:meth:`create_exclusive`, holding the run id),
+        so two concurrent commits can never take the same number, and no
+        counter is read and written back. A committed run's number is never
+        given out again (a run deleted later leaves a gap); a writer that
+        dies between reserving and renaming has its number released by
+        garbage collection, like its ids (``announce`` logs the candidate
+        first), so numbers still only grow: the next run takes the highest
+        reserved number plus one. Runs committed before numbering existed
+        carry no number and are numbered 1..k by commit order when read
+        (:func:`provplug.explore.runs.numbered`): the first reservation in
+        such a store starts above them."""
+        folder = self.path("_ids", RUN_NUMBERS)
+        self.fs.create_dir(folder, recursive=True)
+        taken = [int(i.base_name) for i in self.fs.get_file_info(pafs.FileSelector(folder)) if i.base_name.isdigit()]
+        floor = max(taken) if taken else self._unnumbered_runs()
+        candidate = floor + 1
+        while True:
+            if announce is not None:
+                announce(candidate)
+            if self.create_exclusive(f"{folder}/{candidate}", run_id):
+                return candidate
+            candidate += 1
+
+    def _unnumbered_runs(self) -> int:
+        """How many committed runs carry no number (a store older than numbering)."""
+        return sum(1 for m in self._manifests() if not isinstance(m.get("number"), int))
+
     def release_id(self, kind: str, ident: int, owner: str | None = None) -> None:
         """Free a reservation; with ``owner``, only if it is that run's."""
         path = self.path("_ids", kind, str(ident))
@@ -455,24 +489,29 @@ class ParquetStore:
         out = []
         for line in text.split():
             kind, _, ident = line.partition(":")
-            if kind in ID_KINDS and ident.isdigit():
+            if kind in (*ID_KINDS, RUN_NUMBERS) and ident.isdigit():
                 out.append((kind, int(ident)))
         return out
 
     # -- reading -------------------------------------------------------------
     def runs(self) -> list[dict[str, Any]]:
-        """Manifests of committed runs, oldest first.
+        """Manifests of committed runs, oldest first (by run number: a run
+        committed before numbering existed gets its number here, see
+        :func:`~provplug.explore.runs.numbered`).
 
         Every folder under ``runs/`` is a committed run (staging is renamed
         there after its manifest is written), so one without a readable
         manifest is damage, reported rather than skipped."""
+        return numbered(self._manifests())
+
+    def _manifests(self) -> list[dict[str, Any]]:
+        """The committed runs' manifests as written (in no order)."""
         self.check()
-        manifests = [
+        return [
             self._manifest(info)
             for info in self._listing(self.path("runs"))
             if info.type == pafs.FileType.Directory and not info.base_name.startswith(".")
         ]
-        return sorted(manifests, key=lambda m: (m["committed"], m["run_id"]))
 
     def _listing(self, folder: str, recursive: bool = False) -> list[pafs.FileInfo]:
         """The entries of a folder the store must have."""
@@ -718,7 +757,9 @@ class RunTransaction:
         self.ops: list[OpInfo] = []
         self.datasets: set[str] = set()
         self.values_count = 0
-        # Extra entries of the manifest (a capture's "reduction", see provplug.reduce).
+        self.number: int | None = None  # the run's number, once committed
+        # Extra entries of the manifest (a capture's "reduction", see provplug.reduce;
+        # its context: entry point, git commit, label, tags, see provplug.runcontext).
         self.annotations: dict[str, Any] = {}
 
     def path(self, *parts: str) -> str:
@@ -765,11 +806,18 @@ class RunTransaction:
             "triples": self._row_count("triples"),
             **self._location_counts(),
         }
+        number = self.number = self.store.reserve_run_number(
+            self.run_id, announce=lambda c: self._log_reserved((RUN_NUMBERS, c)))
+        self.reserved.append((RUN_NUMBERS, number))  # released if the commit fails before the rename
+        ended = utc_now().isoformat()  # after the number: commit times follow the numbers
         manifest = {
             "run_id": self.run_id,
+            "number": number,
             "kind": self.kind,
+            "status": "committed",
             "started": self.started.isoformat(),
-            "committed": utc_now().isoformat(),
+            "ended": ended,
+            "committed": ended,
             "datasets": sorted(self.datasets),
             "counts": counts,
         }

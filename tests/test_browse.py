@@ -59,11 +59,14 @@ def test_runs_text_is_one_aligned_line_per_run(two: Path, cli: Any, run_ids: dic
     result = cli("runs", two)
     assert result.code == 0, result
     header, first, second = result.out.splitlines()
-    assert header.split() == ["RUN", "KIND", "COMMITTED", "TABLES", "OPS", "VALUES", "TRIPLES", "LOCATION_TRIPLES"]
-    assert first.split()[:2] == [run_ids["capture"], "capture"] and first.split()[3:] == ["2", "1", "15", "6", "0"]
-    assert second.split()[:2] == [run_ids["import"], "import"] and second.split()[3:] == ["2", "1", "3", "2", "0"]
+    assert header.split() == ["#", "LABEL", "ENTRY", "POINT", "GIT", "STATUS", "STARTED", "ID", "TABLES", "OPS", "VALUES",
+                              "TRIPLES", "LOCATION_TRIPLES"]
+    # Run 1 was captured from the tests' helper module two_runs, with no label.
+    assert first.split()[:4] == ["1", "-", "python", "two_runs"]
+    assert first.split()[-6:] == [run_ids["capture"], "2", "1", "15", "6", "0"]
+    assert second.split()[:3] == ["2", "-", "import"] and second.split()[-6:] == [run_ids["import"], "2", "1", "3", "2", "0"]
     # Aligned: each column starts at the same place on every line, numbers end at the same place.
-    assert header.index("KIND") == first.index("capture") == second.index("import")
+    assert header.index("ID") == first.index(run_ids["capture"]) == second.index(run_ids["import"])
     assert len(header) == len(first) == len(second)
 
 
@@ -142,15 +145,14 @@ def test_show_reads_at_most_limit_rows(two: Path, cli: Any, run_ids: dict[str, s
 # -- one name, two runs -------------------------------------------------------------
 
 
-def test_a_name_two_runs_wrote_is_an_error_naming_both(two: Path, cli: Any, run_ids: dict[str, str]) -> None:
+def test_a_name_two_runs_wrote_is_the_latest_run_s_and_says_so(two: Path, cli: Any, run_ids: dict[str, str]) -> None:
     result = cli("show", two, "Person2")
-    assert result.code == 2 and result.out == ""
-    (line,) = result.err.splitlines()
-    assert line.startswith("provplug: error: table 'Person2' was written by 2 runs: ")
-    assert f"{run_ids['capture']} (capture, " in line and f"{run_ids['import']} (import, " in line
-    assert line.endswith("choose one with --run")
-    with pytest.raises(LineageQueryError, match="written by 2 runs"):
-        provplug.open(two).lineage(table="Person2", column="Age", where="Name = 'Mark'")
+    assert result.code == 0, result
+    assert "run 2: the latest of 2 runs that wrote Person2; --run picks another" in result.out
+    detail = _json(cli, "show", two, "Person2")
+    assert detail["run_id"] == run_ids["import"] and (detail["run"]["number"], detail["run"]["of"]) == (2, 2)
+    older = _json(cli, "show", two, "Person2", "--run", "1")
+    assert older["run_id"] == run_ids["capture"] and older["run"]["chosen"] == "given"
 
 
 def test_run_chooses_each_run_s_table(two: Path, run_ids: dict[str, str]) -> None:
@@ -170,7 +172,7 @@ def test_run_chooses_each_run_s_table(two: Path, run_ids: dict[str, str]) -> Non
         (["show", "{s}", "Nope"], "unknown table 'Nope' (tables: Person1, Person2, Report)"),
         (["show", "{s}", "Person2", "--run", "zzz"], "unknown run 'zzz' (runs: "),
         (["tables", "{s}", "--run", "zzz"], "unknown run 'zzz' (runs: "),
-        (["show", "{s}", "Person2", "--run", "2"], "run '2' is ambiguous"),
+        (["show", "{s}", "Person2", "--run", "20"], "run '20' is ambiguous"),
         (["show", "{s}", "Person1", "--run", "{import}"], "wrote no table 'Person1'"),
         (["runs", "{s}-missing"], "no provplug store at"),
     ],

@@ -30,6 +30,7 @@ NO_JSON = {  # their output is not a result record
     "export": "its output is a file format (--format prov-json|prov-n|openlineage)",
     "graph": "its output is a picture or DOT (--format text|svg|html|dot)",
     "run": "stdout is the script's own",
+    "ui": "it serves web pages (their JSON is the API under /api, the CLI's --json documents)",
 }
 # The shortest valid line of each command, split where its options go
 # (`run`'s options come before SCRIPT).

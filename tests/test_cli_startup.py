@@ -8,7 +8,8 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("pandas", "pyarrow", "numpy", "duckdb", "pyspark", "graphviz", "prov", "openlineage", "kedro")
+HEAVY = ("pandas", "pyarrow", "numpy", "duckdb", "pyspark", "graphviz", "prov", "openlineage", "kedro",
+         "starlette", "uvicorn", "anyio", "playwright")
 
 PROBE = """
 import json, sys

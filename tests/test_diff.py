@@ -116,7 +116,7 @@ def test_bad_runs_are_one_line_errors(cli: Any, runs: dict[str, Any]) -> None:
     store = runs["store"]
     unknown = cli("diff", store, "nope", runs["base"])
     assert unknown.code == 2 and "unknown run 'nope' (runs: " in unknown.err and unknown.err.count("\n") == 1
-    ambiguous = cli("diff", store, "2", runs["base"])
+    ambiguous = cli("diff", store, "20", runs["base"])  # no run 20: an id prefix every run has
     assert ambiguous.code == 2 and "ambiguous" in ambiguous.err
     missing = cli("diff", store, runs["base"], runs["older"], "Nope.Age")
     assert missing.code == 2 and "no table 'Nope'" in missing.err
@@ -126,8 +126,8 @@ def test_export_of_one_run_among_runs_that_share_table_names(cli: Any, runs: dic
     from prov.model import ProvDocument
 
     store = runs["store"]
-    ambiguous = cli("export", store, "AvgAge.Age", "--where", "City = 'NY'", "--format", "prov-json")
-    assert ambiguous.code == 2 and "--run" in ambiguous.err  # four runs wrote AvgAge: none hides another
+    latest = cli("export", store, "AvgAge.Age", "--where", "City = 'NY'", "--format", "prov-json")
+    assert latest.code == 0 and "run 4: the latest of 4 runs that wrote AvgAge" in latest.err  # and says so
     out = cli("export", store, "--run", runs["older"], "AvgAge.Age", "--where", "City = 'NY'", "--format", "prov-json")
     assert out.code == 0, out
     doc = ProvDocument.deserialize(content=out.out, format="json")

@@ -254,3 +254,12 @@ def test_a_silent_progress_shows_no_log_record(monkeypatch: pytest.MonkeyPatch) 
     with logs_shown(Progress(enabled=False, stream=stream)):
         logging.getLogger("provplug.capture").warning("step join started")
     assert stream.getvalue() == "" and not logging.getLogger("provplug").handlers
+
+
+def test_quiet_silences_every_progress_made_inside_it() -> None:
+    from provplug.progress import silenced
+
+    with silenced():
+        inside = Progress(stream=io.StringIO(), live=False)
+    outside = Progress(stream=io.StringIO(), live=False)
+    assert (inside.enabled, outside.enabled) == (False, True)

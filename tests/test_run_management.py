@@ -238,7 +238,7 @@ def test_gc_leaves_generations_alone_while_an_index_build_runs(two: Path, cli: A
     ("args", "message"),
     [
         (["delete-run", "{s}", "zzz"], "unknown run 'zzz' (runs: "),
-        (["delete-run", "{s}", "2"], "run '2' is ambiguous"),
+        (["delete-run", "{s}", "20"], "run '20' is ambiguous"),
         (["delete-run", "{s}-missing", "2"], "no provplug store at"),
         (["gc", "{s}-missing"], "no provplug store at"),
     ],

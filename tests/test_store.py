@@ -218,7 +218,7 @@ def test_garbage_collection_removes_a_run_whose_writer_died_in_commit(store_path
     proc.join(60)
     assert proc.exitcode == 9
     (leftover,) = (store_path / "_staging").iterdir()
-    assert sorted(p.name for p in (store_path / "_ids").rglob("*") if p.is_file()) == ["1", "1"]
+    assert sorted(p.name for p in (store_path / "_ids").rglob("*") if p.is_file()) == ["1", "1", "1"]  # a table id, an op id, the run number
     store = _store(store_path)
     assert store.runs() == []  # never half visible
     assert store.collect_garbage() == [leftover.name]

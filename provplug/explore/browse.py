@@ -8,6 +8,7 @@ limit, never whole.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
@@ -17,14 +18,23 @@ from .. import schema
 from ..location.read import TripleFilter, triple_table
 from ..protocols import Store
 from ..query.catalog import Catalog, TableEntry, catalog_for, jsonable
-from .runs import select_run
+from .runs import run_line, select_run
 
 
 class _RunCounts(TypedDict):
     run_id: str
+    number: int
+    label: str | None
+    tags: list[str]
     kind: str
+    status: str
     started: str | None
+    ended: str
     committed: str
+    engine: str | None
+    entry_point: dict[str, Any] | None  # see provplug.runcontext
+    git: dict[str, Any] | None  # {commit, dirty} of the code that ran, when in a git repository
+    spark_app_id: str | None
     tables: int
     ops: int
     values: int
@@ -65,6 +75,7 @@ class SampleRow(TypedDict):
 class TableDetail(TableRecord):
     run_kind: str
     run_committed: str
+    run: dict[str, Any]  # the run shown and how many runs wrote the table (provplug.explore.runs.run_used)
     written_by: list[OpRecord]
     sample: list[SampleRow]
 
@@ -82,9 +93,18 @@ def _run_record(manifest: dict[str, Any]) -> RunRecord:
     counts = manifest["counts"]
     record = RunRecord(
         run_id=manifest["run_id"],
+        number=int(manifest["number"]),
+        label=manifest.get("label"),
+        tags=list(manifest.get("tags") or []),
         kind=str(manifest.get("kind", "?")),
+        status=str(manifest.get("status", "committed")),  # only committed runs are ever listed
         started=manifest.get("started"),
+        ended=manifest.get("ended", manifest["committed"]),
         committed=manifest["committed"],
+        engine=manifest.get("engine"),
+        entry_point=manifest.get("entry_point"),
+        git=manifest.get("git"),
+        spark_app_id=manifest.get("spark_app_id"),
         **{k: int(counts.get(k, 0)) for k in RUN_COUNTS},  # type: ignore[typeddict-item]
     )
     if manifest.get("reduction"):
@@ -122,12 +142,13 @@ def table_detail(store: Store, name: str, run: str | None = None, limit: int = 1
     columns, row count, run, the ops that wrote it with their inputs, and its
     first ``limit`` stored rows."""
     catalog = catalog_for(store)
-    entry = catalog.table_named(name, run)
+    entry, used = catalog.table_choice(name, run)
     manifest = select_run(catalog.manifests, entry.run_id)
     return TableDetail(
         **_table_record(entry),
         run_kind=str(manifest.get("kind", "?")),
         run_committed=manifest["committed"],
+        run=used,
         written_by=_writers(store, catalog, entry),
         sample=_sample(store, entry, limit),
     )
@@ -227,11 +248,34 @@ def render_runs(runs: Sequence[RunRecord]) -> str:
         return "no runs"
     keys = RUN_COUNTS
     table = aligned(
-        ("RUN", "KIND", "COMMITTED", *(k.upper() for k in keys)),
-        [(r["run_id"], r["kind"], r["committed"], *(r[k] for k in keys)) for r in runs],  # type: ignore[literal-required]
-        (False, False, False, *(True,) * len(keys)),
+        ("#", "LABEL", "ENTRY POINT", "GIT", "STATUS", "STARTED", "ID", *(k.upper() for k in keys)),
+        [(r["number"], r["label"], entry_point_text(r), _git_text(r["git"]), r["status"], r["started"], r["run_id"],
+          *(r[k] for k in keys)) for r in runs],  # type: ignore[literal-required]
+        (True, *(False,) * 6, *(True,) * len(keys)),
     )
     return "\n".join([table, *_reduction_lines(runs)])
+
+
+def entry_point_text(run: RunRecord) -> str:
+    """How a run was started, in a few words: ``script etl.py --day 3``,
+    ``kedro people (__default__, local)``, ``python pipeline.daily``, ``import``."""
+    entry = run["entry_point"] or {}
+    kind = entry.get("type")
+    if kind == "script":
+        return " ".join([f"script {os.path.basename(str(entry.get('path')))}", *map(str, entry.get("args") or ())])
+    if kind == "kedro":
+        project = os.path.basename(str(entry.get("project") or "")) or "?"
+        return f"kedro {project} ({entry.get('pipeline')}, {entry.get('env') or 'local'})"
+    if kind == "python":
+        return f"python {entry.get('module')}"
+    return run["kind"] if run["kind"] == "import" else "-"
+
+
+def _git_text(git: dict[str, Any] | None) -> str | None:
+    """``1a2b3c4d`` (``+dirty`` when the work tree had changes)."""
+    if not git:
+        return None
+    return f"{str(git['commit'])[:8]}{'+dirty' if git.get('dirty') else ''}"
 
 
 def _reduction_lines(runs: Sequence[RunRecord]) -> list[str]:
@@ -254,7 +298,7 @@ def render_tables(tables: Sequence[TableRecord]) -> str:
 def render_detail(detail: TableDetail) -> str:
     head = [
         ("table", detail["name"]),
-        ("run", f"{detail['run_id']} ({detail['run_kind']}, {detail['run_committed']})"),
+        ("run", f"{run_line(detail['run'])} [{detail['run_id']}, {detail['run_kind']}, {detail['run_committed']}]"),
         ("origin", detail["origin"]),
         ("rows", _cell(detail["rows"])),
         ("columns", ", ".join(detail["columns"]) or "-"),

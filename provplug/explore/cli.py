@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-RUN_HELP = "the run (its id or a unique prefix; see `provplug runs`)"
+RUN_HELP = "the run: its number, latest, latest~N, its label or an id prefix (see `provplug runs`)"
 
 
 def add_parser(sub: Any) -> None:
     from ..cli import whole_number
 
-    p = sub.add_parser("runs", help="list the committed runs (captures and imports), oldest first")
+    p = sub.add_parser("runs", help="list the committed runs (captures and imports) by number: label, entry point, "
+                       "git commit, status, start time, counts")
     _store_and_json(p)
     p.set_defaults(func=_cmd_runs)
 
@@ -27,7 +28,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("show", help="one table: columns, rows, run, the op that wrote it, its first rows")
     p.add_argument("store", metavar="STORE")
     p.add_argument("table", metavar="TABLE")
-    p.add_argument("--run", metavar="RUN", help=f"{RUN_HELP}; needed when several runs wrote TABLE")
+    p.add_argument("--run", metavar="RUN", help=f"{RUN_HELP}; default: the latest run that wrote TABLE")
     p.add_argument("--limit", type=whole_number(0, "rows"), default=10, metavar="N", help="rows to show (default 10)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_show)
@@ -41,6 +42,9 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("gc", help="remove crashed writers' staging, old index generations, interrupted deletions")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    p.add_argument("--now", action="store_true",
+                   help="also the previous index generation, at once, unless a query holds it "
+                        "(default: kept 10 min after a re-index)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_gc)
 
@@ -106,7 +110,7 @@ def _cmd_delete_run(args: argparse.Namespace) -> int:
 def _cmd_gc(args: argparse.Namespace) -> int:
     from .manage import collect_garbage
 
-    report = collect_garbage(_open(args.store), dry_run=args.dry_run)
+    report = collect_garbage(_open(args.store), dry_run=args.dry_run, now=args.now)
     verb = "would remove" if args.dry_run else "removed"
     lines = [f"{verb} {g['kind']} {g['name']} ({_size(g['bytes'])})" for g in report["removed"]]
     lines += [f"skipped {s}" for s in report["skipped"]]

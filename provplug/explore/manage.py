@@ -63,22 +63,21 @@ def _indexed_runs(store: Store) -> list[str]:
     return [str(r) for r in runs] if isinstance(runs, list) else []
 
 
-def collect_garbage(store: Store, dry_run: bool = False) -> GcReport:
+def collect_garbage(store: Store, dry_run: bool = False, now: bool = False) -> GcReport:
     """Find (and unless ``dry_run``, remove) dead writers' staging, leftovers
-    of interrupted deletions, and index generations no longer live."""
+    of interrupted deletions, and index generations no longer live. The
+    previous generation is kept ``PREVIOUS_GRACE_S`` after a re-index; with
+    ``now`` it goes at once unless a reader holds it. A dry run writes nothing."""
     store.check()
     items: list[Garbage] = list(store.garbage())
     skipped: list[str] = []
-    generations = generation.garbage_generations(store)
+    generations = generation.garbage_generations(store, dry_run, now)
     if generations is None:
         skipped.append("index generations: an index build is running")
     else:
         items += [Garbage("index-generation", name, path, size) for name, path, size in generations]
-        previous = generation.kept_previous(store)
-        if previous is not None:
-            minutes = generation.PREVIOUS_GRACE_S / 60
-            skipped.append(f"index generation {previous}: replaced less than {minutes:g} min ago, a query may still read it")
-    removed = items if dry_run else _remove(store, items)
+        skipped += _kept_previous(store, {name for name, _, _ in generations}, now)
+    removed = items if dry_run else _remove(store, items, now)
     return GcReport(
         dry_run=dry_run,
         removed=[{"kind": g.kind, "name": g.name, "path": g.path, "bytes": g.bytes} for g in removed],
@@ -87,12 +86,24 @@ def collect_garbage(store: Store, dry_run: bool = False) -> GcReport:
     )
 
 
-def _remove(store: Store, items: list[Garbage]) -> list[Garbage]:
+def _kept_previous(store: Store, listed: set[str], now: bool) -> list[str]:
+    """Why the previous generation stays, if it does."""
+    previous = generation.kept_previous(store)
+    if previous is None or previous in listed:
+        return []
+    if now:
+        why = "a query holds it" if store.local else "readers off local disk cannot be seen"
+        return [f"index generation {previous}: {why}"]
+    minutes = generation.PREVIOUS_GRACE_S / 60
+    return [f"index generation {previous}: replaced less than {minutes:g} min ago, a query may still read it"]
+
+
+def _remove(store: Store, items: list[Garbage], now: bool) -> list[Garbage]:
     removed = [g for g in items if g.kind != "index-generation" and store.remove_garbage(g)]
     names = {g.name for g in items if g.kind == "index-generation"}
     if names:
         try:
-            gone = set(generation.remove_generations(store, names))
+            gone = set(generation.remove_generations(store, names, now))
         except StoreError:
             gone = set()  # an index build started since the listing: its generations stay
         removed += [g for g in items if g.kind == "index-generation" and g.name in gone]

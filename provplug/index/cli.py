@@ -49,10 +49,11 @@ def _cmd_index(args: argparse.Namespace) -> int:
     from ..progress import Progress
     from .build import build_index
 
-    meta = build_index(
-        open_store(args.store), theta=args.theta, splits=args.splits, engine=args.engine,
-        progress=Progress(enabled=not args.quiet), memory_budget=args.memory_budget,
-    )
+    with Progress(enabled=not args.quiet) as progress:  # closed (a failed stage crossed) before the summary
+        meta = build_index(
+            open_store(args.store), theta=args.theta, splits=args.splits, engine=args.engine,
+            progress=progress, memory_budget=args.memory_budget,
+        )
     if args.json:
         print_json(meta)
         return 0

@@ -13,11 +13,20 @@ stale once the store has a run it lacks or lacks a run it indexed (a
 deleted run), and queries refuse it (:func:`check_covers`). ``provplug gc``
 removes every generation but the live one (:func:`garbage_generations`),
 the previous one only once it has been replaced for ``PREVIOUS_GRACE_S``.
+
+Readers hold the generation they read (:func:`hold`): a shared ``flock`` on
+its ``meta.json``, opened read-only, for as long as the reader lives (it
+writes nothing). ``provplug gc --now`` drops the previous generation at once
+when it can take that lock exclusively (no reader holds it), and removes it
+while holding it; a reader that resolved ``CURRENT`` just before finds its
+generation gone once it gets the lock, and resolves ``CURRENT`` again. Off
+local disk readers cannot be seen, and ``--now`` keeps the grace period.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import time
@@ -115,6 +124,12 @@ def _take_lock(store: Store, path: str) -> bool:
     return False
 
 
+def build_running(store: Store) -> bool:
+    """True if a live builder holds the build lock (read, never taken)."""
+    path = f"{index_root(store)}/{LOCK}"
+    return store.fs.get_file_info(path).type == pafs.FileType.File and not _stale(store, path)
+
+
 def _stale(store: Store, path: str) -> bool:
     try:
         # A lock written in place (off local disk, or by an older provplug) may be
@@ -171,33 +186,118 @@ def check_covers(store: Store, indexed: set[str], runs: Iterable[dict[str, Any]]
 # -- garbage ----------------------------------------------------------------------------
 
 
-def garbage_generations(store: Store) -> list[tuple[str, str, int]] | None:
+def garbage_generations(store: Store, dry_run: bool = False, now: bool = False) -> list[tuple[str, str, int]] | None:
     """``(name, path, bytes)`` of every generation ``provplug gc`` may remove,
-    or None while an index build runs (its new generation is not live yet)."""
+    or None while an index build runs (its new generation is not live yet).
+    A ``dry_run`` writes nothing: it looks at the build lock, not takes it.
+    ``now``: the previous generation too, unless a reader holds it."""
     if store.fs.get_file_info(index_root(store)).type != pafs.FileType.Directory:
         return []
+    if dry_run:
+        return None if build_running(store) else _stale_generations(store, now)
     try:
         with build_lock(store):
-            return _stale_generations(store)
+            return _stale_generations(store, now)
     except StoreError:
         return None
 
 
-def remove_generations(store: Store, names: set[str]) -> list[str]:
-    """Remove the generations ``names`` that are still not live, under the
-    build lock (:class:`StoreError` while a build runs); return those removed."""
+def remove_generations(store: Store, names: set[str], now: bool = False) -> list[str]:
+    """Remove the generations ``names`` that are still not live (nor held by
+    a reader), under the build lock (:class:`StoreError` while a build runs);
+    return those removed."""
     with build_lock(store):
-        removable = {name for name, _, _ in _stale_generations(store)} & names
-        for name in sorted(removable):
-            store.fs.delete_dir(store.path(layout.INDEX_DIR, name))
+        removable = {name for name, _, _ in _stale_generations(store, now)} & names
+        removed = [name for name in sorted(removable) if _remove_unheld(store, name)]
         previous = f"{index_root(store)}/{PREVIOUS}"
-        if _pointer(store, previous) in removable:
+        if _pointer(store, previous) in removed:
             store.fs.delete_file(previous)
-        return sorted(removable)
+        return removed
 
 
-def _stale_generations(store: Store) -> list[tuple[str, str, int]]:
-    keep = {current_generation(store), kept_previous(store)}
+def _remove_unheld(store: Store, name: str) -> bool:
+    """Remove generation ``name`` unless a reader holds it (checked and
+    removed under one exclusive lock, so no reader takes it in between)."""
+    path = store.path(layout.INDEX_DIR, name)
+    with _exclusive(store, name) as free:
+        if free:
+            store.fs.delete_dir(path)
+        return free
+
+
+# -- readers' holds ---------------------------------------------------------------------------
+
+
+class Hold:
+    """A reader's hold on a generation: a shared lock on its ``meta.json``,
+    released by :meth:`release` or when the hold is collected."""
+
+    def __init__(self, file: Any = None) -> None:
+        self._file = file
+
+    def release(self) -> None:
+        if self._file is not None:
+            self._file.close()  # closing the descriptor drops its lock
+            self._file = None
+
+    def __del__(self) -> None:
+        self.release()
+
+
+def hold(store: Store, name: str) -> Hold | None:
+    """Hold generation ``name`` for reading; None if it is gone (removed
+    since ``CURRENT`` named it: resolve again). Off local disk a hold is a
+    token that holds nothing."""
+    if not store.local:
+        return Hold()
+    try:
+        file = open(_meta_path(store, name), "rb")  # noqa: SIM115 - the hold owns it
+    except FileNotFoundError:
+        return None
+    fcntl.flock(file.fileno(), fcntl.LOCK_SH)  # waits while gc removes it
+    if os.fstat(file.fileno()).st_nlink == 0:  # gc removed it while we waited
+        file.close()
+        return None
+    return Hold(file)
+
+
+def is_held(store: Store, name: str) -> bool:
+    """True if a reader holds generation ``name`` (always, off local disk)."""
+    with _exclusive(store, name) as free:
+        return not free
+
+
+@contextlib.contextmanager
+def _exclusive(store: Store, name: str) -> Iterator[bool]:
+    """Hold generation ``name`` exclusively if no reader holds it (yields
+    True), else yield False; a generation without ``meta.json`` (an
+    unfinished build) has no readers."""
+    if not store.local:
+        yield False
+        return
+    try:
+        file = open(_meta_path(store, name), "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        yield True
+        return
+    with file:
+        try:
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+
+
+def _meta_path(store: Store, name: str) -> str:
+    return store.path(layout.INDEX_DIR, name, layout.META)
+
+
+def _stale_generations(store: Store, now: bool = False) -> list[tuple[str, str, int]]:
+    previous = kept_previous(store)
+    if now and previous is not None and not is_held(store, previous):
+        previous = None
+    keep = {current_generation(store), previous}
     found = []
     for info in store.fs.get_file_info(pafs.FileSelector(index_root(store))):
         if info.type == pafs.FileType.Directory and info.base_name.startswith("gen-") and info.base_name not in keep:

@@ -73,6 +73,8 @@ Details the builder guarantees (additions to the contract above):
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 
 INDEX_DIR = "index"
@@ -128,6 +130,28 @@ COMPONENTS = pa.schema(
         pa.field("triples", pa.int64(), nullable=False),
     ]
 )
+
+
+# How every index Parquet file is encoded (sizes per file kind before and after
+# in examples/benchmarks/index.md): zstd; a dictionary only for the columns of
+# few distinct values (for ids it outgrows its page, falls back to plain and
+# costs both); delta encoding for the columns a file is sorted by.
+_DICTIONARY_COLUMNS = ("op", "src_table", "dst_table", "split")
+_DELTA_COLUMNS = {
+    tuple(VALUE_SETS.names): ("value_id",),
+    tuple(SETS.names): ("csid", "ccid"),
+    tuple(COMPONENTS.names): ("ccid",),
+}
+
+
+def parquet_options(schema: pa.Schema) -> dict[str, Any]:
+    """``pq.write_table`` / ``pq.ParquetWriter`` options for an index file of ``schema``."""
+    names = schema.names
+    return {
+        "compression": "zstd",
+        "use_dictionary": [c for c in names if c in _DICTIONARY_COLUMNS],
+        "column_encoding": dict.fromkeys(_DELTA_COLUMNS.get(tuple(names), ()), "DELTA_BINARY_PACKED"),
+    }
 
 
 def bucket(key: int, buckets: int) -> int:

@@ -97,6 +97,7 @@ class LocalEngine:
             runs.add(np.concatenate([ints(batch, "src"), ints(batch, "dst")]))
             rows += batch.num_rows
             self.progress.update("reading triples: values", rows, "triples")
+        self.triple_rows = rows  # pass 2's total
         nodes = runs.result(np.dtype(np.int64))
         self.progress.done("reading triples: values", len(nodes), "values")
         return nodes
@@ -116,7 +117,7 @@ class LocalEngine:
             np.minimum.at(node_table, di, dc)
             pair_counts += np.bincount(sc.astype(np.int64) * n_tables + dc, minlength=len(pair_counts))
             self.edges.write(si, di)
-            self.progress.update("reading triples: endpoints", self.edges.rows, "triples")
+            self.progress.update("reading triples: endpoints", self.edges.rows, "triples", total=self.triple_rows)
         self.edges.close()
         self.node_table = node_table
         per_table = np.bincount(node_table, minlength=len(self.catalogue.names)) if len(node_table) else np.zeros(0, int)
@@ -135,7 +136,7 @@ class LocalEngine:
         for src, dst in self.edges.chunks(self.chunk_rows):
             merge_groups(labels, src, dst)
             done += len(src)
-            self.progress.update("components", done, "triples")
+            self.progress.update("components", done, "triples", total=self.edges.rows)
         flatten(labels, self.chunk_rows)
         self.progress.done("components", len(self._roots(labels)), "components")
         return labels
@@ -248,7 +249,7 @@ class LocalEngine:
                 a, b = unique_pairs(src_csid[cross], dst_csid[cross])
                 deps.write(pa.record_batch([a, b], schema=layout.SETDEPS), bucket_of(b, layout.SETDEP_BUCKETS))
                 done += batch.num_rows
-                self.progress.update("indexing triples", done, "triples")
+                self.progress.update("indexing triples", done, "triples", total=self.edges.rows)
         finally:
             ends.close()
             rows.close()
@@ -257,7 +258,7 @@ class LocalEngine:
         for k in range(layout.TRIPLE_BUCKETS):
             write_parquet(self.store.fs, self._bucket_file(out_dir, "triples", k), layout.INDEXED_TRIPLES, rows.read(k))
             rows.remove(k)
-            self.progress.update("wrote triples", k + 1, "buckets")
+            self.progress.update("wrote triples", k + 1, "buckets", total=layout.TRIPLE_BUCKETS)
         self.progress.done("wrote triples", self.edges.rows, "triples")
         return set_triples, comp_triples, deps
 
@@ -302,7 +303,7 @@ class LocalEngine:
             idx = np.flatnonzero(bucket == k)
             part = pa.record_batch([nodes[idx], nodes[comp[idx]], nodes[labels[idx]]], schema=layout.VALUE_SETS)
             write_parquet(self.store.fs, self._bucket_file(out_dir, "value_sets", k), layout.VALUE_SETS, [part])
-            self.progress.update("wrote values", k + 1, "buckets")
+            self.progress.update("wrote values", k + 1, "buckets", total=buckets)
         self.progress.done("wrote values", len(nodes), "values")
 
     def _write_sets(

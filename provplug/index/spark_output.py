@@ -79,7 +79,7 @@ class TaskOutput:
         for k in np.flatnonzero(np.diff(starts)):
             path = f"{self.generation}/{name}/bucket={k}/{file}"
             part = ordered.slice(int(starts[k]), int(starts[k + 1] - starts[k]))
-            pq.write_table(part, path, filesystem=self.fs)
+            pq.write_table(part, path, filesystem=self.fs, **layout.parquet_options(spec.schema))
             yield {"dataset": name, "bucket": int(k), "path": path, "rows": part.num_rows}
 
     def part(self, name: str, table: pa.Table) -> Iterator[dict[str, Any]]:
@@ -88,7 +88,7 @@ class TaskOutput:
             return
         schema = SINGLE[name][0]
         path = f"{self.parts}/{name}/part-{uuid.uuid4().hex}.parquet"
-        pq.write_table(table.select(schema.names).cast(schema), path, filesystem=self.fs)
+        pq.write_table(table.select(schema.names).cast(schema), path, filesystem=self.fs, **layout.parquet_options(schema))
         yield {"dataset": name, "bucket": -1, "path": path, "rows": table.num_rows}
 
 
@@ -114,7 +114,7 @@ def merge_parts(fs: pafs.FileSystem, generation: str, name: str, parts: list[str
     tables = [pq.read_table(p, filesystem=fs, schema=schema) for p in parts]
     table = pa.concat_tables(tables) if tables else schema.empty_table()
     table = table.sort_by(key).combine_chunks()
-    pq.write_table(table, f"{generation}/{name}.parquet", filesystem=fs)
+    pq.write_table(table, f"{generation}/{name}.parquet", filesystem=fs, **layout.parquet_options(schema))
     return table.num_rows
 
 
@@ -135,5 +135,6 @@ def commit(fs: pafs.FileSystem, generation: str, written: list[dict[str, Any]]) 
         filled = {int(w["bucket"]) for w in written if w["dataset"] == name}
         for k in range(spec.buckets):
             if k not in filled:
-                pq.write_table(spec.schema.empty_table(), f"{folder}/bucket={k}/part-empty.parquet", filesystem=fs)
+                pq.write_table(spec.schema.empty_table(), f"{folder}/bucket={k}/part-empty.parquet", filesystem=fs,
+                               **layout.parquet_options(spec.schema))
     return rows

@@ -24,6 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from . import layout
+
 # pq.write_table's row group size for tables without one (pyarrow >= 15).
 ROW_GROUP = 1024 * 1024
 _IPC = pa.ipc.IpcWriteOptions(compression="lz4")
@@ -141,7 +143,7 @@ def write_parquet(fs: Any, path: str, schema: pa.Schema, batches: Iterable[pa.Re
     rows = 0
     pending: list[pa.RecordBatch] = []
     held = 0
-    with pq.ParquetWriter(path, schema, filesystem=fs) as writer:
+    with pq.ParquetWriter(path, schema, filesystem=fs, **layout.parquet_options(schema)) as writer:
         for batch in batches:
             pending.append(batch)
             held += batch.num_rows

@@ -53,7 +53,8 @@ class LineageAnswer:
             "version": JSON_VERSION,
             "method": self.method,
             "direction": self.direction,
-            "stats": self.stats,
+            "run": self.stats.get("run"),  # the run answered from (provplug.explore.runs.run_used)
+            "stats": {k: v for k, v in self.stats.items() if k != "run"},
             "query": [_cell(r, rows) for r in self.query],
             "lineage": [_cell(r, rows) for r in self.lineage],
             "edges": self.edges,
@@ -81,7 +82,7 @@ class LineageAnswer:
             direction=data["direction"],
             lineage=[record(c) for c in data["lineage"]],
             edges=[dict(e) for e in data["edges"]],
-            stats=dict(data["stats"]),
+            stats={**data["stats"], **({"run": data["run"]} if data.get("run") else {})},
         )
 
     @property
@@ -179,12 +180,16 @@ class LineageAnswer:
 
     # -- text ------------------------------------------------------------------
     def render(self, max_lines: int = MAX_TREE_LINES, max_siblings: int = MAX_SIBLINGS) -> str:
+        """The answer as a tree, headed by the line naming its run (when known)."""
+        return _run_heading(self.stats) + self._body(max_lines, max_siblings)
+
+    def _body(self, max_lines: int, max_siblings: int) -> str:
         if self.direction == "both":
             return _subgraph_text(self, max_lines, max_siblings)
         return _TreeRenderer(self, max_lines, max_siblings).render()
 
     def render_summary(self, max_rows: int = MAX_SUMMARY_ROWS) -> str:
-        return _summary_text(self.summary(), max_rows)
+        return _run_heading(self.stats) + _summary_text(self.summary(), max_rows)
 
     def summary_json(self) -> str:
         """:meth:`summary` as JSON, one table, op or source row per line."""
@@ -265,6 +270,7 @@ def _summary(answer: LineageAnswer) -> dict[str, Any]:
         "format": "provplug-lineage-summary",
         "version": JSON_VERSION,
         "direction": answer.direction,
+        "run": answer.stats.get("run"),
         "query": [{k: finite(q[k]) for k in ("value_id", "table", "column", "value")} for q in answer.query],
         "cells": len(answer.lineage),
         "triples": len(answer.edges),
@@ -303,6 +309,15 @@ def _summary_text(s: dict[str, Any], max_rows: int) -> str:
     return "\n".join(lines)
 
 
+def _run_heading(stats: dict[str, Any]) -> str:
+    """The line naming the run the answer used, and a line break (nothing
+    when one run wrote its table, or the answer does not know its run)."""
+    from ..explore.runs import run_note
+
+    note = run_note(stats.get("run"))
+    return f"{note}\n" if note else ""
+
+
 # -- subgraph --------------------------------------------------------------------
 def _subgraph_text(answer: LineageAnswer, max_lines: int, max_siblings: int) -> str:
     """A subgraph answer as its ancestors' tree, its descendants' tree, then
@@ -313,8 +328,8 @@ def _subgraph_text(answer: LineageAnswer, max_lines: int, max_siblings: int) -> 
     into = sorted((e for e in answer.edges if e["dst"] in down.value_ids and e["src"] not in inside),
                   key=lambda e: (e["dst"], e["op"], e["src"]))
     counts = answer.stats.get("subgraph", {})
-    lines = ["ancestors:", up.render(max_lines // 2, max_siblings), "", "descendants:",
-             down.render(max_lines // 2, max_siblings), "", f"other parents of the descendants ({len(into)} triples):"]
+    lines = ["ancestors:", up._body(max_lines // 2, max_siblings), "", "descendants:",
+             down._body(max_lines // 2, max_siblings), "", f"other parents of the descendants ({len(into)} triples):"]
     for e in into[:max_lines]:
         lines.append(f"  {_label(records[e['dst']])}\n    <- {e['op']} from {_label(records[e['src']])}")
     if len(into) > max_lines:

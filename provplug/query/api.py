@@ -115,6 +115,9 @@ class ProvenanceStore:
         reduced = _reductions(catalog, np.concatenate([seeds, result.walk.lineage]))
         if reduced:
             answer.stats["reduction"] = reduced
+        used = catalog.run_of_values(seeds.tolist(), given=run is not None)  # the run answered from
+        if used is not None:
+            answer.stats["run"] = used
         answer.stats["seconds"] = round(time.perf_counter() - started, 6)
         return answer
 

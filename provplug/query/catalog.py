@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from .. import ids, schema, storefiles
 from ..errors import LineageQueryError
-from ..explore.runs import describe_run, describe_runs, select_run
+from ..explore.runs import describe_run, describe_runs, numbered, run_used, select_run
 from ..importer import UNKNOWN_TABLE
 from ..protocols import Store
 from .index_reader import arrow_ids, cached
@@ -67,7 +67,7 @@ class Catalog:
 
     def __init__(self, store: Store, manifests: list[dict[str, Any]]) -> None:
         self.store = store
-        self.manifests = manifests
+        self.manifests = numbered(manifests)  # by run number: the last is the latest
         self.run_ids = tuple(m["run_id"] for m in manifests)
         tables = store.tables().to_pylist()
         self.tables: dict[int, TableEntry] = {
@@ -83,26 +83,44 @@ class Catalog:
 
     # -- tables ----------------------------------------------------------------
     def table_named(self, name: str, run: str | None = None) -> TableEntry:
-        """The table called ``name``: of run ``run`` (an id or a unique
-        prefix), or of the one run that wrote a table of that name. A name
-        several runs wrote needs ``run``: no run's table hides another's."""
+        """The table called ``name``: of run ``run`` (anything :func:`select_run`
+        takes), else of the latest run that wrote a table of that name."""
+        return self.table_choice(name, run)[0]
+
+    def table_choice(self, name: str, run: str | None = None) -> tuple[TableEntry, dict[str, Any]]:
+        """:meth:`table_named`, and the answer's ``run`` object saying which
+        run it is and how many runs wrote a table of that name
+        (:func:`~provplug.explore.runs.run_used`)."""
         matches = [t for t in self.tables.values() if t.name == name]
         if not matches:
             known = sorted({t.name for t in self.tables.values()})
             raise LineageQueryError(f"unknown table {name!r} (tables: {', '.join(known) or 'none'})")
         writers = [m for m in self.manifests if any(t.run_id == m["run_id"] for t in matches)]
-        if run is not None:
-            chosen = select_run(self.manifests, run)
-            matches = [t for t in matches if t.run_id == chosen["run_id"]]
-            if not matches:
-                raise LineageQueryError(
-                    f"run {describe_run(chosen)} wrote no table {name!r} (it was written by {describe_runs(writers)})"
-                )
-        elif len(writers) > 1:
+        chosen = select_run(self.manifests, run) if run is not None else writers[-1]  # manifests: by number
+        matches = [t for t in matches if t.run_id == chosen["run_id"]]
+        if not matches:
             raise LineageQueryError(
-                f"table {name!r} was written by {len(writers)} runs: {describe_runs(writers)}; choose one with --run"
+                f"{describe_run(chosen)} wrote no table {name!r} (it was written by {describe_runs(writers)})"
             )
-        return max(matches, key=lambda t: t.table_id)
+        return max(matches, key=lambda t: t.table_id), run_used(chosen, writers, name, run is not None)
+
+    def run_of_values(self, values: Iterable[int], given: bool = False) -> dict[str, Any] | None:
+        """The ``run`` object of an answer about ``values``: the run whose
+        tables hold them (the first such run when they span several), the
+        table it is named for, and how many runs wrote a table of that name;
+        None when no value names a known table."""
+        table, _, _ = self.locate(np.fromiter(values, dtype=np.int64))
+        known = [t for t in dict.fromkeys(table.tolist()) if t in self.tables]
+        return self.run_of_table(known[0], given) if known else None
+
+    def run_of_table(self, table_id: int, given: bool = False) -> dict[str, Any]:
+        """The ``run`` object of an answer about table ``table_id``: its run,
+        and how many runs wrote a table of its name."""
+        entry = self.tables[table_id]
+        wrote = {t.run_id for t in self.tables.values() if t.name == entry.name}
+        writers = [m for m in self.manifests if m["run_id"] in wrote]
+        manifest = next(m for m in self.manifests if m["run_id"] == entry.run_id)
+        return run_used(manifest, writers, entry.name, given)
 
     def op_name(self, op_id: int) -> str:
         return self.ops.get(op_id, str(op_id))

@@ -42,7 +42,8 @@ def add_parser(sub: Any) -> None:
                    help="recurse on the driver below this many triples, on Spark above (0: always Spark); "
                    "default: on the driver whenever the query's triples fit its memory "
                    "(half the available memory, or PROVPLUG_QUERY_DRIVER_MB)")
-    p.add_argument("--run", metavar="RUN", help="query the tables of run RUN (when several runs wrote a table name)")
+    p.add_argument("--run", metavar="RUN", help="query the tables of run RUN: a number, latest, latest~N, a label "
+                   "or an id prefix (default: the latest run that wrote the table)")
     p.add_argument("--subgraph", action="store_true",
                    help="ancestors, descendants and the other parents of each descendant, as one answer")
     zoom = p.add_argument_group("modules (a view: stored triples never change)")
@@ -89,10 +90,22 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
         query["subgraph"] = True
     store = open_store(args.store)
     answer = store.lineage(**query)
+    _say_run(store, answer, given=args.run is not None)
     if args.zoom_out:
         answer = store.zoom_in(store.zoom_out(answer, args.zoom_out), args.zoom_in)
     write_output(shown(answer, args, output_format(args)), args.output, quiet=args.quiet)
     return 0
+
+
+def _say_run(store: Any, answer: LineageAnswer, given: bool) -> None:
+    """Name the run the answer used (and how many others wrote its table),
+    unless the answer names it already."""
+    from .catalog import catalog_for
+
+    if "run" not in answer.stats:
+        run = catalog_for(store.store).run_of_values((q["value_id"] for q in answer.query), given)
+        if run is not None:
+            answer.stats["run"] = run
 
 
 def output_format(args: argparse.Namespace) -> str:

@@ -41,7 +41,7 @@ import pyarrow.fs as pafs
 from .. import storefiles
 from ..errors import NotIndexedError
 from ..index import integrity, layout
-from ..index.generation import check_generation, current_generation, generation_meta
+from ..index.generation import Hold, check_generation, current_generation, generation_meta, hold
 from ..protocols import Store
 from .driver import available_memory, megabytes_from_env
 from .mapped import (
@@ -71,6 +71,8 @@ MIN_CACHE = 256 << 20
 LOADED_PER_STORED = 3
 # An open map costs the process only its metadata: its pages are the OS's.
 MAPPED_ENTRY_BYTES = 4096
+# Opening the live generation retries when gc --now removed the one CURRENT named.
+_RESOLVE_ATTEMPTS = 3
 
 def arrow_ids(values: np.ndarray) -> pa.Array:
     """An Arrow-owned int64 array of ``values`` for scan filters. Not a
@@ -245,22 +247,31 @@ class IndexReader:
         manifest = self._mapped_manifest()
         self.mapped = None if manifest is None else manifest[0]
         self._fence_starts = {} if manifest is None else manifest[1]
+        self.hold: Hold | None = None  # the generation held while this reader lives (see current)
 
     @classmethod
     def current(cls, store: Store) -> IndexReader:
-        """The live generation (``CURRENT`` is resolved once, here), checked."""
+        """The live generation (``CURRENT`` is resolved once, here), checked
+        and held while the reader lives (``provplug gc --now`` leaves it)."""
         pointer = store.path(layout.INDEX_DIR, layout.CURRENT)
-        if store.fs.get_file_info(pointer).type != pafs.FileType.File:
-            raise NotIndexedError(f"{store.uri} has no lineage index: run `provplug index {store.uri}` first")
-        generation = current_generation(store)
-        if generation is None:
-            raise integrity.damaged(store.uri, None, f"{pointer} is empty")
-        meta = generation_meta(store, generation)
-        key = (store.root, generation)
-        if key not in _CHECKED:
-            check_generation(store, generation, meta)
-            _CHECKED.add(key)
-        return cls(store, generation, meta)
+        for _ in range(_RESOLVE_ATTEMPTS):
+            if store.fs.get_file_info(pointer).type != pafs.FileType.File:
+                raise NotIndexedError(f"{store.uri} has no lineage index: run `provplug index {store.uri}` first")
+            generation = current_generation(store)
+            if generation is None:
+                raise integrity.damaged(store.uri, None, f"{pointer} is empty")
+            held = hold(store, generation)
+            if held is None:
+                continue  # replaced and removed since CURRENT named it: the new one is live
+            meta = generation_meta(store, generation)
+            key = (store.root, generation)
+            if key not in _CHECKED:
+                check_generation(store, generation, meta)
+                _CHECKED.add(key)
+            reader = cls(store, generation, meta)
+            reader.hold = held
+            return reader
+        raise NotIndexedError(f"{store.uri}: the index was replaced {_RESOLVE_ATTEMPTS} times while opening it; retry")
 
     def _buckets(self, dataset: str, default: int) -> int:
         """Bucket count of ``dataset`` as written in meta.json (``buckets``)."""

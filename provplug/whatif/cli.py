@@ -49,7 +49,8 @@ def add_parser(sub: Any) -> None:
                    "(repeatable: the rows where all hold)")
     p.add_argument("--value-id", metavar="N", type=whole_number(0, "a value id"), action="append", default=[],
                    dest="value_ids", help="delete the row of the cell with value id N")
-    p.add_argument("--run", metavar="RUN", help="the tables of run RUN (when several runs wrote a table name)")
+    p.add_argument("--run", metavar="RUN", help="the tables of run RUN: a number, latest, latest~N, a label or an "
+                   "id prefix (default: the latest run that wrote each table)")
     p.add_argument("--limit", metavar="N", type=whole_number(1, "rows"), default=10,
                    help="rows listed per table and kind in the text (default 10; --json lists all)")
     p.add_argument("--json", action="store_true", help="the answer as JSON")
@@ -58,12 +59,25 @@ def add_parser(sub: Any) -> None:
 
 def _cmd_whatif(args: argparse.Namespace) -> int:
     from ..cli import combined_where, print_json
+    from ..explore.runs import run_note
     from ..query.api import open as open_store
 
+    store = open_store(args.store)
     deletions = [(table, combined_where(where)) for table, where in args.deletions]
-    answer = open_store(args.store).whatif(deletions=deletions, value_id=args.value_ids, run=args.run)
+    answer = store.whatif(deletions=deletions, value_id=args.value_ids, run=args.run)
+    run = _run_used(store, answer, args.run)
     if args.json:
-        print_json(answer.to_dict())
+        print_json({**answer.to_dict(), "run": run})
     else:
-        print(answer.render(args.limit))
+        print("\n".join(line for line in (run_note(run), answer.render(args.limit)) if line))
     return 0
+
+
+def _run_used(store: Any, answer: Any, run: str | None) -> dict[str, Any] | None:
+    """The run whose rows were deleted (the first deleted table's), and how many runs wrote that table."""
+    from ..query.catalog import catalog_for
+
+    deleted = next((t for t in answer.tables if t.deleted), None)
+    if deleted is None:
+        return None
+    return catalog_for(store.store).run_of_table(deleted.table_id, run is not None)

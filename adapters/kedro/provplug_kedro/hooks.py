@@ -16,7 +16,9 @@ The same parameter may reduce the provenance kept (see :mod:`provplug.reduce`):
 source dataset). By default (``reduce_mode: production``) every node computes
 every row and the datasets Kedro saves are those of a run without provplug;
 only ``reduce_mode: thesis``, named, runs the nodes on the kept rows only
-(their outputs change), and the run's log says so in a warning.
+(their outputs change), and the run's log says so in a warning. Name the run
+with ``provplug: {label: nightly, tags: [prod]}``. The run records
+the project, pipeline, environment and parameters as its entry point.
 
 A relative path is taken from the project's root. With no store the hooks
 return at once: the run is exactly Kedro's.
@@ -151,6 +153,15 @@ def _op_params(node: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
     return params
 
 
+def _kedro_entry(run_params: Mapping[str, Any], catalog: Any) -> dict[str, Any]:
+    """The run's entry point: the Kedro project, pipeline, environment and parameters."""
+    from provplug.runcontext import kedro_entry
+
+    params = catalog.load("parameters") if "parameters" in catalog else run_params.get("extra_params")
+    pipeline = run_params.get("pipeline_name") or ",".join(run_params.get("pipeline_names") or ()) or None
+    return kedro_entry(run_params.get("project_path"), pipeline, run_params.get("env"), params)
+
+
 def _spark() -> Any:
     """The project's SparkSession (made by its own hook or a dataset), else a local one."""
     from provplug.sparksession import local_spark
@@ -192,6 +203,15 @@ class ProvplugHooks:
             raise CaptureError("provplug: reduce must map dataset names to reduction specs (TECHNIQUE:key=value,...)")
         return {str(k): str(v) for k, v in reduce.items()}, str(settings.get("reduce_mode") or DEFAULT_REDUCE_MODE)
 
+    @staticmethod
+    def configured_label(catalog: Any) -> tuple[str | None, list[str]]:
+        """``provplug: {label: LABEL, tags: [TAG, ...]}`` of the parameters: what names the run."""
+        settings = catalog.load(STORE_PARAMETER) if STORE_PARAMETER in catalog else None
+        if not isinstance(settings, Mapping):
+            return None, []
+        label, tags = settings.get("label"), settings.get("tags") or []
+        return (None if label is None else str(label)), ([str(tags)] if isinstance(tags, str) else list(tags))
+
     # -- the run --------------------------------------------------------------------
     @hook_impl
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
@@ -203,9 +223,11 @@ class ProvplugHooks:
             raise CaptureError("provplug cannot capture a ParallelRunner run (its nodes run in other processes); "
                                "use the SequentialRunner or the ThreadRunner")
         reduce, reduce_mode = self.configured_reduction(catalog)
+        label, tags = self.configured_label(catalog)
         stack = contextlib.ExitStack()
         try:
-            run = stack.enter_context(capture(_spark(), store, reduce=reduce, reduce_mode=reduce_mode))
+            run = stack.enter_context(capture(_spark(), store, reduce=reduce, reduce_mode=reduce_mode, label=label,
+                                              tags=tags, entry_point=_kedro_entry(run_params, catalog)))
         except BaseException:
             stack.close()
             raise
