@@ -16,8 +16,10 @@ Each fenced block is one of:
   the previous block printed, compared the same way), ``<!-- fragment -->``
   (not a complete program: a synopsis or part of a script; skipped) or
   ``<!-- not-run: REASON -->`` (a complete command this test does not run;
-  REASON names the file that runs it, "FILE runs this command", which is
-  checked: each ``&&``-joined command starts a line of FILE).
+  REASON names the file that runs it, which is checked: "FILE runs this
+  command" (each ``&&``-joined command starts a line of FILE) or, for a
+  server, "a server that runs until stopped ...; FILE serves it" (FILE calls
+  each of its ``provplug`` commands, and its install lines are checked).
 
 A block that is none of these fails the test. ``python3 -m pip install ...``
 is the one command not executed: it stands for installing this checkout, so
@@ -46,6 +48,7 @@ README = (REPO / "README.md").read_text()
 MARKER = re.compile(r"<!--\s*(.*?)\s*-->")
 BLOCK_TIMEOUT = 900  # seconds for one block (a Spark or Kedro run on a loaded 2-core machine)
 NOT_RUN_REASON = re.compile(r"(\S+) runs this command")
+NOT_RUN_SERVER = re.compile(r"a server that runs until stopped.*; (\S+) serves it")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,10 +277,13 @@ def test_every_block_is_run_or_marked() -> None:
         run_readme(Session(Path("."), Path("."), Path("."), {}), readme_blocks("text\n\n```toml\n[x]\n```\n"))
 
 
-def test_blocks_not_run_are_run_verbatim_by_the_file_their_reason_names() -> None:
+def test_blocks_not_run_are_run_by_the_file_their_reason_names(tmp_path: Path) -> None:
     not_run = [b for b in readme_blocks() if b.kind == "not-run"]
     assert not_run, "the README's test command is run by .ci/run, not by this test"
     for block in not_run:
+        if server := NOT_RUN_SERVER.search(block.marker):
+            _check_served(block, REPO / server.group(1), tmp_path)
+            continue
         reason = NOT_RUN_REASON.search(block.marker)
         assert reason, f"README block at line {block.line}: a not-run reason says which file runs it"
         runner_lines = [line.strip() for line in (REPO / reason.group(1)).read_text().splitlines()]
@@ -286,6 +292,20 @@ def test_blocks_not_run_are_run_verbatim_by_the_file_their_reason_names() -> Non
                 # the runner may add arguments (a seed), never change the command
                 assert any(r == command or r.startswith(command + " ") for r in runner_lines), \
                     f"{reason.group(1)} does not run {command!r}"
+
+
+def _check_served(block: Block, test_file: Path, scratch: Path) -> None:
+    """A server block: its install lines hold here, and ``test_file`` runs each of its provplug commands."""
+    (scratch / "check_installed.py").write_text(CHECK_INSTALLED)
+    session = Session(REPO, scratch, scratch, {})
+    source = test_file.read_text()
+    for line in block.text.strip().splitlines():
+        if line.startswith("python3 -m pip install"):
+            session.bash(line, f"block at line {block.line}")
+        else:
+            subcommand = _split(line)[1]
+            assert line.startswith("provplug ") and f'cli("{subcommand}"' in source, \
+                f"{test_file.name} does not run `provplug {subcommand}` ({line!r})"
 
 
 def test_every_readme_block_runs_as_written_on_a_fresh_clone(readme_run: Session) -> None:
