@@ -318,7 +318,7 @@ def test_every_readme_block_runs_as_written_on_a_fresh_clone(readme_run: Session
     assert "\nAvgAge.Age = 35.0" in tree and "Person1.Age = 40" in tree and "Shane" not in tree, tree
     kedro = _printed(readme_run, "python3 -m pip install -e '.[kedro]'")
     assert "price_by_location.avg_price = 2645.67" in kedro and "$3,200.0" not in kedro, kedro
-    sales = _printed(readme_run, "provplug run --store sales.prov")
+    sales = _printed(readme_run, "provplug run sales.prov")
     assert "\nbig_regions.avg_order = 4.0" in sales and "6 ancestors (sources only)" in sales, sales
     beam = _printed(readme_run, "python3 examples/people_beam.py")
     assert "AvgAge.Age = 35.0" in beam and "Person1.Age = 30" in beam and "Mary" not in beam, beam
