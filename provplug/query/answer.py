@@ -257,12 +257,12 @@ def _summary(answer: LineageAnswer) -> dict[str, Any]:
     names = list(map(itemgetter("table"), lineage))
     keys = [row_key(r) for r in lineage]
     tables: dict[str, dict[str, Any]] = {}
-    for (table, column), n in Counter(zip(names, map(itemgetter("column"), lineage))).items():
+    for (table, column), n in Counter(zip(names, map(itemgetter("column"), lineage), strict=True)).items():
         entry = tables.setdefault(table, {"table": table, "cells": 0, "rows": 0, "columns": {}})
         entry["cells"] += n
         shown = column if column is not None else "(no column)"
         entry["columns"][shown] = entry["columns"].get(shown, 0) + n
-    for table, key in set(zip(names, keys)):
+    for table, key in set(zip(names, keys, strict=True)):
         if key is not None:
             tables[table]["rows"] += 1
     ops = Counter(map(itemgetter("op"), answer.edges))
