@@ -8,6 +8,8 @@ Nothing here writes to the store."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -109,14 +111,45 @@ def json_endpoint(build: Endpoint) -> Callable[[Request], Response]:
     return endpoint
 
 
+View = tuple[int | None, bool, bool]  # depth, sources_only, summary
+
+
+def lineage_view(store: ProvenanceStore, caches: Caches, question: LineageQuestion, view: View) -> Any:
+    """The document of ``/api/lineage`` for ``question`` seen through ``view``, kept in ``caches``."""
+
+    def document() -> Any:
+        return documents.lineage_document(documents.lineage_answer(store, question, caches), *view)
+
+    return caches.documents.get((question, view), document)
+
+
+def prefetch_summary(store: ProvenanceStore, caches: Caches, p: Params) -> threading.Thread | None:
+    """Start, in a thread of its own, the summary the lineage page at this
+    URL asks for first (``/api/lineage`` with ``summary``): the query runs
+    while the browser loads the page and its script, and the page's request
+    waits for it (the caches compute a key once) instead of starting it.
+    None when the URL holds no valid question (the page's request says why)."""
+    try:
+        question, view = p.question(), (p.number("depth"), p.flag("sources_only"), True)
+        question.arguments()
+    except ProvplugError:
+        return None
+
+    def run() -> None:
+        # A bad question (an unknown table, say) is not kept: the page's own
+        # request computes it again and shows that error.
+        with contextlib.suppress(ProvplugError):
+            lineage_view(store, caches, question, view)
+
+    thread = threading.Thread(target=run, name="provplug-ui-prefetch", daemon=True)
+    thread.start()
+    return thread
+
+
 def api_routes(store: ProvenanceStore, caches: Caches) -> list[Route]:
     def lineage(p: Params) -> Any:
-        question, view = p.question(), (p.number("depth"), p.flag("sources_only"), p.flag("summary"))
-
-        def document() -> Any:
-            return documents.lineage_document(documents.lineage_answer(store, question, caches), *view)
-
-        return caches.documents.get((question, view), document)
+        return lineage_view(store, caches, p.question(),
+                            (p.number("depth"), p.flag("sources_only"), p.flag("summary")))
 
     def lineage_slice(p: Params) -> Any:
         answer = documents.lineage_answer(store, p.question(), caches)
@@ -169,6 +202,14 @@ def _page(request: Request) -> Response:
     return FileResponse(STATIC / "index.html", media_type="text/html")
 
 
+def _lineage_page(store: ProvenanceStore, caches: Caches) -> Callable[[Request], Response]:
+    def page(request: Request) -> Response:
+        prefetch_summary(store, caches, Params(request))
+        return _page(request)
+
+    return page
+
+
 def _unknown_api(request: Request) -> Response:
     return JSONResponse({"error": f"no such API: {request.url.path}", "type": "NotFound"}, status_code=404)
 
@@ -184,9 +225,11 @@ def create_app(store: ProvenanceStore, allowed_hosts: list[str] | None = None) -
     accepted (a page of another site that resolves its name to this machine
     gets nothing); default: the loopback names."""
     hosts = allowed_hosts or ["127.0.0.1", "localhost", "::1", "[::1]"]
+    caches = Caches()
     routes = [
-        *(Route(path, _page) for path in PAGES),
-        *api_routes(store, Caches()),
+        Route("/lineage", _lineage_page(store, caches)),
+        *(Route(path, _page) for path in PAGES if path != "/lineage"),
+        *api_routes(store, caches),
         Route("/api/{rest:path}", _unknown_api),
         Route("/favicon.ico", lambda request: Response(status_code=204)),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),

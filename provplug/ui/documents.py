@@ -189,10 +189,13 @@ def workflow_document(store: ProvenanceStore, run: str | None) -> dict[str, Any]
 
 def whatif_document(store: ProvenanceStore, deletions: list[tuple[str, str | None]], value_ids: list[int],
                     run: str | None) -> dict[str, Any]:
-    """What ``provplug whatif ... --json`` prints."""
+    """What ``provplug whatif ... --json`` prints (with the run deleted from, as the CLI finds it)."""
+    from ..whatif.cli import _run_used  # the CLI's own function, so that both name the same run
+
     if not deletions and not value_ids:
         raise LineageQueryError("nothing to delete: choose rows (a table with a where, or value ids)")
-    return store.whatif(deletions=deletions, value_id=value_ids, run=run).to_dict()
+    answer = store.whatif(deletions=deletions, value_id=value_ids, run=run)
+    return {**answer.to_dict(), "run": _run_used(store, answer, run)}
 
 
 def diff_document(store: ProvenanceStore, run_a: str, run_b: str, target: Mapping[str, str | None],

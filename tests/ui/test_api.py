@@ -272,3 +272,40 @@ def test_the_diff_of_two_runs_equals_the_cli(spark: Any, tmp_path: Path, cli: An
     assert [(c["column"], c["old"], c["new"]) for c in avg["changed"]] == [("Age", 35.0, 40.0)]
     one = api(base, "/api/diff", a=first, b=second, table="AvgAge", column="Age")
     assert one == cli_json(cli, "diff", store, first, second, "AvgAge.Age", "--json")
+
+
+def test_opening_a_lineage_page_starts_its_summary_which_the_page_s_request_then_gets(
+        demo_store: Path, cli: Any, serve: Any, monkeypatch: Any) -> None:
+    from provplug.ui import documents
+
+    asked: list[Any] = []
+    started = threading.Event()
+    original = documents.lineage_answer
+
+    def counted(store: Any, question: Any, caches: Any) -> Any:
+        asked.append(question)
+        started.set()
+        return original(store, question, caches)
+
+    monkeypatch.setattr(documents, "lineage_answer", counted)
+    base = serve(demo_store)
+    status, page, _ = get(base + "lineage?" + urllib.parse.urlencode({"table": "AvgAge", "column": "Age"}))
+    assert status == 200 and "<html" in page.lower()
+    assert started.wait(120)  # the page alone started the query, before any API request
+    summary = api(base, "/api/lineage", table="AvgAge", column="Age", summary=1)
+    assert summary == cli_json(cli, "lineage", demo_store, "AvgAge.Age", "--summary", "--json")
+    assert len(asked) == 1  # the API's summary is the one the page started, not a second query
+
+
+def test_a_lineage_page_without_a_valid_question_starts_nothing(demo_store: Path, serve: Any, monkeypatch: Any) -> None:
+    from provplug.ui import app, documents
+
+    monkeypatch.setattr(documents, "lineage_answer", lambda *args: pytest.fail("no query for a page without one"))
+    threads: list[Any] = []
+    original = app.prefetch_summary
+    monkeypatch.setattr(app, "prefetch_summary", lambda *args: threads.append(original(*args)))
+    base = serve(demo_store)
+    for query in ["", "depth=x&table=AvgAge&column=Age", "where=City%20%3D%20'NY'"]:
+        status, _, _ = get(base + "lineage?" + query)
+        assert status == 200
+    assert threads == [None, None, None]
