@@ -345,6 +345,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     except BrokenPipeError:
         return _closed_pipe()
+    except SystemExit as exc:  # argparse's --help/--version: printed into stdout's buffer, now flushed
+        return _exit_after_flush(exc)
     except UsageError as exc:
         if not as_json:
             exc.parser.print_usage(sys.stderr)
@@ -377,6 +379,19 @@ def _logging_for(args: argparse.Namespace) -> Iterator[None]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+
+
+def _exit_after_flush(exc: SystemExit) -> int:
+    """argparse exits after printing help or the version; flush here, where a
+    closed pipe can still be told apart (quietly), not at interpreter exit."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _closed_pipe()
+    if exc.code is None or isinstance(exc.code, int):
+        return exc.code or 0
+    print(exc.code, file=sys.stderr)  # what the interpreter does with sys.exit("message")
+    return 1
 
 
 def _closed_pipe() -> int:

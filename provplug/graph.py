@@ -154,7 +154,7 @@ def _run_chosen(store: Store, run: str | None) -> str | None:
     runs = store.runs()
     chosen = select_run(runs, run)
     label = f" (label {chosen['label']})" if chosen.get("label") else ""
-    return f"run {chosen['number']}{label} of {len(runs)} runs"
+    return f"run {chosen['number']}{label} of {len(runs)} run{'s' if len(runs) != 1 else ''}"
 
 
 def _cmd_graph(args: argparse.Namespace) -> int:

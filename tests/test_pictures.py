@@ -139,9 +139,10 @@ def test_graph_shows_every_table_and_op_with_counts(people: Path, cli: Any) -> N
 
 def test_graph_of_one_run_and_of_an_imported_store(people: Path, cli: Any, tmp_path: Path) -> None:
     run_id = open_store(people).runs()[0]["run_id"]
-    assert cli("graph", people, "--run", run_id).out.splitlines()[0] == "3 tables, 2 ops, 15 triples"
+    lines = cli("graph", people, "--run", run_id).out.splitlines()
+    assert lines[:2] == ["run 1 of 1 run", "3 tables, 2 ops, 15 triples"]  # the run --run chose, then the graph
     missing = cli("graph", people, "--run", "no-such-run")
-    assert missing.code == 2 and missing.err.count("\n") == 1 and "no run 'no-such-run'" in missing.err
+    assert missing.code == 2 and missing.err.count("\n") == 1 and "unknown run 'no-such-run'" in missing.err
     # Imported ops carry no tables: the triples say which tables each op links.
     t4 = tmp_path / "t4.prov"
     import_provenance(open_store(t4), DATA / "paper_table4_triples.csv", DATA / "paper_table4_values.csv")
