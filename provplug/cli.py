@@ -13,7 +13,7 @@ from contextlib import contextmanager, nullcontext
 from typing import Any, NoReturn
 
 from .errors import LineageQueryError, ProvplugError
-from .progress import Progress, silenced
+from .progress import Progress, handler_attached, silenced
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -368,17 +368,10 @@ def _logging_for(args: argparse.Namespace) -> Iterator[None]:
     if not getattr(args, "verbose", False):
         yield
         return
-    logger = logging.getLogger("provplug")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("provplug: %(name)s: %(message)s"))
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
+    with handler_attached(logging.getLogger("provplug"), handler):
         yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
 
 
 def _exit_after_flush(exc: SystemExit) -> int:

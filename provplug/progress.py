@@ -371,7 +371,15 @@ def logs_shown(progress: Progress, name: str = "provplug") -> Iterator[None]:
     if not progress.enabled or logger.hasHandlers():
         yield
         return
-    handler, level = LogLines(progress), logger.level
+    with handler_attached(logger, LogLines(progress)):
+        yield
+
+
+@contextlib.contextmanager
+def handler_attached(logger: logging.Logger, handler: logging.Handler) -> Iterator[None]:
+    """``handler`` on ``logger``, which passes INFO records at least, for
+    the block; both as they were after it (a process may run many commands)."""
+    level = logger.level
     logger.addHandler(handler)
     if logger.getEffectiveLevel() > logging.INFO:
         logger.setLevel(logging.INFO)
