@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE))
 import provplug  # noqa: E402
 from provplug.plugins import open_store  # noqa: E402
 from provplug.query.answer import LineageAnswer, finite  # noqa: E402
-from provplug.query.driver import _gather_ranges  # noqa: E402
+from provplug.query.driver import gather_ranges  # noqa: E402
 
 
 def hubs_reaching(path: Path, ancestors: int) -> list[int]:
@@ -51,7 +51,7 @@ def hubs_reaching(path: Path, ancestors: int) -> list[int]:
     for v in ranked:
         frontier = np.array([v])
         while len(frontier):
-            step = np.unique(a.parents[_gather_ranges(a.indptr[frontier], a.indptr[frontier + 1])])
+            step = np.unique(a.parents[gather_ranges(a.indptr[frontier], a.indptr[frontier + 1])])
             step = step[~seen[step]]
             seen[step] = True
             frontier = step

@@ -47,7 +47,7 @@ import provplug  # noqa: E402
 from provplug.index import build_index, current_dir, read_meta  # noqa: E402
 from provplug.plugins import open_store  # noqa: E402
 from provplug.query import index_reader, mapped  # noqa: E402
-from provplug.query.driver import _gather_ranges  # noqa: E402
+from provplug.query.driver import gather_ranges  # noqa: E402
 
 CLASSES = {"SC-SL": (100, 200), "LC-SL": (100, 200), "LC-LL": (5_000, 10_000)}
 
@@ -106,7 +106,7 @@ class Ancestry:
         frontier = np.array([value])
         total = 0
         while len(frontier) and total <= limit:
-            step = np.unique(self.parents[_gather_ranges(self.indptr[frontier], self.indptr[frontier + 1])])
+            step = np.unique(self.parents[gather_ranges(self.indptr[frontier], self.indptr[frontier + 1])])
             step = step[~seen[step]]
             seen[step] = True
             total += len(step)

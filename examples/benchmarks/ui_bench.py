@@ -39,11 +39,6 @@ BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backgr
 
 
 def trace_question(scale: float, seed: int, ancestors: int) -> tuple[Path, list[int]]:
-    from provplug.query import driver
-
-    # query_bench.py and answer_size.py still import the helper by its old private name.
-    if not hasattr(driver, "_gather_ranges"):
-        driver._gather_ranges = driver.gather_ranges  # type: ignore[attr-defined]
     from answer_size import hubs_reaching
     from query_bench import prepare
 
