@@ -222,6 +222,8 @@ def test_runs_and_the_diff_of_two_runs(spark: Any, tmp_path: Path, serve: Any, b
     page.goto(base + "runs")
     wait_ready(page)
     assert page.locator("table.grid tbody tr").count() == 2
+    numbers = page.locator("table.grid tbody tr td:first-child").all_inner_texts()
+    assert numbers == ["1", "2"] and "python " in page.locator("table.grid tbody tr").first.inner_text()
     navigate(page, lambda: page.click("a[href='/diff']"))
     navigate(page, lambda: page.click("form.controls button[type=submit]"))  # the two runs, oldest first
     change = page.locator('.effect[data-table="AvgAge"] li.changed').first

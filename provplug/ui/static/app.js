@@ -101,14 +101,29 @@ function table(headers, rows, numeric) {
 }
 
 // -- runs and tables -------------------------------------------------------------
+// How a run was started and the code's commit, as `provplug runs` prints them
+// (provplug.explore.browse.entry_point_text and _git_text).
+function entryText(r) {
+  const e = r.entry_point || {};
+  if (e.type === "script") return [`script ${String(e.path).split("/").pop()}`, ...(e.args || []).map(String)].join(" ");
+  if (e.type === "kedro") return `kedro ${String(e.project || "").split("/").pop() || "?"} (${e.pipeline}, ${e.env || "local"})`;
+  if (e.type === "python") return `python ${e.module}`;
+  return r.kind === "import" ? "import" : "-";
+}
+
+function gitText(r) {
+  return r.git ? `${String(r.git.commit).slice(0, 8)}${r.git.dirty ? "+dirty" : ""}` : "";
+}
+
 async function runsPage() {
   const runs = await api("/api/runs");
-  const extra = ["label", "entry_point", "git_commit", "status"].filter((k) => runs.some((r) => r[k] !== undefined));
+  const described = { label: (r) => r.label ?? "", entry_point: entryText, git: gitText, status: (r) => r.status ?? "" };
+  const extra = Object.keys(described).filter((k) => runs.some((r) => r[k] !== undefined));
   page("Runs",
     el("p", { class: "muted" }, `${runs.length} committed run(s), oldest first.`),
     table(["#", "run", "kind", ...extra, "started", "committed", "tables", "ops", "values", "triples"],
-      runs.map((r, i) => [String(i + 1), link("/tables", { run: r.run_id }, r.run_id), r.kind,
-        ...extra.map((k) => shown(r[k] ?? "")), shown(r.started ?? "-"), r.committed,
+      runs.map((r, i) => [String(r.number ?? i + 1), link("/tables", { run: r.run_id }, r.run_id), r.kind,
+        ...extra.map((k) => described[k](r)), shown(r.started ?? "-"), r.committed,
         count(r.tables), count(r.ops), count(r.values), count(r.triples + (r.location_triples || 0))]),
       [true, false, false, ...extra.map(() => false), false, false, true, true, true, true]));
 }
