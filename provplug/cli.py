@@ -101,17 +101,13 @@ def _record_table(records: list[dict[str, Any]]) -> str:
 def _scalar_text(value: object) -> str:
     """A value in a text table: numbers with separators, lists joined by
     commas, mappings as ``key=value`` pairs, nothing as ``-``."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
+    from .explore.browse import cell_text
+
     if isinstance(value, dict):
         return ", ".join(f"{k}={_scalar_text(v)}" for k, v in value.items()) or "-"
     if isinstance(value, (list, tuple)):
         return ", ".join(_scalar_text(v) for v in value) or "none"
-    return str(value)
+    return cell_text(value)
 
 
 def _indented(text: str, prefix: str) -> str:

@@ -223,7 +223,7 @@ def _reduced_runs(store: Store) -> dict[str, Any]:
 def aligned(headers: Sequence[str], rows: Sequence[Sequence[object]], right: Sequence[bool] | None = None) -> str:
     """Rows under their headers, each column as wide as its widest cell;
     columns flagged in ``right`` (numbers) are right-aligned."""
-    text = [[str(h) for h in headers], *[[_cell(c) for c in row] for row in rows]]
+    text = [[str(h) for h in headers], *[[cell_text(c) for c in row] for row in rows]]
     widths = [max(len(r[i]) for r in text) for i in range(len(headers))]
     flags = list(right) if right is not None else [False] * len(headers)
     lines = [
@@ -233,7 +233,8 @@ def aligned(headers: Sequence[str], rows: Sequence[Sequence[object]], right: Seq
     return "\n".join(lines)
 
 
-def _cell(value: object) -> str:
+def cell_text(value: object) -> str:
+    """One value in a text table: numbers with separators, yes/no, ``-`` for nothing."""
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -300,7 +301,7 @@ def render_detail(detail: TableDetail) -> str:
         ("table", detail["name"]),
         ("run", f"{run_line(detail['run'])} [{detail['run_id']}, {detail['run_kind']}, {detail['run_committed']}]"),
         ("origin", detail["origin"]),
-        ("rows", _cell(detail["rows"])),
+        ("rows", cell_text(detail["rows"])),
         ("columns", ", ".join(detail["columns"]) or "-"),
         ("written by", "; ".join(_describe_op(o) for o in detail["written_by"]) or _no_writer(detail)),
     ]
