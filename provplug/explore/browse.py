@@ -2,7 +2,7 @@
 
 Plain JSON-ready records (``TypedDict``\\ s) shared by the ``provplug runs``,
 ``tables``, ``show`` and ``stats`` commands and by
-:class:`provplug.query.api.ProvenanceStore`. A table's rows are read with a
+:class:`provplug.api.ProvenanceStore`. A table's rows are read with a
 limit, never whole.
 """
 
@@ -14,11 +14,11 @@ from typing import Any, TypedDict
 
 import pyarrow.compute as pc
 
-from .. import schema
-from ..location.read import TripleFilter, triple_table
-from ..protocols import Store
-from ..query.catalog import Catalog, TableEntry, catalog_for, jsonable
-from .runs import run_line, select_run
+from provplug import schema
+from provplug.plugin.protocols import Store
+from provplug.query.catalog import Catalog, TableEntry, catalog_for, jsonable
+from provplug.store.runs import run_line, select_run
+from provplug.store.triples import TripleFilter, triple_table
 
 
 class _RunCounts(TypedDict):
@@ -32,7 +32,7 @@ class _RunCounts(TypedDict):
     ended: str
     committed: str
     engine: str | None
-    entry_point: dict[str, Any] | None  # see provplug.runcontext
+    entry_point: dict[str, Any] | None  # see provplug.ingest.runcontext
     git: dict[str, Any] | None  # {commit, dirty} of the code that ran, when in a git repository
     spark_app_id: str | None
     tables: int
@@ -75,7 +75,7 @@ class SampleRow(TypedDict):
 class TableDetail(TableRecord):
     run_kind: str
     run_committed: str
-    run: dict[str, Any]  # the run shown and how many runs wrote the table (provplug.explore.runs.run_used)
+    run: dict[str, Any]  # the run shown and how many runs wrote the table (provplug.store.runs.run_used)
     written_by: list[OpRecord]
     sample: list[SampleRow]
 
@@ -205,7 +205,7 @@ def store_stats(store: Store) -> dict[str, Any]:
     keys: the store's counts (every file checked), then its index's
     (``index_intact``: its files are as built; ``index_current``: it covers
     exactly the store's runs)."""
-    from ..index.stats import index_stats
+    from provplug.index.stats import index_stats
 
     sections: tuple[dict[str, Any], ...] = (store.verify(), _reduced_runs(store), index_stats(store))
     return {key: value for section in sections for key, value in section.items()}
@@ -281,7 +281,7 @@ def _git_text(git: dict[str, Any] | None) -> str | None:
 
 def _reduction_lines(runs: Sequence[RunRecord]) -> list[str]:
     """A line per reduced run: its provenance is partial by design."""
-    from ..reduce.base import describe_run_reduction
+    from provplug.reduce.base import describe_run_reduction
 
     return [f"run {r['run_id']} reduced ({describe_run_reduction(r['reduction'])})" for r in runs if "reduction" in r]
 

@@ -18,8 +18,8 @@ import os
 
 import numpy as np
 
-from ..errors import LineageQueryError
-from .model import Direction, Edges, Walk
+from provplug.errors import LineageQueryError
+from provplug.query.model import Direction, Edges, Walk
 
 DRIVER_ENV = "PROVPLUG_QUERY_DRIVER_MB"
 # Peak bytes a triple costs on the driver: read as three int64 columns (24),

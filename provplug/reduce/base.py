@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..errors import ReductionError
+from provplug.errors import ReductionError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

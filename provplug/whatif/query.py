@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from ..protocols import Store
-from ..query.catalog import Catalog, catalog_for
-from .engine import Engine, Propagation
-from .model import RowEffect, TableEffect, WhatIfAnswer
-from .select import Deletion, deleted_rows
+from provplug.plugin.protocols import Store
+from provplug.query.catalog import Catalog, catalog_for
+from provplug.whatif.engine import Engine, Propagation
+from provplug.whatif.model import RowEffect, TableEffect, WhatIfAnswer
+from provplug.whatif.select import Deletion, deleted_rows
 
 
 def whatif(store: Store[Any], deletions: Sequence[Deletion] = (), value_ids: Iterable[int] = (),

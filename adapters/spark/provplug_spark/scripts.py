@@ -32,7 +32,7 @@ written plan, at write time, and nothing is captured for reads no write uses:
 
 Each such leaf is replaced by a fresh read of the table's stored rows, with
 the leaf's own columns (cast to its types), and the resulting DataFrame goes
-through the ordinary capture of a step (:meth:`provplug.capture.ActiveRun.call_step`).
+through the ordinary capture of a step (:meth:`provplug.ingest.capture.ActiveRun.call_step`).
 The real write then writes the user's own DataFrame, exactly as without
 provplug (the capture is one more job over the same plan). The run is
 started by the first write, on that DataFrame's SparkSession (a script
@@ -52,8 +52,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.readwriter import DataFrameWriter, DataFrameWriterV2
 
-from provplug.capture import ActiveRun
 from provplug.errors import CaptureError
+from provplug.ingest.capture import ActiveRun
 from provplug.model import StepInfo
 
 from ._jvm import Catalyst, path_key
