@@ -209,9 +209,9 @@ class _Differ:
 
     def _sources(self, cells: list[int]) -> dict[int, set[int]]:
         """The source cells (ancestors without a parent) of each cell, from one lineage query."""
-        from provplug.api import ProvenanceStore
+        from provplug.query.lineage import LineageQueries
 
-        answer = ProvenanceStore(self.store).lineage(sorted(set(cells)))
+        answer = LineageQueries(self.store).lineage(sorted(set(cells)))
         parents: dict[int, list[int]] = {}
         for e in answer.edges:
             parents.setdefault(e["dst"], []).append(e["src"])

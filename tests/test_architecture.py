@@ -189,7 +189,7 @@ def test_no_import_cycle_among_the_core_modules() -> None:
     whatever the rest of the package does."""
     core = {f"provplug.{m}" for m in (
         "plugin.markers", "plugin.hookspecs", "plugin.protocols", "plugin.manager", "ingest.capture",
-        "ingest.transaction", "ingest.recorder", "store.writers", "model", "errors", "ids", "schema", "rowrules",
+        "ingest.transaction", "ingest.recorder", "plugin.writers", "model", "errors", "ids", "schema", "rowrules",
     )}
     graph = import_graph()
     core_graph = {m: graph[m] & core for m in core}
@@ -198,7 +198,7 @@ def test_no_import_cycle_among_the_core_modules() -> None:
     for module in core:
         assert not graph[module] & {"provplug.store.parquet", "provplug.ingest.importer"}, module
     # The protocols sit at the bottom: any layer can name them (rowrules is plain data).
-    assert graph["provplug.plugin.protocols"] <= {"provplug.model", "provplug.store.writers", "provplug.rowrules"}
+    assert graph["provplug.plugin.protocols"] <= {"provplug.model", "provplug.plugin.writers", "provplug.rowrules"}
 
 
 def test_function_local_imports_close_no_cycle_either() -> None:

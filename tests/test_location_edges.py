@@ -34,9 +34,9 @@ from provplug.location import (
     workflow,
     workflow_of,
 )
+from provplug.plugin.writers import Destination
 from provplug.store.locations import LOCATIONS, edges_json, locations_of, read_locations, write_locations
 from provplug.store.parquet import ParquetStore
-from provplug.store.writers import Destination
 
 Triple = tuple[int, int, int, int, int]
 

@@ -434,7 +434,7 @@ def test_column_lineage_is_identical(pair: Pair) -> None:
 
 
 def test_the_workflow_graph_counts_the_edges_triples(pair: Pair) -> None:
-    from provplug.cli.graph import as_text, workflow_of
+    from provplug.explore.graph import as_text, workflow_of
 
     texts = [as_text(workflow_of(store)) for _, store in pair.stores()]
     assert texts[1] == texts[0]

@@ -21,8 +21,7 @@ from provplug.errors import CaptureError
 from provplug.ingest.recorder import StagedRun
 from provplug.model import OpInfo, TableInfo
 from provplug.plugin.protocols import RunRecorder
-from provplug.store.parquet import ParquetStore
-from provplug.store.writers import (
+from provplug.plugin.writers import (
     Destination,
     PartWriter,
     RowsWriter,
@@ -32,6 +31,7 @@ from provplug.store.writers import (
     local_destination,
     triples_table,
 )
+from provplug.store.parquet import ParquetStore
 
 
 def _read(destination: Destination) -> pa.Table:
@@ -307,7 +307,7 @@ def test_row_lineage_and_rules_commit_with_the_run_and_read_back(store: ParquetS
 
 
 def test_row_lineage_parts_are_dictionary_and_delta_encoded(tmp_path: Path) -> None:
-    from provplug.store.writers import RowLineageWriter
+    from provplug.plugin.writers import RowLineageWriter
 
     with RowLineageWriter(local_destination(str(tmp_path)), "t") as writer:
         writer.write(7, 3, np.arange(1000), np.zeros(1000), 2, np.arange(1000) * 2)

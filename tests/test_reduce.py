@@ -113,8 +113,8 @@ def _cell(table: int, column: int, row: int) -> int:
 
 
 def test_the_closure_keeps_paths_from_kept_rows_op_by_op(tmp_path: Path) -> None:
+    from provplug.plugin.writers import TripleWriter, local_destination
     from provplug.reduce.production import filter_triples
-    from provplug.store.writers import TripleWriter, local_destination
 
     # Sources: W (table 1, reduced, rows 0-2, row 0 kept) and D (table 4, not reduced).
     # Op 10: W -> A (table 2), row by row. Op 11: A and D -> B (table 3).

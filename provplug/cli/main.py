@@ -90,7 +90,7 @@ def _split_text(split: object) -> str:
 
 
 def _record_table(records: list[dict[str, Any]]) -> str:
-    from provplug.explore.browse import aligned
+    from provplug.texttable import aligned
 
     headers = list(dict.fromkeys(k for record in records for k in record))
     rows = [[_scalar_text(record.get(h)) for h in headers] for record in records]
@@ -101,7 +101,7 @@ def _record_table(records: list[dict[str, Any]]) -> str:
 def _scalar_text(value: object) -> str:
     """A value in a text table: numbers with separators, lists joined by
     commas, mappings as ``key=value`` pairs, nothing as ``-``."""
-    from provplug.explore.browse import cell_text
+    from provplug.texttable import cell_text
 
     if isinstance(value, dict):
         return ", ".join(f"{k}={_scalar_text(v)}" for k, v in value.items()) or "-"

@@ -61,23 +61,14 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     from provplug.api import open as open_store
     from provplug.cli.main import combined_where, print_json
     from provplug.store.runs import run_note
+    from provplug.whatif.query import run_used
 
     store = open_store(args.store)
     deletions = [(table, combined_where(where)) for table, where in args.deletions]
     answer = store.whatif(deletions=deletions, value_id=args.value_ids, run=args.run)
-    run = _run_used(store, answer, args.run)
+    run = run_used(store, answer, args.run)
     if args.json:
         print_json({**answer.to_dict(), "run": run})
     else:
         print("\n".join(line for line in (run_note(run), answer.render(args.limit)) if line))
     return 0
-
-
-def _run_used(store: Any, answer: Any, run: str | None) -> dict[str, Any] | None:
-    """The run whose rows were deleted (the first deleted table's), and how many runs wrote that table."""
-    from provplug.query.catalog import catalog_for
-
-    deleted = next((t for t in answer.tables if t.deleted), None)
-    if deleted is None:
-        return None
-    return catalog_for(store.store).run_of_table(deleted.table_id, run is not None)

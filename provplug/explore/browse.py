@@ -19,6 +19,7 @@ from provplug.plugin.protocols import Store
 from provplug.query.catalog import Catalog, TableEntry, catalog_for, jsonable
 from provplug.store.runs import run_line, select_run
 from provplug.store.triples import TripleFilter, triple_table
+from provplug.texttable import aligned, cell_text
 
 
 class _RunCounts(TypedDict):
@@ -220,30 +221,6 @@ def _reduced_runs(store: Store) -> dict[str, Any]:
 # -- text ----------------------------------------------------------------------------
 
 
-def aligned(headers: Sequence[str], rows: Sequence[Sequence[object]], right: Sequence[bool] | None = None) -> str:
-    """Rows under their headers, each column as wide as its widest cell;
-    columns flagged in ``right`` (numbers) are right-aligned."""
-    text = [[str(h) for h in headers], *[[cell_text(c) for c in row] for row in rows]]
-    widths = [max(len(r[i]) for r in text) for i in range(len(headers))]
-    flags = list(right) if right is not None else [False] * len(headers)
-    lines = [
-        "  ".join(c.rjust(w) if flag else c.ljust(w) for c, w, flag in zip(r, widths, flags, strict=True)).rstrip()
-        for r in text
-    ]
-    return "\n".join(lines)
-
-
-def cell_text(value: object) -> str:
-    """One value in a text table: numbers with separators, yes/no, ``-`` for nothing."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
-
-
 def render_runs(runs: Sequence[RunRecord]) -> str:
     if not runs:
         return "no runs"
@@ -281,7 +258,7 @@ def _git_text(git: dict[str, Any] | None) -> str | None:
 
 def _reduction_lines(runs: Sequence[RunRecord]) -> list[str]:
     """A line per reduced run: its provenance is partial by design."""
-    from provplug.reduce.base import describe_run_reduction
+    from provplug.plugin.reductions import describe_run_reduction
 
     return [f"run {r['run_id']} reduced ({describe_run_reduction(r['reduction'])})" for r in runs if "reduction" in r]
 

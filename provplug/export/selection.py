@@ -64,10 +64,10 @@ def select(store: Store, run: str | None, target: Target | None, with_values: bo
 
 
 def _target_selection(store: Store, run: str | None, target: Target) -> Selection:
-    from provplug.api import ProvenanceStore
     from provplug.query.catalog import catalog_for
+    from provplug.query.lineage import LineageQueries
 
-    queried = ProvenanceStore(store)
+    queried = LineageQueries(store)
     if target.table is not None:
         answer = queried.lineage(
             table=target.table, column=target.column, where=target.where, direction=target.direction, run=run

@@ -36,8 +36,18 @@ import pyarrow.fs as pafs
 
 from provplug.errors import DamagedStoreError
 from provplug.index import integrity, layout
-from provplug.query.driver import gather_ranges
 from provplug.store import files as storefiles
+
+
+def gather_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, e)`` for every pair, without a Python loop."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)
+
 
 MAPPED_DIR = "mapped"
 MAPPED_MANIFEST = f"{MAPPED_DIR}/manifest.json"

@@ -37,7 +37,7 @@ from provplug.ingest.transaction import observed_run
 from provplug.model import RunInfo, StepInfo
 from provplug.plugin.manager import Plugins, get_plugins
 from provplug.plugin.protocols import AdapterSession, Store, Transaction
-from provplug.reduce.base import MODES, Reduction
+from provplug.plugin.reductions import MODES, Reduction
 from provplug.reduce.spec import reductions_from
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -3,7 +3,7 @@ store transaction.
 
 It is the only code that knows where a run's files go: ``rows/<table>/``,
 ``triples/`` and a scratch directory in the run's staging area (see
-:mod:`provplug.store.parquet`). It hands out :class:`~provplug.store.writers.Destination`
+:mod:`provplug.store.parquet`). It hands out :class:`~provplug.plugin.writers.Destination`
 objects and writers on them, and when the run ends (:meth:`StagedRun.finish`)
 removes the scratch files, drops rows the run does not keep, and records the
 datasets it handed out.
@@ -27,7 +27,7 @@ from provplug.rowrules import LINEAGE, RULES, OpRowRules, rules_text
 
 if TYPE_CHECKING:
     from provplug.location import LocationEdge
-    from provplug.store.writers import Destination, RowLineageWriter, RowsWriter, TripleWriter
+    from provplug.plugin.writers import Destination, RowLineageWriter, RowsWriter, TripleWriter
 
 # The writers (pyarrow) load when a run first writes, not when a pipeline
 # module defines its @provplug.step functions.
@@ -132,7 +132,7 @@ class StagedRun:
 
     # -- write -----------------------------------------------------------------
     def _root(self) -> Destination:
-        from provplug.store.writers import Destination
+        from provplug.plugin.writers import Destination
 
         return Destination(self.store.uri, self.txn.path(), self.txn.spark_path())
 
@@ -150,11 +150,11 @@ class StagedRun:
 
     def row_lineage_destination(self) -> Destination:
         """Where row-lineage records go (:mod:`provplug.ingest.rowlineage`); Spark
-        tasks write into it with :class:`~provplug.store.writers.RowLineageWriter`."""
+        tasks write into it with :class:`~provplug.plugin.writers.RowLineageWriter`."""
         return self._destination(LINEAGE)
 
     def row_lineage_writer(self, stem: str | None = None) -> RowLineageWriter:
-        from provplug.store.writers import RowLineageWriter
+        from provplug.plugin.writers import RowLineageWriter
 
         return RowLineageWriter(self.row_lineage_destination(), stem)
 
@@ -181,17 +181,17 @@ class StagedRun:
         return self._destination(SCRATCH, *parts)
 
     def rows_writer(self, table_id: int, stem: str | None = None) -> RowsWriter:
-        from provplug.store.writers import RowsWriter
+        from provplug.plugin.writers import RowsWriter
 
         return RowsWriter(self.rows_destination(table_id), stem)
 
     def triples_writer(self, stem: str | None = None) -> TripleWriter:
-        from provplug.store.writers import TripleWriter
+        from provplug.plugin.writers import TripleWriter
 
         return TripleWriter(self.triples_destination(), stem)
 
     def copy_positional_rows(self, table_id: int, files: Iterable[tuple[Any, str, int]]) -> int:
-        from provplug.store.writers import copy_positional
+        from provplug.plugin.writers import copy_positional
 
         return copy_positional(self.rows_destination(table_id), files)
 

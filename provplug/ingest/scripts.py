@@ -3,7 +3,8 @@
 ``with provplug.capture_writes(spark, store=...):`` captures each DataFrame
 write made inside the block as a step whose output table is the written
 dataset and whose inputs are the files, tables and earlier writes its plan
-reads (see :mod:`provplug_spark.scripts`). :func:`run_script` runs an
+reads (the Spark adapter's write interceptor, registered through
+``provplug_register_write_interceptors``). :func:`run_script` runs an
 unmodified script that way (``provplug run``).
 
 The run starts with the first write, on that DataFrame's SparkSession (a
@@ -28,7 +29,7 @@ from typing import Any
 
 from provplug.errors import CaptureError
 from provplug.ingest.capture import ActiveRun, capture
-from provplug.plugin.manager import Plugins
+from provplug.plugin.manager import Plugins, get_plugins
 
 logger = logging.getLogger(__name__)
 
@@ -90,15 +91,18 @@ def capture_writes(
     ``label``, ``tags`` and ``entry_point`` are :func:`provplug.capture`'s
     (the entry point defaults to the module calling this function).
     """
-    from provplug_spark.scripts import WriteTracer, intercepted_writes
-
     from provplug.ingest.runcontext import checked_label, python_entry
 
     label, tags = checked_label(label, tags)  # a bad label fails before anything runs
     entry = dict(entry_point) if entry_point is not None else python_entry(sys._getframe(1))
     writes = WriteCapture(store, store_rows, plugins, spark, reduce,
                           {"label": label, "tags": tags, "entry_point": entry})
-    with intercepted_writes(WriteTracer(writes.start)):
+    interceptors = (plugins or get_plugins()).write_interceptors()
+    if not interceptors:
+        raise CaptureError("no plugin intercepts writes: install a capture adapter that does (provplug's Spark adapter)")
+    with contextlib.ExitStack() as intercepting:
+        for interceptor in interceptors:
+            intercepting.enter_context(interceptor.intercept(writes.start))
         try:
             yield writes
         except BaseException as exc:

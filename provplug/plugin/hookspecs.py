@@ -26,9 +26,8 @@ from provplug.plugin.markers import hookspec
 
 if TYPE_CHECKING:
     from provplug.model import OpInfo, RunInfo, StepInfo
-    from provplug.plugin.protocols import CaptureAdapter, Store, WorkflowGraph
-    from provplug.query.methods import QueryMethod
-    from provplug.reduce.base import ReductionTechnique
+    from provplug.plugin.protocols import CaptureAdapter, QueryMethod, Store, WorkflowGraph, WriteInterceptor
+    from provplug.plugin.reductions import ReductionTechnique
 
 
 @hookspec
@@ -100,6 +99,19 @@ def provplug_step_failed(run: RunInfo, step: StepInfo, error: BaseException) -> 
     """
 
 
+@hookspec
+def provplug_register_write_interceptors(register: Callable[[WriteInterceptor], None]) -> None:
+    """Register write interceptors: how an engine's writes made by code that
+    does not know provplug become steps (``provplug.capture_writes`` and
+    ``provplug run`` enter every registered interceptor; the Spark adapter
+    registers one that captures each ``DataFrame`` write).
+
+    :param register: Call ``register(interceptor)`` once per
+        :class:`~provplug.plugin.protocols.WriteInterceptor`. Two with one name
+        are an error when plugins load.
+    """
+
+
 @hookspec(firstresult=True)
 def provplug_store_backend(uri: str) -> Store | None:
     """Return the store for ``uri``, or None to let another plugin decide.
@@ -125,7 +137,7 @@ def provplug_register_query_methods(register: Callable[[QueryMethod], None]) -> 
     ``auto`` are built in).
 
     :param register: Call ``register(method)`` once per
-        :class:`~provplug.query.methods.QueryMethod`; ``method.name`` is what
+        :class:`~provplug.plugin.protocols.QueryMethod`; ``method.name`` is what
         ``--method`` selects. Two methods with one name are an error when
         plugins load.
     """

@@ -22,9 +22,8 @@ from provplug.plugin.protocols import Store
 
 if TYPE_CHECKING:
     from provplug.model import OpInfo, RunInfo, StepInfo
-    from provplug.plugin.protocols import CaptureAdapter, Transaction, WorkflowGraph
-    from provplug.query.methods import QueryMethod
-    from provplug.reduce.base import ReductionTechnique
+    from provplug.plugin.protocols import CaptureAdapter, QueryMethod, Transaction, WorkflowGraph, WriteInterceptor
+    from provplug.plugin.reductions import ReductionTechnique
 
 ENTRY_POINT_GROUP = PROJECT_NAME
 DISABLE_AUTOLOAD_ENV = "PROVPLUG_DISABLE_PLUGIN_AUTOLOAD"
@@ -81,6 +80,7 @@ class Plugins:
         self.adapters()
         self.query_methods()
         self.reductions()
+        self.write_interceptors()
 
     @classmethod
     def load(cls, **kwargs: Any) -> Plugins:
@@ -102,6 +102,10 @@ class Plugins:
             f"no capture adapter accepts a {type(engine).__name__} "
             f"(loaded: {', '.join(a.name for a in adapters) or 'none'})"
         )
+
+    def write_interceptors(self) -> list[WriteInterceptor]:
+        """The registered write interceptors, in the order the hook returns them."""
+        return _unique(self._registered("provplug_register_write_interceptors"), "write interceptor")
 
     def query_methods(self) -> dict[str, QueryMethod]:
         """The registered query methods by name."""

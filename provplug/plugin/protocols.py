@@ -6,33 +6,40 @@ attributes and methods.
   ``provplug.capture`` picks it and opens one :class:`AdapterSession` per run.
 * :class:`RunRecorder` — the capture run, as the adapter's session sees it:
   implemented by provplug (:class:`provplug.ingest.capture.ActiveRun`).
+* :class:`WriteInterceptor` — an adapter's capture of an engine's writes
+  made by code that does not know provplug, driving a :class:`CaptureRun`.
 * :class:`Store` and its :class:`Transaction` — a store-backend plugin
   (built-in: the Parquet directory store); used by capture, import, the
   index and queries.
 * :class:`WorkflowGraph` — built by the index
   (:class:`provplug.index.workflow.WorkflowGraph`), read by a split-chooser
   plugin.
-* The query-method protocol, :class:`provplug.query.methods.QueryMethod`.
+* :class:`QueryMethod` and the :class:`MethodContext` it is given — a
+  query-method plugin (built-in: rq, ccprov, csprov, auto); it returns the
+  records of :mod:`provplug.plugin.query_results`.
 
 This module sits at the bottom of the package: it imports no provplug
 module at run time, and for type checkers only the plain records of
-:mod:`provplug.model` and :mod:`provplug.store.writers`, so that every layer (the
-store, the index, queries, adapters) can name these types without an import
-cycle. The query-method protocol therefore lives beside the context and the
-result it exchanges, in :mod:`provplug.query.methods`.
+:mod:`provplug.model`, :mod:`provplug.rowrules` and the rest of
+:mod:`provplug.plugin`, so that every layer (the store, the index, queries,
+adapters) can name these types without an import cycle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
     from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin
+    from provplug.plugin.query_results import Direction, MethodResult
+    from provplug.plugin.writers import Destination, RowLineageWriter, RowsWriter, TripleWriter
     from provplug.rowrules import OpRowRules
-    from provplug.store.writers import Destination, RowLineageWriter, RowsWriter, TripleWriter
 
 
 # -- capture -----------------------------------------------------------------------
@@ -81,7 +88,7 @@ class RunRecorder(Protocol):
     Everything is staged: nothing is visible in the store until the run
     commits, and a failed run leaves no trace (its ids are released, its
     files removed). The recorder owns the run's layout: adapters never name
-    a path of the store, they ask for a :class:`~provplug.store.writers.Destination`
+    a path of the store, they ask for a :class:`~provplug.plugin.writers.Destination`
     (or a writer on one), and the recorder records the ``rows`` and
     ``triples`` datasets of the destinations it handed out when the run
     ends. A run that keeps no rows (``store_rows`` false) drops the rows
@@ -190,13 +197,36 @@ class RunRecorder(Protocol):
         """Store a source read from Parquet files as copies of those files
         (row number = the file's first row + position); return its rows.
         ``files`` holds ``(pyarrow filesystem, path, rows)`` per file
-        (:class:`provplug.store.writers.SourceFile`)."""
+        (:class:`provplug.plugin.writers.SourceFile`)."""
         ...
 
     def attach_text(self, name: str, text: str) -> None:
         """Keep a small text file ``name`` with the run (e.g. an engine's
         own lineage report); it is listed among the run's datasets."""
         ...
+
+
+class CaptureRun(RunRecorder, Protocol):
+    """A capture run as a write interceptor drives it (provplug's
+    :class:`provplug.ingest.capture.ActiveRun`): the recorder, the adapter
+    session bound to it, and a step called through the capture."""
+
+    session: AdapterSession | None
+
+    def call_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any],
+                  kwargs: Mapping[str, Any]) -> Any: ...
+
+
+class WriteInterceptor(Protocol):
+    """Captures the writes of code that does not know provplug
+    (``provplug.capture_writes``, ``provplug run``): while the context
+    manager ``intercept(start_run)`` returns is entered, each write of the
+    engine becomes a step of the run ``start_run(engine)`` returns (the first
+    write starts it). ``name`` names the interceptor in messages."""
+
+    name: str
+
+    def intercept(self, start_run: Callable[[Any], CaptureRun]) -> AbstractContextManager[None]: ...
 
 
 # -- store -------------------------------------------------------------------------
@@ -398,3 +428,36 @@ class WorkflowGraph(Protocol):
     def is_weakly_connected(self, tables: Iterable[str]) -> bool:
         """True if ``tables`` (non-empty) form one weakly connected piece."""
         ...
+
+
+# -- query methods -------------------------------------------------------------------
+
+
+class MethodContext(Protocol):
+    """What a query method may use (provplug builds it:
+    :class:`provplug.query.methods.QueryContext`): the store, whether a
+    recursion over a number of triples belongs on the driver, the current
+    lineage index (a :class:`provplug.query.index_reader.IndexReader`, opened
+    on first use and checked to cover the store's runs) and a SparkSession
+    (started on first use)."""
+
+    store: Store
+
+    def on_driver(self, triples: int) -> bool: ...
+
+    def index(self) -> Any: ...
+
+    def session(self) -> Any: ...
+
+
+class QueryMethod(Protocol):
+    """A lineage query method as plugins register it
+    (``provplug_register_query_methods``): ``name`` is what ``--method``
+    selects; ``run`` answers one query over ``seeds`` (value ids) in
+    ``direction`` ("up": ancestors, "down": descendants) and returns the
+    lineage and the triples among it, with how they were found."""
+
+    name: str
+    description: str
+
+    def run(self, context: MethodContext, seeds: NDArray[np.int64], direction: Direction) -> MethodResult: ...

@@ -511,7 +511,7 @@ class _TreeRenderer:
 
 def _reduction_note(stats: dict[str, Any]) -> str:
     """A line per reduced run the answer reaches: its provenance is partial."""
-    from provplug.reduce.base import describe_run_reduction
+    from provplug.plugin.reductions import describe_run_reduction
 
     return "".join(f"\nreduced provenance: run {run} kept only some source rows' ({describe_run_reduction(r)})"
                    for run, r in sorted(stats.get("reduction", {}).items()))

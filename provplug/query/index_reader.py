@@ -57,8 +57,8 @@ from provplug.index.mapped import (
     will_need_heads,
 )
 from provplug.plugin.protocols import Store
+from provplug.plugin.query_results import Direction, Edges
 from provplug.query.driver import available_memory, megabytes_from_env
-from provplug.query.model import Direction, Edges
 from provplug.store import files as storefiles
 
 _T = TypeVar("_T")

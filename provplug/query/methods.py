@@ -28,17 +28,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from provplug.index.generation import check_covers
 from provplug.plugin.markers import hookimpl
-from provplug.plugin.protocols import Store
+from provplug.plugin.protocols import MethodContext, QueryMethod, Store
+from provplug.plugin.query_results import Direction, Edges, MethodResult
 from provplug.query import index_reader
 from provplug.query.driver import fits_driver, walk
 from provplug.query.index_reader import IndexReader
-from provplug.query.model import Direction, Edges, MethodResult
 
 # No fixed threshold: the driver's memory budget decides (see the module's description).
 DEFAULT_TAU: int | None = None
@@ -88,13 +88,6 @@ def _check_fresh(store: Store, reader: IndexReader) -> None:
     check_covers(store, indexed, store.runs())  # runs added or deleted since the build
 
 
-class QueryMethod(Protocol):
-    name: str
-    description: str
-
-    def run(self, context: QueryContext, seeds: np.ndarray, direction: Direction) -> MethodResult: ...
-
-
 # -- RQ over the whole triple table ---------------------------------------------
 
 _whole_lock = threading.Lock()
@@ -118,7 +111,7 @@ class RecursiveQuery:
     name = "rq"
     description = "semi-naive recursion over the whole triple table (no index needed)"
 
-    def run(self, context: QueryContext, seeds: np.ndarray, direction: Direction) -> MethodResult:
+    def run(self, context: MethodContext, seeds: np.ndarray, direction: Direction) -> MethodResult:
         from provplug.store.triples import represented_triples
 
         total = represented_triples(context.store)
@@ -146,7 +139,7 @@ class RecursiveQuery:
 
 
 def _recurse_over_sets(
-    context: QueryContext, csids: np.ndarray, seeds: np.ndarray, direction: Direction
+    context: MethodContext, csids: np.ndarray, seeds: np.ndarray, direction: Direction
 ) -> MethodResult:
     """RQ over the triples whose dst lies in ``csids``, on the driver or on Spark."""
     index = context.index()
@@ -176,7 +169,7 @@ class ComponentQuery:
     name = "ccprov"
     description = "the queried values' components, then RQ on their triples (Algorithm 1)"
 
-    def run(self, context: QueryContext, seeds: np.ndarray, direction: Direction) -> MethodResult:
+    def run(self, context: MethodContext, seeds: np.ndarray, direction: Direction) -> MethodResult:
         index = context.index()
         ccid, _ = index.sets_of(seeds)
         csids = index.component_sets(ccid[ccid >= 0])
@@ -187,7 +180,7 @@ class ConnectedSetQuery:
     name = "csprov"
     description = "connected sets and their set-lineage, then RQ on those sets' triples (Algorithm 2)"
 
-    def run(self, context: QueryContext, seeds: np.ndarray, direction: Direction) -> MethodResult:
+    def run(self, context: MethodContext, seeds: np.ndarray, direction: Direction) -> MethodResult:
         index = context.index()
         _, csid = index.sets_of(seeds)
         closure = index.set_closure(csid[csid >= 0], direction)

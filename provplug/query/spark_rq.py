@@ -17,8 +17,8 @@ import pyarrow as pa
 
 from provplug import schema
 from provplug.index import layout
+from provplug.plugin.query_results import Direction, Edges, Walk
 from provplug.progress import Progress
-from provplug.query.model import Direction, Edges, Walk
 from provplug.sparksession import spark_ddl
 
 # Deltas up to this many values are pushed into the scan as an IN-set filter;

@@ -15,10 +15,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from provplug.plugin.protocols import Store
+from provplug.plugin.query_results import Edges
 from provplug.query.answer import LineageAnswer
 from provplug.query.catalog import catalog_for
 from provplug.query.methods import QueryContext, _whole_table
-from provplug.query.model import Edges
 
 SUBGRAPH = "both"
 ROLES = ("ancestor", "descendant", "other parent")

@@ -40,7 +40,7 @@ Importing this package loads no Spark, pyarrow or NumPy.
 
 from __future__ import annotations
 
-from provplug.reduce.base import MODES, VARIANTS, Reduction, ReductionTechnique, describe, describe_run_reduction
+from provplug.plugin.reductions import MODES, VARIANTS, Reduction, ReductionTechnique, describe, describe_run_reduction
 from provplug.reduce.spec import parse_reduction, parse_spec, parse_specs, reductions_from
 from provplug.reduce.techniques import equivalence, histogram, keep, kmeans, sample, stratified
 

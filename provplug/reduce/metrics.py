@@ -285,8 +285,8 @@ def compare(full_store: Store, reduced_store: Store, tables: Sequence[str] = (),
 
 def render(result: dict[str, Any]) -> str:
     """The metrics as text: the two runs' sizes, then a line per table."""
-    from provplug.explore.browse import aligned
-    from provplug.reduce.base import describe_run_reduction
+    from provplug.plugin.reductions import describe_run_reduction
+    from provplug.texttable import aligned
 
     lines = []
     for side in ("full", "reduced"):

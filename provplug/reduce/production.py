@@ -26,13 +26,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from provplug import ids, schema
-from provplug.store.writers import TRIPLE_ENCODING, Destination
+from provplug.plugin.writers import TRIPLE_ENCODING, Destination
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from provplug.model import OpInfo
-    from provplug.reduce.base import Reduction
+    from provplug.plugin.reductions import Reduction
 
 ROW_MASK = ids.MAX_ROWS - 1
 BATCH_ROWS = 1 << 22

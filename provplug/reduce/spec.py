@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from provplug.errors import ReductionError
-from provplug.reduce.base import Reduction
+from provplug.plugin.reductions import Reduction
 
 if TYPE_CHECKING:
     from provplug.plugin.manager import Plugins

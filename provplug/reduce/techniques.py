@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from provplug.errors import ReductionError
 from provplug.plugin.markers import hookimpl
-from provplug.reduce.base import Reduction, check_ratio, check_seed, check_variant
+from provplug.plugin.reductions import Reduction, check_ratio, check_seed, check_variant
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

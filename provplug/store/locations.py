@@ -26,8 +26,8 @@ from provplug.location.edges import LocationEdge, location_edge
 from provplug.location.rates import Rates
 from provplug.location.rows import RowRuns
 from provplug.plugin.protocols import Store
+from provplug.plugin.writers import Destination
 from provplug.store import files as storefiles
-from provplug.store.writers import Destination
 
 LOCATIONS = "locations.json"  # the dataset name in a run's manifest, and the file's name
 FORMAT = "provplug-locations"

@@ -48,3 +48,11 @@ def answer_of(catalog: Catalog, propagation: Propagation, deleted: dict[int, np.
     stats = {**propagation.stats, "seconds": round(time.perf_counter() - started, 6),
              "rows_deleted": int(sum(len(r) for r in deleted.values()))}
     return WhatIfAnswer(tables, stats, propagation)
+
+
+def run_used(store: Any, answer: Any, run: str | None) -> dict[str, Any] | None:
+    """The run whose rows were deleted (the first deleted table's), and how many runs wrote that table."""
+    deleted = next((t for t in answer.tables if t.deleted), None)
+    if deleted is None:
+        return None
+    return catalog_for(store.store).run_of_table(deleted.table_id, run is not None)

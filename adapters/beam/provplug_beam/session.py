@@ -20,7 +20,7 @@ from provplug.ingest.capture import module
 from provplug.location import LocationEdge, Rates
 from provplug.model import OpInfo, StepInfo, TableInfo
 from provplug.plugin.protocols import RunRecorder
-from provplug.store.writers import Destination
+from provplug.plugin.writers import Destination
 
 from . import _internals as internals
 from . import rated, rowstate

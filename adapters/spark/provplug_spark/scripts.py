@@ -53,8 +53,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.readwriter import DataFrameWriter, DataFrameWriterV2
 
 from provplug.errors import CaptureError
-from provplug.ingest.capture import ActiveRun
 from provplug.model import StepInfo
+from provplug.plugin.protocols import CaptureRun
 
 from ._jvm import Catalyst, path_key
 from .session import SparkCaptureSession
@@ -79,7 +79,7 @@ class WriteTracer:
     the first write through ``start_run``. Writes from several threads are
     captured one at a time (the real writes run concurrently)."""
 
-    def __init__(self, start_run: Callable[[SparkSession], ActiveRun]) -> None:
+    def __init__(self, start_run: Callable[[SparkSession], CaptureRun]) -> None:
         self._start_run = start_run
         self._lock = threading.RLock()
         self._session: SparkCaptureSession | None = None
@@ -104,7 +104,7 @@ class WriteTracer:
                 self._written[key] = output.table_id
         return result
 
-    def _bound(self, run: ActiveRun, spark: SparkSession) -> SparkCaptureSession:
+    def _bound(self, run: CaptureRun, spark: SparkSession) -> SparkCaptureSession:
         session = run.session
         if not isinstance(session, SparkCaptureSession):
             raise CaptureError("capturing writes needs the Spark adapter's session")

@@ -1,4 +1,5 @@
-"""Id-level results passed between the query methods and the answer builder."""
+"""What a query method returns, in value ids (the records a query-method plugin
+builds, passed on to the answer builder)."""
 
 from __future__ import annotations
 
