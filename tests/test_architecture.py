@@ -197,8 +197,9 @@ def test_no_import_cycle_among_the_core_modules() -> None:
     assert not found, _describe(core_graph, found)
     for module in core:
         assert not graph[module] & {"provplug.store.parquet", "provplug.ingest.importer"}, module
-    # The protocols sit at the bottom: any layer can name them (rowrules is plain data).
-    assert graph["provplug.plugin.protocols"] <= {"provplug.model", "provplug.plugin.writers", "provplug.rowrules"}
+    # The protocols sit at the bottom: any layer can name them (model and rowrules are plain data).
+    assert graph["provplug.plugin.protocols"] <= {"provplug.model", "provplug.rowrules",
+                                                  "provplug.plugin.writers", "provplug.plugin.query_results"}
 
 
 def test_function_local_imports_close_no_cycle_either() -> None:
@@ -262,3 +263,36 @@ def test_adapters_reach_the_store_only_through_the_recorder() -> None:
         if _STORE_INTERNALS.search(line)
     ]
     assert not offending, "\n".join(offending)
+
+
+def test_the_layer_contracts_hold() -> None:
+    """import-linter's contracts in pyproject.toml (the layers of
+    docs/architecture.md, the leaf modules, no adapter imported by provplug)
+    hold for every import, function-local and TYPE_CHECKING ones included."""
+    import subprocess
+    import sys
+
+    lint = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run([str(lint), "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert done.stdout.count(" KEPT") == 3, done.stdout
+
+
+def test_a_layer_violation_is_caught(tmp_path: Path) -> None:
+    """The contract is not vacuous: a store module importing the query layer breaks it."""
+    import shutil
+    import subprocess
+    import sys
+
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO / "provplug", copy / "provplug")
+    for adapter in ("spark", "beam", "kedro"):
+        shutil.copytree(REPO / "adapters" / adapter / f"provplug_{adapter}", copy / f"provplug_{adapter}")
+    shutil.copy(REPO / "pyproject.toml", copy / "pyproject.toml")
+    runs = copy / "provplug" / "store" / "runs.py"
+    runs.write_text(runs.read_text() + "\n\ndef _late() -> None:\n    from provplug.query import answer  # noqa: F401\n")
+    lint = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run([str(lint), "--no-cache"], cwd=copy, capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "provplug.store is not allowed to import provplug.query" in done.stdout
