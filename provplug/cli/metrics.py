@@ -31,7 +31,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _cmd_metrics(args: argparse.Namespace) -> int:
-    from provplug.cli.main import print_json
+    from provplug.cli.output import print_json
     from provplug.plugin.manager import open_store
     from provplug.reduce.metrics import compare, render
 

@@ -16,7 +16,7 @@ class MissingExtraError(ProvplugError):
 
 
 def add_parser(sub: Any) -> None:
-    from provplug.cli.main import whole_number
+    from provplug.cli.output import whole_number
 
     p = sub.add_parser(
         "ui",

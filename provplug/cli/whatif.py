@@ -29,7 +29,7 @@ class _Where(argparse.Action):
 
 
 def add_parser(sub: Any) -> None:
-    from provplug.cli.main import whole_number
+    from provplug.cli.output import whole_number
 
     p = sub.add_parser(
         "whatif",
@@ -59,7 +59,7 @@ def add_parser(sub: Any) -> None:
 
 def _cmd_whatif(args: argparse.Namespace) -> int:
     from provplug.api import open as open_store
-    from provplug.cli.main import combined_where, print_json
+    from provplug.cli.output import combined_where, print_json
     from provplug.store.runs import run_note
     from provplug.whatif.query import run_used
 

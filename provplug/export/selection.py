@@ -42,7 +42,9 @@ class Target:
 class Selection:
     """Values (records as lineage answers give them, plus ``table_id`` and
     ``row_number``), edges ``(src, dst, op_id)``, and the tables and op
-    records they belong to. ``values`` is empty for a table-level export."""
+    records they belong to. ``values`` is empty for a table-level export;
+    ``targeted`` is true for a lineage answer (a target's), false for a whole
+    run or store."""
 
     store_uri: str
     runs: list[str]
@@ -51,6 +53,7 @@ class Selection:
     values: list[dict[str, Any]] = field(default_factory=list)
     edges: list[tuple[int, int, int]] = field(default_factory=list)
     query: list[int] = field(default_factory=list)
+    targeted: bool = False
 
 
 def select(store: Store, run: str | None, target: Target | None, with_values: bool) -> Selection:
@@ -90,6 +93,7 @@ def _target_selection(store: Store, run: str | None, target: Target) -> Selectio
         values,
         edges,
         [r["value_id"] for r in answer.query],
+        targeted=True,
     )
 
 

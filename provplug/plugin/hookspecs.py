@@ -26,7 +26,14 @@ from provplug.plugin.markers import hookspec
 
 if TYPE_CHECKING:
     from provplug.model import OpInfo, RunInfo, StepInfo
-    from provplug.plugin.protocols import CaptureAdapter, QueryMethod, Store, WorkflowGraph, WriteInterceptor
+    from provplug.plugin.protocols import (
+        CaptureAdapter,
+        ExportFormat,
+        QueryMethod,
+        Store,
+        WorkflowGraph,
+        WriteInterceptor,
+    )
     from provplug.plugin.reductions import ReductionTechnique
 
 
@@ -140,6 +147,27 @@ def provplug_register_query_methods(register: Callable[[QueryMethod], None]) -> 
         :class:`~provplug.plugin.protocols.QueryMethod`; ``method.name`` is what
         ``--method`` selects. Two methods with one name are an error when
         plugins load.
+    """
+
+
+@hookspec
+def provplug_register_export_formats(register: Callable[[ExportFormat], None]) -> None:
+    """Register export formats (``prov-json``, ``prov-n`` and ``openlineage``
+    are built in; see :mod:`provplug.export`).
+
+    A format (:class:`~provplug.plugin.protocols.ExportFormat`) has a
+    ``name`` (what ``provplug export --format`` selects and
+    ``provplug.export.export(store, name)`` takes), a one-line
+    ``description`` (shown after the name in ``provplug export --help``), a
+    ``media_type`` and file ``extension``, the modules it ``requires``,
+    ``lists_values`` (whether a whole-run export should list every value and
+    triple), and ``render(store, selection, namespace)``, which returns the
+    document of an :class:`~provplug.plugin.protocols.ExportSelection` as
+    text or bytes. The registry is read to build ``--help``, so a format
+    imports its libraries inside ``render``, not when its plugin loads.
+
+    :param register: Call ``register(export_format)`` once per format. Two
+        formats with one name are an error when plugins load.
     """
 
 

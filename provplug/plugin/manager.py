@@ -3,7 +3,7 @@
 Nothing here runs at import time: a manager is built on first use (or
 explicitly with :func:`make_plugin_manager` in tests and embedding code).
 Loading checks every hook implementation against its specification, and the
-names plugins register (adapters, query methods) for clashes.
+names plugins register (adapters, query methods, export formats ...) for clashes.
 """
 
 from __future__ import annotations
@@ -22,7 +22,14 @@ from provplug.plugin.protocols import Store
 
 if TYPE_CHECKING:
     from provplug.model import OpInfo, RunInfo, StepInfo
-    from provplug.plugin.protocols import CaptureAdapter, QueryMethod, Transaction, WorkflowGraph, WriteInterceptor
+    from provplug.plugin.protocols import (
+        CaptureAdapter,
+        ExportFormat,
+        QueryMethod,
+        Transaction,
+        WorkflowGraph,
+        WriteInterceptor,
+    )
     from provplug.plugin.reductions import ReductionTechnique
 
 ENTRY_POINT_GROUP = PROJECT_NAME
@@ -32,6 +39,7 @@ BLOCK_ENV = "PROVPLUG_BLOCK_PLUGINS"
 # Core behaviour, registered through the same hookimpl path as any plugin.
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "provplug.store.parquet", "provplug.query.methods", "provplug.index.autosplit", "provplug.reduce.techniques",
+    "provplug.export.formats",
 )
 
 
@@ -70,9 +78,10 @@ def make_plugin_manager(
 class Plugins:
     """Typed access to the hooks (the only caller of ``pm.hook``).
 
-    Building one (:meth:`load`) also collects the registered adapters and
-    query methods once, so that two plugins registering one name fail at
-    load time rather than one silently replacing the other.
+    Building one (:meth:`load`) also collects the registered adapters,
+    query methods, reductions, write interceptors and export formats once,
+    so that two plugins registering one name fail at load time rather than
+    one silently replacing the other.
     """
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
@@ -81,6 +90,7 @@ class Plugins:
         self.query_methods()
         self.reductions()
         self.write_interceptors()
+        self.export_formats()
 
     @classmethod
     def load(cls, **kwargs: Any) -> Plugins:
@@ -117,6 +127,11 @@ class Plugins:
         techniques: list[ReductionTechnique] = _unique(self._registered("provplug_register_reductions"),
                                                         "reduction technique")
         return {t.name: t for t in techniques}
+
+    def export_formats(self) -> dict[str, ExportFormat]:
+        """The registered export formats by name, in the order the hook returns them."""
+        formats: list[ExportFormat] = _unique(self._registered("provplug_register_export_formats"), "export format")
+        return {f.name: f for f in formats}
 
     def store(self, uri: str) -> Store[Transaction]:
         """The store for ``uri``, as the first store backend to answer gives it."""

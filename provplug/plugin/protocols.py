@@ -17,6 +17,10 @@ attributes and methods.
 * :class:`QueryMethod` and the :class:`MethodContext` it is given — a
   query-method plugin (built-in: rq, ccprov, csprov, auto); it returns the
   records of :mod:`provplug.plugin.query_results`.
+* :class:`ExportFormat` and the :class:`ExportSelection` it renders — an
+  export-format plugin (built-in: prov-json, prov-n, openlineage).
+* :class:`Answer` — what every command's answer offers the command line:
+  a JSON document, a text rendering and, for some, a picture.
 
 This module sits at the bottom of the package: it imports no provplug
 module at run time, and for type checkers only the plain records of
@@ -461,3 +465,100 @@ class QueryMethod(Protocol):
     description: str
 
     def run(self, context: MethodContext, seeds: NDArray[np.int64], direction: Direction) -> MethodResult: ...
+
+
+# -- exports -------------------------------------------------------------------------
+
+
+class ExportSelection(Protocol):
+    """What an export renders (implemented by
+    :class:`provplug.export.selection.Selection`): either a lineage answer
+    (``targeted``: its values, the edges among them and the ops on those
+    edges) or a whole run or store (its tables and ops, and every value and
+    triple when the format asked for them and the run is small enough)."""
+
+    store_uri: str
+    runs: list[str]
+    tables: list[Any]
+    """The tables involved (:class:`provplug.query.catalog.TableEntry`)."""
+    ops: list[dict[str, Any]]
+    """Op records as ``store.ops()`` gives them."""
+    values: list[dict[str, Any]]
+    """Value records as lineage answers give them, plus ``table_id`` and ``row_number``."""
+    edges: list[tuple[int, int, int]]
+    """Triples ``(src, dst, op_id)`` among the values."""
+    query: list[int]
+    """The queried value ids (a lineage answer's seeds)."""
+    targeted: bool
+    """True for a lineage answer, False for a whole run or store."""
+
+
+class ExportFormat(Protocol):
+    """An export format as plugins register it
+    (``provplug_register_export_formats``): ``name`` is what
+    ``provplug export --format`` selects, and ``description`` follows it in
+    ``provplug export --help``. Loading the registry must stay cheap: a
+    format imports its libraries inside :meth:`render`, not at module level,
+    and names them in ``requires`` so that a missing one is reported before
+    the store is read."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def media_type(self) -> str:
+        """The document's media type, e.g. ``application/json``."""
+        ...
+
+    @property
+    def extension(self) -> str:
+        """The usual file-name extension, without the dot (``json``, ``provn``)."""
+        ...
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """Modules :meth:`render` imports (``openlineage.client``): each must be installed."""
+        ...
+
+    @property
+    def lists_values(self) -> bool:
+        """Whether a whole-run export lists every value and triple (bounded
+        in size), or only the tables and ops."""
+        ...
+
+    def render(self, store: Store, selection: ExportSelection, namespace: str | None) -> str | bytes:
+        """The document of ``selection``, read from ``store``: text, or bytes
+        for a binary format. ``namespace`` is ``--namespace`` (None: the
+        format's default)."""
+        ...
+
+
+# -- answers -------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Answer(Protocol):
+    """What a command's answer offers the command line's one output layer
+    (:func:`provplug.cli.output.print_answer`): ``--json`` prints
+    :meth:`to_dict`, the default prints :meth:`text`. An answer that can be
+    drawn also has :class:`PicturedAnswer`'s ``picture``."""
+
+    def to_dict(self) -> Any:
+        """The answer as a JSON-ready document (``--json``)."""
+        ...
+
+    def text(self) -> str:
+        """The answer as people read it (the default output)."""
+        ...
+
+
+@runtime_checkable
+class PicturedAnswer(Answer, Protocol):
+    """An answer that can also be drawn (``--format svg`` / ``html``)."""
+
+    def picture(self, fmt: str, **options: Any) -> str:
+        """The answer drawn as ``fmt`` (``svg`` or ``html``)."""
+        ...
