@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> None:
 
 def _cmd_diff(args: argparse.Namespace) -> int:
     from provplug.cli.lineage import parse_target
-    from provplug.cli.output import combined_where, print_json
+    from provplug.cli.output import Printed, combined_where, print_answer
     from provplug.diff import diff_runs, render
     from provplug.plugin.manager import open_store
 
@@ -50,10 +50,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     run_a, run_b = runs or (None, None)
     result = diff_runs(open_store(args.store), run_a, run_b, table=table, column=column,
                        where=combined_where(args.where), key=_key_columns(args))
-    if args.json:
-        print_json(result)
-    else:
-        print(render(result))
+    print_answer(Printed(result, lambda: render(result)), args.json)
     return 0
 
 

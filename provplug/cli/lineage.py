@@ -114,16 +114,27 @@ def output_format(args: argparse.Namespace) -> str:
 def shown(answer: LineageAnswer, args: argparse.Namespace, fmt: str) -> str:
     """The text to print: the answer narrowed by --depth, --sources-only,
     then as a summary or whole, in ``fmt``."""
+    from provplug.cli.output import answer_text
+
     if args.depth is not None:
         answer = answer.within_depth(args.depth)
     if args.sources_only:
         answer = answer.sources_only()
-    if fmt in ("svg", "html"):
-        from provplug.query.picture import DEFAULT_MAX_CELLS, answer_picture
+    return answer_text(_Summary(answer) if args.summary else answer, fmt, args.max_cells)
 
-        return answer_picture(answer, fmt, args.max_cells or DEFAULT_MAX_CELLS, summarise=args.summary)
-    from provplug.cli.output import json_text
 
-    if args.summary:
-        return json_text(answer.summary()) if fmt == "json" else answer.render_summary()
-    return json_text(answer.to_dict()) if fmt == "json" else answer.render()
+class _Summary:
+    """``--summary``: a lineage answer's counts per table, column and op, and
+    its source rows once each (drawn a box per table column)."""
+
+    def __init__(self, answer: LineageAnswer) -> None:
+        self.answer = answer
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.answer.summary()
+
+    def render(self) -> str:
+        return self.answer.render_summary()
+
+    def picture(self, fmt: str, max_cells: int | None = None) -> str:
+        return self.answer.picture(fmt, max_cells, summarise=True)

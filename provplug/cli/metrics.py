@@ -31,7 +31,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _cmd_metrics(args: argparse.Namespace) -> int:
-    from provplug.cli.output import print_json
+    from provplug.cli.output import Printed, print_answer
     from provplug.plugin.manager import open_store
     from provplug.reduce.metrics import compare, render
 
@@ -42,10 +42,7 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     result = compare(full, reduced, args.tables, run_full=args.run_full, run_reduced=args.run_reduced, keys=args.key)
     lines = [_say_run(result["full"], full, "full", args.run_full), _say_run(result["reduced"], reduced, "reduced",
                                                                              args.run_reduced)]
-    if args.json:
-        print_json(result)
-    else:
-        print("\n".join([*lines, render(result)]))
+    print_answer(Printed(result, lambda: "\n".join([*lines, render(result)])), args.json)
     return 0
 
 

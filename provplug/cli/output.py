@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from provplug.errors import LineageQueryError
+from provplug.plugin.protocols import Answer, PicturedAnswer
 
 # -- the convention every command shares (docs/cli.md) ---------------------------------
 
@@ -153,12 +154,44 @@ def write_output(text: str, path: str | None, quiet: bool = False) -> None:
         print(f"wrote {target} ({len(text.encode()):,} bytes)", file=sys.stderr)
 
 
+# -- answers: the one way every command prints what it found ----------------------------
+
+
+class Printed:
+    """An answer given as its JSON document and its text (made only when
+    printed): the :class:`~provplug.plugin.protocols.Answer` of a command
+    whose result is a plain record (runs, stats, diff, ...)."""
+
+    def __init__(self, document: object, text: str | Callable[[], str]) -> None:
+        self.document, self._text = document, text
+
+    def to_dict(self) -> object:
+        return self.document
+
+    def render(self) -> str:
+        return self._text if isinstance(self._text, str) else self._text()
+
+
+def answer_text(answer: Answer, fmt: str = "text", max_cells: int | None = None) -> str:
+    """``answer`` as ``fmt``: ``text``, ``json`` (the one JSON layout), or a
+    picture (``svg``, ``html``) of an answer that can be drawn."""
+    if fmt == "json":
+        return json_text(answer.to_dict())
+    if fmt == "text":
+        return answer.render()
+    if not isinstance(answer, PicturedAnswer):  # a command offered a picture its answer cannot draw: a bug
+        raise TypeError(f"a {type(answer).__name__} cannot be drawn as {fmt}")
+    return answer.picture(fmt, max_cells)
+
+
+def print_answer(answer: Answer, as_json: bool) -> None:
+    """Print ``answer``: its JSON document with ``--json``, else its text."""
+    print(answer_text(answer, "json" if as_json else "text"))
+
+
 def emit(args: argparse.Namespace, data: object, text: str) -> int:
-    """Print ``data`` as JSON with --json, else ``text``."""
-    if args.json:
-        print_json(data)
-    else:
-        print(text)
+    """Print a plain record as JSON with --json, else ``text``."""
+    print_answer(Printed(data, text), args.json)
     return 0
 
 

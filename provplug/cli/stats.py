@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from provplug.cli.output import print_json
+from provplug.cli.output import Printed, print_answer
 
 
 def add_parser(sub: Any) -> None:
@@ -20,12 +20,12 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     from provplug.plugin.manager import open_store
 
     stats = store_stats(open_store(args.store))
-    if args.json:
-        print_json(stats)
-    else:
-        for key, value in stats.items():
-            print(f"{key:<18} {_plain(key, value)}".rstrip())
+    print_answer(Printed(stats, lambda: _stats_text(stats)), args.json)
     return 0
+
+
+def _stats_text(stats: dict[str, Any]) -> str:
+    return "\n".join(f"{key:<18} {_plain(key, value)}".rstrip() for key, value in stats.items())
 
 
 STATS_INDENT = " " * 19  # under the values of `provplug stats`: past the 18-wide key and a space

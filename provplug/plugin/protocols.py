@@ -19,8 +19,9 @@ attributes and methods.
   records of :mod:`provplug.plugin.query_results`.
 * :class:`ExportFormat` and the :class:`ExportSelection` it renders — an
   export-format plugin (built-in: prov-json, prov-n, openlineage).
-* :class:`Answer` — what every command's answer offers the command line:
-  a JSON document, a text rendering and, for some, a picture.
+* :class:`Answer` (and :class:`PicturedAnswer`) — what every command's
+  answer offers the command line: a JSON document, a text rendering and,
+  for some, a picture.
 
 This module sits at the bottom of the package: it imports no provplug
 module at run time, and for type checkers only the plain records of
@@ -542,15 +543,16 @@ class ExportFormat(Protocol):
 @runtime_checkable
 class Answer(Protocol):
     """What a command's answer offers the command line's one output layer
-    (:func:`provplug.cli.output.print_answer`): ``--json`` prints
-    :meth:`to_dict`, the default prints :meth:`text`. An answer that can be
-    drawn also has :class:`PicturedAnswer`'s ``picture``."""
+    (:func:`provplug.cli.output.answer_text`): ``--json`` prints
+    :meth:`to_dict` in the command line's JSON layout, the default prints
+    :meth:`render`. Implemented by the lineage, what-if and depends answers
+    (and, on the command line, by the plain records other commands print)."""
 
     def to_dict(self) -> Any:
         """The answer as a JSON-ready document (``--json``)."""
         ...
 
-    def text(self) -> str:
+    def render(self) -> str:
         """The answer as people read it (the default output)."""
         ...
 
@@ -559,6 +561,8 @@ class Answer(Protocol):
 class PicturedAnswer(Answer, Protocol):
     """An answer that can also be drawn (``--format svg`` / ``html``)."""
 
-    def picture(self, fmt: str, **options: Any) -> str:
-        """The answer drawn as ``fmt`` (``svg`` or ``html``)."""
+    def picture(self, fmt: str, max_cells: int | None = None) -> str:
+        """The answer drawn as ``fmt`` (``svg``, ``html`` or ``dot``),
+        summarised when it has more than ``max_cells`` cells (None: the
+        default limit)."""
         ...
