@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from provplug.errors import LineageQueryError
-from provplug.plugin.manager import Plugins, get_plugins, open_store
+from provplug.plugin.manager import Plugins, get_plugins
 from provplug.plugin.protocols import Store
 from provplug.progress import SILENT, Progress
 from provplug.query.answer import LineageAnswer
 from provplug.query.catalog import catalog_for
 from provplug.query.lineage import LineageQueries
+from provplug.store.open import open_store
 
 # ``TABLE.*``: every column of the selected rows (a row, not one cell).
 if TYPE_CHECKING:

@@ -59,10 +59,10 @@ from pyspark.sql import functions as F
 
 import provplug
 from provplug.ingest.rowlineage import lineage_of
-from provplug.plugin.manager import open_store
 from provplug.rowrules import LINEAGE
 from provplug.sparksession import local_spark
 from provplug.store.locations import locations_of
+from provplug.store.open import open_store
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"

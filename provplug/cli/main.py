@@ -34,7 +34,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     from provplug.ingest.importer import import_provenance
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     with Progress(enabled=not args.quiet) as progress:  # closed (a failed stage crossed) before the summary
         result = import_provenance(
@@ -50,7 +50,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 def _cmd_stats(args: argparse.Namespace) -> int:
     from provplug.explore.browse import store_stats
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     stats = store_stats(open_store(args.store))
     if args.json:

@@ -50,7 +50,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from provplug.cli.lineage import parse_target
     from provplug.cli.main import combined_where, note
     from provplug.export import Target, export
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     if args.target is not None and args.value_id is not None:
         raise LineageQueryError("give TABLE.COLUMN (with --where) or --value-id N, not both")
@@ -129,7 +129,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     from provplug.cli.lineage import parse_target
     from provplug.cli.main import combined_where, print_json
     from provplug.diff import diff_runs, render
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     if len(args.operands) > 3:
         raise LineageQueryError("diff takes at most two runs and one TABLE[.COLUMN]")

@@ -47,7 +47,9 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class CaptureAdapter(Protocol):
-    """Captures the steps of one engine's pipelines."""
+    """Captures the steps of one engine's pipelines. An adapter that can apply
+    provenance reductions to its sources (``capture(..., reduce=...)``) says
+    so with a class attribute ``reduces = True`` (absent: it cannot)."""
 
     name: str
 

@@ -58,7 +58,7 @@ import pyarrow.parquet as pq
 
 from provplug import schema
 from provplug.errors import DamagedStoreError, StoreError
-from provplug.model import OpInfo, TableInfo, utc_now
+from provplug.model import OpInfo, StoreLocation, TableInfo, utc_now
 from provplug.plugin.markers import hookimpl
 from provplug.store import files as storefiles
 from provplug.store.runs import numbered
@@ -94,21 +94,27 @@ class Garbage:
 
 
 @hookimpl(trylast=True)
-def provplug_store_backend(uri: str) -> ParquetStore:
-    return ParquetStore(uri)
+def provplug_store_location(uri: str) -> StoreLocation:
+    """A local path, or any URI pyarrow's filesystems understand."""
+    try:
+        fs, path = pafs.FileSystem.from_uri(uri)
+    except (pa.ArrowInvalid, ValueError):
+        fs, path = pafs.LocalFileSystem(), os.path.abspath(uri)
+    local = isinstance(fs, pafs.LocalFileSystem)
+    return StoreLocation(uri, fs, os.path.abspath(path) if local else path.rstrip("/"))
 
 
 class ParquetStore:
-    """A provenance store in a directory (local path or filesystem URI)."""
+    """A provenance store in a directory (local path or filesystem URI), at
+    ``location`` when a store backend chose where it lives (else the
+    built-in backend's answer for ``uri``)."""
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, location: StoreLocation | None = None) -> None:
+        where = location or provplug_store_location(uri)
         self.uri = uri
-        try:
-            self.fs, path = pafs.FileSystem.from_uri(uri)
-        except (pa.ArrowInvalid, ValueError):
-            self.fs, path = pafs.LocalFileSystem(), os.path.abspath(uri)
+        self.fs = where.filesystem
+        self.root = where.root
         self.local = isinstance(self.fs, pafs.LocalFileSystem)
-        self.root = os.path.abspath(path) if self.local else path.rstrip("/")
         self._root_was_empty_dir = False  # set by create(): restored by remove_if_unused()
 
     # -- paths ---------------------------------------------------------------

@@ -25,8 +25,8 @@ import provplug
 from provplug import ids
 from provplug.errors import LocationError
 from provplug.location import LocationEdge, RowRuns, expand
-from provplug.plugin.manager import open_store
 from provplug.store.locations import LOCATIONS, locations_of
+from provplug.store.open import open_store
 
 from .helpers import PEOPLE, VISITS, beam, every_cell, person
 

@@ -23,8 +23,8 @@ from triple_oracle import Stored, Triple, keyed
 import provplug
 from provplug import ids
 from provplug.location import expand
-from provplug.plugin.manager import open_store
 from provplug.store.locations import LOCATIONS, locations_of
+from provplug.store.open import open_store
 
 F = pytest.importorskip("pyspark.sql.functions")
 
