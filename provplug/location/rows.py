@@ -24,7 +24,7 @@ from provplug.errors import LocationError
 
 # Row numbers of a Spark step output: partition << ROW_IN_PARTITION_BITS | index
 # (provplug_spark.writer: 10 partition bits of the 36 row bits).
-ROW_IN_PARTITION_BITS = ids.ROW_BITS - 10
+ROW_IN_PARTITION_BITS = ids.ROW_IN_PARTITION_BITS
 
 
 @dataclass(frozen=True)

@@ -56,8 +56,8 @@ ROW_LINEAGE_ENCODING: dict[str, Any] = {
     "column_encoding": {"out_row": "DELTA_BINARY_PACKED", "member": "DELTA_BINARY_PACKED", "in_row": "DELTA_BINARY_PACKED"},
 }
 # Row numbers are (Spark partition << ROW_IN_PARTITION_BITS) | index in partition.
-PARTITION_BITS = 10
-ROW_IN_PARTITION_BITS = ids.ROW_BITS - PARTITION_BITS
+PARTITION_BITS = ids.PARTITION_BITS
+ROW_IN_PARTITION_BITS = ids.ROW_IN_PARTITION_BITS
 RESULT_SCHEMA = "dataset string, path string, rows long"
 # Result rows of an output's tasks: one per run of row numbers they gave
 # (a row-aligned output's, or the task's own), the run's first number (as
