@@ -77,7 +77,7 @@ class Rule:
     rows: rowstate.Transfer  # how the rows of its output follow from its inputs' (row lineage)
 
 
-class Expansion(beam.PTransform):
+class Expansion(beam.PTransform[Any, Any]):
     """Applies a rule's expansion under the user's label."""
 
     def __init__(self, rule: Rule) -> None:
@@ -364,7 +364,7 @@ def _select(transform: beam.Select) -> Rule:
     def select(element: Traced) -> Traced:
         value, prov = element
         every = all_ids(prov)
-        row = beam.Row(**{name: fn(value) for name, fn, _ in fields})
+        row = beam.pvalue.Row(**{name: fn(value) for name, fn, _ in fields})
         if isinstance(prov, tuple):
             return row, prov
         return row, {name: tuple(prov.get(src, every)) if src else every for name, _, src in fields}

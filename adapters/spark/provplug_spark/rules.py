@@ -59,7 +59,7 @@ from typing import Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.functions import pandas_udf
+from pyspark.sql.pandas.functions import pandas_udf
 from pyspark.sql.types import ArrayType, LongType, StructField, StructType
 from pyspark.util import PythonEvalType
 
@@ -82,7 +82,7 @@ from .rowlineage import (
     product,
 )
 from .state import ROW_LIST_TYPE, ROWS_TYPE, Context, Node, RewriteState, RowColumn
-from .writer import Term
+from .terms import Term
 
 Rule = Callable[[Any, list[Node], Context], Node]
 
