@@ -364,7 +364,7 @@ def _select(transform: beam.Select) -> Rule:
     def select(element: Traced) -> Traced:
         value, prov = element
         every = all_ids(prov)
-        row = beam.pvalue.Row(**{name: fn(value) for name, fn, _ in fields})
+        row = beam.Row(**{name: fn(value) for name, fn, _ in fields})
         if isinstance(prov, tuple):
             return row, prov
         return row, {name: tuple(prov.get(src, every)) if src else every for name, _, src in fields}
