@@ -45,9 +45,9 @@ sys.path.insert(0, str(HERE))
 
 import provplug  # noqa: E402
 from provplug.index import build_index, current_dir, mapped, read_meta  # noqa: E402
+from provplug.index.mapped import gather_ranges  # noqa: E402
 from provplug.plugin.manager import open_store  # noqa: E402
 from provplug.query import index_reader  # noqa: E402
-from provplug.query.driver import gather_ranges  # noqa: E402
 
 CLASSES = {"SC-SL": (100, 200), "LC-SL": (100, 200), "LC-LL": (5_000, 10_000)}
 
