@@ -98,7 +98,7 @@ def same_file(a: Path, b: Path) -> bool:
     if [ma.row_group(i).num_rows for i in range(ma.num_row_groups)] != [mb.row_group(i).num_rows for i in range(mb.num_row_groups)]:
         return False
     ta, tb = pq.read_table(a), pq.read_table(b)
-    return ta.schema.equals(tb.schema) and ta.equals(tb)
+    return bool(ta.schema.equals(tb.schema) and ta.equals(tb))
 
 
 def same_generations(store: Path, a: str, b: str) -> bool:

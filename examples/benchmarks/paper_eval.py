@@ -149,7 +149,7 @@ def prepare(opts: Options, factor: int, splits: Path | None) -> dict[str, Any]:
     from provplug.store.open import open_store
 
     state_path = opts.state_file(factor)
-    state = load_json(state_path, {"factor": factor, "scale": opts.scale, "seed": opts.seed, "copies": []})
+    state: dict[str, Any] = load_json(state_path, {"factor": factor, "scale": opts.scale, "seed": opts.seed, "copies": []})
     if (state["scale"], state["seed"]) != (opts.scale, opts.seed):
         raise SystemExit(f"{opts.store(factor)} holds scale {state['scale']} seed {state['seed']}: delete it and its state file")
     path = opts.store(factor)

@@ -233,7 +233,13 @@ class WriteInterceptor(Protocol):
 
 # -- store -------------------------------------------------------------------------
 
-TransactionT_co = TypeVar("TransactionT_co", bound="Transaction", covariant=True)
+if TYPE_CHECKING:
+    # A default (PEP 696, in typing from Python 3.13): a bare ``Store`` is any store, ``Store[Transaction]``.
+    from typing_extensions import TypeVar as DefaultedTypeVar
+
+    TransactionT_co = DefaultedTypeVar("TransactionT_co", bound="Transaction", covariant=True, default="Transaction")
+else:
+    TransactionT_co = TypeVar("TransactionT_co", bound="Transaction", covariant=True)
 
 
 class Transaction(Protocol):

@@ -71,7 +71,7 @@ class RatedDoFn(TracedDoFn):
         super().__init__(inner, False, label)
         self.fan_out, self.step = fan_out, step
 
-    def process(self, element, *args, **kwargs):  # unannotated: Beam reads type hints from it
+    def process(self, element, *args, **kwargs):  # type: ignore[no-untyped-def]  # Beam reads type hints from it
         value, prov = element
         every = all_ids(prov)
         if not every:

@@ -77,7 +77,7 @@ class Rule:
     rows: rowstate.Transfer  # how the rows of its output follow from its inputs' (row lineage)
 
 
-class Expansion(beam.PTransform):
+class Expansion(beam.PTransform[Any, Any]):
     """Applies a rule's expansion under the user's label."""
 
     def __init__(self, rule: Rule) -> None:

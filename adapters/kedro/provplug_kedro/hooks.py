@@ -179,7 +179,7 @@ class ProvplugHooks:
     # -- configuration ----------------------------------------------------------
     def configured_store(self, run_params: Mapping[str, Any], catalog: Any) -> str | None:
         """The store this run captures into, or None (no capture)."""
-        value: Any = self.store or os.environ.get(STORE_ENV) or None
+        value: str | os.PathLike[str] | None = self.store or os.environ.get(STORE_ENV) or None
         if value is None and STORE_PARAMETER in catalog:
             settings = catalog.load(STORE_PARAMETER)
             value = settings.get("store") if isinstance(settings, Mapping) else None

@@ -82,7 +82,7 @@ from .rowlineage import (
     product,
 )
 from .state import ROW_LIST_TYPE, ROWS_TYPE, Context, Node, RewriteState, RowColumn
-from .writer import Term
+from .terms import Term
 
 Rule = Callable[[Any, list[Node], Context], Node]
 
