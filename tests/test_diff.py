@@ -144,8 +144,8 @@ def test_export_of_one_run_among_runs_that_share_table_names(cli: Any, runs: dic
 def test_without_an_index_the_cells_still_differ_and_the_why_says_what_to_do(
     cli: Any, runs: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from provplug.query.lineage import LineageQueries
     from provplug.errors import NotIndexedError
+    from provplug.query.lineage import LineageQueries
 
     def not_indexed(*args: Any, **kwargs: Any) -> Any:
         raise NotIndexedError("the index of STORE predates 1 run(s): re-run `provplug index STORE`")

@@ -369,7 +369,14 @@ class Store(Protocol[TransactionT_co]):
         ...
 
     def triples(self) -> Any:
-        """Every committed triple as one lazily read ``pyarrow.dataset.Dataset``."""
+        """Every committed triple, whatever it is stored as (triple files or
+        location edges): a :class:`provplug.store.triples.TripleScan`, with
+        ``to_batches(columns)``, ``to_table(columns)`` and ``count_rows()``."""
+        ...
+
+    def stored_triples(self) -> Any:
+        """The committed triple files alone, as one lazily read
+        ``pyarrow.dataset.Dataset`` (no location edge expanded)."""
         ...
 
     def read_rows(self, run_id: str, table_id: int, where: Any = None, limit: int | None = None) -> Any:

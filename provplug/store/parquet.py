@@ -62,6 +62,7 @@ from provplug.model import OpInfo, TableInfo, utc_now
 from provplug.plugin.markers import hookimpl
 from provplug.store import files as storefiles
 from provplug.store.runs import numbered
+from provplug.store.triples import TripleScan
 
 FORMAT = "provplug-store"
 FORMAT_VERSION = 1
@@ -596,9 +597,15 @@ class ParquetStore:
             and not any(part.startswith(("_", ".")) for part in f.path[len(folder) + 1:].split("/"))
         ]
 
-    def triples(self) -> pads.Dataset:
-        """All committed stored triples as one pyarrow dataset (read lazily;
-        without the location edges' triples: see :mod:`provplug.store.triples`).
+    def triples(self) -> TripleScan:
+        """Every committed triple, stored in triple files or stood for by
+        location edges (:class:`~provplug.store.triples.TripleScan`)."""
+        return TripleScan(self)
+
+    def stored_triples(self) -> pads.Dataset:
+        """The committed triple *files* as one pyarrow dataset (read lazily;
+        without the triples location edges stand for — :meth:`triples` has
+        those).
 
         Every file's footer is read here, so a truncated file is a
         :class:`DamagedStoreError` now; damage inside a file only shows when

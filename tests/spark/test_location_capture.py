@@ -110,7 +110,7 @@ class _Read(Stored):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self.triples = self.store.triples().to_table().to_pylist()  # the stored triple files alone
+        self.triples = self.store.stored_triples().to_table().to_pylist()  # the stored triple files alone
         self.stored = len(self.triples)
         self.edges = locations_of(self.store)
         for batch in expand(self.edges):
