@@ -87,7 +87,7 @@ class ProvenanceStore:
     def whatif(self, table: str | None = None, where: str | None = None, *,
                value_id: int | Iterable[int] | None = None,
                deletions: Iterable[tuple[str, str | None]] = (), run: str | None = None) -> WhatIfAnswer:
-        """What deleting rows would do downstream (DESIGN §9): the rows of
+        """What deleting rows would do downstream (docs/queries.md): the rows of
         ``table`` where ``where`` holds (every row without it), the rows of
         the cells ``value_id`` and every ``(table, where)`` of ``deletions``.
         Per downstream table: rows that vanish, cells that change (old ->

@@ -233,7 +233,7 @@ def capture(
     needs a Spark pipeline. ``location_lineage=False`` stores every step's
     triples; by default a step the adapter finds row-aligned (a Spark
     select / withColumn / cast / scalar UDF over one input) stores one
-    location edge instead (:mod:`provplug.location`, DESIGN §10), which
+    location edge instead (:mod:`provplug.location`, docs/capture-semantics.md), which
     every reader expands to the same triples.
     ``label`` and ``tags`` name the run (``provplug runs``; ``--run LABEL``
     picks its latest run); ``entry_point`` says how it was started (see

@@ -1,4 +1,4 @@
-"""The dependency query (Lipstick §4.3, DESIGN §9) and ``provplug depends``.
+"""The dependency query (Lipstick §4.3; docs/queries.md) and ``provplug depends``.
 
 ``provplug depends STORE A B``: does B depend on A, i.e. does B vanish or
 change when A's rows are deleted? A and B are each a value id (or ids), or

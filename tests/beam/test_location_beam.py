@@ -1,4 +1,4 @@
-"""Location lineage on Beam (issue 15, DESIGN §10): a step declared with
+"""Location lineage on Beam (issue 15, docs/capture-semantics.md): a step declared with
 ``rates=`` whose body is one ParDo stores one location edge instead of its
 triples, its output numbered by position, and nothing a reader sees changes.
 

@@ -1,4 +1,4 @@
-"""Row lineage of Beam steps (DESIGN §9, :mod:`provplug.ingest.rowlineage`) and
+"""Row lineage of Beam steps (docs/capture-semantics.md, :mod:`provplug.ingest.rowlineage`) and
 user composites as modules (zoom), on one pipeline run.
 
 Expectations are derived by hand from the inputs below. Beam numbers step

@@ -1,4 +1,4 @@
-"""Location lineage at capture (issue 15, DESIGN §10): row-aligned Spark
+"""Location lineage at capture (issue 15, docs/capture-semantics.md): row-aligned Spark
 steps store one location edge instead of their triples, and nothing a reader
 sees changes.
 

@@ -1,4 +1,4 @@
-"""Row lineage at capture (DESIGN §9): per output row its members (input
+"""Row lineage at capture (docs/capture-semantics.md "Row lineage"): per output row its members (input
 rows used jointly) and per op its rules, against expectations derived by
 hand on tiny tables.
 

@@ -3,7 +3,7 @@
 A step decorated with ``@provplug.step(..., rates={"production": f})`` whose
 body is ONE ``Map``/``MapTuple``/``FlatMap``/``ParDo`` over one stored table
 says: every input element emits exactly ``f`` elements (1:1 when ``f`` is
-1). With location lineage on (DESIGN §10) the capture then
+1). With location lineage on (docs/capture-semantics.md) the capture then
 
 * numbers the output by position instead of by content: the ``j``-th element
   (0-based) emitted for input row ``r`` is output row ``r·f + j``. Every Beam

@@ -23,7 +23,7 @@ the project, pipeline, environment and parameters as its entry point.
 A relative path is taken from the project's root. With no store the hooks
 return at once: the run is exactly Kedro's.
 
-The mapping (DESIGN §8): one capture run per ``kedro run``, committed in
+The mapping (docs/capturing.md "Kedro"): one capture run per ``kedro run``, committed in
 ``after_pipeline_run`` and discarded in ``on_pipeline_error``; each node is a
 step named after the node (its namespace recorded as the op parameter
 ``module``); each dataset a node reads or writes is a table named after its
