@@ -1,4 +1,4 @@
-"""Arrow schemas of the store's Parquet datasets (see README, "Store layout")."""
+"""Arrow schemas of the store's Parquet datasets (see docs/store-format.md)."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ imported  one / several                                  DIRECT / TRANSFORMATION
 Values are compared only where both tables' rows are stored (else the pair
 is classified by fan-in alone). Filter predicates, sort keys and join keys
 that are not merged into an output column are not parents of any cell (see
-the README's capture semantics), so no INDIRECT FILTER / SORT field can be
+the docs/capture-semantics.md), so no INDIRECT FILTER / SORT field can be
 named for them. Imported values without a column are left out.
 """
 

@@ -1,6 +1,6 @@
 """The built-in store: a directory of Parquet datasets, written one run at a time.
 
-Layout (documented in the README)::
+Layout (documented in docs/store-format.md)::
 
     STORE/
       provplug-store.json          format marker

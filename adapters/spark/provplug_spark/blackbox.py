@@ -2,7 +2,7 @@
 ``mapInPandas``): wrappers that run in Spark's Python workers around the
 user's function.
 
-README "Capture semantics": a function that receives a group or a partition of whole records
+docs/capture-semantics.md: a function that receives a group or a partition of whole records
 is a black box, each of whose output cells depends on every input cell it
 received. The rewrite (:mod:`.rules`) passes the function the row-number
 columns of its input beside the data; a wrapper hands the user's function
