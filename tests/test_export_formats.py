@@ -89,7 +89,7 @@ def test_a_plugin_format_shows_in_export_help(cli: Any) -> None:
 
 
 def test_a_plugin_format_exports_the_store(cli: Any, imported: Path, tmp_path: Path) -> None:
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     reset_plugins(_with(EdgeList()))
     triples = open_store(imported).triples().to_table().to_pylist()

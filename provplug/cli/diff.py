@@ -10,9 +10,9 @@ from provplug.errors import LineageQueryError
 
 
 def add_parser(sub: Any) -> None:
-    from provplug.cli.lineage import TARGET_HELP
+    from provplug.query.targets import TARGET_HELP
 
-    p = sub.add_parser(
+    p: argparse.ArgumentParser = sub.add_parser(
         "diff",
         help="which output cells differ between two runs, and which source cells explain each",
         description="Compare the tables both runs wrote (or TABLE), matching rows by --key, else by the "
@@ -34,10 +34,10 @@ def add_parser(sub: Any) -> None:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from provplug.cli.lineage import parse_target
     from provplug.cli.output import Printed, combined_where, print_answer
     from provplug.diff import diff_runs, render
-    from provplug.plugin.manager import open_store
+    from provplug.query.targets import parse_target
+    from provplug.store.open import open_store
 
     if len(args.operands) > 3:
         raise LineageQueryError("diff takes at most two runs and one TABLE[.COLUMN]")

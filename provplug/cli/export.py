@@ -46,9 +46,9 @@ class _FormatOption(argparse.Action):
 
 
 def add_parser(sub: Any) -> None:
-    from provplug.cli.lineage import TARGET_HELP
+    from provplug.query.targets import TARGET_HELP
 
-    p = sub.add_parser(
+    p: argparse.ArgumentParser = sub.add_parser(
         "export",
         help="export a run, the store or a lineage answer as W3C PROV or OpenLineage",
         description="Without a target: the whole run (--run) or store. With TABLE.COLUMN --where P or "
@@ -69,10 +69,10 @@ def add_parser(sub: Any) -> None:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from provplug.cli.lineage import parse_target
     from provplug.cli.output import combined_where, note, write_whole
     from provplug.export import Target, export
-    from provplug.plugin.manager import open_store
+    from provplug.query.targets import parse_target
+    from provplug.store.open import open_store
 
     if args.target is not None and args.value_id is not None:
         raise LineageQueryError("give TABLE.COLUMN (with --where) or --value-id N, not both")

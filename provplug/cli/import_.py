@@ -24,7 +24,7 @@ def add_parser(sub: Any) -> None:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     from provplug.ingest.importer import import_provenance
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     with Progress(enabled=not args.quiet) as progress:  # closed (a failed stage crossed) before the summary
         result = import_provenance(

@@ -17,7 +17,7 @@ def add_parser(sub: Any) -> None:
 
 def _cmd_stats(args: argparse.Namespace) -> int:
     from provplug.explore.browse import store_stats
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     stats = store_stats(open_store(args.store))
     print_answer(Printed(stats, lambda: _stats_text(stats)), args.json)

@@ -17,7 +17,7 @@ def store_and_json(p: argparse.ArgumentParser) -> None:
 
 def opened(uri: str) -> Any:
     """The store at ``uri``, checked (a missing or malformed store is an error here)."""
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     store = open_store(uri)
     store.check()
