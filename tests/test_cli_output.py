@@ -40,7 +40,7 @@ def _lineage() -> LineageAnswer:
 
 
 def test_the_answers_of_the_commands_are_answers() -> None:
-    assert isinstance(_lineage(), PicturedAnswer)
+    assert isinstance(_lineage(), Answer)
     assert isinstance(WhatIfAnswer(tables=[], stats={}), Answer)
     assert isinstance(DependsAnswer("no", [], [], [], [], "no path", {}), Answer)
     assert not isinstance(Printed({}, ""), PicturedAnswer)

@@ -120,21 +120,24 @@ def shown(answer: LineageAnswer, args: argparse.Namespace, fmt: str) -> str:
         answer = answer.within_depth(args.depth)
     if args.sources_only:
         answer = answer.sources_only()
-    return answer_text(_Summary(answer) if args.summary else answer, fmt, args.max_cells)
+    return answer_text(_Shown(answer, summarise=args.summary), fmt, args.max_cells)
 
 
-class _Summary:
-    """``--summary``: a lineage answer's counts per table, column and op, and
-    its source rows once each (drawn a box per table column)."""
+class _Shown:
+    """A lineage answer as the command prints it: whole (a box per cell in a
+    picture), or with ``--summary`` its counts per table, column and op and
+    its source rows once each (a box per table column)."""
 
-    def __init__(self, answer: LineageAnswer) -> None:
-        self.answer = answer
+    def __init__(self, answer: LineageAnswer, summarise: bool) -> None:
+        self.answer, self.summarise = answer, summarise
 
     def to_dict(self) -> dict[str, Any]:
-        return self.answer.summary()
+        return self.answer.summary() if self.summarise else self.answer.to_dict()
 
     def render(self) -> str:
-        return self.answer.render_summary()
+        return self.answer.render_summary() if self.summarise else self.answer.render()
 
     def picture(self, fmt: str, max_cells: int | None = None) -> str:
-        return self.answer.picture(fmt, max_cells, summarise=True)
+        from provplug.query.picture import DEFAULT_MAX_CELLS, answer_picture
+
+        return answer_picture(self.answer, fmt, max_cells or DEFAULT_MAX_CELLS, summarise=self.summarise)

@@ -561,7 +561,9 @@ class Answer(Protocol):
     (:func:`provplug.cli.output.answer_text`): ``--json`` prints
     :meth:`to_dict` in the command line's JSON layout, the default prints
     :meth:`render`. Implemented by the lineage, what-if and depends answers
-    (and, on the command line, by the plain records other commands print)."""
+    (and, on the command line, by the plain records other commands print).
+    The command line draws a lineage answer (:class:`PicturedAnswer`) through
+    :mod:`provplug.query.picture`."""
 
     def to_dict(self) -> Any:
         """The answer as a JSON-ready document (``--json``)."""

@@ -204,15 +204,6 @@ class LineageAnswer:
         """:meth:`summary` as JSON, one table, op or source row per line."""
         return dumps_by_line(self.summary(), ("tables", "ops", "source_rows"))
 
-    # -- picture ---------------------------------------------------------------
-    def picture(self, fmt: str, max_cells: int | None = None, summarise: bool = False) -> str:
-        """The answer drawn as ``fmt`` (svg, html or dot; :mod:`provplug.query.picture`):
-        a box per cell, or a box per table column when ``summarise`` is set or
-        it has more than ``max_cells`` cells (None: the default limit)."""
-        from provplug.query.picture import DEFAULT_MAX_CELLS, answer_picture
-
-        return answer_picture(self, fmt, max_cells or DEFAULT_MAX_CELLS, summarise=summarise)
-
 
 def finite(value: Any) -> Any:
     """``value`` with every NaN, inf and -inf float replaced by None: JSON has
