@@ -25,18 +25,8 @@ from provplug.errors import LineageQueryError
 from provplug.plugin.protocols import Store
 from provplug.query.index_reader import arrow_ids, cached
 from provplug.store import files as storefiles
-from provplug.store.runs import describe_run, describe_runs, numbered, run_used, select_run
-
-
-@dataclass(frozen=True)
-class TableEntry:
-    table_id: int
-    name: str
-    run_id: str
-    origin: str
-    columns: tuple[str, ...]
-    rows: int | None
-    stored_rows: bool
+from provplug.store.catalogue import StoreCatalogue, TableEntry
+from provplug.store.runs import describe_run, describe_runs, run_used, select_run
 
 
 def jsonable(value: Any) -> Any:
@@ -67,16 +57,11 @@ class Catalog:
 
     def __init__(self, store: Store, manifests: list[dict[str, Any]]) -> None:
         self.store = store
-        self.manifests = numbered(manifests)  # by run number: the last is the latest
+        catalogue = StoreCatalogue.of(store, manifests)
+        self.manifests = list(catalogue.runs)  # by run number: the last is the latest
         self.run_ids = tuple(m["run_id"] for m in manifests)
-        tables = store.tables().to_pylist()
-        self.tables: dict[int, TableEntry] = {
-            t["table_id"]: TableEntry(
-                t["table_id"], t["name"], t["run_id"], t["origin"], tuple(t["columns"]), t["rows"], t["stored_rows"]
-            )
-            for t in tables
-        }
-        self.ops: dict[int, str] = {o["op_id"]: o["name"] for o in store.ops().select(["op_id", "name"]).to_pylist()}
+        self.tables: dict[int, TableEntry] = catalogue.tables
+        self.ops: dict[int, str] = {o["op_id"]: o["name"] for o in catalogue.ops}
         self._mapping: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._groups: list[_ValueGroup] | None = None  # the value mappings' row groups, once read
         self.queries = 0  # queries served by this (per-process) catalogue
