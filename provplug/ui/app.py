@@ -24,7 +24,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from provplug.api import ProvenanceStore
-from provplug.errors import LineageQueryError, ProvplugError
+from provplug.errors import BadParameter, ProvplugError
 from provplug.ui import documents
 from provplug.ui.documents import Caches, LineageQuestion
 
@@ -38,10 +38,6 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
-
-
-class BadParameter(LineageQueryError):
-    """A query parameter of the API is malformed (not a number, not one of the choices)."""
 
 
 class Params:
