@@ -20,8 +20,8 @@ from provplug.errors import (
     StoreError,
 )
 from provplug.ingest.capture import capture, current_run, module, step
-from provplug.plugin.manager import open_store
 from provplug.plugin.markers import hookimpl
+from provplug.store.open import open_store
 
 if TYPE_CHECKING:
     from provplug.api import open

@@ -50,7 +50,7 @@ def demo_store(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     indexed; shared read-only by the tests that query it."""
     from provplug.cli.demo import capture_people
     from provplug.index.build import build_index
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     store = tmp_path_factory.mktemp("demo") / "people.prov"
     capture_people(spark, str(store))
@@ -65,7 +65,7 @@ def paper_rows_store(tmp_path: Path) -> tuple[Path, dict[int, int]]:
     from test_lineage_support import write_paper_store_with_rows
 
     from provplug.index.build import build_index
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     path = tmp_path / "people.prov"
     packed = write_paper_store_with_rows(open_store(path), DATA / "paper_table4_triples.csv")

@@ -19,7 +19,7 @@ SHANE_GONE_ANN_NEW = [*BASE[:2], BASE[3], ("Ann", "SF", 50)]    # a row removed,
 
 def _capture(spark: Any, store: Path, people: list[tuple[str, str, int]]) -> str:
     from provplug.ingest.capture import capture
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     before = {m["run_id"] for m in open_store(str(store)).runs()} if store.exists() else set()
     with capture(spark, store=str(store)) as run:
@@ -32,7 +32,7 @@ def _capture(spark: Any, store: Path, people: list[tuple[str, str, int]]) -> str
 @pytest.fixture(scope="module")
 def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from provplug.index.build import build_index
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     store = tmp_path_factory.mktemp("diff") / "people.prov"
     ids = {
@@ -144,8 +144,8 @@ def test_export_of_one_run_among_runs_that_share_table_names(cli: Any, runs: dic
 def test_without_an_index_the_cells_still_differ_and_the_why_says_what_to_do(
     cli: Any, runs: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from provplug.query.lineage import LineageQueries
     from provplug.errors import NotIndexedError
+    from provplug.query.lineage import LineageQueries
 
     def not_indexed(*args: Any, **kwargs: Any) -> Any:
         raise NotIndexedError("the index of STORE predates 1 run(s): re-run `provplug index STORE`")

@@ -16,7 +16,7 @@ import provplug
 from provplug.errors import DamagedIndexError
 from provplug.index import build_index, current_dir
 from provplug.ingest.importer import import_provenance
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 T7_SPLITS = [["T1", "T2"], ["T3", "T4"], ["T5", "T6"]]
 ANCESTORS_OF_8 = {7, 5, 4, 2, 3, 1}

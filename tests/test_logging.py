@@ -12,7 +12,7 @@ from conftest import DATA
 
 import provplug
 from provplug.ingest.importer import import_provenance
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 
 def _records(caplog: pytest.LogCaptureFixture, logger: str) -> list[str]:

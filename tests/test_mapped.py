@@ -21,9 +21,9 @@ import provplug
 from provplug.errors import DamagedIndexError
 from provplug.index import build_index, current_dir, integrity, mapped
 from provplug.ingest.importer import import_provenance
-from provplug.plugin.manager import open_store
 from provplug.query import index_reader
 from provplug.query.index_reader import IndexReader
+from provplug.store.open import open_store
 
 FEW_ROWS = 4  # fences this close make a bucket of a small store hold many
 

@@ -19,9 +19,9 @@ from provplug.errors import DamagedIndexError, LineageQueryError
 from provplug.index import build_index, current_dir, mapped, read_meta
 from provplug.index.mapped import write_mapped
 from provplug.ingest.importer import import_provenance
-from provplug.plugin.manager import open_store
 from provplug.query import driver, index_reader
 from provplug.query.index_reader import IndexReader, _ByteBudgetCache
+from provplug.store.open import open_store
 
 METHODS = ("ccprov", "csprov", "auto")
 

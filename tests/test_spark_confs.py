@@ -13,8 +13,8 @@ from conftest import DATA
 from provplug.index import build_index
 from provplug.index.sparkwcc import TUNED_CONF
 from provplug.ingest.importer import import_provenance
-from provplug.plugin.manager import open_store
 from provplug.progress import Progress
+from provplug.store.open import open_store
 
 # The user's settings: each tuned key set otherwise, or (skew joins) not set at all.
 USERS = {

@@ -1,4 +1,4 @@
-"""What-if (DESIGN §9, Lipstick Def. 4.2 on rows) over row lineage written by
+"""What-if (docs/queries.md "What-if", Lipstick Def. 4.2 on rows) over row lineage written by
 hand through the recorder: every expectation here is derived by hand from
 the tables in each test (the captured pipelines are in test_whatif_spark.py).
 """

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, NoReturn
 
-from provplug.errors import LineageQueryError, ProvplugError, UsageError
+from provplug.errors import LineageQueryError, ProvplugError
+from provplug.errors import UsageError as UsageError
 from provplug.progress import Progress, handler_attached, silenced
 
 Command = Callable[[argparse.Namespace], int]
@@ -34,7 +35,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     from provplug.ingest.importer import import_provenance
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     with Progress(enabled=not args.quiet) as progress:  # closed (a failed stage crossed) before the summary
         result = import_provenance(
@@ -50,7 +51,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 def _cmd_stats(args: argparse.Namespace) -> int:
     from provplug.explore.browse import store_stats
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     stats = store_stats(open_store(args.store))
     if args.json:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from provplug.errors import MissingExtraError
+from provplug.errors import MissingExtraError as MissingExtraError
 
 EXTRA_HINT = "pip install 'provplug[ui]'"
 

@@ -92,7 +92,7 @@ def run_records(store: Store) -> list[RunRecord]:
 
 def _run_record(manifest: dict[str, Any]) -> RunRecord:
     counts = manifest["counts"]
-    record = RunRecord(
+    record: RunRecord = RunRecord(
         run_id=manifest["run_id"],
         number=int(manifest["number"]),
         label=manifest.get("label"),

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from provplug.errors import ExportError
+from provplug.errors import ExportError as ExportError
 from provplug.export.scope import Table, ops_of, resolve_run, stored_rows, tables_of, value_count
 
 if TYPE_CHECKING:

@@ -43,10 +43,11 @@ from provplug.index.splits import (
 )
 from provplug.index.workflow import TableCatalogue, WorkflowGraph, infer_workflow
 from provplug.model import utc_now
-from provplug.plugin.manager import Plugins, get_plugins, open_store
+from provplug.plugin.manager import Plugins, get_plugins
 from provplug.plugin.protocols import Store
 from provplug.progress import SILENT, Progress
 from provplug.store import files as storefiles
+from provplug.store.open import open_store
 
 logger = logging.getLogger(__name__)  # what a build did: its input, its engine, the generation published
 # 2: meta.json records the generation's files (provplug.index.integrity).

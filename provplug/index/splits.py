@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from provplug.errors import SplitsError
+from provplug.errors import SplitsError as SplitsError
 from provplug.index.workflow import WorkflowGraph, weak_pieces
 
 

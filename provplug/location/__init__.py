@@ -1,4 +1,4 @@
-"""Location-based lineage (004, DESIGN §10): lineage from positions and static rates.
+"""Location-based lineage (004; docs/capture-semantics.md): lineage from positions and static rates.
 
 A step whose rates are static — every row-aligned Spark step (select,
 withColumn, cast, scalar UDF: one row in, one row out), a Beam ParDo declared

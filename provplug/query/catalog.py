@@ -21,7 +21,6 @@ import pyarrow.parquet as pq
 
 from provplug import ids, schema
 from provplug.errors import LineageQueryError
-from provplug.ingest.importer import UNKNOWN_TABLE
 from provplug.plugin.protocols import Store
 from provplug.query.index_reader import arrow_ids, cached, caches_of
 from provplug.store import files as storefiles
@@ -246,7 +245,7 @@ class Catalog:
         out = []
         for v, t, c, r in zip(values.tolist(), table.tolist(), column.tolist(), row.tolist(), strict=True):
             entry = self.tables.get(t)
-            name = entry.name if entry else UNKNOWN_TABLE
+            name = entry.name if entry else schema.UNKNOWN_TABLE
             col = entry.columns[c] if entry and 0 <= c < len(entry.columns) else None
             cells = rows.get((t, r))
             out.append(

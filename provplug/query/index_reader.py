@@ -33,7 +33,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -130,7 +130,7 @@ class _ByteBudgetCache:
     def get(self, key: tuple[Any, ...], load: Callable[[], tuple[_T, int]]) -> _T:
         hit = self.peek(key)
         if hit is not None:
-            return hit  # what this key's load returned
+            return cast(_T, hit)  # what this key's load returned
         value, size = load()
         self.put(key, value, size)
         return value
@@ -575,7 +575,7 @@ class IndexReader:
         not on its first touch in this process (a one-off query pays only for
         a filtered scan), and not when it would not fit the cache."""
         key = (*self._key, "triples", bucket, "dst_csid")
-        part = self._cache.peek(key)
+        part: SortedRows | None = self._cache.peek(key)
         if part is not None:
             return part
         if self._cache.first_touch(key):

@@ -18,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from provplug.errors import PictureError
+from provplug.errors import PictureError as PictureError
 from provplug.query.answer import LineageAnswer, Record, row_key
 
 if TYPE_CHECKING:

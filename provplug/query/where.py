@@ -46,7 +46,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from provplug.errors import LineageQueryError, WhereLimitError, WherePredicateError
+from provplug.errors import LineageQueryError
+from provplug.errors import WhereLimitError as WhereLimitError
+from provplug.errors import WherePredicateError as WherePredicateError
 
 _UNKNOWN_COLUMN = re.compile(r'Referenced column "([^"]+)" not found')
 _ROWS = "provplug_rows"

@@ -24,7 +24,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from provplug.api import ProvenanceStore
-from provplug.errors import BadParameter, ProvplugError
+from provplug.errors import BadParameter as BadParameter
+from provplug.errors import ProvplugError
 from provplug.ui import documents
 from provplug.ui.documents import Caches, LineageQuestion
 

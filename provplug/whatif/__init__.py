@@ -1,4 +1,4 @@
-"""What-if: deletion propagation over a run's row lineage (DESIGN §9, Lipstick §4.2).
+"""What-if: deletion propagation over a run's row lineage (docs/queries.md "What-if", Lipstick §4.2).
 
 ``provplug whatif STORE --delete T --where P`` (and ``--value-id N``): which
 rows of every downstream table vanish, which cells change (old -> new,
