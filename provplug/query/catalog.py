@@ -150,7 +150,7 @@ class Catalog:
         """Sorted ``(value_id, table_id, column_id)`` covering ``wanted``.
 
         A query reads only the row groups that may hold the wanted ids
-        (cheap for a one-off CLI query; kept in the query cache for the next). From the second query in a process on, a mapping
+        (cheap for a one-off CLI query; kept in the query cache for the next). From an opened store's second query on, a mapping
         of at most :data:`MAPPING_CACHE_BYTES` is loaded whole once and kept
         (a long-lived process); a larger one (109M values at the paper's 24x
         scale: 7.5 GiB) keeps being read filtered."""
@@ -194,7 +194,7 @@ class Catalog:
 
     def _value_groups(self) -> list[_ValueGroup]:
         """Every row group of every run's ``values.parquet`` with its value_id
-        range (footers read once per process)."""
+        range (footers read once per opened store)."""
         if self._groups is None:
             self._groups = [group for path in self.store.run_paths("values.parquet")
                             for group in _row_groups(self.store.fs, path)]

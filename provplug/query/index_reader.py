@@ -108,7 +108,7 @@ class _ByteBudgetCache:
     @property
     def budget(self) -> int:
         """Bytes it may hold: ``PROVPLUG_QUERY_CACHE_MB``, or half the memory
-        available when it is first asked (a process's queries then share it)."""
+        available when it is first asked (the opened store's queries then share it)."""
         if self._budget is None:
             given = megabytes_from_env(CACHE_ENV)
             self._budget = given if given is not None else max(MIN_CACHE, available_memory() // 2)
@@ -145,7 +145,7 @@ class _ByteBudgetCache:
             return hit.value
 
     def first_touch(self, key: tuple[Any, ...]) -> bool:
-        """True the first time ``key`` is asked about in this process."""
+        """True the first time ``key`` is asked of this cache."""
         with self.lock:
             if key in self.touched:
                 return False
@@ -275,7 +275,7 @@ class IndexReader:
     """One published index generation of a store, read with pyarrow only.
 
     Its files are checked against the generation's record when it is first
-    opened in a process (:mod:`provplug.index.integrity`), and bucket files
+    opened through a store object (:mod:`provplug.index.integrity`), and bucket files
     are taken from that record: a file lost later is an error, not an empty
     bucket. Mapped files are used when the generation has them (see the
     module's description) and the store is on the local filesystem."""
@@ -572,7 +572,7 @@ class IndexReader:
 
     def _held_triples(self, bucket: int) -> SortedRows | None:
         """The Parquet bucket sorted in memory, when held or worth holding:
-        not on its first touch in this process (a one-off query pays only for
+        not on its first touch through this store (a one-off query pays only for
         a filtered scan), and not when it would not fit the cache."""
         key = (*self._key, "triples", bucket, "dst_csid")
         part: SortedRows | None = self._cache.peek(key)
