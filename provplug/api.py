@@ -21,8 +21,8 @@ from provplug.store.open import open_store
 if TYPE_CHECKING:
     from provplug.explore.browse import RunRecord, TableDetail, TableRecord
     from provplug.explore.manage import DeletedRun, GcReport
+    from provplug.whatif.answer import WhatIfAnswer
     from provplug.whatif.depends import DependsAnswer
-    from provplug.whatif.model import WhatIfAnswer
 
 
 class ProvenanceStore:

@@ -13,6 +13,7 @@ from contextlib import contextmanager, nullcontext
 from typing import Any, NoReturn
 
 from provplug.errors import LineageQueryError, ProvplugError
+from provplug.errors import UsageError as UsageError
 from provplug.progress import Progress, handler_attached, silenced
 
 Command = Callable[[argparse.Namespace], int]
@@ -207,14 +208,6 @@ def whole_number(minimum: int, unit: str) -> Callable[[str], int]:
         return value
 
     return parse
-
-
-class UsageError(ProvplugError):
-    """A malformed command line (what argparse would print and exit on)."""
-
-    def __init__(self, message: str, parser: argparse.ArgumentParser) -> None:
-        super().__init__(message)
-        self.parser = parser
 
 
 class _Parser(argparse.ArgumentParser):
