@@ -21,8 +21,8 @@ from provplug.store.open import open_store
 if TYPE_CHECKING:
     from provplug.explore.browse import RunRecord, TableDetail, TableRecord
     from provplug.explore.manage import DeletedRun, GcReport
+    from provplug.whatif.answer import WhatIfAnswer
     from provplug.whatif.depends import DependsAnswer
-    from provplug.whatif.model import WhatIfAnswer
 
 
 class ProvenanceStore:
@@ -60,9 +60,11 @@ class ProvenanceStore:
         fit the driver's memory budget (``PROVPLUG_QUERY_DRIVER_MB``, else half
         the memory available), on Spark otherwise; ``spark``: the session for
         the Spark path (else a local one).
-        ``run`` (an id or a unique prefix) says whose ``table`` is meant when
-        several runs wrote one of that name (then it is required); a value id
-        names one cell already, so with ``value_id`` the run is only checked.
+        ``run`` (a number, ``latest``, ``latest~N``, a label or an id prefix)
+        says whose ``table`` is meant when several runs wrote one of that name
+        (default: the latest that did; the answer's ``stats["run"]`` says which
+        and how many others exist); a value id names one cell already, so with
+        ``value_id`` the run is only checked.
         ``subgraph=True``: ancestors, descendants and the descendants' other
         parents as one answer (direction ``"both"``; ``direction`` is not
         used). ``zoom_out``: module names to see at module level (see

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,28 +42,6 @@ def _fresh_plugins() -> Iterator[None]:
     reset_plugins()
     yield
     reset_plugins()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_query_caches() -> Iterator[None]:
-    """Each test starts as a new process would: no index file, generation
-    check or catalogue cached by an earlier test, the default cache budget.
-    (The caches are process-wide by design: a process's queries share them.)
-    A module not imported yet holds nothing, and is not imported for this."""
-
-    def forget() -> None:
-        index_reader = sys.modules.get("provplug.query.index_reader")
-        if index_reader is not None:
-            index_reader.clear_cache()
-            index_reader.set_cache_budget(None)
-        catalog = sys.modules.get("provplug.query.catalog")
-        if catalog is not None:
-            with catalog._lock:
-                catalog._catalogs.clear()
-
-    forget()
-    yield
-    forget()
 
 
 @pytest.fixture(scope="session")

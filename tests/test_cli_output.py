@@ -12,8 +12,8 @@ import pytest
 from provplug.cli.output import Printed, answer_text, json_text, print_answer
 from provplug.plugin.protocols import Answer, PicturedAnswer
 from provplug.query.answer import LineageAnswer
+from provplug.whatif.answer import WhatIfAnswer
 from provplug.whatif.depends import DependsAnswer
-from provplug.whatif.model import WhatIfAnswer
 
 NAN = float("nan")
 

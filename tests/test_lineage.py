@@ -78,7 +78,7 @@ def test_imported_values_are_located_the_same_whether_the_mapping_is_kept_or_rea
     answers = [store.lineage(value_id=v).to_dict() for v in (23, 23, 15)]
     assert answers[0] == {**answers[1], "stats": answers[0]["stats"]}
     assert {(r["table"], r["column"]) for r in answers[2]["lineage"]} == {("Person1", "Age")}
-    kept = catalog.catalog_for(open_store(table4))._mapping
+    kept = catalog.catalog_for(store.store)._mapping  # the opened store's catalogue
     assert (kept is not None) == (cache_bytes > 0)  # a mapping beyond the cap is never loaded whole
 
 
@@ -98,10 +98,6 @@ def test_imported_values_are_read_from_the_row_groups_holding_them(
     groups = pq.ParquetFile(open_store(store).run_paths("values.parquet")[0]).metadata.num_row_groups
     whole = provplug.open(store).lineage(value_id=23).to_dict()["lineage"]  # a first query reads what it needs
     monkeypatch.setattr(catalog, "MAPPING_CACHE_BYTES", 0)  # never the whole mapping
-    catalog._catalogs.clear()
-    from provplug.query import index_reader
-
-    index_reader.clear_cache()
     read = mocker.spy(pq.ParquetFile, "read_row_group")
     answer = provplug.open(store).lineage(value_id=23).to_dict()["lineage"]
     assert answer == whole and {(r["table"], r["column"]) for r in answer} >= {("Person1", "Age")}

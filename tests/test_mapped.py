@@ -29,11 +29,8 @@ FEW_ROWS = 4  # fences this close make a bucket of a small store hold many
 
 
 @pytest.fixture(autouse=True)
-def _fresh_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _mapped_files_used(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(index_reader.MAPPED_ENV, raising=False)
-    index_reader.clear_cache()
-    yield
-    index_reader.clear_cache()
 
 
 @pytest.fixture(scope="module")

@@ -309,7 +309,7 @@ def test_truncated_triples_file_is_found_by_verify_and_triples(store_path: Path)
     (part,) = (run / "triples").iterdir()
     _truncate(part)
     store.stats()  # counts come from manifests: no file is read
-    for check in (store.verify, store.triples):
+    for check in (store.verify, store.stored_triples, lambda: store.triples().to_table()):
         with pytest.raises(DamagedStoreError, match=part.name) as caught:
             check()
         assert "\n" not in str(caught.value)

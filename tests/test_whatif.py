@@ -18,7 +18,7 @@ import provplug
 from provplug import ids
 from provplug.errors import DamagedStoreError, LineageQueryError
 from provplug.rowrules import parse_rules, rules_text
-from provplug.whatif.model import WhatIfAnswer
+from provplug.whatif.answer import WhatIfAnswer
 from provplug.whatif.values import UNKNOWN
 
 

@@ -28,7 +28,7 @@ import pytest
 
 import provplug
 from provplug.store.open import open_store
-from provplug.whatif.model import WhatIfAnswer
+from provplug.whatif.answer import WhatIfAnswer
 from provplug.whatif.values import UNKNOWN
 
 

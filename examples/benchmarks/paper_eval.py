@@ -524,11 +524,11 @@ def duckdb_runner(store: Any, db_path: Path, memory: str, threads: int | None = 
     return con, run
 
 
-def drop_caches(spark: Any) -> None:
+def drop_caches(spark: Any, store: Any) -> None:
     """The disk variant: nothing of the index or of RQ's triple table stays in memory."""
     from provplug.query.index_reader import clear_cache
 
-    clear_cache()
+    clear_cache(store)
     spark.catalog.clearCache()
 
 
@@ -595,7 +595,7 @@ class Bench:
         for method, i, q, value in self.method_series(cls, queries, direction):
             if method == "duckdb":
                 continue
-            drop_caches(self.spark)
+            drop_caches(self.spark, opened.store)
             t0 = time.perf_counter()
             ans = opened.lineage(value_id=value, method=method, direction=direction, spark=self.spark, tau=self.tau)
             t = time.perf_counter() - t0

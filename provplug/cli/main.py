@@ -15,6 +15,7 @@ from contextlib import contextmanager, nullcontext
 from typing import Any, NoReturn
 
 from provplug.errors import ProvplugError
+from provplug.errors import UsageError as UsageError
 from provplug.progress import handler_attached, silenced
 
 Command = Callable[[argparse.Namespace], int]
@@ -27,14 +28,6 @@ COMMAND_MODULES = (
     "provplug.cli.run", "provplug.cli.metrics", "provplug.cli.depends", "provplug.cli.whatif", "provplug.cli.ui",
 )
 
-
-
-class UsageError(ProvplugError):
-    """A malformed command line (what argparse would print and exit on)."""
-
-    def __init__(self, message: str, parser: argparse.ArgumentParser) -> None:
-        super().__init__(message)
-        self.parser = parser
 
 
 class _Parser(argparse.ArgumentParser):

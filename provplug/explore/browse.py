@@ -16,7 +16,8 @@ import pyarrow.compute as pc
 
 from provplug import schema
 from provplug.plugin.protocols import Store
-from provplug.query.catalog import Catalog, TableEntry, catalog_for, jsonable
+from provplug.query.catalog import Catalog, catalog_for, jsonable
+from provplug.store.catalogue import TableEntry
 from provplug.store.runs import run_line, select_run
 from provplug.store.triples import TripleFilter, triple_table
 from provplug.texttable import aligned, cell_text

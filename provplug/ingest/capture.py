@@ -39,7 +39,6 @@ from provplug.plugin.manager import Plugins, get_plugins
 from provplug.plugin.protocols import AdapterSession, Store, Transaction
 from provplug.plugin.reductions import MODES, Reduction
 from provplug.reduce.spec import reductions_from
-from provplug.store.open import open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
 logger = logging.getLogger(__name__)  # what a capture is doing: run started, steps, committed
@@ -253,6 +252,8 @@ def capture(
         warn_thesis_mode(reductions)
     label, tags = checked_label(label, tags)
     entry = dict(entry_point) if entry_point is not None else python_entry(sys._getframe(1))
+    from provplug.store.open import open_store  # pyarrow: not before a run starts
+
     target = open_store(store, plugins)
     with observed_run(target, plugins, "capture", adapter.name) as (txn, info):
         run = ActiveRun(target, txn, info, plugins, store_rows, engine, reductions, reduce_mode, location_lineage)

@@ -28,6 +28,7 @@ Nothing is written until both checks have passed.
 from __future__ import annotations
 
 import csv
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -48,6 +49,8 @@ from provplug.plugin.manager import Plugins, get_plugins
 from provplug.plugin.protocols import Store, Transaction
 from provplug.progress import SILENT, Progress
 from provplug.store import files as storefiles
+
+logger = logging.getLogger(__name__)  # what an import read and committed
 
 if TYPE_CHECKING:
     # pyarrow.dataset imports pandas: imported lazily, only for the reads that need it.
@@ -94,6 +97,8 @@ def import_provenance(
         written = _RunWriter(StagedRun(store, txn, store_rows=False), mapping, progress).write(graph, node_tables, rows)
         progress.update("committing", written, "triples", force=True)
     progress.done("import committed", written, "triples")
+    logger.info("imported %s into %s as run %s: %d triples (%d duplicates dropped)", os.fspath(triples_path),
+                store.uri, txn.run_id, written, read - written)
     return {"run_id": txn.run_id, "triples": written, "duplicates": read - written}
 
 

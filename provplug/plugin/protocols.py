@@ -286,19 +286,10 @@ class Transaction(Protocol):
         ...
 
 
-@runtime_checkable
-class Store(Protocol[TransactionT_co]):
-    """A provenance store: what capture, import, the index and queries use.
-
-    A store is a directory of Parquet datasets in the layout of
-    :mod:`provplug.store.parquet`, on a filesystem pyarrow can reach (``fs``). A
-    store-backend plugin decides *where* a URI's store lives and *how* it is
-    reached (an alias, a filesystem with its own credentials); the layout,
-    and so what the index and queries read, is fixed.
-
-    Generic in the type of its transactions, so that the built-in
-    ``ParquetStore`` is a ``Store[RunTransaction]``; ``Store`` alone is any store.
-    """
+class StoreLocationPart(Protocol):
+    """Where a store lives: its URI, the pyarrow filesystem its bytes move
+    through, its directory on it, and the paths below it (also as Spark
+    addresses them)."""
 
     @property
     def uri(self) -> str: ...
@@ -330,6 +321,11 @@ class Store(Protocol[TransactionT_co]):
         """A path on ``fs`` (e.g. one of :meth:`triple_files`) as Spark addresses it."""
         ...
 
+
+class StoreFilesPart(Protocol):
+    """How a store's small files move: read, replace, and create-if-absent
+    (the store's lock and id-reservation primitive)."""
+
     def read_text(self, path: str) -> str:
         """A small text file on ``fs`` (:class:`provplug.errors.DamagedStoreError`
         if it cannot be decoded)."""
@@ -345,16 +341,17 @@ class Store(Protocol[TransactionT_co]):
         the store supports concurrent writers)."""
         ...
 
+
+class StoreContentsPart(Protocol):
+    """What a store holds, in provplug's format (:mod:`provplug.schema`):
+    committed runs, their tables, ops, imported values, triples (every one,
+    whatever it is stored as), stored rows; counts and a check of the files."""
+
     def exists(self) -> bool: ...
 
     def check(self) -> None:
         """Raise :class:`provplug.errors.StoreError` unless the store exists
         in a format this code reads."""
-        ...
-
-    def transaction(self, kind: str) -> AbstractContextManager[TransactionT_co]:
-        """Stage a run of ``kind`` (``"capture"`` or ``"import"``): committed
-        when the block succeeds, without a trace when it fails."""
         ...
 
     def runs(self) -> list[dict[str, Any]]:
@@ -408,6 +405,11 @@ class Store(Protocol[TransactionT_co]):
         names the first damage."""
         ...
 
+
+class StoreGarbagePart(Protocol):
+    """Removing what readers no longer use: a whole run (atomically), dead
+    writers' staging, leftovers of interrupted deletions."""
+
     def delete_run(self, run_id: str, before_removal: Any = None) -> dict[str, Any]:
         """Delete the committed run ``run_id`` atomically (readers see it
         whole or not at all) and return its manifest with ``bytes`` freed;
@@ -421,6 +423,32 @@ class Store(Protocol[TransactionT_co]):
 
     def remove_garbage(self, item: Any) -> bool:
         """Remove one item of :meth:`garbage`; False if it was already gone."""
+        ...
+
+
+@runtime_checkable
+class Store(StoreLocationPart, StoreFilesPart, StoreContentsPart, StoreGarbagePart, Protocol[TransactionT_co]):
+    """A provenance store: what capture, import, the index and queries use.
+
+    A store is a directory of Parquet datasets in the layout of
+    :mod:`provplug.store.parquet`, on a filesystem pyarrow can reach (``fs``). A
+    store-backend plugin decides *where* a URI's store lives and *how* it is
+    reached (an alias, a filesystem with its own credentials); the layout,
+    and so what the index and queries read, is fixed.
+
+    Its members fall in four parts by concern — :class:`StoreLocationPart`
+    (where it lives), :class:`StoreFilesPart` (how bytes move),
+    :class:`StoreContentsPart` (the format's datasets) and
+    :class:`StoreGarbagePart` (removal) — plus :meth:`transaction`, the
+    run being written. A reader that needs one part can ask for that part.
+
+    Generic in the type of its transactions, so that the built-in
+    ``ParquetStore`` is a ``Store[RunTransaction]``; ``Store`` alone is any store.
+    """
+
+    def transaction(self, kind: str) -> AbstractContextManager[TransactionT_co]:
+        """Stage a run of ``kind`` (``"capture"`` or ``"import"``): committed
+        when the block succeeds, without a trace when it fails."""
         ...
 
 

@@ -9,7 +9,7 @@ store is only read.
 
 Modules: :mod:`.select` (which rows are deleted), :mod:`.lineage` (reading
 the row-lineage records an op needs), :mod:`.values` (stored values and the
-aggregates), :mod:`.engine` (the propagation), :mod:`.model` (the answer:
+aggregates), :mod:`.engine` (the propagation), :mod:`.answer` (the answer:
 text and JSON), :mod:`.cli` (the command). This package's ``__init__`` stays
 empty of imports so that ``provplug.cli.main`` loads no heavy library.
 """

@@ -28,8 +28,8 @@ import numpy as np
 from provplug.errors import LineageQueryError
 from provplug.query.answer import Record, _label, _row_text, finite
 from provplug.query.targets import parse_target
+from provplug.whatif.answer import WhatIfAnswer
 from provplug.whatif.engine import Propagation
-from provplug.whatif.model import WhatIfAnswer
 from provplug.whatif.select import cell_rows
 from provplug.whatif.values import UNKNOWN, shown
 
