@@ -98,3 +98,7 @@ class UsageError(ProvplugError):
     def __init__(self, message: str, parser: argparse.ArgumentParser) -> None:
         super().__init__(message)
         self.parser = parser
+
+
+class RetentionError(ProvplugError):
+    """A retention rule (``provplug gc --keep-last N`` / ``--older-than DAYS``) that makes no sense."""
