@@ -41,7 +41,17 @@ import pyarrow.fs as pafs
 from .. import storefiles
 from ..errors import NotIndexedError
 from ..index import integrity, layout
-from ..index.generation import Hold, check_generation, current_generation, generation_meta, hold
+from .. import ids
+from ..index.generation import (
+    Hold,
+    check_generation,
+    current_generation,
+    generation_meta,
+    hold,
+    not_indexed_note,
+    pending_runs,
+)
+from ..index.incremental import ALIASES, LAYERS, resolve
 from ..protocols import Store
 from .driver import available_memory, megabytes_from_env
 from .mapped import (
@@ -233,16 +243,20 @@ class IndexReader:
     bucket. Mapped files are used when the generation has them (see the
     module's description) and the store is on the local filesystem."""
 
-    def __init__(self, store: Store, generation: str, meta: dict[str, Any] | None = None) -> None:
+    def __init__(self, store: Store, generation: str, meta: dict[str, Any] | None = None, layer: str = "") -> None:
+        """``layer``: read that layer of an incremental generation (its
+        directory relative to the generation's; "" the base)."""
         self.store = store
         self.fs = store.fs
         self.generation = generation
-        self.root = store.path(layout.INDEX_DIR, generation)
+        self.root = store.path(layout.INDEX_DIR, generation) + (f"/{layer}" if layer else "")
         self.meta: dict[str, Any] = generation_meta(store, generation) if meta is None else meta
+        self.pending: list[str] = []  # committed runs with triples the generation lacks (see current)
+        self._pending_tables: np.ndarray | None = None
         self.triple_buckets = self._buckets("triples", layout.TRIPLE_BUCKETS)
         self.setdep_buckets = self._buckets("setdeps", layout.SETDEP_BUCKETS)
         self.value_buckets = self._buckets("value_sets", layout.VALUE_BUCKETS)
-        self._key = (store.root, generation)
+        self._key: tuple[str, ...] = (store.root, generation, layer) if layer else (store.root, generation)
         self._recorded = _recorded_folders(self.meta)
         manifest = self._mapped_manifest()
         self.mapped = None if manifest is None else manifest[0]
@@ -268,8 +282,12 @@ class IndexReader:
             if key not in _CHECKED:
                 check_generation(store, generation, meta)
                 _CHECKED.add(key)
-            reader = cls(store, generation, meta)
+            reader = LayeredIndexReader(store, generation, meta) if meta.get(LAYERS) or ALIASES in meta.get(
+                integrity.FILES, {}) else cls(store, generation, meta)
             reader.hold = held
+            indexed = reader.indexed_runs()
+            if indexed is not None:
+                reader.pending = pending_runs(indexed, store.runs())
             return reader
         raise NotIndexedError(f"{store.uri}: the index was replaced {_RESOLVE_ATTEMPTS} times while opening it; retry")
 
@@ -418,10 +436,42 @@ class IndexReader:
 
         return _CACHE.get((*self._key, dataset, bucket, key), load)
 
+    # -- runs committed since the build ----------------------------------------
+    def freshness(self) -> dict[str, Any]:
+        """What an answer says about runs the generation lacks: ``{"index":
+        {"generation", "not_indexed_runs", "note"}}``, or {} when it has them all."""
+        if not self.pending:
+            return {}
+        return {"index": {"generation": self.generation, "not_indexed_runs": list(self.pending),
+                          "note": not_indexed_note(self.pending)}}
+
+    def refuse_pending(self, values: np.ndarray) -> None:
+        """:class:`NotIndexedError` if a queried value may belong to a run the
+        generation lacks: a captured value of a table such a run wrote, or an
+        imported id (its table is not in the id) while such a run is an import."""
+        if not self.pending or len(values) == 0:
+            return
+        if self._pending_tables is None:
+            tables = self.store.tables()
+            mine = pc.is_in(tables.column("run_id"), pa.array(self.pending, pa.string()))
+            self._pending_tables = np.unique(tables.filter(mine).column("table_id").to_numpy().astype(np.int64))
+        table = np.asarray(values, dtype=np.int64) >> ids.TABLE_SHIFT
+        newer = np.isin(table, self._pending_tables) | ((table == 0) & self._pending_import())
+        if newer.any():
+            raise NotIndexedError(
+                f"the index predates {len(self.pending)} run(s) and value {int(np.asarray(values)[newer][0])} "
+                f"belongs to one of them: run `provplug index {self.store.uri}`"
+            )
+
+    def _pending_import(self) -> bool:
+        return any(m["run_id"] in self.pending and m.get("kind") == "import" for m in self.store.runs())
+
     # -- value -> set ----------------------------------------------------------
     def sets_of(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(ccid, csid)`` of each value; -1 for values on no triple."""
+        """``(ccid, csid)`` of each value; -1 for values on no triple.
+        :class:`NotIndexedError` for a value of a run the index lacks."""
         values = np.asarray(values, dtype=np.int64)
+        self.refuse_pending(values)
         unique = np.unique(values)
         ccid = np.full(len(unique), -1, dtype=np.int64)
         csid = np.full(len(unique), -1, dtype=np.int64)
@@ -493,12 +543,16 @@ class IndexReader:
         seen = np.unique(np.asarray(start, dtype=np.int64))
         frontier = seen
         while len(frontier):
-            found = [part.cols[other][gather_ranges(starts, ends)]
-                     for part, _, starts, ends in self._lookup(dataset, key, [other], frontier, self.setdep_buckets)]
-            step = np.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
+            step = self._set_step(frontier, dataset, key, other)
             frontier = np.setdiff1d(step, seen, assume_unique=True)
             seen = np.union1d(seen, frontier)
         return seen
+
+    def _set_step(self, frontier: np.ndarray, dataset: str, key: str, other: str) -> np.ndarray:
+        """The sets one set dependency away from ``frontier`` (distinct)."""
+        found = [part.cols[other][gather_ranges(starts, ends)]
+                 for part, _, starts, ends in self._lookup(dataset, key, [other], frontier, self.setdep_buckets)]
+        return np.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
 
     # -- triples ---------------------------------------------------------------
     def triples_of_sets(self, csids: np.ndarray) -> Edges:
@@ -558,3 +612,69 @@ def _recorded_folders(meta: dict[str, Any]) -> dict[str, list[str]] | None:
         if integrity.is_data_file(path) and "/" in path:
             folders.setdefault(path.rsplit("/", 1)[0], []).append(path)
     return folders
+
+
+class LayeredIndexReader(IndexReader):
+    """An incremental generation (:mod:`provplug.index.incremental`): the base
+    layer (this reader's own files) and the layers above it, each read as an
+    :class:`IndexReader` of its directory; every lookup asks each layer and
+    joins what they hold. Component ids resolve through ``aliases.parquet``
+    (components merged since the rows were written)."""
+
+    def __init__(self, store: Store, generation: str, meta: dict[str, Any] | None = None) -> None:
+        super().__init__(store, generation, meta)
+        self.layers: list[IndexReader] = [self, *(
+            IndexReader(store, generation, _layer_meta(self.meta, str(e["path"])), str(e["path"]))
+            for e in self.meta.get(LAYERS, [])
+        )]
+        self._aliases = self._read_aliases()
+
+    def _read_aliases(self) -> dict[int, int]:
+        if ALIASES not in self.meta.get(integrity.FILES, {}):
+            return {}
+
+        def load() -> tuple[dict[int, int], int]:
+            with self._damage():
+                table = storefiles.read_parquet(self.fs, f"{self.root}/{ALIASES}")
+            pairs = dict(zip(table.column("ccid").to_pylist(), table.column("merged").to_pylist(), strict=True))
+            return pairs, 64 * len(pairs)
+
+        return _CACHE.get((*self._key, ALIASES), load)
+
+    def sets_of(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ccid, csid = IndexReader.sets_of(self, values)
+        for layer in self.layers[1:]:
+            c, s = IndexReader.sets_of(layer, values)
+            hit = s >= 0
+            ccid[hit], csid[hit] = c[hit], s[hit]
+        known = ccid >= 0
+        ccid[known] = resolve(ccid[known], self._aliases)
+        return ccid, csid
+
+    def component_sets(self, ccids: np.ndarray) -> np.ndarray:
+        wanted = np.unique(np.asarray(ccids, dtype=np.int64))
+        merged = [c for c, m in self._aliases.items() if m in set(wanted.tolist())]
+        physical = np.union1d(wanted, np.array(merged, dtype=np.int64))
+        found = [IndexReader.component_sets(layer, physical) for layer in self.layers]
+        return np.unique(np.concatenate(found))
+
+    def triples_in_sets(self, csids: np.ndarray) -> int:
+        return sum(IndexReader.triples_in_sets(layer, csids) for layer in self.layers)
+
+    def _set_step(self, frontier: np.ndarray, dataset: str, key: str, other: str) -> np.ndarray:
+        found = [IndexReader._set_step(layer, frontier, dataset, key, other) for layer in self.layers]
+        return np.unique(np.concatenate(found))
+
+    def triples_of_sets(self, csids: np.ndarray) -> Edges:
+        return Edges.concat([IndexReader.triples_of_sets(layer, csids) for layer in self.layers])
+
+    def triple_bucket_files(self, csids: Iterable[int]) -> list[str]:
+        csids = list(csids)
+        return [f for layer in self.layers for f in IndexReader.triple_bucket_files(layer, csids)]
+
+
+def _layer_meta(meta: dict[str, Any], layer: str) -> dict[str, Any]:
+    """A layer's view of the generation's meta: its files, relative to its directory."""
+    prefix = f"{layer}/"
+    files = meta.get(integrity.FILES, {})
+    return {**meta, integrity.FILES: {p[len(prefix):]: size for p, size in files.items() if p.startswith(prefix)}}
