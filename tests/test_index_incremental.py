@@ -39,7 +39,7 @@ def _commit(store: Path, rng: random.Random, folder: Path, triples: int) -> str:
     the value range, so runs overlap (share values) only in part."""
     lo = rng.randrange(1, VALUES - 30)
     hi = min(VALUES, lo + rng.randrange(20, 70))
-    edges = set()
+    edges: set[tuple[int, int]] = set()
     while len(edges) < triples:
         a, b = sorted(rng.sample(range(lo, hi + 1), 2))
         edges.add((a, b))

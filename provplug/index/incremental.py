@@ -309,7 +309,7 @@ def _build_layer(triples: pa.Table, old: tuple[np.ndarray, np.ndarray], aliases:
     return Layer(
         triples=triples, ccid=end_ccid[at_dst], src_csid=end_csid[at_src], dst_csid=end_csid[at_dst],
         values=values, value_ccid=end_ccid[new], value_csid=value_csid, set_split=set_split,
-        aliases=aliases, touched=int(len(np.unique(root))),
+        aliases=aliases, touched=len(np.unique(root)),
     )
 
 
@@ -458,6 +458,7 @@ def _meta(change: Change, name: str, entry: dict[str, Any] | None, touched: int,
         incremental={
             "from": change.live,
             "added_runs": change.added,
+            "added_triples": int((entry or {}).get("triples", 0)),
             "dropped_layers": change.dropped_layers,
             "components_touched": touched,
             "note": "set_dependencies is summed over layers (a pair may be counted in two)",

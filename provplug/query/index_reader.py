@@ -38,10 +38,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from .. import storefiles
+from .. import ids, storefiles
 from ..errors import NotIndexedError
 from ..index import integrity, layout
-from .. import ids
 from ..index.generation import (
     Hold,
     check_generation,
@@ -202,7 +201,7 @@ _CACHE = _ByteBudgetCache()
 # listing (a few ms, as much as a warm query), so it is done once per process.
 _CHECKED: set[tuple[str, str]] = set()
 # Mapped-file manifests by generation (None: the generation has none), read once per process.
-_MANIFESTS: dict[tuple[str, str], tuple[dict[str, int], dict[str, list[int]]] | None] = {}
+_MANIFESTS: dict[tuple[str, ...], tuple[dict[str, int], dict[str, list[int]]] | None] = {}
 
 
 def clear_cache() -> None:
