@@ -284,6 +284,7 @@ class Layer:
     set_split: dict[int, str | None]  # new set -> split that made it (None: a set of the whole group)
     aliases: dict[int, int]
     touched: int  # components the layer joined or grew
+    new_components: int  # components after the layer less those before (new ones less merged ones)
 
 
 def _build_layer(triples: pa.Table, old: tuple[np.ndarray, np.ndarray], aliases: dict[int, int],
@@ -310,6 +311,7 @@ def _build_layer(triples: pa.Table, old: tuple[np.ndarray, np.ndarray], aliases:
         triples=triples, ccid=end_ccid[at_dst], src_csid=end_csid[at_src], dst_csid=end_csid[at_dst],
         values=values, value_ccid=end_ccid[new], value_csid=value_csid, set_split=set_split,
         aliases=aliases, touched=len(np.unique(root)),
+        new_components=len(np.unique(root)) - int(np.count_nonzero(np.isin(nodes, old_ccid[~new]))),
     )
 
 
@@ -388,8 +390,8 @@ def _write_layer(store: Store, layer_dir: str, built: Layer) -> dict[str, int]:
     _write_one(fs, f"{layer_dir}/sets.parquet", sets)
     _write_one(fs, f"{layer_dir}/components.parquet", _component_rows(built))
     write_mapped(fs, layer_dir)
-    return {"triples": indexed.num_rows, "values": len(built.values), "sets": int(sets.num_rows),
-            "set_dependencies": len(pairs)}
+    return {"triples": indexed.num_rows, "values": len(built.values), "sets": int(len(np.unique(built.value_csid))),
+            "set_dependencies": len(pairs), "components": built.new_components}
 
 
 def _write_buckets(fs: Any, layer_dir: str, dataset: str, table: pa.Table, key: np.ndarray, buckets: int) -> None:
@@ -445,9 +447,9 @@ def _meta(change: Change, name: str, entry: dict[str, Any] | None, touched: int,
     layers = [e for e in change.layers if e["path"] not in change.dropped_layers] + ([entry] if entry else [])
     counts = dict(meta.get("counts", {}))
     for gone in (e for e in change.layers if e["path"] in change.dropped_layers):
-        for key in ("triples", "values", "sets", "set_dependencies"):
+        for key in ("triples", "values", "sets", "set_dependencies"):  # merged components stay merged
             counts[key] = int(counts.get(key, 0)) - int(gone.get(key, 0))
-    for key in ("triples", "values", "sets", "set_dependencies"):
+    for key in ("triples", "values", "sets", "set_dependencies", "components"):
         counts[key] = int(counts.get(key, 0)) + int((entry or {}).get(key, 0))
     meta.update(
         generation=name,

@@ -51,6 +51,7 @@ from ..index.generation import (
     pending_runs,
 )
 from ..index.incremental import ALIASES, LAYERS, resolve
+from ..location.read import TripleFilter, triple_table
 from ..protocols import Store
 from .driver import available_memory, megabytes_from_env
 from .mapped import (
@@ -252,6 +253,7 @@ class IndexReader:
         self.meta: dict[str, Any] = generation_meta(store, generation) if meta is None else meta
         self.pending: list[str] = []  # committed runs with triples the generation lacks (see current)
         self._pending_tables: np.ndarray | None = None
+        self._pending_ends: tuple[np.ndarray, np.ndarray] | None = None
         self.triple_buckets = self._buckets("triples", layout.TRIPLE_BUCKETS)
         self.setdep_buckets = self._buckets("setdeps", layout.SETDEP_BUCKETS)
         self.value_buckets = self._buckets("value_sets", layout.VALUE_BUCKETS)
@@ -444,33 +446,52 @@ class IndexReader:
         return {"index": {"generation": self.generation, "not_indexed_runs": list(self.pending),
                           "note": not_indexed_note(self.pending)}}
 
-    def refuse_pending(self, values: np.ndarray) -> None:
-        """:class:`NotIndexedError` if a queried value may belong to a run the
-        generation lacks: a captured value of a table such a run wrote, or an
-        imported id (its table is not in the id) while such a run is an import."""
+    def refuse_pending(self, values: np.ndarray, csid: np.ndarray) -> None:
+        """:class:`NotIndexedError` if a queried value's lineage is in a run
+        the generation lacks: a captured value of a table such a run wrote,
+        or an imported id (its table is not in the id) that such a run's
+        triples derive, or that they hold and the index does not know
+        (``csid`` -1). A value such a run only read answers from the index."""
         if not self.pending or len(values) == 0:
             return
+        table = values >> ids.TABLE_SHIFT
+        newer = np.isin(table, self._newer_tables())
+        imported = table == 0
+        if imported.any():
+            src, dst = self._newer_imported_ends()
+            newer |= imported & (np.isin(values, dst) | (np.isin(values, src) & (csid < 0)))
+        if newer.any():
+            raise NotIndexedError(
+                f"the index predates {len(self.pending)} run(s) and value {int(values[newer][0])} "
+                f"belongs to one of them: run `provplug index {self.store.uri}`"
+            )
+
+    def _newer_tables(self) -> np.ndarray:
         if self._pending_tables is None:
             tables = self.store.tables()
             mine = pc.is_in(tables.column("run_id"), pa.array(self.pending, pa.string()))
             self._pending_tables = np.unique(tables.filter(mine).column("table_id").to_numpy().astype(np.int64))
-        table = np.asarray(values, dtype=np.int64) >> ids.TABLE_SHIFT
-        newer = np.isin(table, self._pending_tables) | ((table == 0) & self._pending_import())
-        if newer.any():
-            raise NotIndexedError(
-                f"the index predates {len(self.pending)} run(s) and value {int(np.asarray(values)[newer][0])} "
-                f"belongs to one of them: run `provplug index {self.store.uri}`"
-            )
+        return self._pending_tables
 
-    def _pending_import(self) -> bool:
-        return any(m["run_id"] in self.pending and m.get("kind") == "import" for m in self.store.runs())
+    def _newer_imported_ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """The imported ids on the not-indexed runs' triples: ``(sources, derived)``
+        (read once per reader; as many as those runs hold)."""
+        if self._pending_ends is None:
+            t = triple_table(self.store, ["src", "dst"], TripleFilter.of(runs=self.pending))
+            src, dst = (np.unique(t.column(c).to_numpy().astype(np.int64)) for c in ("src", "dst"))
+            self._pending_ends = (src[src >> ids.TABLE_SHIFT == 0], dst[dst >> ids.TABLE_SHIFT == 0])
+        return self._pending_ends
 
     # -- value -> set ----------------------------------------------------------
     def sets_of(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(ccid, csid)`` of each value; -1 for values on no triple.
         :class:`NotIndexedError` for a value of a run the index lacks."""
         values = np.asarray(values, dtype=np.int64)
-        self.refuse_pending(values)
+        ccid, csid = self._sets_of(values)
+        self.refuse_pending(values, csid)
+        return ccid, csid
+
+    def _sets_of(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         unique = np.unique(values)
         ccid = np.full(len(unique), -1, dtype=np.int64)
         csid = np.full(len(unique), -1, dtype=np.int64)
@@ -640,10 +661,10 @@ class LayeredIndexReader(IndexReader):
 
         return _CACHE.get((*self._key, ALIASES), load)
 
-    def sets_of(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ccid, csid = IndexReader.sets_of(self, values)
+    def _sets_of(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ccid, csid = IndexReader._sets_of(self, values)
         for layer in self.layers[1:]:
-            c, s = IndexReader.sets_of(layer, values)
+            c, s = IndexReader._sets_of(layer, values)
             hit = s >= 0
             ccid[hit], csid[hit] = c[hit], s[hit]
         known = ccid >= 0
