@@ -21,12 +21,12 @@ import pytest
 
 import provplug
 from provplug.errors import NotIndexedError
-from provplug.importer import import_provenance
 from provplug.index import build_index, current_generation, read_meta
 from provplug.index.incremental import LAYERS
-from provplug.location.read import TripleFilter, triple_table
-from provplug.plugins import open_store
+from provplug.ingest.importer import import_provenance
+from provplug.plugin.manager import open_store
 from provplug.query.index_reader import IndexReader, clear_cache
+from provplug.store.triples import TripleFilter, triple_table
 
 METHODS = ("rq", "ccprov", "csprov", "auto")
 VALUES = 120  # value ids 1..VALUES; a triple goes from a smaller id to a larger one (no cycle)

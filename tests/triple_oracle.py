@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from provplug import ids, schema
-from provplug.plugins import open_store
+from provplug.plugin.manager import open_store
 
 Label = tuple[str, str, Any]  # (table name, column name, row identity)
 Triple = tuple[Label, Label, str]  # (src label, dst label, op name)
@@ -78,7 +78,7 @@ class Stored:
             numbered = {r.pop(schema.ROW_COLUMN): r for r in rows.to_pylist()}
             assert len(numbered) == rows.num_rows, f"row numbers of {t['name']} must be unique"
             self.rows_by_id[t["table_id"]] = numbered
-        from provplug.location.read import triple_table
+        from provplug.store.triples import triple_table
 
         self.triples: list[dict[str, Any]] = triple_table(self.store).to_pylist()  # stored + location edges
         op_list = self.store.ops().to_pylist()

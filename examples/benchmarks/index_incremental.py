@@ -45,9 +45,9 @@ import paper_trace  # noqa: E402  (the generator beside this file)
 
 import provplug  # noqa: E402
 from provplug.errors import NotIndexedError  # noqa: E402
-from provplug.importer import import_provenance  # noqa: E402
 from provplug.index import build_index, read_meta  # noqa: E402
-from provplug.plugins import open_store  # noqa: E402
+from provplug.ingest.importer import import_provenance  # noqa: E402
+from provplug.plugin.manager import open_store  # noqa: E402
 from provplug.query.index_reader import IndexReader, clear_cache  # noqa: E402
 
 NEW_SHARE = 0.01  # the new run's triples, of the trace's
@@ -132,7 +132,7 @@ class Querier(threading.Thread):
             try:
                 provplug.open(self.store).lineage(value_id=self.value, method="csprov")
                 self.answered += 1
-            except Exception as exc:  # noqa: BLE001 - reported, the benchmark fails on any
+            except Exception as exc:
                 self.failures.append(f"{type(exc).__name__}: {exc}")
 
 

@@ -63,16 +63,16 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from .. import storefiles
-from ..location.read import TripleFilter, triple_table
-from ..model import utc_now
-from ..progress import Progress
-from ..protocols import Store
-from . import integrity, layout
-from .generation import generation_meta, new_generation_name, publish, remove_stale_generations
-from .localwcc import wcc_labels
-from .spill import write_parquet
-from .workflow import TableCatalogue
+from provplug.index import integrity, layout
+from provplug.index.generation import generation_meta, new_generation_name, publish, remove_stale_generations
+from provplug.index.localwcc import wcc_labels
+from provplug.index.spill import write_parquet
+from provplug.index.workflow import TableCatalogue
+from provplug.model import utc_now
+from provplug.plugin.protocols import Store
+from provplug.progress import Progress
+from provplug.store import files as storefiles
+from provplug.store.triples import TripleFilter, triple_table
 
 LAYERS = "layers"  # meta.json key: [{path, runs, triples, values}] above the base layer
 ALIASES = "aliases.parquet"  # at the generation's root: ccid -> merged ccid
@@ -244,7 +244,7 @@ def _layer_lookup(store: Store, root: str, files: dict[str, int], values: np.nda
                   ) -> tuple[np.ndarray, np.ndarray]:
     """One layer's ``value_sets`` rows of ``values``: from its mapped files
     (binary search over the mapping) or, without them, a filtered scan."""
-    from ..query.mapped import bucket_file, map_sorted
+    from provplug.index.mapped import bucket_file, map_sorted
 
     ccid = np.full(len(values), -1, np.int64)
     csid = np.full(len(values), -1, np.int64)
@@ -368,7 +368,7 @@ def _split_keys(values: np.ndarray, src: np.ndarray, dst: np.ndarray, triples: p
 
 
 def _write_layer(store: Store, layer_dir: str, built: Layer) -> dict[str, int]:
-    from ..query.mapped import write_mapped
+    from provplug.index.mapped import write_mapped
 
     fs = store.fs
     t = built.triples
@@ -390,7 +390,7 @@ def _write_layer(store: Store, layer_dir: str, built: Layer) -> dict[str, int]:
     _write_one(fs, f"{layer_dir}/sets.parquet", sets)
     _write_one(fs, f"{layer_dir}/components.parquet", _component_rows(built))
     write_mapped(fs, layer_dir)
-    return {"triples": indexed.num_rows, "values": len(built.values), "sets": int(len(np.unique(built.value_csid))),
+    return {"triples": indexed.num_rows, "values": len(built.values), "sets": len(np.unique(built.value_csid)),
             "set_dependencies": len(pairs), "components": built.new_components}
 
 
@@ -475,9 +475,9 @@ def update_after_delete(store: Store, progress: Progress | None = None) -> bool:
     add runs committed since), under the build lock. False when the index
     cannot follow incrementally (a deleted run in the base layer, no index,
     a build running): it stays stale until ``provplug index``."""
-    from ..errors import StoreError
-    from ..progress import SILENT
-    from .generation import build_lock, current_generation
+    from provplug.errors import StoreError
+    from provplug.index.generation import build_lock, current_generation
+    from provplug.progress import SILENT
 
     live = current_generation(store)
     if live is None:

@@ -38,10 +38,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from .. import ids, storefiles
-from ..errors import NotIndexedError
-from ..index import integrity, layout
-from ..index.generation import (
+from provplug import ids
+from provplug.errors import NotIndexedError
+from provplug.index import integrity, layout
+from provplug.index.generation import (
     Hold,
     check_generation,
     current_generation,
@@ -50,11 +50,8 @@ from ..index.generation import (
     not_indexed_note,
     pending_runs,
 )
-from ..index.incremental import ALIASES, LAYERS, resolve
-from ..location.read import TripleFilter, triple_table
-from ..protocols import Store
-from .driver import available_memory, megabytes_from_env
-from .mapped import (
+from provplug.index.incremental import ALIASES, LAYERS, resolve
+from provplug.index.mapped import (
     FENCES,
     MAPPED_BUCKETED,
     MAPPED_FORMAT,
@@ -69,7 +66,11 @@ from .mapped import (
     read_fences,
     will_need_heads,
 )
-from .model import Direction, Edges
+from provplug.plugin.protocols import Store
+from provplug.plugin.query_results import Direction, Edges
+from provplug.query.driver import available_memory, megabytes_from_env
+from provplug.store import files as storefiles
+from provplug.store.triples import TripleFilter, triple_table
 
 _T = TypeVar("_T")
 

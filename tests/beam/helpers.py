@@ -20,7 +20,7 @@ from conftest import EXAMPLES
 from triple_oracle import Stored, expect_lineage
 
 import provplug
-from provplug.plugins import Plugins
+from provplug.plugin.manager import Plugins
 
 beam = pytest.importorskip("apache_beam")
 

@@ -24,8 +24,9 @@ from triple_oracle import Stored, content, expect_lineage
 import provplug
 from provplug import ids
 from provplug.errors import LocationError
-from provplug.location import LOCATIONS, LocationEdge, RowRuns, expand, locations_of
-from provplug.plugins import open_store
+from provplug.location import LocationEdge, RowRuns, expand
+from provplug.plugin.manager import open_store
+from provplug.store.locations import LOCATIONS, locations_of
 
 from .helpers import PEOPLE, VISITS, beam, every_cell, person
 
@@ -112,7 +113,7 @@ def test_declared_steps_store_an_edge_and_no_triples(stores: tuple[Path, Path]) 
     edges = _edges(stores[0])
     assert set(edges) == set(DECLARED)
     ops = {o["name"]: o["op_id"] for o in on.ops().to_pylist()}
-    stored_ops = set(on.triples().to_table().column("op").to_pylist())
+    stored_ops = set(on.stored_triples().to_table().column("op").to_pylist())
     assert stored_ops == {ops["Old"], ops["ByDecade"]}  # the undeclared steps alone keep their triples
     for name, edge in edges.items():
         assert (edge.rates.consumption, edge.rates.production, edge.rates.buffer) == (1, DECLARED[name], None)
@@ -127,6 +128,11 @@ def test_declared_steps_store_an_edge_and_no_triples(stores: tuple[Path, Path]) 
     # With location lineage off, nothing changes: no edge, every step's triples stored.
     assert locations_of(off) == [] and not list(stores[1].glob(f"runs/*/{LOCATIONS}"))
     assert set(off.triples().to_table().column("op").to_pylist()) == set(ops.values())
+    # The store's one scan holds every triple, whatever it is stored as: the same with the edges as without.
+    every = on.triples()
+    assert set(every.to_table().column("op").to_pylist()) == set(ops.values())
+    assert every.count_rows() == every.to_table().num_rows == off.triples().count_rows()
+    assert every.count_rows() > on.stored_triples().count_rows()
 
 
 def test_declared_outputs_are_numbered_by_position(stores: tuple[Path, Path]) -> None:
@@ -140,7 +146,7 @@ def test_declared_outputs_are_numbered_by_position(stores: tuple[Path, Path]) ->
     assert rows["Plus"] == {r: {"City": city, "Later": age + 10} for r, (city, age) in enumerate(VISITS)}
     assert rows["Initials"] == {r: {"Initial": u["Name"][0], "Decade": u["Decade"]} for r, u in rows["Upper"].items()}
     # Row lineage is kept and agrees with the numbering: output row r·f + j has the one member r.
-    from provplug.rowlineage import lineage_of
+    from provplug.ingest.rowlineage import lineage_of
 
     store = open_store(stores[0])
     tables = {t["name"]: t["table_id"] for t in store.tables().to_pylist()}

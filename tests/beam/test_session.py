@@ -14,7 +14,7 @@ from conftest import DATA, EXAMPLES
 from triple_oracle import expect_lineage, freeze
 
 import provplug
-from provplug.plugins import Plugins, make_plugin_manager
+from provplug.plugin.manager import Plugins, make_plugin_manager
 
 from .helpers import (
     PEOPLE,

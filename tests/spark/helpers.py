@@ -23,7 +23,7 @@ from triple_oracle import expect as expect
 
 import provplug
 from provplug import schema
-from provplug.plugins import open_store
+from provplug.plugin.manager import open_store
 
 F = pytest.importorskip("pyspark.sql.functions")
 
@@ -44,7 +44,7 @@ def table_rows(store: Path, name: str) -> list[dict[str, Any]]:
 def labelled_triples(store: Path, keys: Mapping[str, Sequence[str]] | None = None) -> set[Triple]:
     """The store's triples labelled by row keys (see :func:`triple_oracle.keyed`):
     the stored ones and those its location edges stand for (row-aligned steps)."""
-    from provplug.location.read import triple_table
+    from provplug.store.triples import triple_table
 
     stored = Stored(store)
     stored.triples = triple_table(stored.store).to_pylist()

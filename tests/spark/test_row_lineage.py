@@ -21,8 +21,8 @@ import pytest
 from triple_oracle import Stored, keyed
 
 import provplug
-from provplug.plugins import open_store
-from provplug.rowlineage import lineage_of, rules_of
+from provplug.ingest.rowlineage import lineage_of, rules_of
+from provplug.plugin.manager import open_store
 from provplug.rowrules import ColumnRule, OpRowRules
 
 from .helpers import L_ROWS, S_ROWS, F, capture
