@@ -319,7 +319,8 @@ def _merge_aliases(aliases: dict[int, int], merged: dict[int, int], touched_old:
     """The flat map after ``merged``: earlier entries whose target merged now
     follow it; indexed components merged now get an entry."""
     out = {a: merged.get(b, b) for a, b in aliases.items()}
-    out.update({a: b for a, b in merged.items() if a in set(touched_old.tolist())})
+    old = set(touched_old.tolist())
+    out.update({a: b for a, b in merged.items() if a in old})
     return {a: b for a, b in out.items() if a != b}
 
 
