@@ -67,6 +67,7 @@ def base_store(folder: Path, scale: float, seed: int, source: Path | None) -> Pa
         path.mkdir(parents=True)
         for name in ("runs", "_ids", "provplug-store.json"):
             (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name, path / name)
+        (path / "_staging").mkdir()  # the store's own (empty when no writer runs)
     else:
         paper_trace.generate(path, scale=scale, seed=seed)
     build_index(path, engine="local", full=True)
