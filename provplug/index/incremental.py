@@ -196,11 +196,15 @@ def _link_kept(store: Store, live_dir: str, gen_dir: str, change: Change) -> lis
     """Hard-link every file of the live generation but the dropped layers'
     and the aliases (rewritten); return the layers kept (base first: "")."""
     dropped = tuple(f"{p}/" for p in change.dropped_layers)
+    made: set[str] = set()
     for relative in change.meta[integrity.FILES]:
         if relative.startswith(dropped) or relative == ALIASES:
             continue
         target = f"{gen_dir}/{relative}"
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        folder = os.path.dirname(target)
+        if folder not in made:
+            os.makedirs(folder, exist_ok=True)
+            made.add(folder)
         os.link(f"{live_dir}/{relative}", target)
     return ["", *(p for p in layer_paths(change.meta) if p not in change.dropped_layers)]
 
@@ -234,10 +238,15 @@ def _lookup(store: Store, live_dir: str, meta: dict[str, Any], layers: Iterable[
         root = f"{live_dir}/{layer}".rstrip("/")
         prefix = f"{layer}/" if layer else ""
         files = {p[len(prefix):]: s for p, s in meta[integrity.FILES].items() if p.startswith(prefix)}
-        found_c, found_s = _layer_lookup(store, root, files, values, int(meta["buckets"]["value_sets"]))
+        found_c, found_s = _layer_lookup(store, root, files, values, _value_buckets(meta, layer))
         hit = found_s >= 0
         ccid[hit], csid[hit] = found_c[hit], found_s[hit]
     return resolve(ccid, aliases), csid
+
+
+def _value_buckets(meta: dict[str, Any], layer: str) -> int:
+    entry = next((e for e in meta.get(LAYERS, []) if e["path"] == layer), meta)
+    return int(entry.get("buckets", meta["buckets"])["value_sets"])
 
 
 def _layer_lookup(store: Store, root: str, files: dict[str, int], values: np.ndarray, buckets: int
@@ -367,6 +376,20 @@ def _split_keys(values: np.ndarray, src: np.ndarray, dst: np.ndarray, triples: p
 
 # -- writing ------------------------------------------------------------------------------------
 
+# A layer's buckets hold about this many rows each (up to the base layout's
+# counts): a small layer is a few files, not the 160 of a full build.
+LAYER_BUCKET_ROWS = 1 << 18
+
+
+def layer_buckets(triples: int) -> dict[str, int]:
+    """Bucket counts of a layer of ``triples`` triples (meta.json ``layers[i].buckets``)."""
+    def count(full: int) -> int:
+        return int(min(full, max(1, -(-triples // LAYER_BUCKET_ROWS))))
+
+    return {"triples": count(layout.TRIPLE_BUCKETS), "setdeps": count(layout.SETDEP_BUCKETS),
+            "rsetdeps": count(layout.SETDEP_BUCKETS), "value_sets": count(layout.VALUE_BUCKETS)}
+
+
 
 def _write_layer(store: Store, layer_dir: str, built: Layer) -> dict[str, int]:
     from provplug.index.mapped import write_mapped
@@ -378,20 +401,21 @@ def _write_layer(store: Store, layer_dir: str, built: Layer) -> dict[str, int]:
          pa.array(built.ccid), pa.array(built.src_csid), pa.array(built.dst_csid)],
         schema=layout.INDEXED_TRIPLES,
     )
-    _write_buckets(fs, layer_dir, "triples", indexed, built.dst_csid, layout.TRIPLE_BUCKETS)
+    buckets = layer_buckets(indexed.num_rows)
+    _write_buckets(fs, layer_dir, "triples", indexed, built.dst_csid, buckets["triples"])
     cross = built.src_csid != built.dst_csid
     pairs = np.unique(np.stack([built.src_csid[cross], built.dst_csid[cross]], axis=1), axis=0).reshape(-1, 2)
     deps = pa.table([pa.array(pairs[:, 0]), pa.array(pairs[:, 1])], schema=layout.SETDEPS)
-    _write_buckets(fs, layer_dir, "setdeps", deps, pairs[:, 1], layout.SETDEP_BUCKETS)
-    _write_buckets(fs, layer_dir, "rsetdeps", deps, pairs[:, 0], layout.SETDEP_BUCKETS)
+    _write_buckets(fs, layer_dir, "setdeps", deps, pairs[:, 1], buckets["setdeps"])
+    _write_buckets(fs, layer_dir, "rsetdeps", deps, pairs[:, 0], buckets["rsetdeps"])
     values = pa.table([pa.array(built.values), pa.array(built.value_ccid), pa.array(built.value_csid)],
                       schema=layout.VALUE_SETS)
-    _write_buckets(fs, layer_dir, "value_sets", values, built.values, layout.VALUE_BUCKETS)
+    _write_buckets(fs, layer_dir, "value_sets", values, built.values, buckets["value_sets"])
     sets = _set_rows(built)
     _write_one(fs, f"{layer_dir}/sets.parquet", sets)
     _write_one(fs, f"{layer_dir}/components.parquet", _component_rows(built))
-    write_mapped(fs, layer_dir)
-    return {"triples": indexed.num_rows, "values": len(built.values), "sets": len(np.unique(built.value_csid)),
+    write_mapped(fs, layer_dir, buckets)
+    return {"buckets": buckets, "triples": indexed.num_rows, "values": len(built.values), "sets": len(np.unique(built.value_csid)),
             "set_dependencies": len(pairs), "components": built.new_components}
 
 

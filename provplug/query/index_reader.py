@@ -698,4 +698,6 @@ def _layer_meta(meta: dict[str, Any], layer: str) -> dict[str, Any]:
     """A layer's view of the generation's meta: its files, relative to its directory."""
     prefix = f"{layer}/"
     files = meta.get(integrity.FILES, {})
-    return {**meta, integrity.FILES: {p[len(prefix):]: size for p, size in files.items() if p.startswith(prefix)}}
+    entry = next(e for e in meta.get(LAYERS, []) if e["path"] == layer)
+    return {**meta, "buckets": entry.get("buckets", meta.get("buckets")),
+            integrity.FILES: {p[len(prefix):]: size for p, size in files.items() if p.startswith(prefix)}}
