@@ -9,19 +9,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from provplug.errors import LineageQueryError
-from provplug.plugin.manager import Plugins, get_plugins, open_store
+from provplug.plugin.manager import Plugins, get_plugins
 from provplug.plugin.protocols import Store
 from provplug.progress import SILENT, Progress
 from provplug.query.answer import LineageAnswer
 from provplug.query.catalog import catalog_for
 from provplug.query.lineage import LineageQueries
+from provplug.store.open import open_store
 
 # ``TABLE.*``: every column of the selected rows (a row, not one cell).
 if TYPE_CHECKING:
     from provplug.explore.browse import RunRecord, TableDetail, TableRecord
     from provplug.explore.manage import DeletedRun, GcReport
+    from provplug.whatif.answer import WhatIfAnswer
     from provplug.whatif.depends import DependsAnswer
-    from provplug.whatif.model import WhatIfAnswer
 
 
 class ProvenanceStore:
@@ -59,9 +60,11 @@ class ProvenanceStore:
         fit the driver's memory budget (``PROVPLUG_QUERY_DRIVER_MB``, else half
         the memory available), on Spark otherwise; ``spark``: the session for
         the Spark path (else a local one).
-        ``run`` (an id or a unique prefix) says whose ``table`` is meant when
-        several runs wrote one of that name (then it is required); a value id
-        names one cell already, so with ``value_id`` the run is only checked.
+        ``run`` (a number, ``latest``, ``latest~N``, a label or an id prefix)
+        says whose ``table`` is meant when several runs wrote one of that name
+        (default: the latest that did; the answer's ``stats["run"]`` says which
+        and how many others exist); a value id names one cell already, so with
+        ``value_id`` the run is only checked.
         ``subgraph=True``: ancestors, descendants and the descendants' other
         parents as one answer (direction ``"both"``; ``direction`` is not
         used). ``zoom_out``: module names to see at module level (see
@@ -86,7 +89,7 @@ class ProvenanceStore:
     def whatif(self, table: str | None = None, where: str | None = None, *,
                value_id: int | Iterable[int] | None = None,
                deletions: Iterable[tuple[str, str | None]] = (), run: str | None = None) -> WhatIfAnswer:
-        """What deleting rows would do downstream (DESIGN §9): the rows of
+        """What deleting rows would do downstream (docs/queries.md): the rows of
         ``table`` where ``where`` holds (every row without it), the rows of
         the cells ``value_id`` and every ``(table, where)`` of ``deletions``.
         Per downstream table: rows that vanish, cells that change (old ->

@@ -19,7 +19,7 @@ import two_runs
 
 import provplug
 from provplug.errors import LineageQueryError
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 
 @pytest.fixture(scope="module")
@@ -202,8 +202,10 @@ def test_python_api_answers_as_the_commands(two: Path, cli: Any, run_ids: dict[s
 def test_the_commands_load_no_heavy_library_to_parse() -> None:
     code = (
         "import argparse, sys\n"
-        "from provplug.cli import explore as cli\n"
-        "cli.add_parser(argparse.ArgumentParser().add_subparsers())\n"
+        "from provplug.cli import delete_run, gc, runs, show, tables\n"
+        "sub = argparse.ArgumentParser().add_subparsers()\n"
+        "for cli in (runs, tables, show, delete_run, gc):\n"
+        "    cli.add_parser(sub)\n"
         "print(sorted(m for m in ('pandas', 'pyarrow', 'pyspark', 'duckdb', 'numpy') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

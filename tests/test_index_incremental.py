@@ -24,8 +24,8 @@ from provplug.errors import NotIndexedError
 from provplug.index import build_index, current_generation, read_meta
 from provplug.index.incremental import LAYERS
 from provplug.ingest.importer import import_provenance
-from provplug.plugin.manager import open_store
-from provplug.query.index_reader import IndexReader, clear_cache
+from provplug.query.index_reader import IndexReader
+from provplug.store.open import open_store
 from provplug.store.triples import TripleFilter, triple_table
 
 METHODS = ("rq", "ccprov", "csprov", "auto")
@@ -58,7 +58,6 @@ def _commit(store: Path, rng: random.Random, folder: Path, triples: int) -> str:
 
 
 def _answers(store: Path, values: list[int]) -> dict[tuple[int, str, str], Any]:
-    clear_cache()
     opened = provplug.open(store)
     out = {}
     for v in values:
@@ -130,7 +129,6 @@ def test_earlier_runs_answer_after_a_commit_and_newer_runs_are_refused(tmp_path:
     untouched = [v for v in values if v not in derived | set(t.column("src").to_pylist())][:5]
     indexed = _full_copy_answers(store, tmp_path, untouched, 25_000)  # what indexing both runs answers
     # The index no longer covers every run, yet answers for the values the new run did not derive ...
-    clear_cache()
     reader = IndexReader.current(open_store(store))
     assert reader.pending == [newer]
     assert reader.freshness()["index"]["not_indexed_runs"] == [newer]

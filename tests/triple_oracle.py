@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from provplug import ids, schema
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 Label = tuple[str, str, Any]  # (table name, column name, row identity)
 Triple = tuple[Label, Label, str]  # (src label, dst label, op name)

@@ -50,8 +50,8 @@ import provplug  # noqa: E402
 from provplug.errors import NotIndexedError  # noqa: E402
 from provplug.index import build_index, read_meta  # noqa: E402
 from provplug.ingest.importer import import_provenance  # noqa: E402
-from provplug.plugin.manager import open_store  # noqa: E402
-from provplug.query.index_reader import IndexReader, clear_cache  # noqa: E402
+from provplug.query.index_reader import IndexReader  # noqa: E402
+from provplug.store.open import open_store  # noqa: E402
 
 NEW_SHARE = 0.01  # the new run's triples, of the trace's
 METHODS = ("ccprov", "csprov", "auto")
@@ -110,7 +110,6 @@ def new_run_files(base: Path, folder: Path, seed: int) -> tuple[Path, Path, dict
 
 
 def answers(store: Path, values: list[int]) -> dict[tuple[int, str, str], tuple[int, int]]:
-    clear_cache()
     opened = provplug.open(store)
     out = {}
     for v in values:
@@ -162,7 +161,6 @@ def repetition(base: Path, work: Path, files: tuple[Path, Path], sample: dict[st
     import_provenance(open_store(full), *files)
     trace_value = sample["largest components"][0]
     # Right after the commit, before re-indexing: the trace answers, the new run is refused.
-    clear_cache()
     before = provplug.open(inc).lineage(value_id=trace_value, method="csprov")
     note = IndexReader.current(open_store(inc)).freshness().get("index", {}).get("note", "")
     try:

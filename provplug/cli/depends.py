@@ -36,12 +36,9 @@ def _side(text: str) -> int | str:
 
 def _cmd_depends(args: argparse.Namespace) -> int:
     from provplug.api import open as open_store
-    from provplug.cli.main import combined_where, print_json
+    from provplug.cli.output import combined_where, print_answer
 
     answer = open_store(args.store).depends(_side(args.a), _side(args.b), a_where=combined_where(args.a_where),
                                             b_where=combined_where(args.b_where), run=args.run)
-    if args.json:
-        print_json(answer.to_dict())
-    else:
-        print(answer.render())
+    print_answer(answer, args.json)
     return 0

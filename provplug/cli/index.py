@@ -7,7 +7,7 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    from provplug.cli.main import whole_number
+    from provplug.cli.output import whole_number
     from provplug.index import DEFAULT_THETA
 
     p = sub.add_parser("index", help="build the lineage index (components, splits, connected sets)")
@@ -47,10 +47,10 @@ def _size(text: str) -> int:
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
-    from provplug.cli.main import print_json
+    from provplug.cli.output import print_json
     from provplug.index.build import build_index
-    from provplug.plugin.manager import open_store
     from provplug.progress import Progress
+    from provplug.store.open import open_store
 
     with Progress(enabled=not args.quiet) as progress:  # closed (a failed stage crossed) before the summary
         meta = build_index(

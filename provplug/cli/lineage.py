@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from provplug.errors import LineageQueryError
@@ -18,7 +15,7 @@ FORMATS = ("text", "json", "svg", "html")
 
 
 def add_parser(sub: Any) -> None:
-    from provplug.cli.main import whole_number
+    from provplug.cli.output import whole_number
 
     p = sub.add_parser(
         "lineage",
@@ -70,7 +67,7 @@ def add_parser(sub: Any) -> None:
 
 def _cmd_lineage(args: argparse.Namespace) -> int:
     from provplug.api import open as open_store
-    from provplug.cli.main import combined_where
+    from provplug.cli.output import combined_where, write_output
 
     if args.target is None and args.value_id is None:
         raise LineageQueryError("nothing to trace: give TABLE.COLUMN (with --where) or --value-id N")
@@ -117,33 +114,30 @@ def output_format(args: argparse.Namespace) -> str:
 def shown(answer: LineageAnswer, args: argparse.Namespace, fmt: str) -> str:
     """The text to print: the answer narrowed by --depth, --sources-only,
     then as a summary or whole, in ``fmt``."""
+    from provplug.cli.output import answer_text
+
     if args.depth is not None:
         answer = answer.within_depth(args.depth)
     if args.sources_only:
         answer = answer.sources_only()
-    if fmt in ("svg", "html"):
+    return answer_text(_Shown(answer, summarise=args.summary), fmt, args.max_cells)
+
+
+class _Shown:
+    """A lineage answer as the command prints it: whole (a box per cell in a
+    picture), or with ``--summary`` its counts per table, column and op and
+    its source rows once each (a box per table column)."""
+
+    def __init__(self, answer: LineageAnswer, summarise: bool) -> None:
+        self.answer, self.summarise = answer, summarise
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.answer.summary() if self.summarise else self.answer.to_dict()
+
+    def render(self) -> str:
+        return self.answer.render_summary() if self.summarise else self.answer.render()
+
+    def picture(self, fmt: str, max_cells: int | None = None) -> str:
         from provplug.query.picture import DEFAULT_MAX_CELLS, answer_picture
 
-        return answer_picture(answer, fmt, args.max_cells or DEFAULT_MAX_CELLS, summarise=args.summary)
-    from provplug.cli.main import json_text
-
-    if args.summary:
-        return json_text(answer.summary()) if fmt == "json" else answer.render_summary()
-    return json_text(answer.to_dict()) if fmt == "json" else answer.render()
-
-
-def write_output(text: str, path: str | None, quiet: bool = False) -> None:
-    """Print ``text``, or write it to ``path`` whole or not at all (and say
-    so on stderr unless ``quiet``)."""
-    if path is None:
-        print(text)
-        return
-    target = Path(path)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-        os.replace(temporary, target)
-    finally:
-        temporary.unlink(missing_ok=True)
-    if not quiet:
-        print(f"wrote {target} ({len(text.encode()):,} bytes)", file=sys.stderr)
+        return answer_picture(self.answer, fmt, max_cells or DEFAULT_MAX_CELLS, summarise=self.summarise)

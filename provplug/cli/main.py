@@ -1,4 +1,6 @@
-"""The ``provplug`` command line."""
+"""The ``provplug`` command line: parsing and dispatch. Each command is a
+module of :data:`COMMAND_MODULES`; how answers are printed is
+:mod:`provplug.cli.output`."""
 
 from __future__ import annotations
 
@@ -12,209 +14,20 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, NoReturn
 
-from provplug.errors import LineageQueryError, ProvplugError
-from provplug.progress import Progress, handler_attached, silenced
+from provplug.errors import ProvplugError
+from provplug.errors import UsageError as UsageError
+from provplug.progress import handler_attached, silenced
 
 Command = Callable[[argparse.Namespace], int]
 
-COMMAND_MODULES = ("provplug.cli.index", "provplug.cli.lineage", "provplug.cli.demo", "provplug.cli.explore", "provplug.cli.graph", "provplug.cli.share", "provplug.cli.run", "provplug.cli.metrics", "provplug.cli.depends", "provplug.cli.whatif", "provplug.cli.ui")
+# One module per command, in the order ``provplug --help`` lists them; each adds its own sub-parser.
+COMMAND_MODULES = (
+    "provplug.cli.plugins", "provplug.cli.import_", "provplug.cli.stats", "provplug.cli.index",
+    "provplug.cli.lineage", "provplug.cli.demo", "provplug.cli.runs", "provplug.cli.tables", "provplug.cli.show",
+    "provplug.cli.delete_run", "provplug.cli.gc", "provplug.cli.graph", "provplug.cli.export", "provplug.cli.diff",
+    "provplug.cli.run", "provplug.cli.metrics", "provplug.cli.depends", "provplug.cli.whatif", "provplug.cli.ui",
+)
 
-
-def _cmd_plugins(args: argparse.Namespace) -> int:
-    from provplug.plugin.manager import get_plugins
-
-    rows = get_plugins().describe()
-    if args.json:
-        print_json(rows)
-        return 0
-    for row in rows:
-        print(f"{row['name']:<28} {row['distribution']:<28} {row['hooks']}")
-    return 0
-
-
-def _cmd_import(args: argparse.Namespace) -> int:
-    from provplug.ingest.importer import import_provenance
-    from provplug.plugin.manager import open_store
-
-    with Progress(enabled=not args.quiet) as progress:  # closed (a failed stage crossed) before the summary
-        result = import_provenance(
-            open_store(args.store), args.triples, args.values, progress=progress,
-            row_lineage=args.row_lineage, row_rules=args.row_rules,
-        )
-    if args.json:
-        print_json(result)
-    else:
-        print(f"imported {result['triples']:,} triples into {args.store} (run {result['run_id']})")
-    return 0
-
-
-def _cmd_stats(args: argparse.Namespace) -> int:
-    from provplug.explore.browse import store_stats
-    from provplug.plugin.manager import open_store
-
-    stats = store_stats(open_store(args.store))
-    if args.json:
-        print_json(stats)
-    else:
-        for key, value in stats.items():
-            print(f"{key:<18} {_plain(key, value)}".rstrip())
-    return 0
-
-
-STATS_INDENT = " " * 19  # under the values of `provplug stats`: past the 18-wide key and a space
-
-
-def _plain(key: str, value: object) -> str:
-    """One stats value as text: counts with thousands separators, yes/no,
-    the index splits one per line, a list of records (``per_split``,
-    ``reduced_runs``) as a table under the key; never JSON."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if key == "splits" and isinstance(value, list):
-        return f"\n{STATS_INDENT}".join(_split_text(split) for split in value) or "none"
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        return "\n" + _indented(_record_table(value), "  ")
-    return _scalar_text(value)
-
-
-def _split_text(split: object) -> str:
-    """One index split: its tables by name, sub-splits in parentheses
-    separated by ``|`` (``[["A"], [["B"], ["C"]]]`` is ``A`` and ``(B) | (C)``)."""
-    if not isinstance(split, list):
-        return str(split)
-    if all(isinstance(part, list) for part in split):
-        return " | ".join(f"({_split_text(part)})" for part in split)
-    return ", ".join(_split_text(part) for part in split)
-
-
-def _record_table(records: list[dict[str, Any]]) -> str:
-    from provplug.texttable import aligned
-
-    headers = list(dict.fromkeys(k for record in records for k in record))
-    rows = [[_scalar_text(record.get(h)) for h in headers] for record in records]
-    numeric = [all(isinstance(r.get(h), int) and not isinstance(r.get(h), bool) for r in records) for h in headers]
-    return aligned([h.upper() for h in headers], rows, numeric)
-
-
-def _scalar_text(value: object) -> str:
-    """A value in a text table: numbers with separators, lists joined by
-    commas, mappings as ``key=value`` pairs, nothing as ``-``."""
-    from provplug.texttable import cell_text
-
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={_scalar_text(v)}" for k, v in value.items()) or "-"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_scalar_text(v) for v in value) or "none"
-    return cell_text(value)
-
-
-def _indented(text: str, prefix: str) -> str:
-    return "\n".join(prefix + line for line in text.splitlines())
-
-
-# -- the convention every command shares (docs/cli.md) ---------------------------------
-
-
-def print_json(data: object) -> None:
-    """Print ``data`` as every ``--json`` output is printed: :func:`json_text`."""
-    print(json_text(data))
-
-
-def json_text(data: object) -> str:
-    """``data`` as the one JSON layout of the command line: valid JSON (NaN
-    and infinities as null) with a record per line. A top-level list has an
-    item per line; a top-level object has a member per line, and a member
-    that is a list or object has an item per line, indented two more
-    spaces. Anything deeper stays compact on its line: greppable, and a
-    large answer is not mostly indentation."""
-    from provplug.query.answer import finite
-
-    return _json_lines(finite(data), 0, 2 if isinstance(data, dict) else 1)
-
-
-def _json_lines(value: object, depth: int, levels: int) -> str:
-    """``value`` with its items on lines of their own for ``levels`` levels."""
-    if levels == 0 or not isinstance(value, (dict, list)) or not value:
-        return json.dumps(value, allow_nan=False)
-    pad = "  " * (depth + 1)
-    if isinstance(value, dict):
-        items = [f"{pad}{json.dumps(str(k))}: {_json_lines(v, depth + 1, levels - 1)}" for k, v in value.items()]
-        opening, closing = "{", "}"
-    else:
-        items = [pad + _json_lines(v, depth + 1, levels - 1) for v in value]
-        opening, closing = "[", "]"
-    return opening + "\n" + ",\n".join(items) + "\n" + "  " * depth + closing
-
-
-def combined_where(predicates: Sequence[str] | None) -> str | None:
-    """Repeated ``--where`` predicates as one: each in parentheses, joined
-    with AND (one predicate stays as written, so errors quote it as given).
-    A predicate whose parentheses do not pair up could reach across the
-    join (``a) OR (b``), so it is refused."""
-    if not predicates:
-        return None
-    if len(predicates) == 1:
-        return predicates[0]
-    for predicate in predicates:
-        _check_parentheses(predicate)
-    return " AND ".join(f"({_line_comment_ended(predicate)})" for predicate in predicates)
-
-
-def _line_comment_ended(predicate: str) -> str:
-    """``predicate``, with a line break after it if it may end in a ``--``
-    comment (which would otherwise swallow the closing parenthesis)."""
-    return f"{predicate}\n" if "--" in predicate else predicate
-
-
-def _check_parentheses(predicate: str) -> None:
-    """Refuse ``predicate`` unless its parentheses pair up outside quoted
-    strings and comments, and its strings and block comments close."""
-    depth, i, closed = 0, 0, True
-    while i < len(predicate) and closed and depth >= 0:
-        char, pair = predicate[i], predicate[i : i + 2]
-        if char in "'\"":  # a doubled quote inside a string scans as two strings back to back
-            end = predicate.find(char, i + 1)
-            closed, i = end >= 0, end
-        elif pair == "--":  # a line comment: to the end of the line (the join adds one)
-            end = predicate.find("\n", i)
-            i = len(predicate) if end < 0 else end
-        elif pair == "/*":
-            end = predicate.find("*/", i + 2)
-            closed, i = end >= 0, end + 1
-        elif char in "()":
-            depth += 1 if char == "(" else -1
-        i += 1
-    if depth != 0 or not closed:
-        raise LineageQueryError(
-            f"--where {predicate!r}: its parentheses, quotes or comments do not close, so it cannot be "
-            "joined with the other --where predicates (they are combined with AND)"
-        )
-
-
-def whole_number(minimum: int, unit: str) -> Callable[[str], int]:
-    """An argparse ``type``: an integer of at least ``minimum`` (else a usage error)."""
-    kind = "positive" if minimum == 1 else "non-negative" if minimum == 0 else f">= {minimum}"
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a {kind} number of {unit}, not {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be a {kind} number of {unit}, not {value}")
-        return value
-
-    return parse
-
-
-class UsageError(ProvplugError):
-    """A malformed command line (what argparse would print and exit on)."""
-
-    def __init__(self, message: str, parser: argparse.ArgumentParser) -> None:
-        super().__init__(message)
-        self.parser = parser
 
 
 class _Parser(argparse.ArgumentParser):
@@ -263,27 +76,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version, help="print the installed provplug version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser)
 
-    p = sub.add_parser("plugins", help="list loaded plugins and the distribution providing each")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=_cmd_plugins)
-
-    p = sub.add_parser("import", help="import provenance triples captured by another system")
-    p.add_argument("store", metavar="STORE", help="store directory or URI (created if missing)")
-    p.add_argument("--triples", required=True, metavar="FILE", help="Parquet or CSV with src, dst, op")
-    p.add_argument("--values", metavar="FILE", help="Parquet or CSV with value_id, table[, column][, row]")
-    p.add_argument("--row-lineage", metavar="FILE",
-                   help="Parquet or CSV with op, out_table, out_row[, member], in_table, in_row[, optional] "
-                   "(what-if and depends follow it; needs --row-rules)")
-    p.add_argument("--row-rules", metavar="FILE", help="JSON list of the row rules of each op (see provplug.ingest.importer)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=_cmd_import)
-
-    p = sub.add_parser("stats", help="counts of runs, tables, ops, values, triples (and index sizes)")
-    p.add_argument("store", metavar="STORE")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=_cmd_stats)
-
-    # Commands owned by their packages: each module adds its own sub-parser.
     for module in COMMAND_MODULES:
         importlib.import_module(module).add_parser(sub)
     for command in sub.choices.values():
@@ -395,13 +187,6 @@ def _closed_pipe() -> int:
     os.dup2(devnull, fd)
     os.close(devnull)
     return CLOSED_PIPE
-
-
-def note(args: argparse.Namespace, text: str) -> None:
-    """An informational line on stderr (what was written, what to run next),
-    left out under --quiet."""
-    if not getattr(args, "quiet", False):
-        print(text, file=sys.stderr)
 
 
 def _fail(prefix: str, message: str, kind: str, as_json: bool, code: int = 2) -> int:

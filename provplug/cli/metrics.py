@@ -31,9 +31,9 @@ def add_parser(sub: Any) -> None:
 
 
 def _cmd_metrics(args: argparse.Namespace) -> int:
-    from provplug.cli.main import print_json
-    from provplug.plugin.manager import open_store
+    from provplug.cli.output import Printed, print_answer
     from provplug.reduce.metrics import compare, render
+    from provplug.store.open import open_store
 
     full = open_store(args.full)
     full.check()
@@ -42,10 +42,7 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     result = compare(full, reduced, args.tables, run_full=args.run_full, run_reduced=args.run_reduced, keys=args.key)
     lines = [_say_run(result["full"], full, "full", args.run_full), _say_run(result["reduced"], reduced, "reduced",
                                                                              args.run_reduced)]
-    if args.json:
-        print_json(result)
-    else:
-        print("\n".join([*lines, render(result)]))
+    print_answer(Printed(result, lambda: "\n".join([*lines, render(result)])), args.json)
     return 0
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 BEGIN = "<!-- BEGIN GENERATED REFERENCE (python -m provplug.cli.reference) -->"
 END = "<!-- END GENERATED REFERENCE -->"
-DOC = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"  # provplug/cli/ -> the checkout
 
 
 def reference(parser: argparse.ArgumentParser | None = None) -> str:

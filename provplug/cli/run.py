@@ -80,7 +80,7 @@ def _store_script_args(args: argparse.Namespace) -> tuple[str, str, list[str]]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from provplug.cli.main import note
+    from provplug.cli.output import note
     from provplug.ingest.scripts import run_script
     from provplug.reduce.spec import parse_specs
 

@@ -6,17 +6,13 @@ import argparse
 import sys
 from typing import Any
 
-from provplug.errors import ProvplugError
+from provplug.errors import MissingExtraError as MissingExtraError
 
 EXTRA_HINT = "pip install 'provplug[ui]'"
 
 
-class MissingExtraError(ProvplugError):
-    """A command needs an optional extra that is not installed."""
-
-
 def add_parser(sub: Any) -> None:
-    from provplug.cli.main import whole_number
+    from provplug.cli.output import whole_number
 
     p = sub.add_parser(
         "ui",

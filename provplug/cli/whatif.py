@@ -29,7 +29,7 @@ class _Where(argparse.Action):
 
 
 def add_parser(sub: Any) -> None:
-    from provplug.cli.main import whole_number
+    from provplug.cli.output import whole_number
 
     p = sub.add_parser(
         "whatif",
@@ -59,7 +59,7 @@ def add_parser(sub: Any) -> None:
 
 def _cmd_whatif(args: argparse.Namespace) -> int:
     from provplug.api import open as open_store
-    from provplug.cli.main import combined_where, print_json
+    from provplug.cli.output import Printed, combined_where, print_answer
     from provplug.store.runs import run_note
     from provplug.whatif.query import run_used
 
@@ -67,8 +67,9 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     deletions = [(table, combined_where(where)) for table, where in args.deletions]
     answer = store.whatif(deletions=deletions, value_id=args.value_ids, run=args.run)
     run = run_used(store, answer, args.run)
-    if args.json:
-        print_json({**answer.to_dict(), "run": run})
-    else:
-        print("\n".join(line for line in (run_note(run), answer.render(args.limit)) if line))
+
+    def text() -> str:
+        return "\n".join(line for line in (run_note(run), answer.render(args.limit)) if line)
+
+    print_answer(Printed({**answer.to_dict(), "run": run}, text), args.json)
     return 0

@@ -1,6 +1,8 @@
 """Standard exports of a store, a run or a lineage answer: W3C PROV (PROV-JSON,
 PROV-N, through the ``prov`` package) and OpenLineage (RunEvents with
-column-lineage facets, through ``openlineage-python``).
+column-lineage facets, through ``openlineage-python``), and any format a
+plugin registers (``provplug_register_export_formats``; the built-in ones are
+registered the same way, by :mod:`provplug.export.formats`).
 
 ``provplug export STORE [--run R] [T.C --where P | --value-id N] --format F``:
 without a target the whole run (or store) is exported — PROV: every op as an
@@ -19,44 +21,50 @@ from typing import TYPE_CHECKING
 from provplug.export.selection import MAX_WHOLE_VALUES, ExportError, Selection, Target, select
 
 if TYPE_CHECKING:
-    from provplug.plugin.protocols import Store
+    from provplug.plugin.manager import Plugins
+    from provplug.plugin.protocols import ExportFormat, Store
 
-FORMATS = ("prov-json", "prov-n", "openlineage")
-_PACKAGES = {"prov-json": "prov", "prov-n": "prov", "openlineage": "openlineage.client"}
-
-__all__ = ["FORMATS", "MAX_WHOLE_VALUES", "ExportError", "Selection", "Target", "export"]
+__all__ = ["MAX_WHOLE_VALUES", "ExportError", "Selection", "Target", "export", "export_format", "format_names"]
 
 
 def export(
-    store: Store, fmt: str, run: str | None = None, target: Target | None = None, namespace: str | None = None
-) -> str:
-    """The export of ``store`` (one ``run``, or the whole store; or ``target``'s lineage) as text."""
-    if fmt not in FORMATS:
-        raise ExportError(f"unknown export format {fmt!r} (formats: {', '.join(FORMATS)})")
-    _require(_PACKAGES[fmt])
+    store: Store,
+    fmt: str,
+    run: str | None = None,
+    target: Target | None = None,
+    namespace: str | None = None,
+    plugins: Plugins | None = None,
+) -> str | bytes:
+    """The export of ``store`` (one ``run``, or the whole store; or ``target``'s lineage)
+    in the registered format ``fmt``: text, or bytes for a binary format."""
+    chosen = export_format(fmt, plugins)
+    for module in chosen.requires:
+        _require(module)
     store.check()
-    selection = select(store, run, target, with_values=fmt != "openlineage")
-    from provplug.export.scope import tables_of
-
-    all_tables = {t.table_id: t for t in tables_of(store)}
-    if fmt == "openlineage":
-        from provplug.export.openlineage_events import events_json
-
-        return events_json(store, selection, all_tables, namespace, _edges_table(selection) if target else None)
-    from provplug.export.w3c_prov import prov_json, prov_n
-
-    return prov_json(selection, all_tables) if fmt == "prov-json" else prov_n(selection, all_tables)
+    selection = select(store, run, target, with_values=chosen.lists_values)
+    return chosen.render(store, selection, namespace)
 
 
-def _require(package: str) -> None:
-    top = package.split(".")[0]
-    if importlib.util.find_spec(top) is None or importlib.util.find_spec(package) is None:
+def export_format(name: str, plugins: Plugins | None = None) -> ExportFormat:
+    """The registered export format called ``name``."""
+    formats = _registry(plugins)
+    if name not in formats:
+        raise ExportError(f"unknown export format {name!r} (formats: {', '.join(formats)})")
+    return formats[name]
+
+
+def format_names(plugins: Plugins | None = None) -> list[str]:
+    """The names of the registered export formats."""
+    return list(_registry(plugins))
+
+
+def _registry(plugins: Plugins | None) -> dict[str, ExportFormat]:
+    from provplug.plugin.manager import get_plugins
+
+    return (plugins or get_plugins()).export_formats()
+
+
+def _require(module: str) -> None:
+    top = module.split(".")[0]
+    if importlib.util.find_spec(top) is None or importlib.util.find_spec(module) is None:
         raise ExportError(f"this export needs the {top} package: install provplug[export]")
-
-
-def _edges_table(selection: Selection) -> object:
-    """A lineage answer's edges as the triples a column-lineage scan reads."""
-    import pyarrow as pa
-
-    src, dst, op = zip(*selection.edges, strict=True) if selection.edges else ((), (), ())
-    return pa.table({"src": pa.array(src, pa.int64()), "dst": pa.array(dst, pa.int64()), "op": pa.array(op, pa.int64())})

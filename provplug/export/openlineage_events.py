@@ -27,10 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from provplug.export.column_lineage import ColumnPair, column_pairs
 from provplug.export.scope import Table
-from provplug.export.selection import Selection
 
 if TYPE_CHECKING:
-    from provplug.plugin.protocols import Store
+    from provplug.plugin.protocols import ExportSelection, Store
 
 PRODUCER = "https://w3id.org/provplug"
 PARENT_JOB = "provplug-run"
@@ -41,7 +40,7 @@ def namespace_of(store: Store) -> str:
 
 
 def events(
-    store: Store, selection: Selection, all_tables: dict[int, Table], namespace: str | None = None, triples: Any = None
+    store: Store, selection: ExportSelection, all_tables: dict[int, Table], namespace: str | None = None, triples: Any = None
 ) -> list[dict[str, Any]]:
     """The events of the selection's ops, as JSON-ready dicts."""
     from openlineage.client.serde import Serde
@@ -55,7 +54,7 @@ def events(
 
 
 def events_json(
-    store: Store, selection: Selection, all_tables: dict[int, Table], namespace: str | None = None, triples: Any = None
+    store: Store, selection: ExportSelection, all_tables: dict[int, Table], namespace: str | None = None, triples: Any = None
 ) -> str:
     return json.dumps(events(store, selection, all_tables, namespace, triples), indent=1, sort_keys=True)
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from provplug.errors import ProvplugError
+from provplug.errors import ExportError as ExportError
 from provplug.export.scope import Table, ops_of, resolve_run, stored_rows, tables_of, value_count
 
 if TYPE_CHECKING:
@@ -21,10 +21,6 @@ if TYPE_CHECKING:
 # A whole-run PROV export lists every value as an entity: beyond this many
 # values the document is too large to be useful, and a target is asked for.
 MAX_WHOLE_VALUES = 100_000
-
-
-class ExportError(ProvplugError):
-    """An export cannot be made as asked (too large, or a format's package is missing)."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +38,9 @@ class Target:
 class Selection:
     """Values (records as lineage answers give them, plus ``table_id`` and
     ``row_number``), edges ``(src, dst, op_id)``, and the tables and op
-    records they belong to. ``values`` is empty for a table-level export."""
+    records they belong to. ``values`` is empty for a table-level export;
+    ``targeted`` is true for a lineage answer (a target's), false for a whole
+    run or store."""
 
     store_uri: str
     runs: list[str]
@@ -51,6 +49,7 @@ class Selection:
     values: list[dict[str, Any]] = field(default_factory=list)
     edges: list[tuple[int, int, int]] = field(default_factory=list)
     query: list[int] = field(default_factory=list)
+    targeted: bool = False
 
 
 def select(store: Store, run: str | None, target: Target | None, with_values: bool) -> Selection:
@@ -90,6 +89,7 @@ def _target_selection(store: Store, run: str | None, target: Target) -> Selectio
         values,
         edges,
         [r["value_id"] for r in answer.query],
+        targeted=True,
     )
 
 

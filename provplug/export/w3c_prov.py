@@ -23,16 +23,18 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provplug.export.scope import Table
-from provplug.export.selection import Selection
+
+if TYPE_CHECKING:
+    from provplug.plugin.protocols import ExportSelection
 
 BASE = "https://w3id.org/provplug/"
 NAMESPACES = {"pp": f"{BASE}ns#", "ppv": f"{BASE}value/", "ppt": f"{BASE}table/", "ppo": f"{BASE}op/"}
 
 
-def document(selection: Selection, all_tables: dict[int, Table]) -> Any:
+def document(selection: ExportSelection, all_tables: dict[int, Table]) -> Any:
     """The selection as a ``prov.model.ProvDocument``."""
     from prov.model import PROV, ProvDocument
 
@@ -53,15 +55,15 @@ def document(selection: Selection, all_tables: dict[int, Table]) -> Any:
     return doc
 
 
-def prov_json(selection: Selection, all_tables: dict[int, Table]) -> str:
+def prov_json(selection: ExportSelection, all_tables: dict[int, Table]) -> str:
     return str(document(selection, all_tables).serialize(format="json", indent=1))
 
 
-def prov_n(selection: Selection, all_tables: dict[int, Table]) -> str:
+def prov_n(selection: ExportSelection, all_tables: dict[int, Table]) -> str:
     return str(document(selection, all_tables).get_provn())
 
 
-def _tables_involved(selection: Selection, all_tables: dict[int, Table]) -> dict[int, Table]:
+def _tables_involved(selection: ExportSelection, all_tables: dict[int, Table]) -> dict[int, Table]:
     """The selection's tables and every table its ops read or wrote."""
     wanted = {t.table_id for t in selection.tables}
     for op in selection.ops:

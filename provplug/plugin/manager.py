@@ -3,7 +3,7 @@
 Nothing here runs at import time: a manager is built on first use (or
 explicitly with :func:`make_plugin_manager` in tests and embedding code).
 Loading checks every hook implementation against its specification, and the
-names plugins register (adapters, query methods) for clashes.
+names plugins register (adapters, query methods, export formats ...) for clashes.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from provplug.errors import PluginError
+from provplug.model import StoreLocation
 from provplug.plugin import hookspecs
 from provplug.plugin.markers import PROJECT_NAME
-from provplug.plugin.protocols import Store
 
 if TYPE_CHECKING:
     from provplug.model import OpInfo, RunInfo, StepInfo
-    from provplug.plugin.protocols import CaptureAdapter, QueryMethod, Transaction, WorkflowGraph, WriteInterceptor
+    from provplug.plugin.protocols import CaptureAdapter, ExportFormat, QueryMethod, WorkflowGraph, WriteInterceptor
     from provplug.plugin.reductions import ReductionTechnique
 
 ENTRY_POINT_GROUP = PROJECT_NAME
@@ -32,6 +32,7 @@ BLOCK_ENV = "PROVPLUG_BLOCK_PLUGINS"
 # Core behaviour, registered through the same hookimpl path as any plugin.
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "provplug.store.parquet", "provplug.query.methods", "provplug.index.autosplit", "provplug.reduce.techniques",
+    "provplug.export.formats",
 )
 
 
@@ -70,9 +71,10 @@ def make_plugin_manager(
 class Plugins:
     """Typed access to the hooks (the only caller of ``pm.hook``).
 
-    Building one (:meth:`load`) also collects the registered adapters and
-    query methods once, so that two plugins registering one name fail at
-    load time rather than one silently replacing the other.
+    Building one (:meth:`load`) also collects the registered adapters,
+    query methods, reductions, write interceptors and export formats once,
+    so that two plugins registering one name fail at load time rather than
+    one silently replacing the other.
     """
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
@@ -81,6 +83,7 @@ class Plugins:
         self.query_methods()
         self.reductions()
         self.write_interceptors()
+        self.export_formats()
 
     @classmethod
     def load(cls, **kwargs: Any) -> Plugins:
@@ -118,17 +121,22 @@ class Plugins:
                                                         "reduction technique")
         return {t.name: t for t in techniques}
 
-    def store(self, uri: str) -> Store[Transaction]:
-        """The store for ``uri``, as the first store backend to answer gives it."""
-        store = self.pm.hook.provplug_store_backend(uri=uri)
-        if store is None:
+    def export_formats(self) -> dict[str, ExportFormat]:
+        """The registered export formats by name, in the order the hook returns them."""
+        formats: list[ExportFormat] = _unique(self._registered("provplug_register_export_formats"), "export format")
+        return {f.name: f for f in formats}
+
+    def store_location(self, uri: str) -> StoreLocation:
+        """Where the store of ``uri`` lives, as the first store backend to answer says."""
+        location = self.pm.hook.provplug_store_location(uri=uri)
+        if location is None:
             raise PluginError(f"no store backend accepts {uri!r}")
-        if not isinstance(store, Store):
+        if not isinstance(location, StoreLocation):
             raise PluginError(
-                f"the store backend for {uri!r} returned a {type(store).__name__}, "
-                "which lacks what provplug.plugin.protocols.Store requires"
+                f"the store backend for {uri!r} returned a {type(location).__name__}, "
+                "not a provplug.model.StoreLocation"
             )
-        return store
+        return location
 
     def choose_splits(self, workflow: WorkflowGraph, stats: Mapping[str, Any]) -> list[Any] | None:
         """The splits of the first split chooser to answer, or None."""
@@ -221,9 +229,3 @@ def reset_plugins(plugins: Plugins | None = None) -> None:
     """Replace (or forget) the process-wide plugins; for tests and embedding."""
     global _default
     _default = plugins
-
-
-def open_store(uri: str | os.PathLike[str], plugins: Plugins | None = None) -> Store[Transaction]:
-    """The store for ``uri`` as chosen by the store-backend hook
-    (``provplug.open_store``)."""
-    return (plugins or get_plugins()).store(os.fspath(uri))

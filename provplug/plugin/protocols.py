@@ -17,6 +17,11 @@ attributes and methods.
 * :class:`QueryMethod` and the :class:`MethodContext` it is given — a
   query-method plugin (built-in: rq, ccprov, csprov, auto); it returns the
   records of :mod:`provplug.plugin.query_results`.
+* :class:`ExportFormat` and the :class:`ExportSelection` it renders — an
+  export-format plugin (built-in: prov-json, prov-n, openlineage).
+* :class:`Answer` (and :class:`PicturedAnswer`) — what every command's
+  answer offers the command line: a JSON document, a text rendering and,
+  for some, a picture.
 
 This module sits at the bottom of the package: it imports no provplug
 module at run time, and for type checkers only the plain records of
@@ -47,7 +52,9 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class CaptureAdapter(Protocol):
-    """Captures the steps of one engine's pipelines."""
+    """Captures the steps of one engine's pipelines. An adapter that can apply
+    provenance reductions to its sources (``capture(..., reduce=...)``) says
+    so with a class attribute ``reduces = True`` (absent: it cannot)."""
 
     name: str
 
@@ -231,7 +238,13 @@ class WriteInterceptor(Protocol):
 
 # -- store -------------------------------------------------------------------------
 
-TransactionT_co = TypeVar("TransactionT_co", bound="Transaction", covariant=True)
+if TYPE_CHECKING:
+    # A default (PEP 696, in typing from Python 3.13): a bare ``Store`` is any store, ``Store[Transaction]``.
+    from typing_extensions import TypeVar as DefaultedTypeVar
+
+    TransactionT_co = DefaultedTypeVar("TransactionT_co", bound="Transaction", covariant=True, default="Transaction")
+else:
+    TransactionT_co = TypeVar("TransactionT_co", bound="Transaction", covariant=True)
 
 
 class Transaction(Protocol):
@@ -273,19 +286,10 @@ class Transaction(Protocol):
         ...
 
 
-@runtime_checkable
-class Store(Protocol[TransactionT_co]):
-    """A provenance store: what capture, import, the index and queries use.
-
-    A store is a directory of Parquet datasets in the layout of
-    :mod:`provplug.store.parquet`, on a filesystem pyarrow can reach (``fs``). A
-    store-backend plugin decides *where* a URI's store lives and *how* it is
-    reached (an alias, a filesystem with its own credentials); the layout,
-    and so what the index and queries read, is fixed.
-
-    Generic in the type of its transactions, so that the built-in
-    ``ParquetStore`` is a ``Store[RunTransaction]``; ``Store`` alone is any store.
-    """
+class StoreLocationPart(Protocol):
+    """Where a store lives: its URI, the pyarrow filesystem its bytes move
+    through, its directory on it, and the paths below it (also as Spark
+    addresses them)."""
 
     @property
     def uri(self) -> str: ...
@@ -317,6 +321,11 @@ class Store(Protocol[TransactionT_co]):
         """A path on ``fs`` (e.g. one of :meth:`triple_files`) as Spark addresses it."""
         ...
 
+
+class StoreFilesPart(Protocol):
+    """How a store's small files move: read, replace, and create-if-absent
+    (the store's lock and id-reservation primitive)."""
+
     def read_text(self, path: str) -> str:
         """A small text file on ``fs`` (:class:`provplug.errors.DamagedStoreError`
         if it cannot be decoded)."""
@@ -332,16 +341,17 @@ class Store(Protocol[TransactionT_co]):
         the store supports concurrent writers)."""
         ...
 
+
+class StoreContentsPart(Protocol):
+    """What a store holds, in provplug's format (:mod:`provplug.schema`):
+    committed runs, their tables, ops, imported values, triples (every one,
+    whatever it is stored as), stored rows; counts and a check of the files."""
+
     def exists(self) -> bool: ...
 
     def check(self) -> None:
         """Raise :class:`provplug.errors.StoreError` unless the store exists
         in a format this code reads."""
-        ...
-
-    def transaction(self, kind: str) -> AbstractContextManager[TransactionT_co]:
-        """Stage a run of ``kind`` (``"capture"`` or ``"import"``): committed
-        when the block succeeds, without a trace when it fails."""
         ...
 
     def runs(self) -> list[dict[str, Any]]:
@@ -395,6 +405,11 @@ class Store(Protocol[TransactionT_co]):
         names the first damage."""
         ...
 
+
+class StoreGarbagePart(Protocol):
+    """Removing what readers no longer use: a whole run (atomically), dead
+    writers' staging, leftovers of interrupted deletions."""
+
     def delete_run(self, run_id: str, before_removal: Any = None) -> dict[str, Any]:
         """Delete the committed run ``run_id`` atomically (readers see it
         whole or not at all) and return its manifest with ``bytes`` freed;
@@ -408,6 +423,32 @@ class Store(Protocol[TransactionT_co]):
 
     def remove_garbage(self, item: Any) -> bool:
         """Remove one item of :meth:`garbage`; False if it was already gone."""
+        ...
+
+
+@runtime_checkable
+class Store(StoreLocationPart, StoreFilesPart, StoreContentsPart, StoreGarbagePart, Protocol[TransactionT_co]):
+    """A provenance store: what capture, import, the index and queries use.
+
+    A store is a directory of Parquet datasets in the layout of
+    :mod:`provplug.store.parquet`, on a filesystem pyarrow can reach (``fs``). A
+    store-backend plugin decides *where* a URI's store lives and *how* it is
+    reached (an alias, a filesystem with its own credentials); the layout,
+    and so what the index and queries read, is fixed.
+
+    Its members fall in four parts by concern — :class:`StoreLocationPart`
+    (where it lives), :class:`StoreFilesPart` (how bytes move),
+    :class:`StoreContentsPart` (the format's datasets) and
+    :class:`StoreGarbagePart` (removal) — plus :meth:`transaction`, the
+    run being written. A reader that needs one part can ask for that part.
+
+    Generic in the type of its transactions, so that the built-in
+    ``ParquetStore`` is a ``Store[RunTransaction]``; ``Store`` alone is any store.
+    """
+
+    def transaction(self, kind: str) -> AbstractContextManager[TransactionT_co]:
+        """Stage a run of ``kind`` (``"capture"`` or ``"import"``): committed
+        when the block succeeds, without a trace when it fails."""
         ...
 
 
@@ -468,3 +509,105 @@ class QueryMethod(Protocol):
     description: str
 
     def run(self, context: MethodContext, seeds: NDArray[np.int64], direction: Direction) -> MethodResult: ...
+
+
+# -- exports -------------------------------------------------------------------------
+
+
+class ExportSelection(Protocol):
+    """What an export renders (implemented by
+    :class:`provplug.export.selection.Selection`): either a lineage answer
+    (``targeted``: its values, the edges among them and the ops on those
+    edges) or a whole run or store (its tables and ops, and every value and
+    triple when the format asked for them and the run is small enough)."""
+
+    store_uri: str
+    runs: list[str]
+    tables: list[Any]
+    """The tables involved (:class:`provplug.query.catalog.TableEntry`)."""
+    ops: list[dict[str, Any]]
+    """Op records as ``store.ops()`` gives them."""
+    values: list[dict[str, Any]]
+    """Value records as lineage answers give them, plus ``table_id`` and ``row_number``."""
+    edges: list[tuple[int, int, int]]
+    """Triples ``(src, dst, op_id)`` among the values."""
+    query: list[int]
+    """The queried value ids (a lineage answer's seeds)."""
+    targeted: bool
+    """True for a lineage answer, False for a whole run or store."""
+
+
+class ExportFormat(Protocol):
+    """An export format as plugins register it
+    (``provplug_register_export_formats``): ``name`` is what
+    ``provplug export --format`` selects, and ``description`` follows it in
+    ``provplug export --help``. Loading the registry must stay cheap: a
+    format imports its libraries inside :meth:`render`, not at module level,
+    and names them in ``requires`` so that a missing one is reported before
+    the store is read."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def media_type(self) -> str:
+        """The document's media type, e.g. ``application/json``."""
+        ...
+
+    @property
+    def extension(self) -> str:
+        """The usual file-name extension, without the dot (``json``, ``provn``)."""
+        ...
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """Modules :meth:`render` imports (``openlineage.client``): each must be installed."""
+        ...
+
+    @property
+    def lists_values(self) -> bool:
+        """Whether a whole-run export lists every value and triple (bounded
+        in size), or only the tables and ops."""
+        ...
+
+    def render(self, store: Store, selection: ExportSelection, namespace: str | None) -> str | bytes:
+        """The document of ``selection``, read from ``store``: text, or bytes
+        for a binary format. ``namespace`` is ``--namespace`` (None: the
+        format's default)."""
+        ...
+
+
+# -- answers -------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Answer(Protocol):
+    """What a command's answer offers the command line's one output layer
+    (:func:`provplug.cli.output.answer_text`): ``--json`` prints
+    :meth:`to_dict` in the command line's JSON layout, the default prints
+    :meth:`render`. Implemented by the lineage, what-if and depends answers
+    (and, on the command line, by the plain records other commands print).
+    The command line draws a lineage answer (:class:`PicturedAnswer`) through
+    :mod:`provplug.query.picture`."""
+
+    def to_dict(self) -> Any:
+        """The answer as a JSON-ready document (``--json``)."""
+        ...
+
+    def render(self) -> str:
+        """The answer as people read it (the default output)."""
+        ...
+
+
+@runtime_checkable
+class PicturedAnswer(Answer, Protocol):
+    """An answer that can also be drawn (``--format svg`` / ``html``)."""
+
+    def picture(self, fmt: str, max_cells: int | None = None) -> str:
+        """The answer drawn as ``fmt`` (``svg``, ``html`` or ``dot``),
+        summarised when it has more than ``max_cells`` cells (None: the
+        default limit)."""
+        ...

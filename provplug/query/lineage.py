@@ -48,20 +48,7 @@ class LineageQueries:
         subgraph: bool = False,
         zoom_out: Iterable[str] = (),
     ) -> LineageAnswer:
-        """Ancestors (``direction="up"``) or descendants (``"down"``) of the
-        value ``value_id``, or of the ``table.column`` cells of the rows where
-        ``where`` holds. ``tau``: triples below which the recursion runs on the
-        driver; None (the default): on the driver whenever the query's triples
-        fit the driver's memory budget (``PROVPLUG_QUERY_DRIVER_MB``, else half
-        the memory available), on Spark otherwise; ``spark``: the session for
-        the Spark path (else a local one).
-        ``run`` (an id or a unique prefix) says whose ``table`` is meant when
-        several runs wrote one of that name (then it is required); a value id
-        names one cell already, so with ``value_id`` the run is only checked.
-        ``subgraph=True``: ancestors, descendants and the descendants' other
-        parents as one answer (direction ``"both"``; ``direction`` is not
-        used). ``zoom_out``: module names to see at module level (see
-        :meth:`LineageAnswer.zoom_out`)."""
+        """The lineage query :meth:`provplug.api.ProvenanceStore.lineage` documents."""
         if subgraph or zoom_out:
             query = {"value_id": value_id, "table": table, "column": column, "where": where, "method": method,
                      "tau": tau, "spark": spark, "run": run}

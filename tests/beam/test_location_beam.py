@@ -1,4 +1,4 @@
-"""Location lineage on Beam (issue 15, DESIGN §10): a step declared with
+"""Location lineage on Beam (issue 15, docs/capture-semantics.md): a step declared with
 ``rates=`` whose body is one ParDo stores one location edge instead of its
 triples, its output numbered by position, and nothing a reader sees changes.
 
@@ -25,8 +25,8 @@ import provplug
 from provplug import ids
 from provplug.errors import LocationError
 from provplug.location import LocationEdge, RowRuns, expand
-from provplug.plugin.manager import open_store
 from provplug.store.locations import LOCATIONS, locations_of
+from provplug.store.open import open_store
 
 from .helpers import PEOPLE, VISITS, beam, every_cell, person
 

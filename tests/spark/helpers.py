@@ -23,7 +23,7 @@ from triple_oracle import expect as expect
 
 import provplug
 from provplug import schema
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 F = pytest.importorskip("pyspark.sql.functions")
 

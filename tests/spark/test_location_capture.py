@@ -1,4 +1,4 @@
-"""Location lineage at capture (issue 15, DESIGN §10): row-aligned Spark
+"""Location lineage at capture (issue 15, docs/capture-semantics.md): row-aligned Spark
 steps store one location edge instead of their triples, and nothing a reader
 sees changes.
 
@@ -23,8 +23,8 @@ from triple_oracle import Stored, Triple, keyed
 import provplug
 from provplug import ids
 from provplug.location import expand
-from provplug.plugin.manager import open_store
 from provplug.store.locations import LOCATIONS, locations_of
+from provplug.store.open import open_store
 
 F = pytest.importorskip("pyspark.sql.functions")
 

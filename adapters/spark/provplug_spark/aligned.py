@@ -4,7 +4,7 @@ A step output whose analyzed plan is a chain of projections (``select``,
 ``withColumn``, ``cast``, renames, scalar Python or pandas UDFs) and aliases
 over ONE read of a stored table of the run makes exactly one output row of
 each input row. Its triples say nothing but "row r of the output comes from
-row r of the input, and column c from these columns" (DESIGN §10): the
+row r of the input, and column c from these columns" (docs/capture-semantics.md "Location lineage"): the
 capture numbers each output row with its input row's number — the value of
 the row-number column the rewrite carries — writes no triple and records one
 aligned :class:`~provplug.location.LocationEdge` per (op, input, output)
@@ -35,11 +35,9 @@ from provplug.location import LocationEdge, RowRuns, location_edge
 
 from ._jvm import Catalyst
 from .rewrite import Rewritten
-from .rules import TABLE_LEAVES
+from .rules import NODE_KINDS, is_table_leaf
 
 LOCATION_LINEAGE_CONF = "spark.provplug.locationLineage"
-# Nodes that keep their child's rows one for one, in the same tasks.
-ALIGNED_NODES = {"Project", "SubqueryAlias"}
 
 
 def enabled(spark: SparkSession, requested: bool = True) -> bool:
@@ -93,12 +91,18 @@ def column_map(rewritten: Rewritten, table: int) -> dict[int, tuple[int, ...]] |
 def _projections_over_one_read(jvm: Catalyst, plan: Any) -> bool:
     """``plan`` is projections and aliases down to one table leaf."""
     node = plan
-    while node.nodeName() in ALIGNED_NODES:
+    while _keeps_rows_aligned(node.nodeName()):
         children = jvm.items(node.children())
         if len(children) != 1:
             return False
         node = children[0]
-    return bool(node.nodeName() in TABLE_LEAVES and not jvm.items(node.children()))
+    return bool(is_table_leaf(node.nodeName()) and not jvm.items(node.children()))
+
+
+def _keeps_rows_aligned(name: str) -> bool:
+    """Plan node ``name`` keeps its child's rows one for one, in the same tasks (:attr:`.NodeKind.aligned`)."""
+    kind = NODE_KINDS.get(name)
+    return kind is not None and kind.aligned
 
 
 def checked_runs(step: str, runs: Iterable[tuple[int, int]], written: int, input_rows: int | None) -> RowRuns:

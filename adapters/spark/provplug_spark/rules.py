@@ -7,7 +7,7 @@ returns the node rebuilt over the rewritten children, its row-number
 columns, and records in ``context.state`` the terms (see :mod:`.state`) of
 every attribute the node outputs. The original Catalyst nodes and
 expressions are reused as they are, so Spark's own semantics compute the
-data. ``rule_for(node)`` picks the rule (README "Capture semantics" in Catalyst terms;
+data. ``rule_for(node)`` picks the rule (docs/capture-semantics.md in Catalyst terms;
 ``terms(a)`` = the terms of attribute ``a``):
 
 =============================  =====================================================
@@ -46,7 +46,8 @@ aliases
                                to list the row numbers it received
 =============================  =====================================================
 
-Nodes in :data:`BLACK_BOX_NODES` and nodes without a rule raise
+Every plan node kind is one :class:`NodeKind` record of :data:`NODE_KINDS`
+(its rule and its facts). Refused black boxes and nodes without a rule raise
 :class:`CaptureError` naming the operation: never capture wrongly.
 """
 
@@ -82,61 +83,53 @@ from .rowlineage import (
     product,
 )
 from .state import ROW_LIST_TYPE, ROWS_TYPE, Context, Node, RewriteState, RowColumn
-from .writer import Term
+from .terms import Term
 
 Rule = Callable[[Any, list[Node], Context], Node]
 
 RAW_PREFIX = "__pvraw_"  # a window's lists before flattening
-TABLE_LEAVES = {"LogicalRelation", "Relation"}
-# Nodes whose output is their child's output, row for row or a subset/reordering.
-COPY_NODES = {
-    "Filter", "Sort", "GlobalLimit", "LocalLimit", "Offset", "Tail", "Sample",
-    "Repartition", "RepartitionByExpression", "RebalancePartitions", "ResolvedHint",
-    "SubqueryAlias", "View", "Subquery",
-}
-CONSTANT_LEAVES = {"LocalRelation", "Range", "OneRowRelation"}
-# Copy nodes after which a deletion may let other rows in: row existence is
-# not derivable from deletions (row lineage's "opaque").
-OPAQUE_COPIES = {"GlobalLimit": "limit", "LocalLimit": "limit", "Offset": "offset", "Tail": "tail", "Sample": "sample"}
 OUTER_JOINS = {"LeftOuter": (False, True), "RightOuter": (True, False), "FullOuter": (True, True)}  # (left, right) padded
-# Black boxes whose finest exposed granularity is a group or partition of
-# whole records; capturing them exactly needs the function's input, which the
-# plan does not expose per output row.
-BLACK_BOX_NODES = {
-    "FlatMapCoGroupsInPandas": "cogroup().applyInPandas",
-    "MapInArrow": "mapInArrow",
-    "FlatMapGroupsInArrow": "applyInArrow",
-    "FlatMapGroupsInPandasWithState": "applyInPandasWithState",
-    "LogicalRDD": "an RDD (rdd.map / toDF / checkpoint)",
-    "ExternalRDD": "an RDD (rdd.map / toDF)",
-    "MapPartitions": "mapPartitions",
-    "MapElements": "map",
-    "SerializeFromObject": "an RDD/Dataset lambda",
-    "DeserializeToObject": "an RDD/Dataset lambda",
-    "Expand": "rollup/cube/grouping sets",
-}
-# Group and partition functions captured as black boxes (:mod:`.blackbox`):
-# node -> (operation, PySpark eval type of the function it supports).
-WRAPPED_FUNCTION_NODES = {
-    "FlatMapGroupsInPandas": ("applyInPandas", PythonEvalType.SQL_GROUPED_MAP_PANDAS_UDF),
-    "MapInPandas": ("mapInPandas", PythonEvalType.SQL_MAP_PANDAS_ITER_UDF),
-}
-# Nodes that merge rows (or pass only data columns to a function): an
-# aggregate below one cannot defer its provenance.
-MERGING_NODES = {"Aggregate", "Distinct", "Deduplicate", "Window", *WRAPPED_FUNCTION_NODES}
-# Nodes whose recomputation may yield other rows (or other values of the same
-# row): an aggregate above one collects lists.
-UNSTABLE_NODES = {"GlobalLimit", "LocalLimit", "Offset", "Tail", "Sample", "Deduplicate", "Window", "Aggregate",
-                  *WRAPPED_FUNCTION_NODES}
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeKind:
+    """What capture knows about one kind of Spark plan node (its Catalyst
+    class name): one record per kind in :data:`NODE_KINDS`, the only place
+    a node's facts are declared."""
+
+    name: str
+    rule: Rule | None = None
+    """How its provenance is captured; None for a refused black box."""
+    refused: str | None = None
+    """A black box whose finest exposed granularity is a group or partition
+    of whole records (capturing it exactly needs the function's input, which
+    the plan does not expose per output row): the operation CaptureError names."""
+    table_leaf: bool = False
+    """A stored table of the run."""
+    opaque: str | None = None
+    """Row lineage: after this copy node a deletion may let other rows in
+    (row existence is not derivable from deletions); the operation named."""
+    wrapped: tuple[str, int] | None = None
+    """A group or partition function captured as a black box
+    (:mod:`.blackbox`): the operation and the PySpark eval type of the
+    function it supports."""
+    merging: bool = False
+    """Merges rows (or passes only data columns to a function): an aggregate
+    below it cannot defer its provenance."""
+    unstable: bool = False
+    """Its recomputation may yield other rows (or other values of the same
+    row): an aggregate above it collects lists."""
+    injective: bool = False
+    """Every output row comes from a different input row (or from a literal):
+    a row number cannot repeat across the rows of a group."""
+    aligned: bool = False
+    """Keeps its child's rows one for one, in the same tasks (location lineage, :mod:`.aligned`)."""
+
+
 # Expressions Catalyst calls deterministic but fixes once per query: another
 # query (a group join's recomputation) sees other values.
 PER_QUERY_EXPRESSIONS = {"CurrentTimestamp", "CurrentDate", "Now", "LocalTimestamp", "CurrentTimeZone",
                          "CurrentBatchTimestamp", "CurrentTime"}
-# Nodes under which every row comes from a different input row (or from a
-# literal): a row number cannot repeat across the rows of a group.
-INJECTIVE_NODES = {"LogicalRelation", "Relation", "Project", "Filter", "Sort", "Repartition",
-                   "RepartitionByExpression", "RebalancePartitions", "ResolvedHint", "SubqueryAlias",
-                   "View", "Subquery"} | CONSTANT_LEAVES
 # Joins whose output has the left side's columns only.
 LEFT_ONLY_JOINS = {"LeftSemi", "LeftAnti"}
 # Expressions that carry their one child's value (converted or renamed): the
@@ -161,11 +154,11 @@ def check_expressions(names: frozenset[str]) -> None:
 def is_table_read(node: Any, jvm: Catalyst) -> bool:
     """A table leaf, or the column selection provplug put on it: not user operations."""
     name = node.nodeName()
-    if name in TABLE_LEAVES:
+    if is_table_leaf(name):
         return True
     return (
         name == "Project"
-        and node.child().nodeName() in TABLE_LEAVES
+        and is_table_leaf(node.child().nodeName())
         and all(e.nodeName() == "AttributeReference" for e in jvm.items(node.projectList()))
     )
 
@@ -174,7 +167,7 @@ def is_table_read(node: Any, jvm: Catalyst) -> bool:
 def table_read(node: Any, children: list[Node], ctx: Context) -> Node:
     """A stored table of the run (a Parquet read of ``rows/<table>/``).
 
-    README "Capture semantics": "A value with no parents (source cells, literals) has no
+    docs/capture-semantics.md: "A value with no parents (source cells, literals) has no
     incoming triple": a step input cell is the parent the step's triples
     point to, so ``terms(c) = {(row, id(table, c, 0))}`` with one row-number
     column: the stored row number, or for copies of source files the file
@@ -210,7 +203,7 @@ def constant(node: Any, children: list[Node], ctx: Context) -> Node:
     """A leaf built inside the step (``range``; ``createDataFrame`` of pandas
     data: a LocalRelation).
 
-    README "Capture semantics": "A value with no parents (source cells, literals) has no
+    docs/capture-semantics.md: "A value with no parents (source cells, literals) has no
     incoming triple": its cells are literals, with no terms.
     """
     for attr in ctx.jvm.items(node.output()):
@@ -224,7 +217,7 @@ def copy(node: Any, children: list[Node], ctx: Context) -> Node:
     """Filter, Sort, limits, Sample, Repartition, hints and aliases: the node
     kept over its rewritten child; row numbers pass through.
 
-    README "Capture semantics", filter / where: "the same column of the same input row (copy).
+    docs/capture-semantics.md, filter / where: "the same column of the same input row (copy).
     Predicate columns are not parents"; orderBy / sort / limit / sample /
     repartition / coalesce / cache: "copy, as filter".
 
@@ -239,8 +232,8 @@ def copy(node: Any, children: list[Node], ctx: Context) -> Node:
             facts.opaque("a nondeterministic filter")
         if ctx.expressions & SUBQUERY_EXPRESSIONS:
             facts.opaque("a filter with a subquery")
-    elif name in OPAQUE_COPIES:
-        facts.opaque(OPAQUE_COPIES[name])
+    elif (opaque := NODE_KINDS[name].opaque) is not None:
+        facts.opaque(opaque)
     child = children[0]
     return Node(ctx.jvm.with_children(node, [c.plan for c in children]), child.rows, child.hidden, child.members)
 
@@ -249,7 +242,7 @@ def project(node: Any, children: list[Node], ctx: Context) -> Node:
     """A Project: ``terms(e)`` = the union of ``terms(a)`` for ``a`` in ``references(e)``; a
     ``using`` join's merged key also gets its partner key's terms.
 
-    README "Capture semantics", select / withColumn / selectExpr / cast / rename / drop: "the
+    docs/capture-semantics.md, select / withColumn / selectExpr / cast / rename / drop: "the
     cells of r's input row in the columns that c's expression references (a
     literal-only column has no parent)"; join: "A merged ``using`` key
     column: the key cells of both matched rows".
@@ -344,7 +337,7 @@ def join(node: Any, children: list[Node], ctx: Context) -> Node:
     """A Join of the rewritten sides: each side keeps its row numbers (a
     semi or anti join only the left side's: the right's are not parents).
 
-    README "Capture semantics", join (all types): "a column coming from one side: that side's
+    docs/capture-semantics.md, join (all types): "a column coming from one side: that side's
     matched row's cell" (the merged ``using`` key: :func:`project`).
     """
     left, right = children
@@ -397,7 +390,7 @@ def generate(node: Any, children: list[Node], ctx: Context) -> Node:
     """Generate (explode, posexplode, ...): generator outputs <- the
     generator's referenced terms; other columns copy.
 
-    README "Capture semantics", explode / posexplode: "the exploded array cell of r's input
+    docs/capture-semantics.md, explode / posexplode: "the exploded array cell of r's input
     row; other columns copy".
     """
     jvm = ctx.jvm
@@ -413,7 +406,7 @@ def union(node: Any, children: list[Node], ctx: Context) -> Node:
     """Union, positional: every branch projected to the same row-number
     columns (null where a branch has none) and group-join columns.
 
-    README "Capture semantics", union / unionByName: "the corresponding cell of the row it
+    docs/capture-semantics.md, union / unionByName: "the corresponding cell of the row it
     came from" (unionByName and the analyzer's widening casts are Projects
     below the Union).
     """
@@ -511,7 +504,7 @@ def aggregate(node: Any, children: list[Node], ctx: Context) -> Node:
     group; an aggregate function with no references adds the grouping keys'
     references (no keys: every column).
 
-    README "Capture semantics", groupBy(keys).agg: "key column: that key column's cells of
+    docs/capture-semantics.md, groupBy(keys).agg: "key column: that key column's cells of
     every row in the group. Aggregate ``f(expr)``: the cells of expr's
     referenced columns of every row in the group. An aggregate that
     references no column (``count(*)``): the group's key cells; with no
@@ -567,7 +560,7 @@ def _aggregate_value(ctx: Context, expr_id: int, expr: Any, refs: list[Any], agg
 def distinct(node: Any, children: list[Node], ctx: Context) -> Node:
     """Distinct: every column is a key.
 
-    README "Capture semantics", distinct: "the same column's cells of all input rows merged
+    docs/capture-semantics.md, distinct: "the same column's cells of all input rows merged
     into r".
     """
     jvm = ctx.jvm
@@ -581,7 +574,7 @@ def deduplicate(node: Any, children: list[Node], ctx: Context) -> Node:
     aggregate; other columns from the kept row (``first`` of the row
     numbers, evaluated in lock-step with ``first`` of the values).
 
-    README "Capture semantics", distinct / dropDuplicates(subset): "the same column's cells of
+    docs/capture-semantics.md, distinct / dropDuplicates(subset): "the same column's cells of
     all input rows merged into r (for columns outside ``subset``: the kept
     row's cell)".
     """
@@ -672,7 +665,7 @@ def window(node: Any, children: list[Node], ctx: Context) -> Node:
     """Window: ``collect_list`` of the referenced row numbers over the same
     window spec and frame (rank-like functions: the order-by cells).
 
-    README "Capture semantics", window functions: "the referenced columns' cells of the rows
+    docs/capture-semantics.md, window functions: "the referenced columns' cells of the rows
     in r's window frame (rank-like functions: the order-by cells of those
     rows)".
     """
@@ -718,7 +711,7 @@ def apply_in_pandas(node: Any, children: list[Node], ctx: Context) -> Node:
     """FlatMapGroupsInPandas (``groupBy().applyInPandas``): every output cell
     of a group depends on every cell of the group the function received.
 
-    README "Capture semantics", applyInPandas / mapInPandas / RDD lambdas (black box): "every
+    docs/capture-semantics.md, applyInPandas / mapInPandas / RDD lambdas (black box): "every
     input cell of the group / record the function received, at the finest
     granularity the engine exposes".
     """
@@ -733,7 +726,7 @@ def map_in_pandas(node: Any, children: list[Node], ctx: Context) -> Node:
     """MapInPandas: every output cell of a batch depends on every cell of the
     partition's batches the function had read.
 
-    README "Capture semantics", applyInPandas / mapInPandas / RDD lambdas (black box): "every
+    docs/capture-semantics.md, applyInPandas / mapInPandas / RDD lambdas (black box): "every
     input cell of the group / record the function received, at the finest
     granularity the engine exposes".
     """
@@ -750,7 +743,10 @@ def _black_box(node: Any, child: Node, ctx: Context, rebuilt: Callable[[Any, Any
     the row numbers it receives (:mod:`.blackbox`): each output cell
     depends on every cell the function received."""
     jvm, state = ctx.jvm, ctx.state
-    operation, eval_type = WRAPPED_FUNCTION_NODES[node.nodeName()]
+    function_kind = NODE_KINDS[node.nodeName()].wrapped
+    if function_kind is None:
+        raise CaptureError(f"internal: plan node {node.nodeName()} has no wrapped function")
+    operation, eval_type = function_kind
     udf = node.functionExpr()
     if udf.evalType() != eval_type:
         raise CaptureError(f"cannot capture {operation} with this kind of function (PySpark eval type "
@@ -780,21 +776,80 @@ def _black_box(node: Any, child: Node, ctx: Context, rebuilt: Callable[[Any, Any
 
 
 # -- the table --------------------------------------------------------------------------
-RULES: dict[str, Rule] = {
-    **dict.fromkeys(TABLE_LEAVES, table_read),
-    **dict.fromkeys(CONSTANT_LEAVES, constant),
-    **dict.fromkeys(COPY_NODES, copy),
-    "Project": project,
-    "Join": join,
-    "Generate": generate,
-    "Union": union,
-    "Aggregate": aggregate,
-    "Distinct": distinct,
-    "Deduplicate": deduplicate,
-    "Window": window,
-    "FlatMapGroupsInPandas": apply_in_pandas,
-    "MapInPandas": map_in_pandas,
-}
+def _kinds(*kinds: NodeKind) -> dict[str, NodeKind]:
+    return {kind.name: kind for kind in kinds}
+
+
+def _copy(name: str, **facts: Any) -> NodeKind:
+    return NodeKind(name, copy, **facts)
+
+
+def _wrapped(name: str, rule: Rule, operation: str, eval_type: int) -> NodeKind:
+    return NodeKind(name, rule, wrapped=(operation, eval_type), merging=True, unstable=True)
+
+
+def _refused(name: str, operation: str) -> NodeKind:
+    return NodeKind(name, refused=operation)
+
+
+NODE_KINDS: dict[str, NodeKind] = _kinds(
+    # Leaves.
+    NodeKind("LogicalRelation", table_read, table_leaf=True, injective=True),
+    NodeKind("Relation", table_read, table_leaf=True, injective=True),
+    NodeKind("LocalRelation", constant, injective=True),
+    NodeKind("Range", constant, injective=True),
+    NodeKind("OneRowRelation", constant, injective=True),
+    # Copies: the child's output, row for row or a subset / reordering.
+    _copy("Filter", injective=True),
+    _copy("Sort", injective=True),
+    _copy("GlobalLimit", opaque="limit", unstable=True),
+    _copy("LocalLimit", opaque="limit", unstable=True),
+    _copy("Offset", opaque="offset", unstable=True),
+    _copy("Tail", opaque="tail", unstable=True),
+    _copy("Sample", opaque="sample", unstable=True),
+    _copy("Repartition", injective=True),
+    _copy("RepartitionByExpression", injective=True),
+    _copy("RebalancePartitions", injective=True),
+    _copy("ResolvedHint", injective=True),
+    _copy("SubqueryAlias", injective=True, aligned=True),
+    _copy("View", injective=True),
+    _copy("Subquery", injective=True),
+    # Row-wise and combining nodes.
+    NodeKind("Project", project, injective=True, aligned=True),
+    NodeKind("Join", join),
+    NodeKind("Generate", generate),
+    NodeKind("Union", union),
+    # Nodes that merge rows.
+    NodeKind("Aggregate", aggregate, merging=True, unstable=True),
+    NodeKind("Distinct", distinct, merging=True),
+    NodeKind("Deduplicate", deduplicate, merging=True, unstable=True),
+    NodeKind("Window", window, merging=True, unstable=True),
+    _wrapped("FlatMapGroupsInPandas", apply_in_pandas, "applyInPandas", PythonEvalType.SQL_GROUPED_MAP_PANDAS_UDF),
+    _wrapped("MapInPandas", map_in_pandas, "mapInPandas", PythonEvalType.SQL_MAP_PANDAS_ITER_UDF),
+    # Black boxes that cannot be captured exactly.
+    _refused("FlatMapCoGroupsInPandas", "cogroup().applyInPandas"),
+    _refused("MapInArrow", "mapInArrow"),
+    _refused("FlatMapGroupsInArrow", "applyInArrow"),
+    _refused("FlatMapGroupsInPandasWithState", "applyInPandasWithState"),
+    _refused("LogicalRDD", "an RDD (rdd.map / toDF / checkpoint)"),
+    _refused("ExternalRDD", "an RDD (rdd.map / toDF)"),
+    _refused("MapPartitions", "mapPartitions"),
+    _refused("MapElements", "map"),
+    _refused("SerializeFromObject", "an RDD/Dataset lambda"),
+    _refused("DeserializeToObject", "an RDD/Dataset lambda"),
+    _refused("Expand", "rollup/cube/grouping sets"),
+)
+
+# The node sets the rewrite reads (:mod:`.rewrite`), derived from the table.
+MERGING_NODES = frozenset(k.name for k in NODE_KINDS.values() if k.merging)
+UNSTABLE_NODES = frozenset(k.name for k in NODE_KINDS.values() if k.unstable)
+INJECTIVE_NODES = frozenset(k.name for k in NODE_KINDS.values() if k.injective)
+
+
+def is_table_leaf(name: str) -> bool:
+    """Plan node ``name`` is a stored table of the run."""
+    kind = NODE_KINDS.get(name)
+    return kind is not None and kind.table_leaf
 
 
 def rule_for(node: Any, jvm: Catalyst) -> Rule:
@@ -804,10 +859,11 @@ def rule_for(node: Any, jvm: Catalyst) -> Rule:
     if name == "LogicalRDD" and jvm.built_in_driver(node):
         raise CaptureError("cannot capture a DataFrame built in the driver (createDataFrame / parallelize, plan "
                            "node LogicalRDD) that is not a registered source: pass it through run.source(df, name)")
-    if name in BLACK_BOX_NODES:
-        raise CaptureError(f"cannot capture {BLACK_BOX_NODES[name]} (plan node {name}) exactly; "
+    kind = NODE_KINDS.get(name)
+    if kind is not None and kind.refused is not None:
+        raise CaptureError(f"cannot capture {kind.refused} (plan node {name}) exactly; "
                            "express the step with DataFrame operations or UDFs")
-    rule = RULES.get(name)
+    rule = kind.rule if kind is not None else None
     if rule is None:
         raise CaptureError(f"cannot capture the Spark operation {name}: no provenance rule for it")
     return rule
