@@ -1,4 +1,4 @@
-"""``provplug index STORE [--theta N] [--splits FILE] [--local|--spark|--engine E] [--memory-budget SIZE]``."""
+"""``provplug index STORE [--theta N] [--splits FILE] [--local|--spark|--engine E] [--memory-budget SIZE] [--full]``."""
 
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--memory-budget", type=_size, metavar="SIZE",
                    help="memory the local engine's data may use, e.g. 6G or 512M (default: 3/4 of the memory "
                    "available; the interpreter's ~0.25 GiB come on top)")
+    p.add_argument("--full", action="store_true",
+                   help="rebuild from all triples (default: when only runs were added since the live index, or "
+                   "runs it added incrementally deleted, extend it with them; the answers are the same)")
     p.add_argument("--json", action="store_true", help="machine-readable output (the new generation's metadata)")
     p.set_defaults(func=_cmd_index)
 
@@ -52,12 +55,20 @@ def _cmd_index(args: argparse.Namespace) -> int:
     with Progress(enabled=not args.quiet) as progress:  # closed (a failed stage crossed) before the summary
         meta = build_index(
             open_store(args.store), theta=args.theta, splits=args.splits, engine=args.engine,
-            progress=progress, memory_budget=args.memory_budget,
+            progress=progress, memory_budget=args.memory_budget, full=args.full,
         )
     if args.json:
         print_json(meta)
         return 0
     c = meta["counts"]
+    if "incremental" in meta:
+        inc = meta["incremental"]
+        print(
+            f"indexed {len(inc['added_runs'])} new run(s) incrementally ({inc['added_triples']:,} "
+            f"triples, {inc['components_touched']:,} components touched, {len(inc['dropped_layers'])} layer(s) dropped): "
+            f"{c['triples']:,} triples in all ({meta['seconds']:.1f}s, generation {meta['generation']})"
+        )
+        return 0
     print(
         f"indexed {c['triples']:,} triples, {c['values']:,} values: {c['components']:,} components, "
         f"{c['sets']:,} sets, {c['set_dependencies']:,} set dependencies "

@@ -9,7 +9,9 @@ unreadable; lineage that crossed runs through a shared imported value simply
 no longer crosses the deleted one. Ids are never reused (the deleted run's
 reservations stay), so nothing that remembers an old id (a stale index, a
 cached catalogue) can mistake a new table for it. The index records the runs
-it covers, so after a deletion queries refuse it until ``provplug index``.
+it covers: when the deleted run was added to it incrementally (a layer of
+its own, :mod:`provplug.index.incremental`) the deletion drops that layer
+and the index stays current; otherwise queries refuse it until ``provplug index``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from typing import Any, TypedDict
 
 from provplug.errors import ProvplugError, StoreError
-from provplug.index import generation
+from provplug.index import generation, incremental
 from provplug.plugin.protocols import Store
 from provplug.store.parquet import Garbage
 from provplug.store.runs import select_run
@@ -43,14 +45,16 @@ class GcReport(TypedDict):
 def delete_run(store: Store, run: str, before_removal: Callable[[], None] | None = None) -> DeletedRun:
     """Delete run ``run`` (an id or a unique prefix) from ``store``."""
     chosen = select_run(store.runs(), run)
+    indexed = chosen["run_id"] in _indexed_runs(store)
     done = store.delete_run(chosen["run_id"], before_removal)
+    followed = indexed and incremental.update_after_delete(store)
     return DeletedRun(
         run_id=done["run_id"],
         kind=str(done.get("kind", "?")),
         committed=done["committed"],
         counts={k: int(v) for k, v in done["counts"].items()},
         bytes=int(done["bytes"]),
-        index_stale=done["run_id"] in _indexed_runs(store),
+        index_stale=indexed and not followed,
     )
 
 

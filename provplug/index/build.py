@@ -1,9 +1,12 @@
 """``build_index``: components, ``G_wf``, splits, connected sets, published layout.
 
-The index is always rebuilt from all committed triples (no incremental
-merge), so indexing after new runs or imports gives exactly what indexing
+A full build reads all committed triples, so it gives exactly what indexing
 from scratch gives: every id is a smallest value id and every split choice
-depends only on the tables and triples, never on run order.
+depends only on the tables and triples, never on run order. When a live
+generation exists and only runs were added (or whole incremental layers'
+runs deleted) since, the build is incremental by default
+(:mod:`provplug.index.incremental`): it answers the same, in work that
+grows with the new runs; ``full=True`` (``provplug index --full``) rebuilds.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ def build_index(
     progress: Progress = SILENT,
     plugins: Plugins | None = None,
     memory_budget: int | None = None,
+    full: bool = False,
 ) -> dict[str, Any]:
     """Build and publish the lineage index of ``store``; return its ``meta.json``.
 
@@ -78,6 +82,9 @@ def build_index(
     local session), or ``"auto"``: local unless its per-value arrays would
     not fit ``memory_budget`` (bytes; default: 3/4 of the memory available
     now), which it finds out while counting the values.
+    ``full``: rebuild from all triples even when the live generation could
+    be extended incrementally (see the module's description; the Spark
+    engine and an explicit ``splits`` always build in full).
     """
     store = open_store(store) if isinstance(store, (str, os.PathLike)) else store
     store.check()
@@ -98,6 +105,10 @@ def build_index(
                 theta, engine)
     try:
         with build_lock(store):
+            if not full:
+                meta = _incremental(store, catalogue, theta, spec, engine, progress)
+                if meta is not None:
+                    return meta
             choice = _EngineChoice(engine, spark, memory_budget or budget.default_budget())
             return _build(store, catalogue, runs, theta, spec, choice, progress, plugins, t0)
     except BaseException:
@@ -144,6 +155,17 @@ def _build(
     logger.info("published index generation %s of %s (%s engine, splits from %s): %d triples, %d sets, %.1f s",
                 name, store.uri, engine.name, source, counts.get("triples", 0), counts["sets"], meta["seconds"])
     return meta
+
+
+def _incremental(
+    store: Store, catalogue: TableCatalogue, theta: int, spec: Any, engine: str, progress: Progress
+) -> dict[str, Any] | None:
+    """The live generation extended with the runs committed since, published;
+    None when the build must be full."""
+    from provplug.index import incremental
+
+    change = incremental.plan(store, current_generation(store), theta, spec, engine)
+    return None if change is None else incremental.update(store, change, catalogue, progress)
 
 
 def _write_mapped(store: Store, gen_dir: str, buckets: dict[str, int], progress: Progress) -> None:

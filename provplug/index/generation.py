@@ -8,9 +8,12 @@ build. The previous generation is kept (a query that resolved ``CURRENT``
 just before the switch may still read it); older ones are deleted.
 One build at a time per store is enforced with an exclusive lock file.
 
-A generation records the runs it indexed (``meta.json`` ``runs``): it is
-stale once the store has a run it lacks or lacks a run it indexed (a
-deleted run), and queries refuse it (:func:`check_covers`). ``provplug gc``
+A generation records the runs it indexed (``meta.json`` ``runs``). Queries
+refuse it once the store lacks a run it indexed (a deleted run,
+:func:`check_covers`); runs committed after it do not stop it answering for
+the runs it covers (the answer says newer runs are not indexed yet, and a
+query about a newer run's table is refused). ``provplug index`` then adds
+the new runs incrementally (:mod:`provplug.index.incremental`). ``provplug gc``
 removes every generation but the live one (:func:`garbage_generations`),
 the previous one only once it has been replaced for ``PREVIOUS_GRACE_S``.
 
@@ -164,23 +167,37 @@ def remove_stale_generations(store: Store, keep: set[str | None]) -> None:
 # -- staleness -----------------------------------------------------------------------
 
 
-def check_covers(store: Store, indexed: set[str], runs: Iterable[dict[str, Any]]) -> None:
+def check_covers(store: Store, indexed: set[str], runs: Iterable[dict[str, Any]]) -> list[str]:
     """:class:`NotIndexedError` unless a generation that indexed the runs
-    ``indexed`` answers for the committed ``runs``: every run with triples
-    indexed, and every indexed run still in the store (a deleted run's
-    triples are in the index until it is rebuilt)."""
+    ``indexed`` answers for the committed ``runs``: every indexed run still
+    in the store (a deleted run's triples are in the index until it is
+    updated). Runs committed since are allowed: the generation answers for
+    the runs it covers (a query about a table of a newer run is refused
+    where its values are looked up, :func:`pending_runs`). Returns the
+    committed runs with triples the generation lacks, in commit order."""
     manifests = list(runs)
     present = {m["run_id"] for m in manifests}
-    added = {m["run_id"] for m in manifests if "triples" in m.get("datasets", ())} - indexed
+    added = pending_runs(indexed, manifests)
     deleted = indexed - present
-    if not added and not deleted:
-        return
-    changes = ([f"the index predates {len(added)} run(s)"] if added else []) + (
-        [f"{len(deleted)} indexed run(s) were deleted"] if deleted else []
-    )
+    if not deleted:
+        return added
+    changes = ([f"the index predates {len(added)} run(s)"] if added else []) + [
+        f"{len(deleted)} indexed run(s) were deleted"
+    ]
     raise NotIndexedError(
         f"the store changed since it was indexed ({', '.join(changes)}): run `provplug index {store.uri}`"
     )
+
+
+def pending_runs(indexed: set[str], manifests: Iterable[dict[str, Any]]) -> list[str]:
+    """The committed runs with triples that a generation indexing ``indexed`` lacks."""
+    return [m["run_id"] for m in manifests if m["run_id"] not in indexed and "triples" in m.get("datasets", ())]
+
+
+def not_indexed_note(pending: list[str]) -> str:
+    """The one line an answer from a generation that lacks ``pending`` carries."""
+    return (f"{len(pending)} newer run(s) are not indexed yet (the answer covers the runs indexed); "
+            "run `provplug index STORE` to include them")
 
 
 # -- garbage ----------------------------------------------------------------------------

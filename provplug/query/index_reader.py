@@ -40,9 +40,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
+from provplug import ids
 from provplug.errors import NotIndexedError
 from provplug.index import integrity, layout
-from provplug.index.generation import Hold, check_generation, current_generation, generation_meta, hold
+from provplug.index.generation import (
+    Hold,
+    check_generation,
+    current_generation,
+    generation_meta,
+    hold,
+    not_indexed_note,
+    pending_runs,
+)
+from provplug.index.incremental import ALIASES, LAYERS, resolve
 from provplug.index.mapped import (
     FENCES,
     MAPPED_BUCKETED,
@@ -62,6 +72,7 @@ from provplug.plugin.protocols import Store
 from provplug.plugin.query_results import Direction, Edges
 from provplug.query.driver import available_memory, megabytes_from_env
 from provplug.store import files as storefiles
+from provplug.store.triples import TripleFilter, triple_table
 
 _T = TypeVar("_T")
 
@@ -280,16 +291,21 @@ class IndexReader:
     bucket. Mapped files are used when the generation has them (see the
     module's description) and the store is on the local filesystem."""
 
-    def __init__(self, store: Store, generation: str, meta: dict[str, Any] | None = None) -> None:
+    def __init__(self, store: Store, generation: str, meta: dict[str, Any] | None = None, layer: str = "") -> None:
+        """``layer``: read that layer of an incremental generation (its
+        directory relative to the generation's; "" the base)."""
         self.store = store
         self.fs = store.fs
         self.generation = generation
-        self.root = store.path(layout.INDEX_DIR, generation)
+        self.root = store.path(layout.INDEX_DIR, generation) + (f"/{layer}" if layer else "")
         self.meta: dict[str, Any] = generation_meta(store, generation) if meta is None else meta
+        self.pending: list[str] = []  # committed runs with triples the generation lacks (see current)
+        self._pending_tables: np.ndarray | None = None
+        self._pending_ends: tuple[np.ndarray, np.ndarray] | None = None
         self.triple_buckets = self._buckets("triples", layout.TRIPLE_BUCKETS)
         self.setdep_buckets = self._buckets("setdeps", layout.SETDEP_BUCKETS)
         self.value_buckets = self._buckets("value_sets", layout.VALUE_BUCKETS)
-        self._key = (generation,)
+        self._key: tuple[str, ...] = (generation, layer) if layer else (generation,)
         self._cache = caches_of(store).files
         self._recorded = _recorded_folders(self.meta)
         manifest = self._mapped_manifest()
@@ -316,8 +332,12 @@ class IndexReader:
             if generation not in checked:
                 check_generation(store, generation, meta)
                 checked.add(generation)
-            reader = cls(store, generation, meta)
+            reader = LayeredIndexReader(store, generation, meta) if meta.get(LAYERS) or ALIASES in meta.get(
+                integrity.FILES, {}) else cls(store, generation, meta)
             reader.hold = held
+            indexed = reader.indexed_runs()
+            if indexed is not None:
+                reader.pending = pending_runs(indexed, store.runs())
             return reader
         raise NotIndexedError(f"{store.uri}: the index was replaced {_RESOLVE_ATTEMPTS} times while opening it; retry")
 
@@ -374,7 +394,8 @@ class IndexReader:
         if not isinstance(self.fs, pafs.LocalFileSystem) or os.environ.get(MAPPED_ENV, "").strip() == "0":
             return None
         manifests = caches_of(self.store).manifests
-        if self.generation not in manifests:
+        key = "/".join(self._key)  # a layer's manifest is its own
+        if key not in manifests:
             path = f"{self.root}/{MAPPED_MANIFEST}"
             found: tuple[dict[str, int], dict[str, list[int]]] | None = None
             if self.fs.get_file_info(path).type == pafs.FileType.File:
@@ -384,8 +405,8 @@ class IndexReader:
                     fences = manifest.get(FENCES, {})  # none in generations written before fences
                     found = ({str(k): int(v) for k, v in manifest.get("files", {}).items()},
                              {str(k): [int(i) for i in v] for k, v in fences.items()} if isinstance(fences, dict) else {})
-            manifests[self.generation] = found
-        return manifests[self.generation]
+            manifests[key] = found
+        return manifests[key]
 
     def _mapped_bucket(self, dataset: str, bucket: int, key: str, columns: list[str]) -> SortedRows | None:
         """The mapped file of ``dataset``'s bucket, if there is one holding ``key`` and ``columns``."""
@@ -468,10 +489,61 @@ class IndexReader:
 
         return self._cache.get((*self._key, dataset, bucket, key), load)
 
+    # -- runs committed since the build ----------------------------------------
+    def freshness(self) -> dict[str, Any]:
+        """What an answer says about runs the generation lacks: ``{"index":
+        {"generation", "not_indexed_runs", "note"}}``, or {} when it has them all."""
+        if not self.pending:
+            return {}
+        return {"index": {"generation": self.generation, "not_indexed_runs": list(self.pending),
+                          "note": not_indexed_note(self.pending)}}
+
+    def refuse_pending(self, values: np.ndarray, csid: np.ndarray) -> None:
+        """:class:`NotIndexedError` if a queried value's lineage is in a run
+        the generation lacks: a captured value of a table such a run wrote,
+        or an imported id (its table is not in the id) that such a run's
+        triples derive, or that they hold and the index does not know
+        (``csid`` -1). A value such a run only read answers from the index."""
+        if not self.pending or len(values) == 0:
+            return
+        table = values >> ids.TABLE_SHIFT
+        newer = np.isin(table, self._newer_tables())
+        imported = table == 0
+        if imported.any():
+            src, dst = self._newer_imported_ends()
+            newer |= imported & (np.isin(values, dst) | (np.isin(values, src) & (csid < 0)))
+        if newer.any():
+            raise NotIndexedError(
+                f"the index predates {len(self.pending)} run(s) and value {int(values[newer][0])} "
+                f"belongs to one of them: run `provplug index {self.store.uri}`"
+            )
+
+    def _newer_tables(self) -> np.ndarray:
+        if self._pending_tables is None:
+            tables = self.store.tables()
+            mine = pc.is_in(tables.column("run_id"), pa.array(self.pending, pa.string()))
+            self._pending_tables = np.unique(tables.filter(mine).column("table_id").to_numpy().astype(np.int64))
+        return self._pending_tables
+
+    def _newer_imported_ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """The imported ids on the not-indexed runs' triples: ``(sources, derived)``
+        (read once per reader; as many as those runs hold)."""
+        if self._pending_ends is None:
+            t = triple_table(self.store, ["src", "dst"], TripleFilter.of(runs=self.pending))
+            src, dst = (np.unique(t.column(c).to_numpy().astype(np.int64)) for c in ("src", "dst"))
+            self._pending_ends = (src[src >> ids.TABLE_SHIFT == 0], dst[dst >> ids.TABLE_SHIFT == 0])
+        return self._pending_ends
+
     # -- value -> set ----------------------------------------------------------
     def sets_of(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(ccid, csid)`` of each value; -1 for values on no triple."""
+        """``(ccid, csid)`` of each value; -1 for values on no triple.
+        :class:`NotIndexedError` for a value of a run the index lacks."""
         values = np.asarray(values, dtype=np.int64)
+        ccid, csid = self._sets_of(values)
+        self.refuse_pending(values, csid)
+        return ccid, csid
+
+    def _sets_of(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         unique = np.unique(values)
         ccid = np.full(len(unique), -1, dtype=np.int64)
         csid = np.full(len(unique), -1, dtype=np.int64)
@@ -543,12 +615,16 @@ class IndexReader:
         seen = np.unique(np.asarray(start, dtype=np.int64))
         frontier = seen
         while len(frontier):
-            found = [part.cols[other][gather_ranges(starts, ends)]
-                     for part, _, starts, ends in self._lookup(dataset, key, [other], frontier, self.setdep_buckets)]
-            step = np.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
+            step = self._set_step(frontier, dataset, key, other)
             frontier = np.setdiff1d(step, seen, assume_unique=True)
             seen = np.union1d(seen, frontier)
         return seen
+
+    def _set_step(self, frontier: np.ndarray, dataset: str, key: str, other: str) -> np.ndarray:
+        """The sets one set dependency away from ``frontier`` (distinct)."""
+        found = [part.cols[other][gather_ranges(starts, ends)]
+                 for part, _, starts, ends in self._lookup(dataset, key, [other], frontier, self.setdep_buckets)]
+        return np.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
 
     # -- triples ---------------------------------------------------------------
     def triples_of_sets(self, csids: np.ndarray) -> Edges:
@@ -608,3 +684,71 @@ def _recorded_folders(meta: dict[str, Any]) -> dict[str, list[str]] | None:
         if integrity.is_data_file(path) and "/" in path:
             folders.setdefault(path.rsplit("/", 1)[0], []).append(path)
     return folders
+
+
+class LayeredIndexReader(IndexReader):
+    """An incremental generation (:mod:`provplug.index.incremental`): the base
+    layer (this reader's own files) and the layers above it, each read as an
+    :class:`IndexReader` of its directory; every lookup asks each layer and
+    joins what they hold. Component ids resolve through ``aliases.parquet``
+    (components merged since the rows were written)."""
+
+    def __init__(self, store: Store, generation: str, meta: dict[str, Any] | None = None) -> None:
+        super().__init__(store, generation, meta)
+        self.layers: list[IndexReader] = [self, *(
+            IndexReader(store, generation, _layer_meta(self.meta, str(e["path"])), str(e["path"]))
+            for e in self.meta.get(LAYERS, [])
+        )]
+        self._aliases = self._read_aliases()
+
+    def _read_aliases(self) -> dict[int, int]:
+        if ALIASES not in self.meta.get(integrity.FILES, {}):
+            return {}
+
+        def load() -> tuple[dict[int, int], int]:
+            with self._damage():
+                table = storefiles.read_parquet(self.fs, f"{self.root}/{ALIASES}")
+            pairs = dict(zip(table.column("ccid").to_pylist(), table.column("merged").to_pylist(), strict=True))
+            return pairs, 64 * len(pairs)
+
+        return self._cache.get((*self._key, ALIASES), load)
+
+    def _sets_of(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ccid, csid = IndexReader._sets_of(self, values)
+        for layer in self.layers[1:]:
+            c, s = IndexReader._sets_of(layer, values)
+            hit = s >= 0
+            ccid[hit], csid[hit] = c[hit], s[hit]
+        known = ccid >= 0
+        ccid[known] = resolve(ccid[known], self._aliases)
+        return ccid, csid
+
+    def component_sets(self, ccids: np.ndarray) -> np.ndarray:
+        wanted = np.unique(np.asarray(ccids, dtype=np.int64))
+        merged = [c for c, m in self._aliases.items() if m in set(wanted.tolist())]
+        physical = np.union1d(wanted, np.array(merged, dtype=np.int64))
+        found = [IndexReader.component_sets(layer, physical) for layer in self.layers]
+        return np.unique(np.concatenate(found))
+
+    def triples_in_sets(self, csids: np.ndarray) -> int:
+        return sum(IndexReader.triples_in_sets(layer, csids) for layer in self.layers)
+
+    def _set_step(self, frontier: np.ndarray, dataset: str, key: str, other: str) -> np.ndarray:
+        found = [IndexReader._set_step(layer, frontier, dataset, key, other) for layer in self.layers]
+        return np.unique(np.concatenate(found))
+
+    def triples_of_sets(self, csids: np.ndarray) -> Edges:
+        return Edges.concat([IndexReader.triples_of_sets(layer, csids) for layer in self.layers])
+
+    def triple_bucket_files(self, csids: Iterable[int]) -> list[str]:
+        csids = list(csids)
+        return [f for layer in self.layers for f in IndexReader.triple_bucket_files(layer, csids)]
+
+
+def _layer_meta(meta: dict[str, Any], layer: str) -> dict[str, Any]:
+    """A layer's view of the generation's meta: its files, relative to its directory."""
+    prefix = f"{layer}/"
+    files = meta.get(integrity.FILES, {})
+    entry = next(e for e in meta.get(LAYERS, []) if e["path"] == layer)
+    return {**meta, "buckets": entry.get("buckets", meta.get("buckets")),
+            integrity.FILES: {p[len(prefix):]: size for p, size in files.items() if p.startswith(prefix)}}

@@ -1,0 +1,519 @@
+"""Incremental index: a new generation from the live one plus the runs committed
+(or deleted) since, in work that grows with those runs, not with the store.
+
+Design: a generation is a stack of **layers**. The first is the full build's
+own layout at the generation's root (:mod:`provplug.index.layout`); each
+incremental build adds one layer, ``layers/L-GEN/``, with the same layout
+(buckets, ``sets.parquet``, ``components.parquet``, mapped files) holding
+only the new runs' triples and values. A value is in the ``value_sets`` of
+exactly one layer; a triple in exactly one layer. Readers
+(:class:`provplug.query.index_reader.LayeredIndexReader`) look a key up in
+every layer and concatenate what they find.
+
+* **Files are reused, not rewritten.** The new generation's directory gets a
+  hard link to every file of the live generation it keeps (the base layer
+  and earlier layers); only the new layer, ``aliases.parquet`` and
+  ``meta.json`` are written. A hard link keeps the file when ``gc`` removes
+  the old generation, costs no space, and keeps the generation one
+  self-contained directory (the integrity record and ``gc`` work unchanged).
+  References to another generation's directory would tie its lifetime to
+  ours; copying would cost what a full build writes. Off local disk (no
+  hard links) the build is full.
+* **Components: union-find over the existing component ids and the new
+  values.** Each new triple's ends are mapped to the (logical) component of
+  an indexed value or to the new value itself, and the weakly connected
+  components of those edges merge them; a merged component's id is the
+  smallest id in it, so component ids equal a full rebuild's. Old rows keep
+  their old ``ccid``; ``aliases.parquet`` (``ccid -> merged ccid``, every
+  merge so far, flattened) maps them, and the reader resolves through it.
+* **Sets are never re-partitioned.** Every existing set keeps its id and its
+  rows (so untouched sets are stable, and so are touched ones). New values
+  get sets of their own: the weakly connected components of the new triples
+  between new values; one of at least ``theta`` values is partitioned by the
+  live generation's depth-0 split of each value's table (by table name; a
+  table no split names is a split of its own), as Algorithm 3 would. A new
+  triple between sets is a set dependency of the new layer. Any partition of
+  the values into sets gives CSProv the same answer (set-lineage follows
+  every cross-set triple), so the answers equal a full rebuild's; only the
+  sets differ (the rebuild would merge a small component that grew into one
+  set), which costs queries a few more set hops, never a wrong answer.
+* **Deleting a run** whose triples are exactly one or more whole layers drops
+  those layers (their values and triples go; component merges they caused
+  stay, which only makes components coarser: answers are unchanged). A
+  deleted run in the base layer needs a full build (the index stays stale
+  until then, as before).
+* **Compaction**: a full build (``provplug index --full``, the Spark engine,
+  a different ``theta`` or ``--splits``, or once the layers hold more than
+  :data:`MAX_LAYER_SHARE` of the triples or :data:`MAX_LAYERS` layers)
+  rebuilds one base layer from all triples.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from provplug.index import integrity, layout
+from provplug.index.generation import generation_meta, new_generation_name, publish, remove_stale_generations
+from provplug.index.localwcc import wcc_labels
+from provplug.index.spill import write_parquet
+from provplug.index.workflow import TableCatalogue
+from provplug.model import utc_now
+from provplug.plugin.protocols import Store
+from provplug.progress import Progress
+from provplug.store import files as storefiles
+from provplug.store.triples import TripleFilter, triple_table
+
+LAYERS = "layers"  # meta.json key: [{path, runs, triples, values}] above the base layer
+ALIASES = "aliases.parquet"  # at the generation's root: ccid -> merged ccid
+ALIAS_SCHEMA = pa.schema([pa.field("ccid", pa.int64(), nullable=False), pa.field("merged", pa.int64(), nullable=False)])
+# Past these a build is full (it compacts the layers into one base).
+MAX_LAYERS = 32
+MAX_LAYER_SHARE = 0.25
+TRIPLE_COLUMNS = ("src", "dst", "op", "src_table", "dst_table")
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """What the store gained and lost since generation ``live`` was built."""
+
+    live: str
+    meta: dict[str, Any]
+    runs: list[str]  # the store's runs now, in order
+    added: list[str]  # runs with triples the live generation lacks
+    dropped_layers: list[str]  # layer paths of deleted runs
+
+    @property
+    def layers(self) -> list[dict[str, Any]]:
+        return list(self.meta.get(LAYERS, []))
+
+
+def layer_paths(meta: dict[str, Any]) -> list[str]:
+    """The generation's layers above its base (relative paths)."""
+    return [str(entry["path"]) for entry in meta.get(LAYERS, [])]
+
+
+def plan(store: Store, live: str | None, theta: int, splits: Any, engine: str) -> Change | None:
+    """The change to index incrementally, or None when the build must be full."""
+    if live is None or splits is not None or engine == "spark" or not store.local:
+        return None
+    meta = generation_meta(store, live)
+    indexed = meta.get("runs")
+    if meta.get("theta") != theta or not isinstance(indexed, list) or integrity.FILES not in meta:
+        return None
+    manifests = store.runs()
+    present = [m["run_id"] for m in manifests]
+    added = [m["run_id"] for m in manifests if m["run_id"] not in indexed and "triples" in m.get("datasets", ())]
+    deleted = set(indexed) - set(present)
+    layers = list(meta.get(LAYERS, []))
+    dropped = [entry for entry in layers if set(entry["runs"]) & deleted]
+    if any(not set(entry["runs"]) <= deleted for entry in dropped):
+        return None  # a layer also holds a run that stays
+    if deleted - {r for entry in dropped for r in entry["runs"]}:
+        return None  # a deleted run is in the base layer
+    if not added and not deleted:
+        return None  # nothing new: a full build (it compacts the layers)
+    if len(layers) - len(dropped) + 1 > MAX_LAYERS:
+        return None
+    return Change(live, meta, present, added, [str(entry["path"]) for entry in dropped])
+
+
+def update(store: Store, change: Change, catalogue: TableCatalogue, progress: Progress) -> dict[str, Any] | None:
+    """Index ``change`` into a new generation and publish it; its meta, or None
+    when the new triples are too many for a layer (the caller builds in full)."""
+    t0 = time.monotonic()
+    triples = _new_triples(store, change.added)
+    base_triples = int(change.meta.get("counts", {}).get("triples", 0))
+    layered = sum(int(e.get("triples", 0)) for e in change.layers if e["path"] not in change.dropped_layers)
+    if triples.num_rows + layered > MAX_LAYER_SHARE * max(base_triples, 1):
+        progress.done(f"{triples.num_rows:,} new triples: more than the layers may hold, building in full")
+        return None
+    progress.done("read new triples", triples.num_rows, "triples")
+    live_dir = store.path(layout.INDEX_DIR, change.live)
+    name = new_generation_name()
+    gen_dir = store.path(layout.INDEX_DIR, name)
+    remove_stale_generations(store, keep={change.live, _pointer(store, "PREVIOUS")})
+    try:
+        kept = _link_kept(store, live_dir, gen_dir, change)
+        aliases = _read_aliases(store, live_dir, change.meta)
+        entry: dict[str, Any] | None = None
+        touched = 0
+        if triples.num_rows:
+            layer = f"{LAYERS}/L-{name}"
+            old = _lookup(store, live_dir, change.meta, kept, np.unique(_ends(triples)), aliases)
+            built = _build_layer(triples, old, aliases, change.meta, catalogue, int(change.meta["theta"]))
+            aliases, touched = built.aliases, built.touched
+            counts = _write_layer(store, f"{gen_dir}/{layer}", built)
+            entry = {"path": layer, "runs": list(change.added), **counts}
+        _write_aliases(store, gen_dir, aliases)
+        meta = _meta(change, name, entry, touched, time.monotonic() - t0)
+        meta[integrity.FILES] = integrity.listing(store.fs, gen_dir)
+        store.write_text(f"{gen_dir}/{layout.META}", json.dumps(meta, indent=1))
+        publish(store, name)
+    except BaseException:
+        store.fs.delete_dir(gen_dir)
+        raise
+    progress.done(f"index {name} published (incremental: {len(change.added)} run(s) added, "
+                  f"{len(change.dropped_layers)} layer(s) dropped)")
+    return meta
+
+
+def _pointer(store: Store, name: str) -> str | None:
+    path = store.path(layout.INDEX_DIR, name)
+    if store.fs.get_file_info(path).type != pafs.FileType.File:
+        return None
+    return storefiles.read_text(store.fs, path).strip() or None
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def _new_triples(store: Store, runs: Sequence[str]) -> pa.Table:
+    if not runs:
+        return pa.table({c: pa.array([], pa.int64()) for c in TRIPLE_COLUMNS})
+    return triple_table(store, TRIPLE_COLUMNS, TripleFilter.of(runs=runs))
+
+
+def _ints(table: pa.Table, column: str) -> np.ndarray:
+    return np.asarray(table.column(column).to_numpy(), dtype=np.int64)
+
+
+def _ends(triples: pa.Table) -> np.ndarray:
+    return np.concatenate([_ints(triples, "src"), _ints(triples, "dst")])
+
+
+def _link_kept(store: Store, live_dir: str, gen_dir: str, change: Change) -> list[str]:
+    """Hard-link every file of the live generation but the dropped layers'
+    and the aliases (rewritten); return the layers kept (base first: "")."""
+    dropped = tuple(f"{p}/" for p in change.dropped_layers)
+    made: set[str] = set()
+    for relative in change.meta[integrity.FILES]:
+        if relative.startswith(dropped) or relative == ALIASES:
+            continue
+        target = f"{gen_dir}/{relative}"
+        folder = os.path.dirname(target)
+        if folder not in made:
+            os.makedirs(folder, exist_ok=True)
+            made.add(folder)
+        os.link(f"{live_dir}/{relative}", target)
+    return ["", *(p for p in layer_paths(change.meta) if p not in change.dropped_layers)]
+
+
+def _read_aliases(store: Store, gen_dir: str, meta: dict[str, Any]) -> dict[int, int]:
+    if ALIASES not in meta.get(integrity.FILES, {}):
+        return {}
+    table = storefiles.read_parquet(store.fs, f"{gen_dir}/{ALIASES}")
+    return dict(zip(_ints(table, "ccid").tolist(), _ints(table, "merged").tolist(), strict=True))
+
+
+def resolve(ccids: np.ndarray, aliases: dict[int, int]) -> np.ndarray:
+    """Each component id as merged so far (the map is kept flat)."""
+    if not aliases:
+        return ccids
+    keys = np.fromiter(aliases.keys(), np.int64, len(aliases))
+    merged = np.fromiter(aliases.values(), np.int64, len(aliases))
+    order = np.argsort(keys)
+    keys, merged = keys[order], merged[order]
+    pos = np.minimum(np.searchsorted(keys, ccids), len(keys) - 1)
+    hit = keys[pos] == ccids
+    return np.where(hit, merged[pos], ccids)
+
+
+def _lookup(store: Store, live_dir: str, meta: dict[str, Any], layers: Iterable[str], values: np.ndarray,
+            aliases: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """``(ccid, csid)`` of each of the sorted ``values`` in the kept layers (-1: new)."""
+    ccid = np.full(len(values), -1, np.int64)
+    csid = np.full(len(values), -1, np.int64)
+    for layer in layers:
+        root = f"{live_dir}/{layer}".rstrip("/")
+        prefix = f"{layer}/" if layer else ""
+        files = {p[len(prefix):]: s for p, s in meta[integrity.FILES].items() if p.startswith(prefix)}
+        found_c, found_s = _layer_lookup(store, root, files, values, _value_buckets(meta, layer))
+        hit = found_s >= 0
+        ccid[hit], csid[hit] = found_c[hit], found_s[hit]
+    return resolve(ccid, aliases), csid
+
+
+def _value_buckets(meta: dict[str, Any], layer: str) -> int:
+    entry = next((e for e in meta.get(LAYERS, []) if e["path"] == layer), meta)
+    return int(entry.get("buckets", meta["buckets"])["value_sets"])
+
+
+def _layer_lookup(store: Store, root: str, files: dict[str, int], values: np.ndarray, buckets: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """One layer's ``value_sets`` rows of ``values``: from its mapped files
+    (binary search over the mapping) or, without them, a filtered scan."""
+    from provplug.index.mapped import bucket_file, map_sorted
+
+    ccid = np.full(len(values), -1, np.int64)
+    csid = np.full(len(values), -1, np.int64)
+    of = values % buckets
+    for b in np.unique(of).tolist():
+        at = np.flatnonzero(of == b)
+        mapped = bucket_file("value_sets", b)
+        if mapped in files:
+            rows = map_sorted(store.fs, f"{root}/{mapped}", "value_id", files[mapped])
+            lo, hi = rows.spans(values[at])
+            hit = hi > lo
+            ccid[at[hit]] = rows.cols["ccid"][lo[hit]]
+            csid[at[hit]] = rows.cols["csid"][lo[hit]]
+            continue
+        parts = [f"{root}/{p}" for p in files if p.startswith(f"value_sets/bucket={b}/") and integrity.is_data_file(p)]
+        if not parts:
+            continue
+        table = storefiles.scan(store.fs, parts, parts[0], columns=["value_id", "ccid", "csid"],
+                                filter=pc.field("value_id").isin(pa.array(values[at].tolist(), pa.int64())))
+        pos = np.searchsorted(values, _ints(table, "value_id"))
+        ccid[pos], csid[pos] = _ints(table, "ccid"), _ints(table, "csid")
+    return ccid, csid
+
+
+# -- the new layer ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Layer:
+    triples: pa.Table  # TRIPLE_COLUMNS
+    ccid: np.ndarray  # per triple: the merged component
+    src_csid: np.ndarray
+    dst_csid: np.ndarray
+    values: np.ndarray  # new values, sorted
+    value_ccid: np.ndarray
+    value_csid: np.ndarray
+    set_split: dict[int, str | None]  # new set -> split that made it (None: a set of the whole group)
+    aliases: dict[int, int]
+    touched: int  # components the layer joined or grew
+    new_components: int  # components after the layer less those before (new ones less merged ones)
+
+
+def _build_layer(triples: pa.Table, old: tuple[np.ndarray, np.ndarray], aliases: dict[int, int],
+                 meta: dict[str, Any], catalogue: TableCatalogue, theta: int) -> Layer:
+    src, dst = _ints(triples, "src"), _ints(triples, "dst")
+    ends = np.unique(np.concatenate([src, dst]))
+    old_ccid, old_csid = old
+    new = old_csid < 0
+    # Components: nodes are the indexed components touched and the new values.
+    nodes = np.unique(np.concatenate([old_ccid[~new], ends[new]]))
+    node_of_end = np.searchsorted(nodes, np.where(new, ends, old_ccid))
+    si, di = node_of_end[np.searchsorted(ends, src)], node_of_end[np.searchsorted(ends, dst)]
+    root = nodes[wcc_labels(len(nodes), si, di)]
+    merged = {int(a): int(b) for a, b in zip(nodes.tolist(), root.tolist(), strict=True) if a != b}
+    aliases = _merge_aliases(aliases, merged, nodes[np.isin(nodes, old_ccid[~new])])
+    end_ccid = root[node_of_end]
+    # Sets of the new values.
+    values = ends[new]
+    value_csid, set_split = _new_sets(values, src, dst, triples, meta, catalogue, theta)
+    end_csid = old_csid.copy()
+    end_csid[new] = value_csid
+    at_src, at_dst = np.searchsorted(ends, src), np.searchsorted(ends, dst)
+    return Layer(
+        triples=triples, ccid=end_ccid[at_dst], src_csid=end_csid[at_src], dst_csid=end_csid[at_dst],
+        values=values, value_ccid=end_ccid[new], value_csid=value_csid, set_split=set_split,
+        aliases=aliases, touched=len(np.unique(root)),
+        new_components=len(np.unique(root)) - int(np.count_nonzero(np.isin(nodes, old_ccid[~new]))),
+    )
+
+
+def _merge_aliases(aliases: dict[int, int], merged: dict[int, int], touched_old: np.ndarray) -> dict[int, int]:
+    """The flat map after ``merged``: earlier entries whose target merged now
+    follow it; indexed components merged now get an entry."""
+    out = {a: merged.get(b, b) for a, b in aliases.items()}
+    old = set(touched_old.tolist())
+    out.update({a: b for a, b in merged.items() if a in old})
+    return {a: b for a, b in out.items() if a != b}
+
+
+def _new_sets(values: np.ndarray, src: np.ndarray, dst: np.ndarray, triples: pa.Table, meta: dict[str, Any],
+              catalogue: TableCatalogue, theta: int) -> tuple[np.ndarray, dict[int, str | None]]:
+    """``csid`` of each new value: the weakly connected components of the new
+    triples between new values; one of at least ``theta`` values is split
+    by the depth-0 split of its values' tables (Algorithm 3's first round)."""
+    if len(values) == 0:
+        return np.zeros(0, np.int64), {}
+    both = np.isin(src, values) & np.isin(dst, values)
+    si, di = np.searchsorted(values, src[both]), np.searchsorted(values, dst[both])
+    group = wcc_labels(len(values), si, di)
+    sizes = np.bincount(group, minlength=len(values))
+    large = sizes[group] >= theta
+    split_of: dict[int, str | None] = {}
+    if large.any():
+        key, names = _split_keys(values, src, dst, triples, meta, catalogue)
+        keep = large[si] & large[di] & (key[si] == key[di])
+        parts = wcc_labels(len(values), si[keep], di[keep])
+        group = np.where(large, parts, group)
+        split_of = {int(values[g]): names[int(key[g])] for g in np.unique(group[large]).tolist()}
+    csid = values[group]
+    split_of.update({int(c): None for c in np.unique(csid[~large]).tolist()})
+    return csid, split_of
+
+
+def _split_keys(values: np.ndarray, src: np.ndarray, dst: np.ndarray, triples: pa.Table, meta: dict[str, Any],
+                catalogue: TableCatalogue) -> tuple[np.ndarray, list[str | None]]:
+    """Per new value, the index of its table's depth-0 split (by name, in the
+    live generation's split tree; a table it names not gets its own key)."""
+    tree = meta.get("split_tree", [])
+    names: list[str | None] = [str(s["name"]) for s in tree]
+    split_of_table = {t: i for i, s in enumerate(tree) for t in s["tables"]}
+    table_key = np.array([split_of_table.get(n, len(names) + c) for c, n in enumerate(catalogue.names)] or [0])
+    names += [None] * len(catalogue.names)
+    codes = np.full(len(values), np.iinfo(np.int64).max, np.int64)
+    for ends, column in ((src, "src_table"), (dst, "dst_table")):
+        mine = np.isin(ends, values)
+        table_codes = catalogue.codes(_ints(triples, column)[mine], "")
+        np.minimum.at(codes, np.searchsorted(values, ends[mine]), table_codes)
+    return table_key[codes], names
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+# A layer's buckets hold about this many rows each (up to the base layout's
+# counts): a small layer is a few files, not the 160 of a full build.
+LAYER_BUCKET_ROWS = 1 << 18
+
+
+def layer_buckets(triples: int) -> dict[str, int]:
+    """Bucket counts of a layer of ``triples`` triples (meta.json ``layers[i].buckets``)."""
+    def count(full: int) -> int:
+        return int(min(full, max(1, -(-triples // LAYER_BUCKET_ROWS))))
+
+    return {"triples": count(layout.TRIPLE_BUCKETS), "setdeps": count(layout.SETDEP_BUCKETS),
+            "rsetdeps": count(layout.SETDEP_BUCKETS), "value_sets": count(layout.VALUE_BUCKETS)}
+
+
+
+def _write_layer(store: Store, layer_dir: str, built: Layer) -> dict[str, int]:
+    from provplug.index.mapped import write_mapped
+
+    fs = store.fs
+    t = built.triples
+    indexed = pa.table(
+        [*(t.column(c).cast(layout.INDEXED_TRIPLES.field(c).type) for c in TRIPLE_COLUMNS),
+         pa.array(built.ccid), pa.array(built.src_csid), pa.array(built.dst_csid)],
+        schema=layout.INDEXED_TRIPLES,
+    )
+    buckets = layer_buckets(indexed.num_rows)
+    _write_buckets(fs, layer_dir, "triples", indexed, built.dst_csid, buckets["triples"])
+    cross = built.src_csid != built.dst_csid
+    pairs = np.unique(np.stack([built.src_csid[cross], built.dst_csid[cross]], axis=1), axis=0).reshape(-1, 2)
+    deps = pa.table([pa.array(pairs[:, 0]), pa.array(pairs[:, 1])], schema=layout.SETDEPS)
+    _write_buckets(fs, layer_dir, "setdeps", deps, pairs[:, 1], buckets["setdeps"])
+    _write_buckets(fs, layer_dir, "rsetdeps", deps, pairs[:, 0], buckets["rsetdeps"])
+    values = pa.table([pa.array(built.values), pa.array(built.value_ccid), pa.array(built.value_csid)],
+                      schema=layout.VALUE_SETS)
+    _write_buckets(fs, layer_dir, "value_sets", values, built.values, buckets["value_sets"])
+    sets = _set_rows(built)
+    _write_one(fs, f"{layer_dir}/sets.parquet", sets)
+    _write_one(fs, f"{layer_dir}/components.parquet", _component_rows(built))
+    write_mapped(fs, layer_dir, buckets)
+    return {"buckets": buckets, "triples": indexed.num_rows, "values": len(built.values), "sets": len(np.unique(built.value_csid)),
+            "set_dependencies": len(pairs), "components": built.new_components}
+
+
+def _write_buckets(fs: Any, layer_dir: str, dataset: str, table: pa.Table, key: np.ndarray, buckets: int) -> None:
+    """One Parquet file per bucket (empty ones too, as the layout guarantees), rows in key order."""
+    of = key % buckets
+    order = np.lexsort((key, of))
+    table, of = table.take(pa.array(order)), of[order]
+    bounds = np.searchsorted(of, np.arange(buckets + 1))
+    for b in range(buckets):
+        folder = f"{layer_dir}/{dataset}/bucket={b}"
+        fs.create_dir(folder, recursive=True)
+        part = table.slice(int(bounds[b]), int(bounds[b + 1] - bounds[b]))
+        write_parquet(fs, f"{folder}/part-0.parquet", table.schema, part.to_batches())
+
+
+def _write_one(fs: Any, path: str, table: pa.Table) -> None:
+    write_parquet(fs, path, table.schema, table.to_batches())
+
+
+def _set_rows(built: Layer) -> pa.Table:
+    """The layer's rows of ``sets.parquet``: its new sets, and indexed sets
+    that gained triples here (their nodes 0: the count is of this layer)."""
+    csids = np.unique(np.concatenate([built.value_csid, built.dst_csid]))
+    nodes = np.bincount(np.searchsorted(csids, built.value_csid), minlength=len(csids))
+    triples = np.bincount(np.searchsorted(csids, built.dst_csid), minlength=len(csids))
+    ccid = np.empty(len(csids), np.int64)
+    ccid[np.searchsorted(csids, built.dst_csid)] = built.ccid
+    ccid[np.searchsorted(csids, built.value_csid)] = built.value_ccid
+    split = [built.set_split.get(int(c)) for c in csids.tolist()]
+    return pa.table([pa.array(csids), pa.array(ccid), pa.array(split, pa.string()), pa.array(nodes.astype(np.int64)),
+                     pa.array(triples.astype(np.int64))], schema=layout.SETS)
+
+
+def _component_rows(built: Layer) -> pa.Table:
+    """The components the layer touched: values and triples it added to each."""
+    ccids = np.unique(np.concatenate([built.value_ccid, built.ccid]))
+    nodes = np.bincount(np.searchsorted(ccids, built.value_ccid), minlength=len(ccids))
+    triples = np.bincount(np.searchsorted(ccids, built.ccid), minlength=len(ccids))
+    return pa.table([pa.array(ccids), pa.array(nodes.astype(np.int64)), pa.array(triples.astype(np.int64))],
+                    schema=layout.COMPONENTS)
+
+
+def _write_aliases(store: Store, gen_dir: str, aliases: dict[int, int]) -> None:
+    if not aliases:
+        return
+    keys = np.array(sorted(aliases), np.int64)
+    table = pa.table([pa.array(keys), pa.array([aliases[int(k)] for k in keys], pa.int64())], schema=ALIAS_SCHEMA)
+    pq.write_table(table, f"{gen_dir}/{ALIASES}", filesystem=store.fs)
+
+
+def _meta(change: Change, name: str, entry: dict[str, Any] | None, touched: int, seconds: float) -> dict[str, Any]:
+    meta = {k: v for k, v in change.meta.items() if k != integrity.FILES}
+    layers = [e for e in change.layers if e["path"] not in change.dropped_layers] + ([entry] if entry else [])
+    counts = dict(meta.get("counts", {}))
+    for gone in (e for e in change.layers if e["path"] in change.dropped_layers):
+        for key in ("triples", "values", "sets", "set_dependencies"):  # merged components stay merged
+            counts[key] = int(counts.get(key, 0)) - int(gone.get(key, 0))
+    for key in ("triples", "values", "sets", "set_dependencies", "components"):
+        counts[key] = int(counts.get(key, 0)) + int((entry or {}).get(key, 0))
+    meta.update(
+        generation=name,
+        created=utc_now().isoformat(),
+        runs=change.runs,
+        counts=counts,
+        seconds=round(seconds, 3),
+        incremental={
+            "from": change.live,
+            "added_runs": change.added,
+            "added_triples": int((entry or {}).get("triples", 0)),
+            "dropped_layers": change.dropped_layers,
+            "components_touched": touched,
+            "note": "set_dependencies is summed over layers (a pair may be counted in two)",
+        },
+    )
+    meta[LAYERS] = layers
+    return meta
+
+
+def update_after_delete(store: Store, progress: Progress | None = None) -> bool:
+    """After ``delete-run``: drop the deleted runs' layers from the index (and
+    add runs committed since), under the build lock. False when the index
+    cannot follow incrementally (a deleted run in the base layer, no index,
+    a build running): it stays stale until ``provplug index``."""
+    from provplug.errors import StoreError
+    from provplug.index.generation import build_lock, current_generation
+    from provplug.progress import SILENT
+
+    live = current_generation(store)
+    if live is None:
+        return False
+    try:
+        with build_lock(store):
+            live = current_generation(store)
+            theta = generation_meta(store, live).get("theta") if live else None
+            change = plan(store, live, theta, None, "local") if isinstance(theta, int) else None
+            if change is None:
+                return False
+            return update(store, change, TableCatalogue.from_store(store), progress or SILENT) is not None
+    except StoreError:
+        return False
