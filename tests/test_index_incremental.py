@@ -204,3 +204,22 @@ def test_full_flag_rebuilds_and_an_unchanged_store_rebuilds_in_full(tmp_path: Pa
     _commit(store, rng, inputs, 4)
     assert "incremental" not in build_index(store, engine="local", full=True)
     assert "incremental" not in build_index(store, engine="local")  # nothing new: full (compacts)
+
+
+def test_an_answer_from_an_index_lacking_newer_runs_says_so(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    store = tmp_path / "s.prov"
+    inputs = tmp_path / "in"
+    _commit(store, rng, inputs, 40)
+    build_index(store, engine="local")
+    values = _live_values(store)
+    newer = _commit(store, rng, inputs, 3)
+    t = triple_table(open_store(store), ["src", "dst"], TripleFilter.of(runs=[newer]))
+    value = next(v for v in values if v not in set(t.column("dst").to_pylist()) | set(t.column("src").to_pylist()))
+    answer = provplug.open(store).lineage(value_id=value, method="csprov")
+    index = answer.to_dict()["stats"]["index"]
+    assert index["not_indexed_runs"] == [newer]
+    assert "index: 1 newer run(s) are not indexed yet" in answer.render()
+    build_index(store, engine="local")
+    answer = provplug.open(store).lineage(value_id=value, method="csprov")
+    assert "index" not in answer.to_dict()["stats"] and "not indexed yet" not in answer.render()

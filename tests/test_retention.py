@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import DATA
+
 from provplug.errors import RetentionError
 from provplug.explore.retention import retired_runs
 

@@ -320,12 +320,17 @@ def _summary_text(s: dict[str, Any], max_rows: int) -> str:
 
 
 def _run_heading(stats: dict[str, Any]) -> str:
-    """The line naming the run the answer used, and a line break (nothing
-    when one run wrote its table, or the answer does not know its run)."""
+    """The line naming the run the answer used (nothing when one run wrote
+    its table, or the answer does not know its run) and the line saying
+    newer runs are not indexed yet (when the index lacks them), each ended
+    by a line break."""
     from provplug.store.runs import run_note
 
-    note = run_note(stats.get("run"))
-    return f"{note}\n" if note else ""
+    lines = [run_note(stats.get("run"))]
+    index = stats.get("index")
+    if isinstance(index, dict) and index.get("note"):
+        lines.append(f"index: {index['note']}")  # newer runs are not indexed yet
+    return "".join(f"{line}\n" for line in lines if line)
 
 
 # -- subgraph --------------------------------------------------------------------

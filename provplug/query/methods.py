@@ -149,7 +149,7 @@ def _recurse_over_sets(
     count = index.triples_in_sets(csids)
     if context.on_driver(count):
         triples = index.triples_of_sets(csids)
-        return MethodResult(walk(triples, seeds, direction), "driver", len(csids), len(triples))
+        return MethodResult(walk(triples, seeds, direction), "driver", len(csids), len(triples), index.freshness())
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -165,7 +165,7 @@ def _recurse_over_sets(
             [(int(c),) for c in csids.tolist()], T.StructType([T.StructField("csid", T.LongType(), False)])
         )
         triples = frame.join(F.broadcast(sets), frame["dst_csid"] == sets["csid"])
-    return MethodResult(walk_spark(spark, triples, seeds, direction), "spark", len(csids), count)
+    return MethodResult(walk_spark(spark, triples, seeds, direction), "spark", len(csids), count, index.freshness())
 
 
 class ComponentQuery:
