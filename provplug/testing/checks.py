@@ -201,7 +201,8 @@ def assert_registered_through_entry_point(adapter: str) -> CaptureAdapter:
     from_entry_points = {id(plugin) for plugin, _ in pm.list_plugin_distinfo()}
     _require(id(pm.get_plugin(plugin_name)) in from_entry_points,
              f"adapter {adapter!r} is registered by {plugin_name!r}, which was not loaded from the entry point group")
-    _require(isinstance(registered, CaptureAdapter), f"adapter {adapter!r} lacks what CaptureAdapter requires")
+    if not isinstance(registered, CaptureAdapter):
+        raise ContractViolation(f"adapter {adapter!r} lacks what CaptureAdapter requires")
     try:
         Plugins(pm)  # the names every plugin registers are unique
     except PluginError as exc:

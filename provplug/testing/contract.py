@@ -4,10 +4,11 @@ An adapter's test module subclasses it once, under a name pytest collects
 (``class TestMyAdapterContract(AdapterContract)``), says which adapter it
 tests, provides one fixture and three methods, and inherits every test:
 
-* fixture ``new_engine`` (class scope or wider): a zero-argument callable
-  returning a fresh engine object for :func:`provplug.capture` (a
-  ``SparkSession``, a new ``beam.Pipeline()``, ...); it is called once per
-  capture,
+* fixture ``new_engine`` (class scope or wider; in the class, a
+  ``@classmethod`` under ``@pytest.fixture(scope="class")``): a
+  zero-argument callable returning a fresh engine object for
+  :func:`provplug.capture` (a ``SparkSession``, a new ``beam.Pipeline()``,
+  ...); it is called once per capture,
 * :meth:`AdapterContract.pipeline` — build a small pipeline inside an open
   capture and return its step outputs by table name,
 * :meth:`AdapterContract.produced` — after the run, the rows those outputs
@@ -93,10 +94,13 @@ class AdapterContract:
             return build(run)
 
     @pytest.fixture(scope="class")
-    def captured(self, new_engine: EngineFactory, tmp_path_factory: pytest.TempPathFactory) -> Captured:
+    @classmethod
+    def captured(cls, new_engine: EngineFactory, tmp_path_factory: pytest.TempPathFactory) -> Captured:
+        """The pipeline captured once for the class, into a fresh store."""
+        contract = cls()
         store = tmp_path_factory.mktemp("contract") / "contract.prov"
-        outputs = self.capture(new_engine(), store, self.pipeline)
-        produced = {name: [dict(r) for r in rows] for name, rows in self.produced(outputs).items()}
+        outputs = contract.capture(new_engine(), store, contract.pipeline)
+        produced = {name: [dict(r) for r in rows] for name, rows in contract.produced(outputs).items()}
         return Captured(store, outputs, produced)
 
     # -- the contract --------------------------------------------------------------------------
