@@ -236,7 +236,7 @@ def assert_lineage_matches_oracle(
     ``values``: the value ids to query one at a time (default: up to
     ``sample`` of the values the triples name, drawn with ``seed``);
     ``methods``: default every registered query method. Each answer's values
-    and ``(src, dst)`` edges must equal the oracle's. The store is indexed
+    and its edges as ``(src, dst, op name)`` must equal the oracle's. The store is indexed
     first if it has no index (this writes its ``index/`` folder). With a
     ``spark`` session, each method also answers all ``values`` in one query
     on Spark (``tau=0``), which must equal the oracle's answer for them all.
@@ -272,5 +272,6 @@ def _sample(oracle: TripleOracle, size: int, seed: int) -> list[int]:
 
 def _answered(answer: Any) -> OracleAnswer:
     data = answer.to_dict()
+    triples = frozenset((e["src"], e["dst"], e["op"]) for e in data["edges"])
     return OracleAnswer(frozenset(r["value_id"] for r in data["lineage"]),
-                        frozenset((e["src"], e["dst"]) for e in data["edges"]))
+                        frozenset((s, d) for s, d, _ in triples), triples)

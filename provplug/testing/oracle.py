@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 from provplug import ids, schema
+from provplug.errors import LineageQueryError
 from provplug.explore.runs import select_run
 from provplug.location.read import TripleFilter, triple_table
 from provplug.plugins import open_store
@@ -59,21 +60,27 @@ DIRECTIONS: tuple[Direction, Direction] = ("up", "down")
 @dataclass(frozen=True)
 class OracleAnswer:
     """What a lineage query must answer: the values reached (the queried
-    ones excluded) and the triples among them, as ``(src, dst)`` pairs."""
+    ones excluded), and the triples among them as ``(src, dst)`` pairs
+    (``edges``) and as ``(src, dst, op)`` (``triples``; op as the oracle was
+    given it: a name for :meth:`TripleOracle.of_store`, None when not given)."""
 
     values: frozenset[int]
     edges: frozenset[Edge]
+    triples: frozenset[tuple[int, int, Any]]
 
 
 class TripleOracle:
     """Lineage by breadth-first search over triples: nothing but the graph.
 
-    ``TripleOracle(edges)`` takes ``(src, dst)`` pairs (a third item, the op,
-    is ignored); :meth:`of_store` reads them from a committed store.
+    ``TripleOracle(triples)`` takes ``(src, dst)`` or ``(src, dst, op)``
+    items; :meth:`of_store` reads them from a committed store (ops by name).
     """
 
-    def __init__(self, edges: Iterable[Sequence[int]]) -> None:
-        self.edges: frozenset[Edge] = frozenset((int(e[0]), int(e[1])) for e in edges)
+    def __init__(self, triples: Iterable[Sequence[Any]]) -> None:
+        self.triples: frozenset[tuple[int, int, Any]] = frozenset(
+            (int(t[0]), int(t[1]), t[2] if len(t) > 2 else None) for t in triples
+        )
+        self.edges: frozenset[Edge] = frozenset((s, d) for s, d, _ in self.triples)
         self._parents: dict[int, list[int]] = collections.defaultdict(list)
         self._children: dict[int, list[int]] = collections.defaultdict(list)
         for src, dst in self.edges:
@@ -83,20 +90,25 @@ class TripleOracle:
     @classmethod
     def of_store(cls, store: StoreLike, run: str | None = None) -> TripleOracle:
         """The oracle of every triple of ``store`` (of run ``run`` only, when given:
-        anything :func:`provplug.explore.runs.select_run` accepts)."""
+        anything :func:`provplug.explore.runs.select_run` accepts), ops by name."""
         opened = _opened(store)
         where = TripleFilter.of(runs=[_run_id(opened, run)]) if run is not None else TripleFilter()
-        table = triple_table(opened, ("src", "dst"), where)
-        return cls(zip(table.column("src").to_pylist(), table.column("dst").to_pylist(), strict=True))
+        table = triple_table(opened, ("src", "dst", "op"), where)
+        names = dict(zip(opened.ops().column("op_id").to_pylist(), opened.ops().column("name").to_pylist(), strict=True))
+        ops = [names[o] for o in table.column("op").to_pylist()]
+        return cls(zip(table.column("src").to_pylist(), table.column("dst").to_pylist(), ops, strict=True))
 
     @property
     def values(self) -> frozenset[int]:
         """Every value id some triple names."""
         return frozenset(self._parents) | frozenset(self._children)
 
-    def reach(self, values: Iterable[int], direction: Direction) -> frozenset[int]:
+    def reach(self, values: Iterable[int], direction: str) -> frozenset[int]:
         """Ancestors (``"up"``) or descendants (``"down"``) of ``values``, the
-        queried values themselves excluded unless another one reaches them."""
+        queried values excluded (even one that another reaches). Another
+        direction is a one-line :class:`~provplug.errors.LineageQueryError`."""
+        if direction not in DIRECTIONS:
+            raise LineageQueryError(f"unknown direction {direction!r} (use up or down)")
         step = self._parents if direction == "up" else self._children
         start = set(values)
         seen: set[int] = set()
@@ -114,7 +126,7 @@ class TripleOracle:
     def descendants(self, values: Iterable[int]) -> frozenset[int]:
         return self.reach(values, "down")
 
-    def answer(self, values: Iterable[int], direction: Direction) -> OracleAnswer:
+    def answer(self, values: Iterable[int], direction: str) -> OracleAnswer:
         """The values reached from ``values`` and the triples that reach them:
         going up, every triple whose destination is a queried or reached
         value; going down, every triple whose source is one."""
@@ -122,7 +134,8 @@ class TripleOracle:
         reached = self.reach(queried, direction)
         nodes = reached | queried
         end = 1 if direction == "up" else 0
-        return OracleAnswer(reached, frozenset(e for e in self.edges if e[end] in nodes))
+        among = frozenset(t for t in self.triples if t[end] in nodes)
+        return OracleAnswer(reached, frozenset((s, d) for s, d, _ in among), among)
 
 
 class StoreContents:
@@ -166,8 +179,8 @@ class StoreContents:
 
     @property
     def oracle(self) -> TripleOracle:
-        """The :class:`TripleOracle` of these triples."""
-        return TripleOracle((t["src"], t["dst"]) for t in self.triples)
+        """The :class:`TripleOracle` of these triples (ops by name)."""
+        return TripleOracle((t["src"], t["dst"], self.op_names[t["op"]]) for t in self.triples)
 
     def cell(self, vid: int) -> tuple[str, str, int]:
         """(table name, column name, row number) of a value id."""
