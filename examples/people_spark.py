@@ -4,7 +4,7 @@
 
 Person1 -> R1 (filter Age >= 25) -> Person2 -> R2 (avg Age per City) -> AvgAge.
 With Person1 in the paper's order this gives the 15 triples of Table 4. The
-pipeline itself lives in ``provplug.demo`` (it is also what ``provplug demo``
+pipeline itself lives in ``provplug.cli.demo`` (it is also what ``provplug demo``
 runs); it is plain PySpark:
 
     @provplug.step("R1", output="Person2")
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 
-from provplug.demo import PERSON1, adults, average_age, capture_people, person1
+from provplug.cli.demo import PERSON1, adults, average_age, capture_people, person1
 from provplug.sparksession import local_spark
 
 __all__ = ["PERSON1", "adults", "average_age", "capture_people", "person1"]

@@ -10,8 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .capture import capture, current_run, module, step
-from .errors import (
+from provplug.errors import (
     CaptureError,
     ImportInputError,
     LineageQueryError,
@@ -20,19 +19,20 @@ from .errors import (
     ProvplugError,
     StoreError,
 )
-from .markers import hookimpl
-from .plugins import open_store
+from provplug.ingest.capture import capture, current_run, module, step
+from provplug.plugin.manager import open_store
+from provplug.plugin.markers import hookimpl
 
 if TYPE_CHECKING:
-    from .query.api import open
-    from .scripts import capture_writes
+    from provplug.api import open
+    from provplug.ingest.scripts import capture_writes
 
 __version__ = "0.1.0"
 
 # public name -> the module that defines it (a module named like its
 # attribute, such as provplug.capture, must be imported eagerly instead: its
 # import would bind the module over the name)
-_LAZY = {"open": "provplug.query.api", "capture_writes": "provplug.scripts"}
+_LAZY = {"open": "provplug.api", "capture_writes": "provplug.ingest.scripts"}
 
 
 def __getattr__(name: str) -> Any:

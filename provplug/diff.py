@@ -33,15 +33,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import schema
-from .errors import LineageQueryError, NotIndexedError
-from .explore.runs import run_summary
-from .export.scope import Table, resolve_run, stored_rows, tables_of
+from provplug import schema
+from provplug.errors import LineageQueryError, NotIndexedError
+from provplug.export.scope import Table, resolve_run, stored_rows, tables_of
+from provplug.store.runs import run_summary
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from .protocols import Store
+    from provplug.plugin.protocols import Store
 
 FLOAT_TOLERANCE = 1e-9
 POSITION = "#"  # the key of a row matched by position
@@ -209,9 +209,9 @@ class _Differ:
 
     def _sources(self, cells: list[int]) -> dict[int, set[int]]:
         """The source cells (ancestors without a parent) of each cell, from one lineage query."""
-        from .query.api import ProvenanceStore
+        from provplug.query.lineage import LineageQueries
 
-        answer = ProvenanceStore(self.store).lineage(sorted(set(cells)))
+        answer = LineageQueries(self.store).lineage(sorted(set(cells)))
         parents: dict[int, list[int]] = {}
         for e in answer.edges:
             parents.setdefault(e["dst"], []).append(e["src"])
@@ -231,7 +231,7 @@ class _Differ:
         return out
 
     def _causes(self, sources_a: set[int], sources_b: set[int]) -> list[dict[str, Any]]:
-        from . import ids
+        from provplug import ids
 
         causes: dict[tuple[str, str, str], dict[str, Any]] = {}
         for side, sources, other in (("a", sources_a, sources_b), ("b", sources_b, sources_a)):
@@ -361,7 +361,7 @@ def _positions(table: pa.Table) -> dict[int, int]:
 
 
 def _where_rows(rows: pa.Table, where: str) -> set[int]:
-    from .query.where import select_rows
+    from provplug.query.where import select_rows
 
     return set(select_rows(rows, where, schema.ROW_COLUMN))
 
@@ -408,7 +408,7 @@ def _equal(u: Any, v: Any) -> bool:
 
 
 def _plain(value: Any) -> Any:
-    from .query.catalog import jsonable
+    from provplug.query.catalog import jsonable
 
     return jsonable(value)
 
@@ -419,7 +419,7 @@ def _row(m: Matching, side: str, row: int) -> dict[str, Any]:
 
 
 def _value_id(table: Table, column: str, row: int) -> int:
-    from . import ids
+    from provplug import ids
 
     return ids.value_id(table.table_id, table.columns.index(column), row)
 

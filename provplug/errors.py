@@ -37,7 +37,7 @@ class IdSpaceError(ProvplugError):
 
 
 class DamagedStoreError(StoreError):
-    """A file of the store is truncated or unreadable (see provplug.storefiles)."""
+    """A file of the store is truncated or unreadable (see provplug.store.files)."""
 
 
 class DamagedIndexError(NotIndexedError):

@@ -18,7 +18,7 @@ to be partitioned by table.
 
 from __future__ import annotations
 
-from .errors import IdSpaceError
+from provplug.errors import IdSpaceError
 
 TABLE_BITS = 17
 COLUMN_BITS = 10

@@ -1,18 +1,9 @@
-"""The two pluggy markers of the ``provplug`` project, and nothing else.
+"""Deprecated path: use :mod:`provplug.plugin.markers`. Kept for one release so that
+plugins written against provplug 0.1 still import; it will be removed."""
 
-They live apart from :mod:`provplug.hookspecs` (which names the protocol
-types the hooks exchange) so that any module, built-in plugin or third-party
-one, can decorate hook implementations without importing the rest of
-provplug: this module imports pluggy only.
+import importlib
+import warnings
 
-``provplug.hookimpl`` is the public name of :data:`hookimpl`.
-"""
-
-from __future__ import annotations
-
-import pluggy
-
-PROJECT_NAME = "provplug"
-
-hookspec = pluggy.HookspecMarker(PROJECT_NAME)
-hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+_moved = importlib.import_module("provplug.plugin.markers")
+globals().update({name: value for name, value in vars(_moved).items() if not name.startswith("__")})
+warnings.warn("provplug.markers is deprecated: import provplug.plugin.markers", DeprecationWarning, stacklevel=2)

@@ -1,4 +1,4 @@
-"""What a run's row lineage means, per op: the rules :mod:`provplug.rowlineage`
+"""What a run's row lineage means, per op: the rules :mod:`provplug.ingest.rowlineage`
 records beside the row-lineage records (pure data; JSON in ``rowrules.json``).
 """
 
@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from .errors import DamagedStoreError
+from provplug.errors import DamagedStoreError
 
 LINEAGE = "rowlineage"
 RULES = "rowrules.json"
@@ -85,7 +85,7 @@ class OpRowRules:
     """What one op's row lineage means (see the module docstring).
 
     ``existence``: ``exact``: an output row exists while one of its members
-    does (:mod:`provplug.rowlineage`); ``always_one_row``: the op's output is
+    does (:mod:`provplug.ingest.rowlineage`); ``always_one_row``: the op's output is
     one row whatever is deleted (a global aggregate: with no member left its
     counts are 0 and its other aggregates null); ``opaque``: not derivable
     from deletions (``reason`` says why).

@@ -51,7 +51,7 @@ OPS = pa.schema(
     ]
 )
 
-# Row lineage (see provplug.rowlineage): one record per (output row, member, input row).
+# Row lineage (see provplug.ingest.rowlineage): one record per (output row, member, input row).
 ROW_LINEAGE = pa.schema(
     [
         pa.field("op", pa.int64(), nullable=False),

@@ -38,7 +38,7 @@ def spark() -> Iterator[Any]:
 @pytest.fixture(autouse=True)
 def _fresh_plugins() -> Iterator[None]:
     """Each test sees plugins loaded anew (and no state left by another test)."""
-    from provplug.plugins import reset_plugins
+    from provplug.plugin.manager import reset_plugins
 
     reset_plugins()
     yield
@@ -71,9 +71,9 @@ def _fresh_query_caches() -> Iterator[None]:
 def demo_store(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The paper's running example captured from Spark as ``provplug demo`` does,
     indexed; shared read-only by the tests that query it."""
-    from provplug.demo import capture_people
+    from provplug.cli.demo import capture_people
     from provplug.index.build import build_index
-    from provplug.plugins import open_store
+    from provplug.plugin.manager import open_store
 
     store = tmp_path_factory.mktemp("demo") / "people.prov"
     capture_people(spark, str(store))
@@ -88,7 +88,7 @@ def paper_rows_store(tmp_path: Path) -> tuple[Path, dict[int, int]]:
     from test_lineage_support import write_paper_store_with_rows
 
     from provplug.index.build import build_index
-    from provplug.plugins import open_store
+    from provplug.plugin.manager import open_store
 
     path = tmp_path / "people.prov"
     packed = write_paper_store_with_rows(open_store(path), DATA / "paper_table4_triples.csv")
@@ -112,7 +112,7 @@ class CliResult:
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]) -> Any:
     """Run ``provplug ARGS`` in-process; return exit code and output."""
-    from provplug.cli import main
+    from provplug.cli.main import main
 
     def run(*args: str | os.PathLike[str]) -> CliResult:
         capsys.readouterr()

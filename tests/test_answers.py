@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 import provplug
-from provplug.importer import import_provenance
 from provplug.index import build_index
-from provplug.plugins import open_store
+from provplug.ingest.importer import import_provenance
+from provplug.plugin.manager import open_store
 from provplug.query.answer import LineageAnswer
 
 NY_AGE = ("AvgAge.Age", "--where", "City = 'NY'")

@@ -164,11 +164,11 @@ def test_the_graph_sees_type_checking_and_relative_imports() -> None:
     """The reader itself: a TYPE_CHECKING import, a relative one and a
     package-level ``from . import module`` all become edges."""
     graph = import_graph()
-    assert "provplug.model" in graph["provplug.hookspecs"]  # under TYPE_CHECKING
-    assert "provplug.markers" in graph["provplug.hookspecs"]
-    assert "provplug.hookspecs" in graph["provplug.plugins"]  # from . import hookspecs
-    assert "provplug.capture" in graph["provplug"]
-    assert "provplug.plugins" not in graph["provplug.store"]  # only inside a function, if at all
+    assert "provplug.model" in graph["provplug.plugin.hookspecs"]  # under TYPE_CHECKING
+    assert "provplug.plugin.markers" in graph["provplug.plugin.hookspecs"]
+    assert "provplug.plugin.hookspecs" in graph["provplug.plugin.manager"]  # from . import hookspecs
+    assert "provplug.ingest.capture" in graph["provplug"]
+    assert "provplug.plugin.manager" not in graph["provplug.store.parquet"]  # only inside a function, if at all
 
 
 def test_the_cycle_finder_finds_a_planted_cycle() -> None:
@@ -188,17 +188,18 @@ def test_no_import_cycle_among_the_core_modules() -> None:
     """The modules of the plugin contract never import back into each other,
     whatever the rest of the package does."""
     core = {f"provplug.{m}" for m in (
-        "markers", "hookspecs", "protocols", "plugins", "capture", "lifecycle", "recorder", "writers",
-        "model", "errors", "ids", "schema", "rowrules",
+        "plugin.markers", "plugin.hookspecs", "plugin.protocols", "plugin.manager", "ingest.capture",
+        "ingest.transaction", "ingest.recorder", "plugin.writers", "model", "errors", "ids", "schema", "rowrules",
     )}
     graph = import_graph()
     core_graph = {m: graph[m] & core for m in core}
     found = cycles(core_graph)
     assert not found, _describe(core_graph, found)
     for module in core:
-        assert not graph[module] & {"provplug.store", "provplug.importer"}, module
-    # The protocols sit at the bottom: any layer can name them (rowrules is plain data).
-    assert graph["provplug.protocols"] <= {"provplug.model", "provplug.writers", "provplug.rowrules"}
+        assert not graph[module] & {"provplug.store.parquet", "provplug.ingest.importer"}, module
+    # The protocols sit at the bottom: any layer can name them (model and rowrules are plain data).
+    assert graph["provplug.plugin.protocols"] <= {"provplug.model", "provplug.rowrules",
+                                                  "provplug.plugin.writers", "provplug.plugin.query_results"}
 
 
 def test_function_local_imports_close_no_cycle_either() -> None:
@@ -208,7 +209,7 @@ def test_function_local_imports_close_no_cycle_either() -> None:
 
 
 def test_markers_import_only_pluggy() -> None:
-    tree = ast.parse((REPO / "provplug" / "markers.py").read_text())
+    tree = ast.parse((REPO / "provplug" / "plugin" / "markers.py").read_text())
     imported = {
         (n.module if isinstance(n, ast.ImportFrom) else a.name)
         for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
@@ -219,16 +220,16 @@ def test_markers_import_only_pluggy() -> None:
 
 def test_public_names_keep_working() -> None:
     import provplug
-    from provplug import hookspecs, markers
+    from provplug.plugin import hookspecs, markers
 
     assert provplug.hookimpl is markers.hookimpl is hookspecs.hookimpl
     assert callable(provplug.open_store) and callable(provplug.capture) and callable(provplug.step)
 
 
 def test_the_run_and_the_store_implement_their_protocols(store_path: Path) -> None:
-    from provplug.capture import ActiveRun
-    from provplug.protocols import RunRecorder, Store
-    from provplug.store import ParquetStore
+    from provplug.ingest.capture import ActiveRun
+    from provplug.plugin.protocols import RunRecorder, Store
+    from provplug.store.parquet import ParquetStore
 
     assert isinstance(ParquetStore(str(store_path)), Store)
     assert all(hasattr(ActiveRun, m) for m in dir(RunRecorder) if not m.startswith("_"))
@@ -236,7 +237,7 @@ def test_the_run_and_the_store_implement_their_protocols(store_path: Path) -> No
 
 def test_the_index_workflow_graph_is_a_workflow_graph() -> None:
     from provplug.index.workflow import WorkflowGraph as IndexGraph
-    from provplug.protocols import WorkflowGraph
+    from provplug.plugin.protocols import WorkflowGraph
 
     graph = IndexGraph(("A", "B"), (("A", "B"),))
     members = [m for m in dir(WorkflowGraph) if not m.startswith("_")]
@@ -245,7 +246,7 @@ def test_the_index_workflow_graph_is_a_workflow_graph() -> None:
 
 # Touching a run's transaction, the store's filesystem or a Parquet writer.
 _STORE_INTERNALS = re.compile(
-    r"\.txn\b|store\.fs\b|\bpq\.write_table\b|ParquetWriter|provplug\.store\b|\bParquetStore\b"
+    r"\.txn\b|store\.fs\b|\bpq\.write_table\b|ParquetWriter|provplug\.store\.parquet\b|\bParquetStore\b"
 )
 
 
@@ -262,3 +263,36 @@ def test_adapters_reach_the_store_only_through_the_recorder() -> None:
         if _STORE_INTERNALS.search(line)
     ]
     assert not offending, "\n".join(offending)
+
+
+def test_the_layer_contracts_hold() -> None:
+    """import-linter's contracts in pyproject.toml (the layers of
+    docs/architecture.md, the leaf modules, no adapter imported by provplug)
+    hold for every import, function-local and TYPE_CHECKING ones included."""
+    import subprocess
+    import sys
+
+    lint = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run([str(lint), "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert done.stdout.count(" KEPT") == 3, done.stdout
+
+
+def test_a_layer_violation_is_caught(tmp_path: Path) -> None:
+    """The contract is not vacuous: a store module importing the query layer breaks it."""
+    import shutil
+    import subprocess
+    import sys
+
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO / "provplug", copy / "provplug")
+    for adapter in ("spark", "beam", "kedro"):
+        shutil.copytree(REPO / "adapters" / adapter / f"provplug_{adapter}", copy / f"provplug_{adapter}")
+    shutil.copy(REPO / "pyproject.toml", copy / "pyproject.toml")
+    runs = copy / "provplug" / "store" / "runs.py"
+    runs.write_text(runs.read_text() + "\n\ndef _late() -> None:\n    from provplug.query import answer  # noqa: F401\n")
+    lint = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run([str(lint), "--no-cache"], cwd=copy, capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "provplug.store is not allowed to import provplug.query" in done.stdout

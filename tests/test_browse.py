@@ -19,7 +19,7 @@ import two_runs
 
 import provplug
 from provplug.errors import LineageQueryError
-from provplug.plugins import open_store
+from provplug.plugin.manager import open_store
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +202,7 @@ def test_python_api_answers_as_the_commands(two: Path, cli: Any, run_ids: dict[s
 def test_the_commands_load_no_heavy_library_to_parse() -> None:
     code = (
         "import argparse, sys\n"
-        "from provplug.explore import cli\n"
+        "from provplug.cli import explore as cli\n"
         "cli.add_parser(argparse.ArgumentParser().add_subparsers())\n"
         "print(sorted(m for m in ('pandas', 'pyarrow', 'pyspark', 'duckdb', 'numpy') if m in sys.modules))\n"
     )

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from test_whatif_support import paper_store
 
-import provplug.cli
-from provplug.cli import CLOSED_PIPE, UsageError, build_parser, combined_where, json_text
-from provplug.cli_reference import commands
+import provplug.cli.main
+from provplug.cli.main import CLOSED_PIPE, UsageError, build_parser, combined_where, json_text
+from provplug.cli.reference import commands
 from provplug.errors import LineageQueryError
 
 COMMANDS = {name: parser for name, _, parser in commands(build_parser())}
@@ -281,13 +281,13 @@ def test_verbose_shows_provplug_info_logs_for_that_command_only(
     paper_rows_store: Any, cli: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, _ = paper_rows_store
-    stats = provplug.cli._cmd_stats
+    stats = provplug.cli.main._cmd_stats
 
     def logging_stats(args: argparse.Namespace) -> int:
         logging.getLogger("provplug.explore").info("counting %s", "runs")
         return stats(args)
 
-    monkeypatch.setattr(provplug.cli, "_cmd_stats", logging_stats)
+    monkeypatch.setattr(provplug.cli.main, "_cmd_stats", logging_stats)
     assert "provplug: provplug.explore: counting runs" in cli("stats", store, "--verbose").err
     assert "counting runs" not in cli("stats", store).err
     assert logging.getLogger("provplug").handlers == []
@@ -303,7 +303,7 @@ def test_stats_text_has_no_json(paper_rows_store: Any, cli: Any) -> None:
 
 
 def test_stats_lists_of_records_are_tables() -> None:
-    text = provplug.cli._plain("per_split", [
+    text = provplug.cli.main._plain("per_split", [
         {"ccid": 7, "component_nodes": 31_000, "split": "sp1", "sets": 4, "sets_ge_1000": 2, "largest_set": 9000},
         {"ccid": 7, "component_nodes": 31_000, "split": None, "sets": 1, "sets_ge_1000": 0, "largest_set": 12},
     ])
@@ -312,8 +312,8 @@ def test_stats_lists_of_records_are_tables() -> None:
         "     7           31,000  sp1       4             2        9,000",
         "     7           31,000  -         1             0           12",
     ]
-    assert provplug.cli._plain("splits", [["A"], [["B"], ["C", "D"]]]) == "A\n" + " " * 19 + "(B) | (C, D)"
-    assert provplug.cli._plain("reduced_runs", [{"run_id": "r", "params": {"ratio": 0.5}}]).endswith("r       ratio=0.5")
+    assert provplug.cli.main._plain("splits", [["A"], [["B"], ["C", "D"]]]) == "A\n" + " " * 19 + "(B) | (C, D)"
+    assert provplug.cli.main._plain("reduced_runs", [{"run_id": "r", "params": {"ratio": 0.5}}]).endswith("r       ratio=0.5")
 
 
 # -- run: STORE first, --store still accepted -----------------------------------------------------
@@ -326,7 +326,7 @@ def test_stats_lists_of_records_are_tables() -> None:
     (["S", "--", "x.py", "-1"], ("S", ["x.py", "-1"], False)),
 ])
 def test_run_takes_the_store_first_and_its_options_before_the_script(line: list[str], expected: Any) -> None:
-    from provplug.runscript import _store_script_args
+    from provplug.cli.run import _store_script_args
 
     args = build_parser().parse_args(["run", *line])
     store, script, script_args = _store_script_args(args)
@@ -334,7 +334,7 @@ def test_run_takes_the_store_first_and_its_options_before_the_script(line: list[
 
 
 def test_run_still_accepts_the_deprecated_store_option() -> None:
-    from provplug.runscript import _store_script_args
+    from provplug.cli.run import _store_script_args
 
     args = build_parser().parse_args(["run", "--store", "S", "--no-rows", "x.py", "--store", "q"])
     assert (*_store_script_args(args), args.no_rows) == ("S", "x.py", ["--store", "q"], True)

@@ -15,12 +15,12 @@ import pytest
 from conftest import DATA, snapshot
 
 from provplug import ids, schema
-from provplug.importer import import_provenance
 from provplug.index import build_index
+from provplug.ingest.importer import import_provenance
+from provplug.ingest.recorder import StagedRun
 from provplug.model import OpInfo, TableInfo
-from provplug.plugins import open_store
-from provplug.recorder import StagedRun
-from provplug.store import ParquetStore
+from provplug.plugin.manager import open_store
+from provplug.store.parquet import ParquetStore
 
 
 @pytest.fixture
@@ -257,7 +257,7 @@ def test_scrambled_pages_behind_an_intact_footer_are_one_line_naming_the_file(ta
 
 
 def test_options_may_come_before_a_commands_positional_arguments() -> None:
-    from provplug.cli import build_parser
+    from provplug.cli.main import build_parser
 
     args = build_parser().parse_args(["lineage", "S.prov", "--run", "20260501", "--where", "City = 'NY'", "AvgAge.Age"])
     assert (args.store, args.target, args.run, args.where) == ("S.prov", "AvgAge.Age", "20260501", ["City = 'NY'"])

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from provplug.cli import build_parser
-from provplug.cli_reference import BEGIN, END, commands, main, reference, with_reference
+from provplug.cli.main import build_parser
+from provplug.cli.reference import BEGIN, END, commands, main, reference, with_reference
 
 # The repository's copy: the tests also run against an installed wheel, where
-# provplug.cli_reference.DOC (beside the package) is not the checkout's docs/.
+# provplug.cli.reference.DOC (beside the package) is not the checkout's docs/.
 DOC = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 
 
 def test_the_doc_holds_the_reference_of_the_current_parsers() -> None:
     doc = DOC.read_text(encoding="utf-8")
-    assert with_reference(doc, reference()) == doc, "docs/cli.md is stale: run python -m provplug.cli_reference"
+    assert with_reference(doc, reference()) == doc, "docs/cli.md is stale: run python -m provplug.cli.reference"
 
 
 def test_the_reference_names_every_command_and_every_option() -> None:

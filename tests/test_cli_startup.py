@@ -13,8 +13,8 @@ HEAVY = ("pandas", "pyarrow", "numpy", "duckdb", "pyspark", "graphviz", "prov", 
 
 PROBE = """
 import json, sys
-import provplug.cli
-parser = provplug.cli.build_parser()  # every command module's add_parser
+import provplug.cli.main
+parser = provplug.cli.main.build_parser()  # every command module's add_parser
 import provplug  # the public names that load on first use must not load here
 print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r})))
 """
@@ -37,8 +37,8 @@ def test_the_probe_sees_a_heavy_import() -> None:
 
 
 def test_help_runs_and_lists_every_command() -> None:
-    from provplug.cli import build_parser
-    from provplug.cli_reference import commands
+    from provplug.cli.main import build_parser
+    from provplug.cli.reference import commands
 
     result = subprocess.run([sys.executable, "-m", "provplug", "--help"], capture_output=True, text=True, check=True)
     for command, _, _ in commands(build_parser()):
@@ -47,7 +47,7 @@ def test_help_runs_and_lists_every_command() -> None:
 
 def test_version_loads_no_heavy_library() -> None:
     code = PROBE.format(heavy=set(HEAVY)).replace(
-        "parser = provplug.cli.build_parser()",
-        "try:\n    provplug.cli.build_parser().parse_args(['--version'])\nexcept SystemExit:\n    pass",
+        "parser = provplug.cli.main.build_parser()",
+        "try:\n    provplug.cli.main.build_parser().parse_args(['--version'])\nexcept SystemExit:\n    pass",
     )
     assert _heavy_modules_after(code) == []

@@ -12,7 +12,7 @@ import pytest
 from test_plugins import RECORDS_SRC, install_entry_point
 
 import provplug
-from provplug.plugins import Plugins
+from provplug.plugin.manager import Plugins
 from provplug.testing import AdapterContract, StoreContents, expect, keyed
 
 

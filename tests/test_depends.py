@@ -1,5 +1,5 @@
 """Lipstick's subgraph and dependency queries (003 §4.3, §5.1) on the
-paper's running example, captured from PySpark (provplug/demo.py):
+paper's running example, captured from PySpark (provplug/cli/demo.py):
 
 Person1 (Name, City, Age)      R1: Age >= 25     Person2         R2: avg(Age) per City   AvgAge
 Steve NY 30                    ------------->    Steve NY 30     ------------------->    NY 35.0

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from provplug.demo import adults, average_age
+from provplug.cli.demo import adults, average_age
 
 # The paper's Person1 (Steve NY 30, Mark NY 40, Shane LA 40, Mary NY 20) and variations of it.
 BASE = [("Steve", "NY", 30), ("Mark", "NY", 40), ("Shane", "LA", 40), ("Mary", "NY", 20)]
@@ -18,8 +18,8 @@ SHANE_GONE_ANN_NEW = [*BASE[:2], BASE[3], ("Ann", "SF", 50)]    # a row removed,
 
 
 def _capture(spark: Any, store: Path, people: list[tuple[str, str, int]]) -> str:
-    from provplug.capture import capture
-    from provplug.plugins import open_store
+    from provplug.ingest.capture import capture
+    from provplug.plugin.manager import open_store
 
     before = {m["run_id"] for m in open_store(str(store)).runs()} if store.exists() else set()
     with capture(spark, store=str(store)) as run:
@@ -32,7 +32,7 @@ def _capture(spark: Any, store: Path, people: list[tuple[str, str, int]]) -> str
 @pytest.fixture(scope="module")
 def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from provplug.index.build import build_index
-    from provplug.plugins import open_store
+    from provplug.plugin.manager import open_store
 
     store = tmp_path_factory.mktemp("diff") / "people.prov"
     ids = {
@@ -145,12 +145,12 @@ def test_without_an_index_the_cells_still_differ_and_the_why_says_what_to_do(
     cli: Any, runs: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from provplug.errors import NotIndexedError
-    from provplug.query.api import ProvenanceStore
+    from provplug.query.lineage import LineageQueries
 
     def not_indexed(*args: Any, **kwargs: Any) -> Any:
         raise NotIndexedError("the index of STORE predates 1 run(s): re-run `provplug index STORE`")
 
-    monkeypatch.setattr(ProvenanceStore, "lineage", not_indexed)
+    monkeypatch.setattr(LineageQueries, "lineage", not_indexed)
     result = _diff(cli, runs["store"], runs["base"], runs["older"])
     assert [(c["old"], c["new"], c["because"]) for c in _table(result, "AvgAge")["changed"]] == [(35.0, 36.0, [])]
     assert "provplug index" in result["explained"]

@@ -217,7 +217,7 @@ def test_a_missing_export_package_is_one_line(cli: Any, people: Path, monkeypatc
 
 def test_export_and_diff_load_no_heavy_library_at_startup() -> None:
     code = (
-        "import sys, provplug.cli, provplug.share; provplug.cli.build_parser(); "
+        "import sys, provplug.cli.main, provplug.cli.share; provplug.cli.main.build_parser(); "
         "print(sorted(m for m in ('pandas', 'pyarrow', 'pyspark', 'duckdb', 'prov', 'openlineage') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

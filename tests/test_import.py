@@ -34,7 +34,7 @@ def test_table4_import_reports_15_triples_and_3_tables(cli, store_path: Path) ->
 
 def test_imported_triples_keep_ids_and_carry_their_tables(store_path: Path) -> None:
     import provplug
-    from provplug.importer import import_provenance
+    from provplug.ingest.importer import import_provenance
 
     store = provplug.open_store(store_path)
     import_provenance(store, TABLE4, TABLE4_VALUES)
@@ -51,7 +51,7 @@ def test_imported_triples_keep_ids_and_carry_their_tables(store_path: Path) -> N
 
 def test_values_not_listed_belong_to_unknown(store_path: Path, tmp_path: Path) -> None:
     import provplug
-    from provplug.importer import import_provenance
+    from provplug.ingest.importer import import_provenance
 
     store = provplug.open_store(store_path)
     import_provenance(store, TABLE4)
@@ -164,8 +164,8 @@ def test_killed_import_leaves_the_store_as_it_was(cli, store_path: Path, tmp_pat
 
 
 def test_import_fires_the_run_hooks(store_path: Path, tmp_path: Path, mocker) -> None:
-    from provplug.importer import import_provenance
-    from provplug.plugins import Plugins
+    from provplug.ingest.importer import import_provenance
+    from provplug.plugin.manager import Plugins
 
     plugins = Plugins.load(autoload=False)
     started = mocker.patch.object(plugins, "run_started")
@@ -229,7 +229,7 @@ def _reference_acyclic(n: int, src: np.ndarray, dst: np.ndarray) -> bool:
 
 @pytest.mark.parametrize("small_frontier", [1, 8, 10**9], ids=["vectorised", "mixed", "walked"])
 def test_topological_order_agrees_with_a_reference(monkeypatch, small_frontier: int) -> None:
-    from provplug import importer
+    from provplug.ingest import importer
 
     monkeypatch.setattr(importer, "SMALL_FRONTIER", small_frontier)
     rng = np.random.default_rng(small_frontier)
@@ -253,7 +253,7 @@ def test_topological_order_agrees_with_a_reference(monkeypatch, small_frontier: 
 def test_the_cycle_check_relaxes_each_edge_once_whatever_the_depth() -> None:
     """The old check made one pass over all edges per level of the graph
     (O(depth x edges)); the topological sort touches each edge once."""
-    from provplug.importer import a_value_on_a_cycle, topological_order
+    from provplug.ingest.importer import a_value_on_a_cycle, topological_order
 
     n = 300_000  # a chain: depth 300,000
     src = np.arange(n - 1)
@@ -297,7 +297,7 @@ def test_import_reports_progress_through_every_phase(store_path: Path, tmp_path:
     by default; here every update is printed)."""
     import io
 
-    from provplug import importer
+    from provplug.ingest import importer
     from provplug.progress import Progress
 
     monkeypatch.setattr(importer, "BATCH_ROWS", 1000)
@@ -368,7 +368,7 @@ def test_an_import_sharing_values_with_earlier_runs_without_a_cycle_is_accepted(
 
 
 def test_duplicate_triples_are_stored_and_counted_once(store_path: Path, tmp_path: Path, monkeypatch) -> None:
-    from provplug import importer
+    from provplug.ingest import importer
 
     monkeypatch.setattr(importer, "BATCH_ROWS", 2)  # duplicates fall into different batches
     rows = [(1, 2, "R"), (2, 3, "R"), (1, 2, "R"), (1, 2, "S"), (2, 3, "R"), (1, 2, "R"), (3, 4, "S")]
@@ -388,7 +388,7 @@ def test_duplicate_triples_are_stored_and_counted_once(store_path: Path, tmp_pat
 @pytest.mark.parametrize("part_rows", [7, 1000, 1 << 22])
 def test_values_are_numbered_densely_in_order(monkeypatch, part_rows: int) -> None:
     """Sorting in parts (for progress lines) numbers values as one sort would."""
-    from provplug import importer
+    from provplug.ingest import importer
 
     monkeypatch.setattr(importer, "PART_ROWS", part_rows)
     rng = np.random.default_rng(part_rows)
@@ -400,7 +400,7 @@ def test_values_are_numbered_densely_in_order(monkeypatch, part_rows: int) -> No
 
 
 def test_the_two_deduplications_agree() -> None:
-    from provplug.importer import _unique_by_key, _unique_by_lexsort
+    from provplug.ingest.importer import _unique_by_key, _unique_by_lexsort
 
     rng = np.random.default_rng(0)
     src, dst, op = rng.integers(0, 50, 5000), rng.integers(0, 50, 5000), rng.integers(0, 3, 5000)
@@ -445,7 +445,7 @@ def test_only_imported_triples_of_earlier_runs_are_read_for_the_cycle_check(stor
     import io
 
     from provplug import ids
-    from provplug.importer import import_provenance
+    from provplug.ingest.importer import import_provenance
     from provplug.progress import Progress
     from provplug.schema import TRIPLES
 
@@ -467,7 +467,7 @@ def test_only_imported_triples_of_earlier_runs_are_read_for_the_cycle_check(stor
 def _cycle_check_lines(store: Any, tmp_path: Path, name: str, edges: str) -> list[str]:
     import io
 
-    from provplug.importer import import_provenance
+    from provplug.ingest.importer import import_provenance
     from provplug.progress import Progress
 
     stream = io.StringIO()
@@ -496,7 +496,7 @@ def test_the_cycle_check_reads_only_earlier_row_groups_whose_value_range_holds_a
 
 def test_values_are_written_in_row_groups_a_cold_query_can_pick(store_path: Path, tmp_path: Path,
                                                                  monkeypatch) -> None:
-    from provplug import importer
+    from provplug.ingest import importer
 
     monkeypatch.setattr(importer, "VALUES_ROW_GROUP", 4)
     ids_ = np.arange(1, 12)

@@ -44,7 +44,7 @@ def groups(rows: list[dict[str, Any]], key: str) -> dict[int, set[int]]:
 
 def imported(path: Path, pair: tuple[Path, Path]) -> Any:
     import provplug
-    from provplug.importer import import_provenance
+    from provplug.ingest.importer import import_provenance
 
     store = provplug.open_store(path)
     import_provenance(store, *pair)
@@ -189,8 +189,8 @@ def test_crash_during_build_keeps_the_old_index(store_path: Path, monkeypatch: p
 def test_reindex_after_new_import_equals_indexing_from_scratch(tmp_path: Path) -> None:
     """Two imports indexed in between and after == both imports indexed once."""
     import provplug
-    from provplug.importer import import_provenance
     from provplug.index import build_index
+    from provplug.ingest.importer import import_provenance
 
     extra_triples = tmp_path / "more.csv"
     extra_triples.write_text("src,dst,op\n12,30,op2\n30,31,op2\n40,41,op2\n")
@@ -222,7 +222,7 @@ def test_a_splits_plugin_replaces_the_automatic_choice(store_path: Path) -> None
     --splits is given, and gives the paper's sets exactly as the explicit splits do."""
     import provplug
     from provplug.index import build_index
-    from provplug.plugins import Plugins
+    from provplug.plugin.manager import Plugins
 
     seen: list[Any] = []
 
@@ -244,9 +244,9 @@ def _store_with_an_undefined_table(path: Path) -> Any:
     """One run whose triples name a table id the run reserved but never
     recorded (as when a run's catalogue is lost)."""
     from provplug import ids
+    from provplug.ingest.recorder import StagedRun
     from provplug.model import OpInfo, TableInfo
-    from provplug.plugins import open_store
-    from provplug.recorder import StagedRun
+    from provplug.plugin.manager import open_store
 
     store = open_store(path)
     with store.transaction("capture") as txn:
@@ -289,10 +289,10 @@ def test_one_index_build_at_a_time(store_path: Path) -> None:
     import subprocess
     import sys
 
-    from provplug import storefiles
     from provplug.errors import StoreError
     from provplug.index import build_index
     from provplug.index.generation import LOCK
+    from provplug.store import files as storefiles
 
     store = imported(store_path, TABLE7)
     lock = store_path / "index" / LOCK
@@ -312,7 +312,7 @@ def test_one_index_build_at_a_time(store_path: Path) -> None:
 def test_storefiles_process_record_names_this_process() -> None:
     import os
 
-    from provplug import storefiles
+    from provplug.store import files as storefiles
 
     record = json.loads(storefiles.process_record(run_id="r1"))
     assert record["pid"] == os.getpid() and record["run_id"] == "r1"

@@ -14,9 +14,9 @@ from conftest import DATA
 
 import provplug
 from provplug.errors import DamagedIndexError
-from provplug.importer import import_provenance
 from provplug.index import build_index, current_dir
-from provplug.plugins import open_store
+from provplug.ingest.importer import import_provenance
+from provplug.plugin.manager import open_store
 from provplug.query.index_reader import clear_cache
 
 T7_SPLITS = [["T1", "T2"], ["T3", "T4"], ["T5", "T6"]]
@@ -91,7 +91,8 @@ def test_the_message_names_what_is_missing(table7: Path) -> None:
 @pytest.mark.parametrize("lost", ["value_sets/bucket=8", "mapped/value_sets/bucket=8.arrow"])
 def test_a_file_lost_after_the_check_is_an_error_not_an_empty_bucket(table7: Path, lost: str,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from provplug.query import index_reader, mapped
+    from provplug.index import mapped
+    from provplug.query import index_reader
 
     if not lost.startswith(mapped.MAPPED_DIR):
         monkeypatch.setenv(index_reader.MAPPED_ENV, "0")  # the Parquet bucket is read, not its mapped copy

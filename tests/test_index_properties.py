@@ -79,7 +79,7 @@ def write_import(tmp: Path, triples: list[tuple[int, int, str]], table_of: dict[
 
 def make_store(tmp: Path, seed: int, n_tables: int = 9, values_per_table: int = 30) -> tuple[Any, list, dict]:
     import provplug
-    from provplug.importer import import_provenance
+    from provplug.ingest.importer import import_provenance
 
     rng = random.Random(seed)
     triples, table_of = random_provenance(rng, n_tables, values_per_table)

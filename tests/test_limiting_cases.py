@@ -71,8 +71,8 @@ def components(triples: list[tuple[int, int]]) -> list[set[int]]:
 
 def indexed(path: Path, pair: tuple[Path, Path], splits: list[list[str]]) -> Any:
     import provplug
-    from provplug.importer import import_provenance
     from provplug.index import build_index
+    from provplug.ingest.importer import import_provenance
 
     store = provplug.open_store(path)
     import_provenance(store, *pair)

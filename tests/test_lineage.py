@@ -17,9 +17,9 @@ from conftest import DATA, EXAMPLES, REPO, snapshot
 import provplug
 from provplug import ids
 from provplug.errors import LineageQueryError, NotIndexedError
-from provplug.importer import import_provenance
 from provplug.index import build_index
-from provplug.plugins import open_store
+from provplug.ingest.importer import import_provenance
+from provplug.plugin.manager import open_store
 
 METHODS = ("rq", "ccprov", "csprov", "auto")
 T7_SPLITS = [["T1", "T2"], ["T3", "T4"], ["T5", "T6"]]
@@ -89,7 +89,7 @@ def test_imported_values_are_read_from_the_row_groups_holding_them(
     one of its values, not the others (a store of many runs and values)."""
     import pyarrow.parquet as pq
 
-    from provplug import importer
+    from provplug.ingest import importer
     from provplug.query import catalog
 
     monkeypatch.setattr(importer, "VALUES_ROW_GROUP", 3)
@@ -195,14 +195,14 @@ def test_where_comment_cannot_hide_the_rest(people: tuple[Path, dict[int, int]])
     ],
 )
 def test_table_column_quoting(target: str, expected: tuple[str, str]) -> None:
-    from provplug.query.cli import parse_target
+    from provplug.cli.lineage import parse_target
 
     assert parse_target(target) == expected
 
 
 @pytest.mark.parametrize("target", ["Age", ".Age", "T.", '"a.b".c.d', '"a.b"', 'T."c', 'T.c"d', '"".c', 'a"b.c'])
 def test_bad_table_column_is_one_line(target: str) -> None:
-    from provplug.query.cli import parse_target
+    from provplug.cli.lineage import parse_target
 
     with pytest.raises(LineageQueryError, match=r"expected TABLE\.COLUMN"):
         parse_target(target)
@@ -398,7 +398,7 @@ def test_unindexed_and_stale_stores(tmp_path: Path, cli: Any) -> None:
 
 def test_methods_are_registered_through_the_hook_and_a_plugin_can_add_one(table4: Path) -> None:
     from provplug import hookimpl
-    from provplug.plugins import Plugins, reset_plugins
+    from provplug.plugin.manager import Plugins, reset_plugins
     from provplug.query.methods import ConnectedSetQuery
 
     plugins = Plugins.load(autoload=False)
@@ -427,9 +427,9 @@ def test_index_and_queries_take_any_store_a_backend_returns(tmp_path: Path) -> N
     """The index and queries need only the ``Store`` protocol: a backend whose
     store is not a ParquetStore (here one delegating to it) is indexed and
     queried like the built-in one."""
-    from provplug.plugins import Plugins, reset_plugins
-    from provplug.protocols import Store
-    from provplug.store import ParquetStore
+    from provplug.plugin.manager import Plugins, reset_plugins
+    from provplug.plugin.protocols import Store
+    from provplug.store.parquet import ParquetStore
 
     class Delegating:
         def __init__(self, inner: ParquetStore) -> None:

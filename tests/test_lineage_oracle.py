@@ -13,9 +13,9 @@ import pytest
 from test_lineage_support import layered_dag
 
 import provplug
-from provplug.importer import import_provenance
 from provplug.index import build_index, read_meta
-from provplug.plugins import open_store
+from provplug.ingest.importer import import_provenance
+from provplug.plugin.manager import open_store
 from provplug.testing import TripleOracle
 
 METHODS = ("rq", "ccprov", "csprov", "auto")

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from provplug import ids, schema
 from provplug.model import OpInfo, TableInfo
-from provplug.store import ParquetStore
+from provplug.store.parquet import ParquetStore
 
 
 def layered_dag(

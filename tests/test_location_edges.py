@@ -20,7 +20,6 @@ from provplug import schema
 from provplug.errors import DamagedStoreError, LocationError
 from provplug.ids import value_id
 from provplug.location import (
-    LOCATIONS,
     Actor,
     Consumption,
     LocationEdge,
@@ -31,16 +30,13 @@ from provplug.location import (
     dependency,
     expand,
     location_edge,
-    locations_of,
-    read_locations,
     simulate,
     workflow,
     workflow_of,
-    write_locations,
 )
-from provplug.location.files import edges_json
-from provplug.store import ParquetStore
-from provplug.writers import Destination
+from provplug.plugin.writers import Destination
+from provplug.store.locations import LOCATIONS, edges_json, locations_of, read_locations, write_locations
+from provplug.store.parquet import ParquetStore
 
 Triple = tuple[int, int, int, int, int]
 

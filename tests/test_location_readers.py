@@ -7,7 +7,7 @@ moving window (fixed buffer 2) and a 1:2 split are location edges recorded
 through the recorder, and only the last step (a sum) stores its triples.
 The triples are derived by hand here, with plain loops over row numbers
 (never :func:`provplug.location.expand`), and every reader must give the
-same answer on both stores: the readers of :mod:`provplug.location.read`,
+same answer on both stores: the readers of :mod:`provplug.store.triples`,
 both index engines, every query method on the driver and on Spark in both
 directions, the exports, the workflow graph, browse, metrics and diff.
 """
@@ -29,10 +29,10 @@ from test_index_spark import comparable
 
 import provplug
 from provplug import ids
+from provplug.ingest.recorder import StagedRun
 from provplug.location import Rates, RowRuns, location_edge
 from provplug.model import OpInfo, TableInfo
-from provplug.plugins import open_store
-from provplug.recorder import StagedRun
+from provplug.plugin.manager import open_store
 from provplug.testing import TripleOracle
 
 Triple = tuple[int, int, int]  # src, dst, op
@@ -190,7 +190,7 @@ def test_the_located_store_stores_only_the_sums_triples(pair: Pair) -> None:
 
 
 def test_both_stores_read_the_hand_derived_triples(pair: Pair) -> None:
-    from provplug.location import triple_batches, triple_table
+    from provplug.store.triples import triple_batches, triple_table
 
     for _, store in pair.stores():
         assert _sorted(triple_table(store, ["src", "dst", "op"])) == pair.hand_triples()
@@ -202,7 +202,8 @@ def test_both_stores_read_the_hand_derived_triples(pair: Pair) -> None:
 
 
 def test_a_filter_reads_the_same_triples_and_expands_no_edge_it_excludes(pair: Pair, monkeypatch: Any) -> None:
-    from provplug.location import TripleFilter, read, triple_counts, triple_table
+    from provplug.store import triples as read
+    from provplug.store.triples import TripleFilter, triple_counts, triple_table
 
     a, b = pair.runs["full"]
     filters = [
@@ -234,7 +235,7 @@ def test_a_filter_reads_the_same_triples_and_expands_no_edge_it_excludes(pair: P
 
 def test_slices_of_an_edge_give_exactly_its_triples() -> None:
     from provplug.location import expand, expand_positions
-    from provplug.location.read import edge_slices
+    from provplug.store.triples import edge_slices
 
     runs = RowRuns.partitions([5, 4, 3])
     edges = [
@@ -255,7 +256,8 @@ def test_slices_of_an_edge_give_exactly_its_triples() -> None:
 
 
 def test_the_spark_frame_holds_the_same_triples(pair: Pair, spark: Any, monkeypatch: Any) -> None:
-    from provplug.location import TripleFilter, read, triples_frame
+    from provplug.store import triples as read
+    from provplug.store.triples import TripleFilter, triples_frame
 
     monkeypatch.setattr(read, "SLICE_TRIPLES", 4)  # many slices: many tasks, each expanding a piece
     for _, store in pair.stores():
@@ -272,7 +274,8 @@ def test_damaged_location_edges_are_one_line(pair: Pair, tmp_path: Path) -> None
     import shutil
 
     from provplug.errors import DamagedStoreError
-    from provplug.location import LOCATIONS, triple_table
+    from provplug.store.locations import LOCATIONS
+    from provplug.store.triples import triple_table
 
     copy = tmp_path / "copy.prov"
     shutil.copytree(pair.located.root, copy)
@@ -288,9 +291,9 @@ def test_damaged_location_edges_are_one_line(pair: Pair, tmp_path: Path) -> None
 def test_verify_checks_the_edges_against_the_manifests_count(pair: Pair, tmp_path: Path) -> None:
     import shutil
 
-    from provplug import store as store_module
     from provplug.errors import DamagedStoreError
-    from provplug.location import LOCATIONS
+    from provplug.store import parquet as store_module
+    from provplug.store.locations import LOCATIONS
 
     assert store_module.LOCATIONS == LOCATIONS
     copy = tmp_path / "copy.prov"
@@ -428,7 +431,7 @@ def test_column_lineage_is_identical(pair: Pair) -> None:
 
 
 def test_the_workflow_graph_counts_the_edges_triples(pair: Pair) -> None:
-    from provplug.graph import as_text, workflow_of
+    from provplug.explore.graph import as_text, workflow_of
 
     texts = [as_text(workflow_of(store)) for _, store in pair.stores()]
     assert texts[1] == texts[0]

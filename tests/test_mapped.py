@@ -19,10 +19,10 @@ from test_lineage_support import layered_dag
 
 import provplug
 from provplug.errors import DamagedIndexError
-from provplug.importer import import_provenance
-from provplug.index import build_index, current_dir, integrity
-from provplug.plugins import open_store
-from provplug.query import index_reader, mapped
+from provplug.index import build_index, current_dir, integrity, mapped
+from provplug.ingest.importer import import_provenance
+from provplug.plugin.manager import open_store
+from provplug.query import index_reader
 from provplug.query.index_reader import IndexReader
 from provplug.testing import TripleOracle
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from conftest import DATA, EXAMPLES
 
-from provplug.importer import import_provenance
 from provplug.index import build_index
-from provplug.plugins import open_store
+from provplug.ingest.importer import import_provenance
+from provplug.plugin.manager import open_store
 
 SVG = "{http://www.w3.org/2000/svg}"
 NY_AGE = ("AvgAge.Age", "--where", "City = 'NY'")
@@ -59,7 +59,7 @@ def test_svg_of_the_paper_answer_shows_the_4_ancestors_with_their_values(people:
 
 
 def test_svg_of_the_captured_demo_store(spark: Any, tmp_path: Path, cli: Any) -> None:
-    from provplug.demo import capture_people
+    from provplug.cli.demo import capture_people
 
     store = tmp_path / "demo.prov"
     capture_people(spark, str(store))

@@ -12,9 +12,9 @@ import pytest
 from conftest import EXAMPLES
 
 import provplug
-from provplug import hookspecs
 from provplug.errors import PluginError
-from provplug.plugins import BUILTIN_PLUGINS, Plugins, make_plugin_manager
+from provplug.plugin import hookspecs
+from provplug.plugin.manager import BUILTIN_PLUGINS, Plugins, make_plugin_manager
 
 RECORDS_SRC = EXAMPLES / "records_adapter"
 
@@ -53,7 +53,7 @@ def test_builtins_and_shipped_adapters_register_through_entry_points() -> None:
 def test_no_plugin_manager_is_built_at_import_time() -> None:
     import importlib
 
-    import provplug.plugins as plugins_module
+    import provplug.plugin.manager as plugins_module
 
     importlib.reload(plugins_module)
     assert plugins_module._default is None
@@ -247,16 +247,16 @@ def test_a_store_backend_must_return_a_store() -> None:
 
     plugins = Plugins.load(autoload=False)
     plugins.pm.register(Broken())
-    with pytest.raises(PluginError, match=r"returned a object, which lacks what provplug\.protocols\.Store requires"):
+    with pytest.raises(PluginError, match=r"returned a object, which lacks what provplug\.plugin\.protocols\.Store requires"):
         provplug.open_store("anything", plugins)
 
 
 def test_a_store_backend_plugin_answers_before_the_builtin(tmp_path: Path) -> None:
     """`provplug_store_backend` (firstresult): a plugin can map its own URIs;
     anything it declines falls through to the built-in Parquet store."""
-    from provplug.importer import import_provenance
-    from provplug.plugins import reset_plugins
-    from provplug.store import ParquetStore
+    from provplug.ingest.importer import import_provenance
+    from provplug.plugin.manager import reset_plugins
+    from provplug.store.parquet import ParquetStore
 
     class AliasStores:
         @provplug.hookimpl

@@ -225,7 +225,7 @@ def _said(stream: io.StringIO) -> list[str]:
 
 def test_provplug_log_records_are_shown_while_nothing_else_shows_them(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(logging.root, "handlers", [])  # as in a shell: logging not configured
-    logger = logging.getLogger("provplug.capture")
+    logger = logging.getLogger("provplug.ingest.capture")
     level = logging.getLogger("provplug").level
     stream = io.StringIO()
     with logs_shown(Progress(stream=stream, every=3600)):
@@ -243,16 +243,16 @@ def test_an_application_that_configured_logging_gets_the_records_there_only(
     caplog.set_level(logging.INFO, logger="provplug")  # pytest's handler on the root logger: configured
     stream = io.StringIO()
     with logs_shown(Progress(stream=stream)):
-        logging.getLogger("provplug.capture").info("step join started")
+        logging.getLogger("provplug.ingest.capture").info("step join started")
     assert stream.getvalue() == ""
-    assert [(r.name, r.getMessage()) for r in caplog.records] == [("provplug.capture", "step join started")]
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [("provplug.ingest.capture", "step join started")]
 
 
 def test_a_silent_progress_shows_no_log_record(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(logging.root, "handlers", [])
     stream = io.StringIO()
     with logs_shown(Progress(enabled=False, stream=stream)):
-        logging.getLogger("provplug.capture").warning("step join started")
+        logging.getLogger("provplug.ingest.capture").warning("step join started")
     assert stream.getvalue() == "" and not logging.getLogger("provplug").handlers
 
 

@@ -17,12 +17,12 @@ from test_lineage_support import layered_dag
 
 import provplug
 from provplug.errors import DamagedIndexError, LineageQueryError
-from provplug.importer import import_provenance
-from provplug.index import build_index, current_dir, read_meta
-from provplug.plugins import open_store
-from provplug.query import driver, index_reader, mapped
+from provplug.index import build_index, current_dir, mapped, read_meta
+from provplug.index.mapped import write_mapped
+from provplug.ingest.importer import import_provenance
+from provplug.plugin.manager import open_store
+from provplug.query import driver, index_reader
 from provplug.query.index_reader import IndexReader, _ByteBudgetCache
-from provplug.query.mapped import write_mapped
 from provplug.testing import TripleOracle
 
 METHODS = ("ccprov", "csprov", "auto")

@@ -18,11 +18,10 @@ import pytest
 
 from provplug import ids, schema
 from provplug.errors import CaptureError
+from provplug.ingest.recorder import StagedRun
 from provplug.model import OpInfo, TableInfo
-from provplug.protocols import RunRecorder
-from provplug.recorder import StagedRun
-from provplug.store import ParquetStore
-from provplug.writers import (
+from provplug.plugin.protocols import RunRecorder
+from provplug.plugin.writers import (
     Destination,
     PartWriter,
     RowsWriter,
@@ -32,6 +31,7 @@ from provplug.writers import (
     local_destination,
     triples_table,
 )
+from provplug.store.parquet import ParquetStore
 
 
 def _read(destination: Destination) -> pa.Table:
@@ -283,7 +283,7 @@ def test_a_failed_run_leaves_nothing(store: ParquetStore) -> None:
 
 
 def test_row_lineage_and_rules_commit_with_the_run_and_read_back(store: ParquetStore) -> None:
-    from provplug import rowlineage
+    from provplug.ingest import rowlineage
     from provplug.rowrules import ColumnRule, OpRowRules
 
     rules = OpRowRules(7, 3, "exact", {"n": ColumnRule("aggregate", function="count_star"),
@@ -307,7 +307,7 @@ def test_row_lineage_and_rules_commit_with_the_run_and_read_back(store: ParquetS
 
 
 def test_row_lineage_parts_are_dictionary_and_delta_encoded(tmp_path: Path) -> None:
-    from provplug.writers import RowLineageWriter
+    from provplug.plugin.writers import RowLineageWriter
 
     with RowLineageWriter(local_destination(str(tmp_path)), "t") as writer:
         writer.write(7, 3, np.arange(1000), np.zeros(1000), 2, np.arange(1000) * 2)
@@ -323,8 +323,9 @@ def test_row_lineage_parts_are_dictionary_and_delta_encoded(tmp_path: Path) -> N
 
 
 def test_location_edges_commit_with_the_run_as_one_file(store: ParquetStore) -> None:
-    from provplug.location import LOCATIONS, RowRuns, location_edge, locations_of
-    from provplug.recorder import LOCATIONS as RECORDER_LOCATIONS
+    from provplug.ingest.recorder import LOCATIONS as RECORDER_LOCATIONS
+    from provplug.location import RowRuns, location_edge
+    from provplug.store.locations import LOCATIONS, locations_of
 
     assert RECORDER_LOCATIONS == LOCATIONS
     edge = location_edge(5, 1, 2, {0: [0], 1: [0, 1]}, RowRuns.partitions([3, 2]))
@@ -342,7 +343,7 @@ def test_location_edges_commit_with_the_run_as_one_file(store: ParquetStore) -> 
 
 
 def test_a_run_without_location_edges_writes_no_locations_file(store: ParquetStore) -> None:
-    from provplug.location import LOCATIONS, locations_of
+    from provplug.store.locations import LOCATIONS, locations_of
 
     _stage(store, True, lambda run: None)
     (manifest,) = store.runs()

@@ -12,7 +12,7 @@ import pytest
 from provplug import hookimpl, ids, reduce
 from provplug.errors import ReductionError
 from provplug.model import OpInfo
-from provplug.plugins import Plugins, make_plugin_manager
+from provplug.plugin.manager import Plugins, make_plugin_manager
 from provplug.reduce.spec import parse_params, parse_spec, parse_specs
 
 
@@ -113,8 +113,8 @@ def _cell(table: int, column: int, row: int) -> int:
 
 
 def test_the_closure_keeps_paths_from_kept_rows_op_by_op(tmp_path: Path) -> None:
+    from provplug.plugin.writers import TripleWriter, local_destination
     from provplug.reduce.production import filter_triples
-    from provplug.writers import TripleWriter, local_destination
 
     # Sources: W (table 1, reduced, rows 0-2, row 0 kept) and D (table 4, not reduced).
     # Op 10: W -> A (table 2), row by row. Op 11: A and D -> B (table 3).
@@ -129,7 +129,7 @@ def test_the_closure_keeps_paths_from_kept_rows_op_by_op(tmp_path: Path) -> None
 
     kept = filter_triples(destination, ops, {1: np.array([0], np.int64)}, {1, 4})
     assert kept == {10: 1, 11: 2}  # W.0 -> A.0; then A.0 -> B.0 and D's cell (D is whole)
-    from provplug.storefiles import scan
+    from provplug.store.files import scan
 
     rows = scan(destination.filesystem(), destination.files(), "t").to_pylist()
     assert sorted((t["src"], t["dst"]) for t in rows) == sorted([

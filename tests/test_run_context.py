@@ -15,8 +15,8 @@ import pytest
 from conftest import EXAMPLES
 
 import provplug
-from provplug.demo import adults, average_age
-from provplug.runcontext import git_state
+from provplug.cli.demo import adults, average_age
+from provplug.ingest.runcontext import git_state
 
 SCRIPT = EXAMPLES / "sales_script" / "sales.py"
 DATA = EXAMPLES / "sales_script" / "data"

@@ -23,7 +23,7 @@ import provplug
 from provplug.errors import LineageQueryError, NotIndexedError, StoreError
 from provplug.explore import manage
 from provplug.index import generation
-from provplug.plugins import open_store
+from provplug.plugin.manager import open_store
 
 
 @pytest.fixture(scope="module")
@@ -143,12 +143,12 @@ def test_a_crash_after_the_run_vanished_leaves_garbage_not_half_a_run(two: Path,
 
 
 def test_a_crash_before_the_rename_leaves_the_run_whole(two: Path, cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    import provplug.store
+    import provplug.store.parquet
 
     def refuse(src: str, dst: str) -> None:
         raise PermissionError(13, "Permission denied", src)
 
-    monkeypatch.setattr(provplug.store.os, "rename", refuse)
+    monkeypatch.setattr(provplug.store.parquet.os, "rename", refuse)
     result = cli("delete-run", two, _runs(two)["import"])
     assert result.code == 2 and len(result.err.splitlines()) == 1
     monkeypatch.undo()

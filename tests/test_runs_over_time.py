@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 import provplug
-from provplug.demo import adults, average_age, capture_people, person1
+from provplug.cli.demo import adults, average_age, capture_people, person1
 from provplug.errors import LineageQueryError
-from provplug.explore.runs import numbered, select_run
 from provplug.ids import TABLE_SHIFT
-from provplug.store import MANIFEST, ParquetStore
+from provplug.store.parquet import MANIFEST, ParquetStore
+from provplug.store.runs import numbered, select_run
 
 README_QUERY = ("lineage", "AvgAge.Age", "--where", "City = 'NY'")
 
@@ -82,9 +82,9 @@ def test_runs_shows_number_label_entry_point_and_counts(people_twice: Path, cli:
     runs = json.loads(listed.out)
     assert [(r["number"], r["label"], r["tags"], r["status"]) for r in runs] == [
         (1, "first", ["try"], "committed"), (2, None, [], "committed")]
-    # Run 1 was captured by this test module, run 2 by provplug.demo: the calling modules.
+    # Run 1 was captured by this test module, run 2 by provplug.cli.demo: the calling modules.
     assert runs[0]["entry_point"]["type"] == "python" and runs[0]["entry_point"]["module"] == __name__
-    assert runs[1]["entry_point"]["module"] == "provplug.demo"
+    assert runs[1]["entry_point"]["module"] == "provplug.cli.demo"
     assert all(r["engine"] == "spark" and r["spark_app_id"] for r in runs)
     assert all(r["started"] <= r["ended"] for r in runs)
     text = cli("runs", people_twice).out.splitlines()

@@ -20,7 +20,7 @@ def multi_run_store(tmp: Path, seed: int, runs: int) -> tuple[Any, list[tuple[in
     """One random provenance graph imported as ``runs`` runs, its triples dealt
     at random: every run holds pieces of most components."""
     import provplug
-    from provplug.importer import import_provenance
+    from provplug.ingest.importer import import_provenance
 
     rng = random.Random(seed)
     triples, table_of = random_provenance(rng, 5, 20)
@@ -95,7 +95,7 @@ def test_input_groups_deal_every_triple_exactly_once(tmp_path: Path) -> None:
     from collections import Counter
 
     from provplug.index.spark_input import input_groups
-    from provplug.location.read import triple_table
+    from provplug.store.triples import triple_table
 
     store, triples = multi_run_store(tmp_path, seed=3, runs=3)
     columns = ("src", "dst", "op", "src_table", "dst_table")
@@ -174,9 +174,9 @@ def test_components_that_lie_in_one_group_each_need_no_links(spark: Any, tmp_pat
     """Two one-triple components, one per input group: an empty link graph,
     every component labelled by its own local root; the same index."""
     import provplug
-    from provplug.importer import import_provenance
     from provplug.index import build_index
     from provplug.index.spark_input import input_groups
+    from provplug.ingest.importer import import_provenance
 
     store = provplug.open_store(tmp_path / "tiny.prov")
     import_provenance(store, *write_import(tmp_path, [(1, 2, "f"), (3, 4, "f")], {1: "A", 2: "B", 3: "A", 4: "B"}))

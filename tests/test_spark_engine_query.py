@@ -19,10 +19,10 @@ def chain_with_branches() -> list[tuple[int, int, int]]:
 
 
 def test_walk_spark_equals_the_driver_walk(spark: Any) -> None:
+    from provplug.plugin.query_results import Edges
     from provplug.progress import Progress
     from provplug.query import spark_rq
     from provplug.query.driver import walk
-    from provplug.query.model import Edges
 
     rows = chain_with_branches()
     frame = spark.createDataFrame(rows, "src long, dst long, op long")

@@ -20,7 +20,7 @@ CYCLE = "src,dst,op\n1,2,R\n2,3,R\n3,1,R\n"
 
 
 def _store(path: Path):
-    from provplug.store import ParquetStore
+    from provplug.store.parquet import ParquetStore
 
     return ParquetStore(str(path))
 
@@ -33,7 +33,7 @@ def _stage_one_table(txn) -> None:
 
 def _assert_valid(path: Path, runs: int) -> None:
     """The store reads, has its whole skeleton, and accepts one more import."""
-    from provplug.importer import import_provenance
+    from provplug.ingest.importer import import_provenance
 
     store = _store(path)
     store.check()
@@ -110,9 +110,9 @@ def test_failed_first_write_into_an_empty_directory_leaves_it_empty(store_path: 
 def _racing_import(store: str, triples: str, start: object, delay: float) -> None:
     """A child process: wait for the others, then import (exit 3 on bad input)."""
     from provplug.errors import ImportInputError
-    from provplug.importer import import_provenance
-    from provplug.plugins import open_store
-    from provplug.store import ParquetStore
+    from provplug.ingest.importer import import_provenance
+    from provplug.plugin.manager import open_store
+    from provplug.store.parquet import ParquetStore
 
     # A slow listing of _staging widens the window between finding the store
     # and staging a run in it, which a failed creator's cleanup must respect.
@@ -140,7 +140,7 @@ def test_a_store_directory_that_vanishes_while_checked_does_not_exist(tmp_path: 
     """Another process's failed creation may remove the directory between
     seeing it and listing it: that is no store yet, not an error (the race
     below met it once in twenty rounds)."""
-    from provplug.plugins import open_store
+    from provplug.plugin.manager import open_store
 
     folder = tmp_path / "vanishing.prov"
     folder.mkdir()
@@ -189,7 +189,7 @@ def _crash_in_commit(store: str, at: str) -> None:
     while writing the manifest, or at the rename that publishes the run."""
     import os
 
-    from provplug import store as store_module
+    from provplug.store import parquet as store_module
 
     real_write, real_rename = store_module.ParquetStore.write_text, os.rename
 
@@ -255,7 +255,7 @@ def test_ownerless_staging_folder_is_collected_once_old(store_path: Path) -> Non
 # -- item 4: damaged store files are one-line errors naming them -------------
 
 def _imported(path: Path):
-    from provplug.importer import import_provenance
+    from provplug.ingest.importer import import_provenance
 
     store = _store(path)
     import_provenance(store, TABLE4)

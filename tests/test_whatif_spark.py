@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 import provplug
-from provplug.plugins import open_store
+from provplug.plugin.manager import open_store
 from provplug.whatif.model import WhatIfAnswer
 from provplug.whatif.values import UNKNOWN
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from provplug.ingest.recorder import StagedRun
 from provplug.model import OpInfo, TableOrigin
-from provplug.recorder import StagedRun
 from provplug.rowrules import ColumnRule, OpRowRules
-from provplug.store import ParquetStore
+from provplug.store.parquet import ParquetStore
 
 
 @dataclasses.dataclass

@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 
 import provplug
-from provplug.capture import _in_module
-from provplug.demo import adults, average_age, person1
+from provplug.cli.demo import adults, average_age, person1
 from provplug.errors import CaptureError, LineageQueryError
+from provplug.ingest.capture import _in_module
 from provplug.model import StepInfo
 
 NY = {"table": "AvgAge", "column": "Age", "where": "City = 'NY'"}
@@ -37,7 +37,7 @@ NY = {"table": "AvgAge", "column": "Age", "where": "City = 'NY'"}
 @pytest.fixture(scope="module")
 def people(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from provplug.index.build import build_index
-    from provplug.plugins import open_store
+    from provplug.plugin.manager import open_store
 
     store = tmp_path_factory.mktemp("zoom") / "people.prov"
     with provplug.capture(spark, store=str(store)) as run, provplug.module("people"):
@@ -142,7 +142,7 @@ def spaceflights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     store = root / "store.prov"
     result = kedro_run(copy_project(root / "project"), store=store)
     assert result.returncode == 0, result.stderr[-4000:]
-    from provplug.cli import main
+    from provplug.cli.main import main
 
     assert main(["index", str(store), "--engine", "local"]) == 0
     yield store

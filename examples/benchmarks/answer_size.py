@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import provplug  # noqa: E402
-from provplug.plugins import open_store  # noqa: E402
+from provplug.plugin.manager import open_store  # noqa: E402
 from provplug.query.answer import LineageAnswer, finite  # noqa: E402
 from provplug.query.driver import gather_ranges  # noqa: E402
 

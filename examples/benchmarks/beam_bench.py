@@ -138,7 +138,7 @@ def run_plain(rows: list[Any], scenario: Callable[[Any], Any]) -> float:
 
 def run_capture(rows: list[Any], scenario: Callable[[Any], Any]) -> tuple[float, int, int]:
     """Seconds, triples and row-lineage records of one captured run."""
-    from provplug import rowlineage
+    from provplug.ingest import rowlineage
 
     store = Path(tempfile.mkdtemp(prefix="provplug-beam-bench-")) / "store.prov"
     try:

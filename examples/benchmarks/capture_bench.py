@@ -58,11 +58,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import provplug
-from provplug.location import locations_of
-from provplug.plugins import open_store
-from provplug.rowlineage import lineage_of
+from provplug.ingest.rowlineage import lineage_of
+from provplug.plugin.manager import open_store
 from provplug.rowrules import LINEAGE
 from provplug.sparksession import local_spark
+from provplug.store.locations import locations_of
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"

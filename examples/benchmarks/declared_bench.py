@@ -86,9 +86,9 @@ def capture(spark: Any, source: Path, store: Path, location_lineage: bool) -> fl
 
 
 def child(args: argparse.Namespace) -> int:
-    from provplug.location import locations_of
-    from provplug.plugins import open_store
+    from provplug.plugin.manager import open_store
     from provplug.sparksession import local_spark
+    from provplug.store.locations import locations_of
 
     spark = local_spark("declared-bench", "local[2]", **{"spark.driver.memory": "2g"})
     work = Path(args.work)
@@ -127,7 +127,7 @@ def checks_child(args: argparse.Namespace, old: Path) -> int:
     import provplug_spark.declared as declared
 
     from provplug.sparksession import local_spark
-    from provplug.writers import Destination
+    from provplug.store.writers import Destination
 
     spark = local_spark("declared-bench", "local[2]", **{"spark.driver.memory": "2g"})
     work = Path(args.work)

@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from provplug.importer import _dense_numbers, topological_order
+from provplug.ingest.importer import _dense_numbers, topological_order
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
@@ -138,7 +138,7 @@ def timed_import(store: Path, triples: Path, values: Path | None) -> ImportRun:
 
 
 def old_is_acyclic(edges: np.ndarray) -> bool:
-    """provplug/importer.py ``_is_acyclic`` as of commit 920dacc, verbatim."""
+    """provplug/ingest/importer.py ``_is_acyclic`` as of commit 920dacc, verbatim."""
     if len(edges) == 0:
         return True
     nodes, inverse = np.unique(edges, return_inverse=True)

@@ -115,7 +115,7 @@ def same_generations(store: Path, a: str, b: str) -> bool:
 def fingerprint(store: Path) -> dict[str, Any]:
     """Sorted content of the small outputs (Spark writes rows in another order)."""
     from provplug.index import current_dir
-    from provplug.plugins import open_store
+    from provplug.plugin.manager import open_store
 
     d = current_dir(open_store(store))
     sets = pq.read_table(f"{d}/sets.parquet").sort_by("csid")
@@ -245,7 +245,7 @@ def render(
 
 def table9_section(store: Path) -> list[str]:
     from provplug.index.stats import index_stats
-    from provplug.plugins import open_store
+    from provplug.plugin.manager import open_store
 
     stats = index_stats(open_store(store))
     return [

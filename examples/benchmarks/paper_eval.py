@@ -146,7 +146,7 @@ def save_json(path: Path, value: Any) -> None:
 def prepare(opts: Options, factor: int, splits: Path | None) -> dict[str, Any]:
     """Import the missing copies and (re)build a missing or stale index."""
     from provplug.index import read_meta
-    from provplug.plugins import open_store
+    from provplug.plugin.manager import open_store
 
     state_path = opts.state_file(factor)
     state = load_json(state_path, {"factor": factor, "scale": opts.scale, "seed": opts.seed, "copies": []})
@@ -189,7 +189,7 @@ def has_mapped_files(store: Any) -> bool:
     """Whether the live generation has its mapped files (built by a provplug
     that writes them: queries on an older one would read Parquet instead)."""
     from provplug.index import current_dir
-    from provplug.query.mapped import MAPPED_MANIFEST
+    from provplug.index.mapped import MAPPED_MANIFEST
 
     return Path(current_dir(store), MAPPED_MANIFEST).exists()
 
@@ -650,7 +650,7 @@ def local_spark(memory: str) -> Any:
 
 
 def bench_factor(opts: Options, factor: int, picks: dict[str, Any], args: argparse.Namespace, spark: Any) -> dict[str, Any]:
-    from provplug.plugins import open_store
+    from provplug.plugin.manager import open_store
 
     path = opts.store(factor)
     store = open_store(path)
@@ -1035,7 +1035,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(opts: Options, factors: list[int], args: argparse.Namespace, command: str, results: dict[str, Any], results_path: Path) -> None:
-    from provplug.plugins import open_store
+    from provplug.plugin.manager import open_store
 
     prepare(opts, 1, None)
     base_store = open_store(opts.store(1))
@@ -1098,7 +1098,7 @@ def duckdb_only(opts: Options, factors: list[int], args: argparse.Namespace, res
                 results_path: Path) -> None:
     """Time DuckDB on the slow queries of factors already benchmarked (their
     other figures kept), e.g. with settings a large factor needs."""
-    from provplug.plugins import open_store
+    from provplug.plugin.manager import open_store
 
     for f in factors:
         sec = results["factors"][str(f)]

@@ -31,7 +31,7 @@ Usage::
     python examples/benchmarks/paper_trace.py STORE [--scale 1.0] [--seed 0] [--copies 1]
 
 or ``generate(path, scale=1.0, seed=0, copies=1)`` from Python (the query
-benchmark uses it too). The triples go through ``provplug.importer`` like any
+benchmark uses it too). The triples go through ``provplug.ingest.importer`` like any
 import.
 """
 
@@ -270,8 +270,8 @@ def generate(
 ) -> dict[str, Any]:
     """Create a store at ``path`` holding ``copies`` copies of the trace (one
     import run each); ``triples`` and ``duplicates`` are summed over them."""
-    from provplug.importer import import_provenance
-    from provplug.plugins import open_store
+    from provplug.ingest.importer import import_provenance
+    from provplug.plugin.manager import open_store
     from provplug.progress import SILENT
 
     if copies < 1:

@@ -17,7 +17,7 @@ connected set on the driver (default) and on Spark (``tau=0``). With
 ``--big-scale`` the same for a larger trace (queries and stores reused).
 
 The mapped files are what the index build writes with
-:func:`provplug.query.mapped.write_mapped`; a store indexed before it
+:func:`provplug.index.mapped.write_mapped`; a store indexed before it
 did gets them here (``--no-write-mapped``: leave the store as it is).
 
     python examples/benchmarks/query_bench.py --scale 1.0 --big-scale 9.0
@@ -44,9 +44,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import provplug  # noqa: E402
-from provplug.index import build_index, current_dir, read_meta  # noqa: E402
-from provplug.plugins import open_store  # noqa: E402
-from provplug.query import index_reader, mapped  # noqa: E402
+from provplug.index import build_index, current_dir, mapped, read_meta  # noqa: E402
+from provplug.plugin.manager import open_store  # noqa: E402
+from provplug.query import index_reader  # noqa: E402
 from provplug.query.driver import gather_ranges  # noqa: E402
 
 CLASSES = {"SC-SL": (100, 200), "LC-SL": (100, 200), "LC-LL": (5_000, 10_000)}

@@ -37,7 +37,7 @@ from pyspark.sql import SparkSession
 
 import provplug
 from provplug import reduce
-from provplug.plugins import open_store
+from provplug.plugin.manager import open_store
 from provplug.reduce.metrics import compare
 from provplug.sparksession import local_spark
 

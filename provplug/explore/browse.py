@@ -2,7 +2,7 @@
 
 Plain JSON-ready records (``TypedDict``\\ s) shared by the ``provplug runs``,
 ``tables``, ``show`` and ``stats`` commands and by
-:class:`provplug.query.api.ProvenanceStore`. A table's rows are read with a
+:class:`provplug.api.ProvenanceStore`. A table's rows are read with a
 limit, never whole.
 """
 
@@ -14,11 +14,12 @@ from typing import Any, TypedDict
 
 import pyarrow.compute as pc
 
-from .. import schema
-from ..location.read import TripleFilter, triple_table
-from ..protocols import Store
-from ..query.catalog import Catalog, TableEntry, catalog_for, jsonable
-from .runs import run_line, select_run
+from provplug import schema
+from provplug.plugin.protocols import Store
+from provplug.query.catalog import Catalog, TableEntry, catalog_for, jsonable
+from provplug.store.runs import run_line, select_run
+from provplug.store.triples import TripleFilter, triple_table
+from provplug.texttable import aligned, cell_text
 
 
 class _RunCounts(TypedDict):
@@ -32,7 +33,7 @@ class _RunCounts(TypedDict):
     ended: str
     committed: str
     engine: str | None
-    entry_point: dict[str, Any] | None  # see provplug.runcontext
+    entry_point: dict[str, Any] | None  # see provplug.ingest.runcontext
     git: dict[str, Any] | None  # {commit, dirty} of the code that ran, when in a git repository
     spark_app_id: str | None
     tables: int
@@ -75,7 +76,7 @@ class SampleRow(TypedDict):
 class TableDetail(TableRecord):
     run_kind: str
     run_committed: str
-    run: dict[str, Any]  # the run shown and how many runs wrote the table (provplug.explore.runs.run_used)
+    run: dict[str, Any]  # the run shown and how many runs wrote the table (provplug.store.runs.run_used)
     written_by: list[OpRecord]
     sample: list[SampleRow]
 
@@ -205,7 +206,7 @@ def store_stats(store: Store) -> dict[str, Any]:
     keys: the store's counts (every file checked), then its index's
     (``index_intact``: its files are as built; ``index_current``: it covers
     exactly the store's runs)."""
-    from ..index.stats import index_stats
+    from provplug.index.stats import index_stats
 
     sections: tuple[dict[str, Any], ...] = (store.verify(), _reduced_runs(store), index_stats(store))
     return {key: value for section in sections for key, value in section.items()}
@@ -218,30 +219,6 @@ def _reduced_runs(store: Store) -> dict[str, Any]:
 
 
 # -- text ----------------------------------------------------------------------------
-
-
-def aligned(headers: Sequence[str], rows: Sequence[Sequence[object]], right: Sequence[bool] | None = None) -> str:
-    """Rows under their headers, each column as wide as its widest cell;
-    columns flagged in ``right`` (numbers) are right-aligned."""
-    text = [[str(h) for h in headers], *[[cell_text(c) for c in row] for row in rows]]
-    widths = [max(len(r[i]) for r in text) for i in range(len(headers))]
-    flags = list(right) if right is not None else [False] * len(headers)
-    lines = [
-        "  ".join(c.rjust(w) if flag else c.ljust(w) for c, w, flag in zip(r, widths, flags, strict=True)).rstrip()
-        for r in text
-    ]
-    return "\n".join(lines)
-
-
-def cell_text(value: object) -> str:
-    """One value in a text table: numbers with separators, yes/no, ``-`` for nothing."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
 
 
 def render_runs(runs: Sequence[RunRecord]) -> str:
@@ -281,7 +258,7 @@ def _git_text(git: dict[str, Any] | None) -> str | None:
 
 def _reduction_lines(runs: Sequence[RunRecord]) -> list[str]:
     """A line per reduced run: its provenance is partial by design."""
-    from ..reduce.base import describe_run_reduction
+    from provplug.plugin.reductions import describe_run_reduction
 
     return [f"run {r['run_id']} reduced ({describe_run_reduction(r['reduction'])})" for r in runs if "reduction" in r]
 

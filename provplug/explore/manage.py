@@ -1,7 +1,7 @@
 """Removing what a store no longer needs: one run (``provplug delete-run``),
 and garbage (``provplug gc``).
 
-Deleting a run is atomic (see :meth:`provplug.store.ParquetStore.delete_run`):
+Deleting a run is atomic (see :meth:`provplug.store.parquet.ParquetStore.delete_run`):
 one rename hides it, then its files go. Every run stands alone — captured
 value ids carry their own run's table ids, and every import maps each of its
 values in its own ``values.parquet`` — so deleting one never leaves another
@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypedDict
 
-from ..errors import ProvplugError, StoreError
-from ..index import generation
-from ..protocols import Store
-from ..store import Garbage
-from .runs import select_run
+from provplug.errors import ProvplugError, StoreError
+from provplug.index import generation
+from provplug.plugin.protocols import Store
+from provplug.store.parquet import Garbage
+from provplug.store.runs import select_run
 
 
 class DeletedRun(TypedDict):

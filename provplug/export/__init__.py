@@ -16,10 +16,10 @@ from __future__ import annotations
 import importlib.util
 from typing import TYPE_CHECKING
 
-from .selection import MAX_WHOLE_VALUES, ExportError, Selection, Target, select
+from provplug.export.selection import MAX_WHOLE_VALUES, ExportError, Selection, Target, select
 
 if TYPE_CHECKING:
-    from ..protocols import Store
+    from provplug.plugin.protocols import Store
 
 FORMATS = ("prov-json", "prov-n", "openlineage")
 _PACKAGES = {"prov-json": "prov", "prov-n": "prov", "openlineage": "openlineage.client"}
@@ -36,14 +36,14 @@ def export(
     _require(_PACKAGES[fmt])
     store.check()
     selection = select(store, run, target, with_values=fmt != "openlineage")
-    from .scope import tables_of
+    from provplug.export.scope import tables_of
 
     all_tables = {t.table_id: t for t in tables_of(store)}
     if fmt == "openlineage":
-        from .openlineage_events import events_json
+        from provplug.export.openlineage_events import events_json
 
         return events_json(store, selection, all_tables, namespace, _edges_table(selection) if target else None)
-    from .w3c_prov import prov_json, prov_n
+    from provplug.export.w3c_prov import prov_json, prov_n
 
     return prov_json(selection, all_tables) if fmt == "prov-json" else prov_n(selection, all_tables)
 

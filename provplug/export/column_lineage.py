@@ -41,12 +41,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .scope import Table, stored_rows
+from provplug.export.scope import Table, stored_rows
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..protocols import Store
+    from provplug.plugin.protocols import Store
 
 # Column index of imported values whose column is not recorded.
 _NO_COLUMN = -1
@@ -81,8 +81,8 @@ def column_pairs(
     table of ``src, dst, op``) or else from the ops' stored triples."""
     import numpy as np
 
-    from ..progress import Progress
-    from ..query.catalog import catalog_for
+    from provplug.progress import Progress
+    from provplug.query.catalog import catalog_for
 
     by_op: dict[int, list[ColumnPair]] = {int(o["op_id"]): [] for o in ops}
     if triples is None:
@@ -127,21 +127,21 @@ def column_pairs(
 
 
 def _column_code(table: np.ndarray, column: np.ndarray) -> np.ndarray:
-    from .. import ids
+    from provplug import ids
 
     return (table << ids.COLUMN_BITS) | column
 
 
 def _column_of(code: int) -> tuple[int, int]:
-    from .. import ids
+    from provplug import ids
 
     return code >> ids.COLUMN_BITS, code & (ids.MAX_COLUMNS - 1)
 
 
 def _scan(store: Store, op_ids: list[int]) -> Any:
-    from ..location.read import TripleFilter, triple_table
+    from provplug.store.triples import TripleFilter, triple_table
 
-    # The stored triples and the location edges' (provplug.location.read), of these ops only.
+    # The stored triples and the location edges' (provplug.store.triples), of these ops only.
     return triple_table(store, ["src", "dst", "op"], TripleFilter.of(ops=op_ids))
 
 
@@ -240,7 +240,7 @@ class _ValueCache:
     def _read(self, table_id: int) -> tuple[np.ndarray, np.ndarray, Any] | None:
         import numpy as np
 
-        from .. import schema
+        from provplug import schema
 
         table = self.tables.get(table_id)
         if table is None or not table.stored_rows:

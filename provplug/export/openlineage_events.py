@@ -25,12 +25,12 @@ import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from .column_lineage import ColumnPair, column_pairs
-from .scope import Table
-from .selection import Selection
+from provplug.export.column_lineage import ColumnPair, column_pairs
+from provplug.export.scope import Table
+from provplug.export.selection import Selection
 
 if TYPE_CHECKING:
-    from ..protocols import Store
+    from provplug.plugin.protocols import Store
 
 PRODUCER = "https://w3id.org/provplug"
 PARENT_JOB = "provplug-run"
@@ -149,7 +149,7 @@ def _column_types(store: Store, table: Table) -> dict[str, str]:
     """The Arrow types of the table's stored columns, read from the files' schema only."""
     import pyarrow.dataset as pads
 
-    from .. import schema
+    from provplug import schema
 
     if not table.stored_rows:
         return {}

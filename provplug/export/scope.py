@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..errors import LineageQueryError
-from ..query.catalog import TableEntry
+from provplug.errors import LineageQueryError
+from provplug.query.catalog import TableEntry
 
 # One table of one run, as the store's catalogue records it (the catalogue's own record).
 Table = TableEntry
@@ -15,12 +15,12 @@ Table = TableEntry
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ..protocols import Store
+    from provplug.plugin.protocols import Store
 
 
 def resolve_run(store: Store, prefix: str) -> str:
     """The committed run whose id is ``prefix`` or the one run whose id starts with it."""
-    from ..explore.runs import select_run
+    from provplug.store.runs import select_run
 
     return str(select_run(store.runs(), prefix)["run_id"])
 
@@ -59,7 +59,7 @@ def stored_rows(store: Store, table: Table) -> pa.Table:
     """The table's stored rows with their row numbers (empty when none are stored)."""
     import pyarrow as pa
 
-    from .. import schema
+    from provplug import schema
 
     rows = store.read_rows(table.run_id, table.table_id) if table.stored_rows else None
     return pa.table({schema.ROW_COLUMN: pa.array([], pa.int64())}) if rows is None else rows

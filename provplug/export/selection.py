@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ProvplugError
-from .scope import Table, ops_of, resolve_run, stored_rows, tables_of, value_count
+from provplug.errors import ProvplugError
+from provplug.export.scope import Table, ops_of, resolve_run, stored_rows, tables_of, value_count
 
 if TYPE_CHECKING:
-    from ..protocols import Store
+    from provplug.plugin.protocols import Store
 
 # A whole-run PROV export lists every value as an entity: beyond this many
 # values the document is too large to be useful, and a target is asked for.
@@ -64,10 +64,10 @@ def select(store: Store, run: str | None, target: Target | None, with_values: bo
 
 
 def _target_selection(store: Store, run: str | None, target: Target) -> Selection:
-    from ..query.api import ProvenanceStore
-    from ..query.catalog import catalog_for
+    from provplug.query.catalog import catalog_for
+    from provplug.query.lineage import LineageQueries
 
-    queried = ProvenanceStore(store)
+    queried = LineageQueries(store)
     if target.table is not None:
         answer = queried.lineage(
             table=target.table, column=target.column, where=target.where, direction=target.direction, run=run
@@ -108,7 +108,7 @@ def _op_id(ops: list[dict[str, Any]], name: str, dst_table: int) -> int:
 
 
 def _whole_selection(store: Store, run_ids: set[str] | None, with_values: bool) -> Selection:
-    from ..query.catalog import catalog_for
+    from provplug.query.catalog import catalog_for
 
     tables = tables_of(store, run_ids)
     ops = ops_of(store, run_ids)
@@ -134,7 +134,7 @@ def _all_value_ids(store: Store, tables: Sequence[Table]) -> Any:
     import numpy as np
     import pyarrow.compute as pc
 
-    from .. import ids, schema
+    from provplug import ids, schema
 
     parts = [np.empty(0, np.int64)]
     imported = [t.table_id for t in tables if t.origin == "imported"]
@@ -155,11 +155,11 @@ def _all_value_ids(store: Store, tables: Sequence[Table]) -> Any:
 
 def _triples_of(store: Store, op_ids: list[int]) -> list[tuple[int, int, int]]:
     """The triples of ``op_ids`` (a pushed-down scan; the whole-run export is bounded in size)."""
-    from ..location.read import TripleFilter, triple_table
+    from provplug.store.triples import TripleFilter, triple_table
 
     if not op_ids:
         return []
-    # The stored triples and the location edges' (provplug.location.read), of these ops only.
+    # The stored triples and the location edges' (provplug.store.triples), of these ops only.
     data = triple_table(store, ["src", "dst", "op"], TripleFilter.of(ops=op_ids))
     return list(zip(data.column("src").to_pylist(), data.column("dst").to_pylist(), data.column("op").to_pylist(), strict=True))
 

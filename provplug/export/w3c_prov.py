@@ -25,8 +25,8 @@ import json
 import math
 from typing import Any
 
-from .scope import Table
-from .selection import Selection
+from provplug.export.scope import Table
+from provplug.export.selection import Selection
 
 BASE = "https://w3id.org/provplug/"
 NAMESPACES = {"pp": f"{BASE}ns#", "ppv": f"{BASE}value/", "ppt": f"{BASE}table/", "ppo": f"{BASE}op/"}

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 DEFAULT_THETA = 25_000
 
 if TYPE_CHECKING:  # (build_index stays untyped here: .build imports DEFAULT_THETA from this module)
-    from .generation import current_dir, current_generation, read_meta
+    from provplug.index.generation import current_dir, current_generation, read_meta
 
 _LAZY = {
     "build_index": "provplug.index.build",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
-from .splits import CompiledSplits
+from provplug.index.splits import CompiledSplits
 
 
 @dataclasses.dataclass(frozen=True)

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from ..markers import hookimpl
-from .workflow import WorkflowGraph, weak_pieces
+from provplug.index.workflow import WorkflowGraph, weak_pieces
+from provplug.plugin.markers import hookimpl
 
 # A stretch may hold at most this many times its fair share of the values.
 BALANCE = 1.25

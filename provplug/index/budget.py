@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 
-from ..errors import ProvplugError
+from provplug.errors import ProvplugError
 
 # Peak bytes per value of the local engine's per-value arrays (ids 8, table
 # codes 2, component and set labels 4 + 4, split ids 2, flags 1, per-set and

@@ -19,15 +19,10 @@ from typing import Any, Literal
 
 import pyarrow.fs as pafs
 
-from .. import storefiles
-from ..errors import ProvplugError
-from ..model import utc_now
-from ..plugins import Plugins, get_plugins, open_store
-from ..progress import SILENT, Progress
-from ..protocols import Store
-from . import DEFAULT_THETA, budget, integrity, layout
-from .algorithm import IndexEngine, InputStats, OutputDir, SetPlan
-from .generation import (
+from provplug.errors import ProvplugError
+from provplug.index import DEFAULT_THETA, budget, integrity, layout
+from provplug.index.algorithm import IndexEngine, InputStats, OutputDir, SetPlan
+from provplug.index.generation import (
     PREVIOUS,
     build_lock,
     current_generation,
@@ -36,8 +31,21 @@ from .generation import (
     publish,
     remove_stale_generations,
 )
-from .splits import Split, SplitsError, build_splits, check_names, compile_splits, load_splits_file, splits_to_spec
-from .workflow import TableCatalogue, WorkflowGraph, infer_workflow
+from provplug.index.splits import (
+    Split,
+    SplitsError,
+    build_splits,
+    check_names,
+    compile_splits,
+    load_splits_file,
+    splits_to_spec,
+)
+from provplug.index.workflow import TableCatalogue, WorkflowGraph, infer_workflow
+from provplug.model import utc_now
+from provplug.plugin.manager import Plugins, get_plugins, open_store
+from provplug.plugin.protocols import Store
+from provplug.progress import SILENT, Progress
+from provplug.store import files as storefiles
 
 # 2: meta.json records the generation's files (provplug.index.integrity).
 META_FORMAT = 2
@@ -137,7 +145,7 @@ def _write_mapped(store: Store, gen_dir: str, buckets: dict[str, int], progress:
     of their sets. Written before the file listing, so the listing has them."""
     if not isinstance(store.fs, pafs.LocalFileSystem):
         return
-    from ..query.mapped import write_mapped
+    from provplug.index.mapped import write_mapped
 
     progress.update("writing mapped index files", 0, "bytes", force=True)
     written = write_mapped(store.fs, gen_dir, buckets)
@@ -166,8 +174,8 @@ def _load(
     """The engine that reads the triples, and what it read. ``auto`` starts
     locally with a limit on the values (what the budget holds); past it, Spark."""
     if choice.name != "spark":
-        from .local_engine import LocalEngine
-        from .spill import TooManyValues
+        from provplug.index.local_engine import LocalEngine
+        from provplug.index.spill import TooManyValues
 
         limit = None if choice.name == "local" else budget.value_limit(choice.memory_budget)
         local = LocalEngine(store, catalogue, progress, scratch, choice.memory_budget, limit)
@@ -195,10 +203,10 @@ def _local_scratch(store: Store, gen_dir: str) -> Iterator[str]:
 
 
 def _spark_engine(store: Store, catalogue: TableCatalogue, progress: Progress, spark: Any, gen: str) -> IndexEngine:
-    from .spark_engine import SparkEngine
+    from provplug.index.spark_engine import SparkEngine
 
     if spark is None:
-        from ..sparksession import local_spark
+        from provplug.sparksession import local_spark
 
         spark = local_spark("provplug-index")
     scratch = store.path(layout.INDEX_DIR, gen, SCRATCH)

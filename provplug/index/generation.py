@@ -36,11 +36,11 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from .. import storefiles
-from ..errors import DamagedStoreError, NotIndexedError, StoreError
-from ..model import utc_now
-from ..protocols import Store
-from . import integrity, layout
+from provplug.errors import DamagedStoreError, NotIndexedError, StoreError
+from provplug.index import integrity, layout
+from provplug.model import utc_now
+from provplug.plugin.protocols import Store
+from provplug.store import files as storefiles
 
 LOCK = "_building.lock"
 PREVIOUS = "PREVIOUS"
@@ -113,7 +113,7 @@ def build_lock(store: Store) -> Iterator[None]:
 
 def _take_lock(store: Store, path: str) -> bool:
     """The lock file is created as the store creates its id reservations
-    (:meth:`~provplug.protocols.Store.create_exclusive`), holding its builder."""
+    (:meth:`~provplug.plugin.protocols.Store.create_exclusive`), holding its builder."""
     record = storefiles.process_record()
     for _ in range(2):
         if store.create_exclusive(path, record):

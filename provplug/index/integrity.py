@@ -25,8 +25,8 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from ..errors import DamagedIndexError, DamagedStoreError
-from . import layout
+from provplug.errors import DamagedIndexError, DamagedStoreError
+from provplug.index import layout
 
 FILES = "files"  # the meta.json key: {relative path: size in bytes}
 SINGLE_FILES = ("sets.parquet", "components.parquet")
@@ -59,7 +59,7 @@ def damaged(uri: str, generation: str | None, problem: str) -> DamagedIndexError
 @contextlib.contextmanager
 def index_damage(uri: str, generation: str) -> Iterator[None]:
     """Turn a damaged or vanished index file read inside the block (a
-    :class:`DamagedStoreError` from :mod:`provplug.storefiles`, or a missing
+    :class:`DamagedStoreError` from :mod:`provplug.store.files`, or a missing
     file) into :class:`DamagedIndexError`: the cure is re-indexing."""
     try:
         yield

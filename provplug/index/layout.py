@@ -54,14 +54,14 @@ Details the builder guarantees (additions to the contract above):
   (``{relative path: size}`` of every file of the generation but
   ``meta.json``; queries check them when they open it, see
   :mod:`provplug.index.integrity`, and read bucket files from this list).
-* ``mapped/`` (written by :func:`provplug.query.mapped.write_mapped`
+* ``mapped/`` (written by :func:`provplug.index.mapped.write_mapped`
   after the Parquet files, before ``meta.json``, so ``files`` lists them):
   ``triples``, ``setdeps``, ``rsetdeps`` and ``value_sets`` buckets sorted by
   the key their queries look up (``dst_csid``, ``dst_csid``, ``src_csid``,
   ``value_id``) and ``sets`` sorted by ``ccid``. A query reads a set's rows as
   one range of the mapped key column, so a cold query touches only the pages
   of its sets. ``DATASET/fences.arrow`` holds every
-  :data:`~provplug.query.mapped.FENCE_ROWS`-th key of each bucket (the
+  :data:`~provplug.index.mapped.FENCE_ROWS`-th key of each bucket (the
   buckets' fences one after the other; ``manifest.json`` ``fences`` gives
   each dataset's first fence per bucket, then the end), so a lookup knows
   the page of each key before reading it. A generation without ``mapped/``

@@ -33,15 +33,15 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..location.read import triple_batches as read_triples
-from ..progress import Progress
-from ..protocols import Store
-from . import budget, layout
-from .algorithm import InputStats, OutputDir, SetPlan
-from .localwcc import flatten, merge_groups
-from .spill import ROW_GROUP, BucketSpill, DistinctRuns, EdgeFile, write_parquet
-from .splits import CompiledSplits
-from .workflow import TableCatalogue
+from provplug.index import budget, layout
+from provplug.index.algorithm import InputStats, OutputDir, SetPlan
+from provplug.index.localwcc import flatten, merge_groups
+from provplug.index.spill import ROW_GROUP, BucketSpill, DistinctRuns, EdgeFile, write_parquet
+from provplug.index.splits import CompiledSplits
+from provplug.index.workflow import TableCatalogue
+from provplug.plugin.protocols import Store
+from provplug.progress import Progress
+from provplug.store.triples import triple_batches as read_triples
 
 TRIPLE_COLUMNS = ("src", "dst", "op", "src_table", "dst_table")
 
@@ -353,7 +353,7 @@ class LocalEngine:
 
 def triple_batches(store: Store, columns: Sequence[str], rows: int) -> Iterator[pa.RecordBatch]:
     """Every triple's ``columns`` in record batches of at most ``rows``: the
-    stored files, then the location edges' triples (:mod:`provplug.location.read`)."""
+    stored files, then the location edges' triples (:mod:`provplug.store.triples`)."""
     return read_triples(store, columns, batch_rows=rows)
 
 

@@ -52,17 +52,26 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..progress import Progress
-from ..protocols import Store
-from ..sparksession import spark_ddl, spark_type
-from . import layout, spark_output
-from .algorithm import InputStats, OutputDir, SetPlan
-from .localwcc import wcc_labels
-from .spark_input import InputGroups, group_ids, input_groups
-from .spark_output import FILE_DDL, TaskOutput, file_batches, merge_parts
-from .spark_shuffle import BLOB_DDL, owner_keys, receive, send, shuffled, spread
-from .sparkwcc import BROADCAST_ROWS, attach, concat_batches, link_labels, node_links, partition_roots, spark_wcc, tune
-from .workflow import TableCatalogue
+from provplug.index import layout, spark_output
+from provplug.index.algorithm import InputStats, OutputDir, SetPlan
+from provplug.index.localwcc import wcc_labels
+from provplug.index.spark_input import InputGroups, group_ids, input_groups
+from provplug.index.spark_output import FILE_DDL, TaskOutput, file_batches, merge_parts
+from provplug.index.spark_shuffle import BLOB_DDL, owner_keys, receive, send, shuffled, spread
+from provplug.index.sparkwcc import (
+    BROADCAST_ROWS,
+    attach,
+    concat_batches,
+    link_labels,
+    node_links,
+    partition_roots,
+    spark_wcc,
+    tune,
+)
+from provplug.index.workflow import TableCatalogue
+from provplug.plugin.protocols import Store
+from provplug.progress import Progress
+from provplug.sparksession import spark_ddl, spark_type
 
 # A component with more triples than this is indexed level-synchronously on
 # Spark instead of in one task (~1.5 GB of NumPy arrays at the limit).

@@ -20,12 +20,13 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from .. import schema, storefiles
-from ..errors import DamagedStoreError
-from ..location import LocationEdge
-from ..location.edges import expand_positions, triples_per_position
-from ..location.read import edge_slices, edges_of, stored_triple_files
-from ..protocols import Store
+from provplug import schema
+from provplug.errors import DamagedStoreError
+from provplug.location import LocationEdge
+from provplug.location.edges import expand_positions, triples_per_position
+from provplug.plugin.protocols import Store
+from provplug.store import files as storefiles
+from provplug.store.triples import edge_slices, edges_of, stored_triple_files
 
 # Triples one group holds at most (unless the session has more cores than
 # groups of this size): its Python task holds them and a few arrays per triple.

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from . import layout
+from provplug.index import layout
 
 # One row per file a task wrote: dataset, bucket (-1: a part of a single
 # file), path on the store's filesystem, rows.

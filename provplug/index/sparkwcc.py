@@ -40,7 +40,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .localwcc import wcc_labels
+from provplug.index.localwcc import wcc_labels
 
 # Link graphs up to this many edges are solved in one task (~1 GB of NumPy
 # arrays at the limit); larger ones by large-star/small-star on Spark.

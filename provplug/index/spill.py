@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import layout
+from provplug.index import layout
 
 # pq.write_table's row group size for tables without one (pyarrow >= 15).
 ROW_GROUP = 1024 * 1024

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ProvplugError
-from .workflow import WorkflowGraph, weak_pieces
+from provplug.errors import ProvplugError
+from provplug.index.workflow import WorkflowGraph, weak_pieces
 
 
 class SplitsError(ProvplugError):

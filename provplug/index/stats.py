@@ -12,11 +12,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import storefiles
-from ..errors import DamagedIndexError
-from ..protocols import Store
-from . import integrity, layout
-from .generation import check_generation, current_generation, generation_meta
+from provplug.errors import DamagedIndexError
+from provplug.index import integrity, layout
+from provplug.index.generation import check_generation, current_generation, generation_meta
+from provplug.plugin.protocols import Store
+from provplug.store import files as storefiles
 
 BIG_SET = 1_000
 

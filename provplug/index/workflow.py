@@ -21,8 +21,8 @@ from collections.abc import Iterable
 import numpy as np
 import pyarrow as pa
 
-from ..errors import DamagedStoreError
-from ..protocols import Store
+from provplug.errors import DamagedStoreError
+from provplug.plugin.protocols import Store
 
 
 @dataclasses.dataclass(frozen=True)

@@ -65,28 +65,16 @@ How the rest of provplug uses it:
 
 from __future__ import annotations
 
-from .check import check_rates
-from .dependency import Dependency, dependency, dependency_rows
-from .edges import LocationEdge, expand, expand_positions, location_edge, workflow_of
-from .files import LOCATIONS, locations_of, read_locations, write_locations
-from .model import Actor, Consumption, Production, Workflow, workflow
-from .positions import Positions
-from .rates import RATES_PARAM, Rates, declared_rates, rates_of
-from .read import (
-    TripleFilter,
-    edges_of,
-    represented_triples,
-    stored_triple_files,
-    triple_batches,
-    triple_counts,
-    triple_table,
-    triples_frame,
-)
-from .rows import RowRuns
-from .simulate import Run, simulate
+from provplug.location.check import check_rates
+from provplug.location.dependency import Dependency, dependency, dependency_rows
+from provplug.location.edges import LocationEdge, expand, expand_positions, location_edge, workflow_of
+from provplug.location.model import Actor, Consumption, Production, Workflow, workflow
+from provplug.location.positions import Positions
+from provplug.location.rates import RATES_PARAM, Rates, declared_rates, rates_of
+from provplug.location.rows import RowRuns
+from provplug.location.simulate import Run, simulate
 
 __all__ = [
-    "LOCATIONS",
     "RATES_PARAM",
     "Actor",
     "Consumption",
@@ -97,27 +85,16 @@ __all__ = [
     "Rates",
     "RowRuns",
     "Run",
-    "TripleFilter",
     "Workflow",
     "check_rates",
     "declared_rates",
     "dependency",
     "dependency_rows",
-    "edges_of",
     "expand",
     "expand_positions",
     "location_edge",
-    "locations_of",
     "rates_of",
-    "read_locations",
-    "represented_triples",
     "simulate",
-    "stored_triple_files",
-    "triple_batches",
-    "triple_counts",
-    "triple_table",
-    "triples_frame",
     "workflow",
     "workflow_of",
-    "write_locations",
 ]

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import LocationError
-from .edges import check_sizes
-from .rates import Rates
-from .rows import RowRuns
+from provplug.errors import LocationError
+from provplug.location.edges import check_sizes
+from provplug.location.rates import Rates
+from provplug.location.rows import RowRuns
 
 
 def check_rates(

@@ -27,9 +27,9 @@ from __future__ import annotations
 import heapq
 from typing import NamedTuple
 
-from ..errors import LocationError
-from .model import Workflow
-from .positions import EMPTY, Positions
+from provplug.errors import LocationError
+from provplug.location.model import Workflow
+from provplug.location.positions import EMPTY, Positions
 
 
 class Dependency(NamedTuple):

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from .. import ids, schema
-from ..errors import LocationError
-from .model import Actor, Consumption, Production, Workflow, workflow
-from .rates import Rates
-from .rows import RowRuns
+from provplug import ids, schema
+from provplug.errors import LocationError
+from provplug.location.model import Actor, Consumption, Production, Workflow, workflow
+from provplug.location.rates import Rates
+from provplug.location.rows import RowRuns
 
 # Triples per record batch :func:`expand` yields, at most.
 CHUNK_ROWS = 1 << 20

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..errors import LocationError
-from .rates import Rates, _positive
+from provplug.errors import LocationError
+from provplug.location.rates import Rates, _positive
 
 
 @dataclass(frozen=True)

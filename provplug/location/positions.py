@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ..errors import LocationError
+from provplug.errors import LocationError
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import LocationError
+from provplug.errors import LocationError
 
 
 def _positive(name: str, value: object) -> int:

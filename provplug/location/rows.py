@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import ids
-from ..errors import LocationError
+from provplug import ids
+from provplug.errors import LocationError
 
 # Row numbers of a Spark step output: partition << ROW_IN_PARTITION_BITS | index
 # (provplug_spark.writer: 10 partition bits of the 36 row bits).

@@ -16,8 +16,8 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..errors import LocationError
-from .model import Actor, Workflow
+from provplug.errors import LocationError
+from provplug.location.model import Actor, Workflow
 
 Token = tuple[str, int]  # (container, 1-based position)
 

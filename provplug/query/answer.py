@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any
 
-from .. import ids
+from provplug import ids
 
 MAX_TREE_LINES = 400
 # Rows shown per (op, table) group of a tree level; the rest are counted.
@@ -54,7 +54,7 @@ class LineageAnswer:
             "version": JSON_VERSION,
             "method": self.method,
             "direction": self.direction,
-            "run": self.stats.get("run"),  # the run answered from (provplug.explore.runs.run_used)
+            "run": self.stats.get("run"),  # the run answered from (provplug.store.runs.run_used)
             "stats": {k: v for k, v in self.stats.items() if k != "run"},
             "query": [_cell(r, rows) for r in self.query],
             "lineage": [_cell(r, rows) for r in self.lineage],
@@ -322,7 +322,7 @@ def _summary_text(s: dict[str, Any], max_rows: int) -> str:
 def _run_heading(stats: dict[str, Any]) -> str:
     """The line naming the run the answer used, and a line break (nothing
     when one run wrote its table, or the answer does not know its run)."""
-    from ..explore.runs import run_note
+    from provplug.store.runs import run_note
 
     note = run_note(stats.get("run"))
     return f"{note}\n" if note else ""
@@ -511,7 +511,7 @@ class _TreeRenderer:
 
 def _reduction_note(stats: dict[str, Any]) -> str:
     """A line per reduced run the answer reaches: its provenance is partial."""
-    from ..reduce.base import describe_run_reduction
+    from provplug.plugin.reductions import describe_run_reduction
 
     return "".join(f"\nreduced provenance: run {run} kept only some source rows' ({describe_run_reduction(r)})"
                    for run, r in sorted(stats.get("reduction", {}).items()))

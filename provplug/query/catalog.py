@@ -20,12 +20,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .. import ids, schema, storefiles
-from ..errors import LineageQueryError
-from ..explore.runs import describe_run, describe_runs, numbered, run_used, select_run
-from ..importer import UNKNOWN_TABLE
-from ..protocols import Store
-from .index_reader import arrow_ids, cached
+from provplug import ids, schema
+from provplug.errors import LineageQueryError
+from provplug.ingest.importer import UNKNOWN_TABLE
+from provplug.plugin.protocols import Store
+from provplug.query.index_reader import arrow_ids, cached
+from provplug.store import files as storefiles
+from provplug.store.runs import describe_run, describe_runs, numbered, run_used, select_run
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ class Catalog:
     def table_choice(self, name: str, run: str | None = None) -> tuple[TableEntry, dict[str, Any]]:
         """:meth:`table_named`, and the answer's ``run`` object saying which
         run it is and how many runs wrote a table of that name
-        (:func:`~provplug.explore.runs.run_used`)."""
+        (:func:`~provplug.store.runs.run_used`)."""
         matches = [t for t in self.tables.values() if t.name == name]
         if not matches:
             known = sorted({t.name for t in self.tables.values()})

@@ -18,8 +18,9 @@ import os
 
 import numpy as np
 
-from ..errors import LineageQueryError
-from .model import Direction, Edges, Walk
+from provplug.errors import LineageQueryError
+from provplug.index.mapped import gather_ranges
+from provplug.plugin.query_results import Direction, Edges, Walk
 
 DRIVER_ENV = "PROVPLUG_QUERY_DRIVER_MB"
 # Peak bytes a triple costs on the driver: read as three int64 columns (24),
@@ -94,16 +95,6 @@ def driver_budget() -> int:
 def fits_driver(triples: int, budget: int | None = None) -> bool:
     """Would recursing over ``triples`` triples fit the driver's budget?"""
     return triples * BYTES_PER_TRIPLE <= (driver_budget() if budget is None else budget)
-
-
-def gather_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, e)`` for every pair, without a Python loop."""
-    lengths = ends - starts
-    total = int(lengths.sum())
-    if total == 0:
-        return np.empty(0, dtype=np.int64)
-    offsets = np.cumsum(lengths) - lengths
-    return np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)
 
 
 def walk(triples: Edges, seeds: np.ndarray, direction: Direction) -> Walk:

@@ -38,13 +38,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from .. import storefiles
-from ..errors import NotIndexedError
-from ..index import integrity, layout
-from ..index.generation import Hold, check_generation, current_generation, generation_meta, hold
-from ..protocols import Store
-from .driver import available_memory, megabytes_from_env
-from .mapped import (
+from provplug.errors import NotIndexedError
+from provplug.index import integrity, layout
+from provplug.index.generation import Hold, check_generation, current_generation, generation_meta, hold
+from provplug.index.mapped import (
     FENCES,
     MAPPED_BUCKETED,
     MAPPED_FORMAT,
@@ -59,7 +56,10 @@ from .mapped import (
     read_fences,
     will_need_heads,
 )
-from .model import Direction, Edges
+from provplug.plugin.protocols import Store
+from provplug.plugin.query_results import Direction, Edges
+from provplug.query.driver import available_memory, megabytes_from_env
+from provplug.store import files as storefiles
 
 _T = TypeVar("_T")
 

@@ -28,17 +28,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from ..index.generation import check_covers
-from ..markers import hookimpl
-from ..protocols import Store
-from . import index_reader
-from .driver import fits_driver, walk
-from .index_reader import IndexReader
-from .model import Direction, Edges, MethodResult
+from provplug.index.generation import check_covers
+from provplug.plugin.markers import hookimpl
+from provplug.plugin.protocols import MethodContext, QueryMethod, Store
+from provplug.plugin.query_results import Direction, Edges, MethodResult
+from provplug.query import index_reader
+from provplug.query.driver import fits_driver, walk
+from provplug.query.index_reader import IndexReader
 
 # No fixed threshold: the driver's memory budget decides (see the module's description).
 DEFAULT_TAU: int | None = None
@@ -75,7 +75,7 @@ class QueryContext:
     def session(self) -> Any:
         """The SparkSession for the Spark path (started only when first needed)."""
         if self.spark is None:
-            from ..sparksession import local_spark
+            from provplug.sparksession import local_spark
 
             self.spark = local_spark("provplug-lineage")
         return self.spark
@@ -88,13 +88,6 @@ def _check_fresh(store: Store, reader: IndexReader) -> None:
     check_covers(store, indexed, store.runs())  # runs added or deleted since the build
 
 
-class QueryMethod(Protocol):
-    name: str
-    description: str
-
-    def run(self, context: QueryContext, seeds: np.ndarray, direction: Direction) -> MethodResult: ...
-
-
 # -- RQ over the whole triple table ---------------------------------------------
 
 _whole_lock = threading.Lock()
@@ -105,7 +98,7 @@ def _whole_table(store: Store) -> Edges:
     """Every committed triple as arrays, kept in the query cache while it fits (warm RQ on the driver)."""
 
     def load() -> tuple[Edges, int]:
-        from ..location.read import triple_table
+        from provplug.store.triples import triple_table
 
         table = triple_table(store, ["src", "dst", "op"])  # the stored triples and the location edges'
         edges = Edges(*(table.column(c).to_numpy().astype(np.int64) for c in ("src", "dst", "op")))
@@ -118,14 +111,14 @@ class RecursiveQuery:
     name = "rq"
     description = "semi-naive recursion over the whole triple table (no index needed)"
 
-    def run(self, context: QueryContext, seeds: np.ndarray, direction: Direction) -> MethodResult:
-        from ..location.read import represented_triples
+    def run(self, context: MethodContext, seeds: np.ndarray, direction: Direction) -> MethodResult:
+        from provplug.store.triples import represented_triples
 
         total = represented_triples(context.store)
         if context.on_driver(total):
             return MethodResult(walk(_whole_table(context.store), seeds, direction), "driver", 0, total)
-        from ..location.read import triples_frame
-        from .spark_rq import walk_spark
+        from provplug.query.spark_rq import walk_spark
+        from provplug.store.triples import triples_frame
 
         spark = context.session()
         key = (id(spark), context.store.root, tuple(m["run_id"] for m in context.store.runs()))
@@ -146,7 +139,7 @@ class RecursiveQuery:
 
 
 def _recurse_over_sets(
-    context: QueryContext, csids: np.ndarray, seeds: np.ndarray, direction: Direction
+    context: MethodContext, csids: np.ndarray, seeds: np.ndarray, direction: Direction
 ) -> MethodResult:
     """RQ over the triples whose dst lies in ``csids``, on the driver or on Spark."""
     index = context.index()
@@ -157,7 +150,7 @@ def _recurse_over_sets(
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from .spark_rq import INDEXED_TRIPLES_DDL, ISIN_LIMIT, read_parquet, walk_spark
+    from provplug.query.spark_rq import INDEXED_TRIPLES_DDL, ISIN_LIMIT, read_parquet, walk_spark
 
     spark = context.session()
     files = [context.store.to_spark_path(f) for f in index.triple_bucket_files(csids.tolist())]
@@ -176,7 +169,7 @@ class ComponentQuery:
     name = "ccprov"
     description = "the queried values' components, then RQ on their triples (Algorithm 1)"
 
-    def run(self, context: QueryContext, seeds: np.ndarray, direction: Direction) -> MethodResult:
+    def run(self, context: MethodContext, seeds: np.ndarray, direction: Direction) -> MethodResult:
         index = context.index()
         ccid, _ = index.sets_of(seeds)
         csids = index.component_sets(ccid[ccid >= 0])
@@ -187,7 +180,7 @@ class ConnectedSetQuery:
     name = "csprov"
     description = "connected sets and their set-lineage, then RQ on those sets' triples (Algorithm 2)"
 
-    def run(self, context: QueryContext, seeds: np.ndarray, direction: Direction) -> MethodResult:
+    def run(self, context: MethodContext, seeds: np.ndarray, direction: Direction) -> MethodResult:
         index = context.index()
         _, csid = index.sets_of(seeds)
         closure = index.set_closure(csid[csid >= 0], direction)

@@ -18,8 +18,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ProvplugError
-from .answer import LineageAnswer, Record, row_key
+from provplug.errors import ProvplugError
+from provplug.query.answer import LineageAnswer, Record, row_key
 
 if TYPE_CHECKING:
     import graphviz

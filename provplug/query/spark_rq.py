@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .. import schema
-from ..index import layout
-from ..progress import Progress
-from ..sparksession import spark_ddl
-from .model import Direction, Edges, Walk
+from provplug import schema
+from provplug.index import layout
+from provplug.plugin.query_results import Direction, Edges, Walk
+from provplug.progress import Progress
+from provplug.sparksession import spark_ddl
 
 # Deltas up to this many values are pushed into the scan as an IN-set filter;
 # larger ones are broadcast-joined (a plan with a huge literal list is slow).

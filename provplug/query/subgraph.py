@@ -14,18 +14,18 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..protocols import Store
-from .answer import LineageAnswer
-from .catalog import catalog_for
-from .methods import QueryContext, _whole_table
-from .model import Edges
+from provplug.plugin.protocols import Store
+from provplug.plugin.query_results import Edges
+from provplug.query.answer import LineageAnswer
+from provplug.query.catalog import catalog_for
+from provplug.query.methods import QueryContext, _whole_table
 
 SUBGRAPH = "both"
 ROLES = ("ancestor", "descendant", "other parent")
 
 
 class Queries(Protocol):
-    """What the subgraph query needs of :class:`~provplug.query.api.ProvenanceStore`."""
+    """What the subgraph query needs of :class:`~provplug.api.ProvenanceStore`."""
 
     store: Store
 

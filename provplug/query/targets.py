@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import LineageQueryError
+from provplug.errors import LineageQueryError
 
 TARGET_HELP = (
     "the column whose cells to trace. Split at the last dot (sales.orders.amount is table "

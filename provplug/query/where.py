@@ -46,7 +46,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import LineageQueryError
+from provplug.errors import LineageQueryError
 
 _UNKNOWN_COLUMN = re.compile(r'Referenced column "([^"]+)" not found')
 _ROWS = "provplug_rows"

@@ -27,10 +27,10 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from .. import ids
-from ..errors import LineageQueryError
-from ..protocols import Store
-from .answer import LineageAnswer
+from provplug import ids
+from provplug.errors import LineageQueryError
+from provplug.plugin.protocols import Store
+from provplug.query.answer import LineageAnswer
 
 EVERY_MODULE = "*"
 OpKey = tuple[str, str]  # (run id, op name)

@@ -40,9 +40,9 @@ Importing this package loads no Spark, pyarrow or NumPy.
 
 from __future__ import annotations
 
-from .base import MODES, VARIANTS, Reduction, ReductionTechnique, describe, describe_run_reduction
-from .spec import parse_reduction, parse_spec, parse_specs, reductions_from
-from .techniques import equivalence, histogram, keep, kmeans, sample, stratified
+from provplug.plugin.reductions import MODES, VARIANTS, Reduction, ReductionTechnique, describe, describe_run_reduction
+from provplug.reduce.spec import parse_reduction, parse_spec, parse_specs, reductions_from
+from provplug.reduce.techniques import equivalence, histogram, keep, kmeans, sample, stratified
 
 __all__ = [
     "MODES",

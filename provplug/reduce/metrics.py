@@ -39,11 +39,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .. import ids, schema
-from ..errors import LineageQueryError
-from ..explore.runs import select_run
-from ..location.read import TripleFilter, triple_table
-from ..protocols import Store
+from provplug import ids, schema
+from provplug.errors import LineageQueryError
+from provplug.plugin.protocols import Store
+from provplug.store.runs import select_run
+from provplug.store.triples import TripleFilter, triple_table
 
 ROW_MASK = ids.MAX_ROWS - 1
 COLUMN_BITS_MASK = (ids.MAX_COLUMNS - 1) << ids.COLUMN_SHIFT
@@ -92,7 +92,7 @@ class RunProvenance:
         """For each output table in ``wanted``: a frame of (cell, srow) pairs,
         ``srow`` a source row (its id with the column bits cleared), one per
         source row among the cell's ancestors."""
-        from ..progress import Progress
+        from provplug.progress import Progress
 
         progress = Progress()  # a run's ops can hold millions of triples: say where it is
         sources = {t for t, info in self.tables.items() if info["origin"] == "source"}
@@ -285,8 +285,8 @@ def compare(full_store: Store, reduced_store: Store, tables: Sequence[str] = (),
 
 def render(result: dict[str, Any]) -> str:
     """The metrics as text: the two runs' sizes, then a line per table."""
-    from ..explore.browse import aligned
-    from .base import describe_run_reduction
+    from provplug.plugin.reductions import describe_run_reduction
+    from provplug.texttable import aligned
 
     lines = []
     for side in ("full", "reduced"):

@@ -25,14 +25,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .. import ids, schema
-from ..writers import TRIPLE_ENCODING, Destination
+from provplug import ids, schema
+from provplug.plugin.writers import TRIPLE_ENCODING, Destination
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from ..model import OpInfo
-    from .base import Reduction
+    from provplug.model import OpInfo
+    from provplug.plugin.reductions import Reduction
 
 ROW_MASK = ids.MAX_ROWS - 1
 BATCH_ROWS = 1 << 22

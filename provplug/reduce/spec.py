@@ -22,11 +22,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ReductionError
-from .base import Reduction
+from provplug.errors import ReductionError
+from provplug.plugin.reductions import Reduction
 
 if TYPE_CHECKING:
-    from ..plugins import Plugins
+    from provplug.plugin.manager import Plugins
 
 _SQL_PARAMS = frozenset({"where", "assignment"})
 _NEXT_PARAM = re.compile(r",(?=\s*[A-Za-z_]\w*\s*=(?!=))")
@@ -69,7 +69,7 @@ def parse_params(text: str) -> dict[str, Any]:
 
 def parse_reduction(text: str, plugins: Plugins | None = None) -> Reduction:
     """``TECHNIQUE:key=value,...`` as a reduction of a registered technique."""
-    from ..plugins import get_plugins
+    from provplug.plugin.manager import get_plugins
 
     name, _, rest = text.partition(":")
     name = name.strip()

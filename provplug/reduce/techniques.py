@@ -27,9 +27,9 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ReductionError
-from ..markers import hookimpl
-from .base import Reduction, check_ratio, check_seed, check_variant
+from provplug.errors import ReductionError
+from provplug.plugin.markers import hookimpl
+from provplug.plugin.reductions import Reduction, check_ratio, check_seed, check_variant
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -18,8 +18,8 @@ import pluggy
 
 from provplug import ids
 from provplug.errors import PluginError
-from provplug.plugins import Plugins, make_plugin_manager
-from provplug.protocols import CaptureAdapter, Store
+from provplug.plugin.manager import Plugins, make_plugin_manager
+from provplug.plugin.protocols import CaptureAdapter, Store
 
 from .oracle import DIRECTIONS, Direction, OracleAnswer, StoreContents, StoreLike, TripleOracle, _opened, freeze
 
@@ -188,7 +188,7 @@ def assert_registered_through_entry_point(adapter: str) -> CaptureAdapter:
     """The adapter named ``adapter`` is registered by a plugin that provplug
     loaded from the ``provplug`` entry point group (not by a built-in), every
     hook implementation of every plugin passes pluggy's ``check_pending``,
-    and the registered object is a :class:`~provplug.protocols.CaptureAdapter`.
+    and the registered object is a :class:`~provplug.plugin.protocols.CaptureAdapter`.
     Returns the adapter."""
     pm = make_plugin_manager(autoload=True)
     try:

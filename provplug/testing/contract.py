@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import pytest
 
 import provplug
-from provplug.plugins import Plugins
+from provplug.plugin.manager import Plugins
 
 from .checks import (
     assert_lineage_matches_oracle,

@@ -38,10 +38,10 @@ from typing import Any, Literal, TypeAlias
 
 from provplug import ids, schema
 from provplug.errors import LineageQueryError
-from provplug.explore.runs import select_run
-from provplug.location.read import TripleFilter, triple_table
-from provplug.plugins import open_store
-from provplug.protocols import Store
+from provplug.plugin.manager import open_store
+from provplug.plugin.protocols import Store
+from provplug.store.runs import select_run
+from provplug.store.triples import TripleFilter, triple_table
 
 Direction: TypeAlias = Literal["up", "down"]
 Edge: TypeAlias = tuple[int, int]  # (src value id, dst value id)
@@ -90,7 +90,7 @@ class TripleOracle:
     @classmethod
     def of_store(cls, store: StoreLike, run: str | None = None) -> TripleOracle:
         """The oracle of every triple of ``store`` (of run ``run`` only, when given:
-        anything :func:`provplug.explore.runs.select_run` accepts), ops by name."""
+        anything :func:`provplug.store.runs.select_run` accepts), ops by name."""
         opened = _opened(store)
         where = TripleFilter.of(runs=[_run_id(opened, run)]) if run is not None else TripleFilter()
         table = triple_table(opened, ("src", "dst", "op"), where)

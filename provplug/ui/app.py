@@ -23,10 +23,10 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..errors import LineageQueryError, ProvplugError
-from ..query.api import ProvenanceStore
-from . import documents
-from .documents import Caches, LineageQuestion
+from provplug.api import ProvenanceStore
+from provplug.errors import LineageQueryError, ProvplugError
+from provplug.ui import documents
+from provplug.ui.documents import Caches, LineageQuestion
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGES = ("/", "/runs", "/tables", "/table", "/lineage", "/whatif", "/diff", "/graph")

@@ -14,12 +14,12 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import ids, schema
-from ..errors import LineageQueryError
-from ..query.answer import LineageAnswer, finite
-from ..query.api import ProvenanceStore
-from ..query.catalog import catalog_for, jsonable
-from ..query.where import select_rows
+from provplug import ids, schema
+from provplug.api import ProvenanceStore
+from provplug.errors import LineageQueryError
+from provplug.query.answer import LineageAnswer, finite
+from provplug.query.catalog import catalog_for, jsonable
+from provplug.query.where import select_rows
 
 ROWS_FORMAT = "provplug-rows"
 WORKFLOW_FORMAT = "provplug-workflow"
@@ -174,7 +174,7 @@ def _rows_by_number(rows: Any, wanted: set[int]) -> dict[int, dict[str, Any]]:
 def workflow_document(store: ProvenanceStore, run: str | None) -> dict[str, Any]:
     """The workflow graph ``provplug graph`` draws, as data: tables with their
     rows per run, ops with their triples and runs, and each read and write."""
-    from ..graph import workflow_of
+    from provplug.explore.graph import workflow_of
 
     wf = workflow_of(store.store, run)
     return {
@@ -190,18 +190,18 @@ def workflow_document(store: ProvenanceStore, run: str | None) -> dict[str, Any]
 def whatif_document(store: ProvenanceStore, deletions: list[tuple[str, str | None]], value_ids: list[int],
                     run: str | None) -> dict[str, Any]:
     """What ``provplug whatif ... --json`` prints (with the run deleted from, as the CLI finds it)."""
-    from ..whatif.cli import _run_used  # the CLI's own function, so that both name the same run
+    from provplug.whatif.query import run_used  # the CLI's function too, so that both name the same run
 
     if not deletions and not value_ids:
         raise LineageQueryError("nothing to delete: choose rows (a table with a where, or value ids)")
     answer = store.whatif(deletions=deletions, value_id=value_ids, run=run)
-    return {**answer.to_dict(), "run": _run_used(store, answer, run)}
+    return {**answer.to_dict(), "run": run_used(store, answer, run)}
 
 
 def diff_document(store: ProvenanceStore, run_a: str, run_b: str, target: Mapping[str, str | None],
                   key: tuple[str, ...] | None) -> dict[str, Any]:
     """What ``provplug diff ... --json`` prints."""
-    from ..diff import diff_runs
+    from provplug.diff import diff_runs
 
     if target.get("where") is not None and target.get("table") is None:
         raise LineageQueryError("where needs table and column")

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..query.api import ProvenanceStore
+from provplug.api import ProvenanceStore
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -41,7 +41,7 @@ def allowed_hosts(host: str) -> list[str]:
 def make_server(store: ProvenanceStore, host: str) -> Any:
     import uvicorn
 
-    from .app import create_app
+    from provplug.ui.app import create_app
 
     # Starlette runs each (plain function) endpoint in anyio's worker threads
     # (40 at once by default): a slow query holds one of them, not the loop.

@@ -11,5 +11,5 @@ Modules: :mod:`.select` (which rows are deleted), :mod:`.lineage` (reading
 the row-lineage records an op needs), :mod:`.values` (stored values and the
 aggregates), :mod:`.engine` (the propagation), :mod:`.model` (the answer:
 text and JSON), :mod:`.cli` (the command). This package's ``__init__`` stays
-empty of imports so that ``provplug.cli`` loads no heavy library.
+empty of imports so that ``provplug.cli.main`` loads no heavy library.
 """

@@ -34,14 +34,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .. import ids, schema
-from ..errors import LineageQueryError
-from ..protocols import Store
-from ..query.catalog import Catalog
-from ..rowrules import ColumnRule, OpRowRules
-from .lineage import RowLineage
-from .members import ALIVE, CHANGED, DEAD, MAYBE, PADDED, Cause, Members, TableState, distinct, member_of
-from .values import UNKNOWN, StoredRows, aggregate, same
+from provplug import ids, schema
+from provplug.errors import LineageQueryError
+from provplug.plugin.protocols import Store
+from provplug.query.catalog import Catalog
+from provplug.rowrules import ColumnRule, OpRowRules
+from provplug.whatif.lineage import RowLineage
+from provplug.whatif.members import ALIVE, CHANGED, DEAD, MAYBE, PADDED, Cause, Members, TableState, distinct, member_of
+from provplug.whatif.values import UNKNOWN, StoredRows, aggregate, same
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +88,7 @@ class Engine:
     """Propagates deletions through one store's row lineage (read-only)."""
 
     def __init__(self, store: Store[Any], catalog: Catalog) -> None:
-        from .. import rowlineage
+        from provplug.ingest import rowlineage
 
         self.store = store
         self.catalog = catalog

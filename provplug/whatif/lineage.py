@@ -1,7 +1,7 @@
 """The row-lineage records one op's what-if step needs, read with filters.
 
 Every read is a filtered scan of the run's ``rowlineage/`` dataset
-(:func:`provplug.rowlineage.lineage_of`): on ``op`` and ``out_table`` first
+(:func:`provplug.ingest.rowlineage.lineage_of`): on ``op`` and ``out_table`` first
 (the writers keep an op's records together, so Parquet statistics skip the
 others), then on ``(in_table, in_row)`` to find the output rows an input row
 reaches, or on ``out_row`` to read those rows' members whole.
@@ -18,11 +18,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import storefiles
-from ..rowrules import OpRowRules
+from provplug.rowrules import OpRowRules
+from provplug.store import files as storefiles
 
 if TYPE_CHECKING:
-    from ..protocols import Store
+    from provplug.plugin.protocols import Store
 
 COLUMNS = ["out_row", "member", "in_table", "in_row", "optional"]
 EMPTY = pa.schema([("out_row", pa.int64()), ("member", pa.int32()), ("in_table", pa.int32()),
@@ -33,7 +33,7 @@ class RowLineage:
     """Filtered reads of a store's row-lineage records; counts what it read."""
 
     def __init__(self, store: Store[Any]) -> None:
-        from .. import rowlineage
+        from provplug.ingest import rowlineage
 
         self.store = store
         self.dataset = rowlineage.lineage_of(store)

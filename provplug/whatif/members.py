@@ -1,5 +1,5 @@
 """One op's affected output rows, member by member (the rules of
-:mod:`provplug.rowlineage`): which members stay alive, which are null-padded
+:mod:`provplug.ingest.rowlineage`): which members stay alive, which are null-padded
 (outer joins), and so whether each output row exists, vanishes, or cannot be
 told.
 

@@ -8,8 +8,8 @@ import dataclasses
 import json
 from typing import Any
 
-from ..query.answer import finite
-from .values import UNKNOWN, shown
+from provplug.query.answer import finite
+from provplug.whatif.values import UNKNOWN, shown
 
 JSON_FORMAT = "provplug-whatif"
 JSON_VERSION = 1

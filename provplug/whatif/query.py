@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from ..protocols import Store
-from ..query.catalog import Catalog, catalog_for
-from .engine import Engine, Propagation
-from .model import RowEffect, TableEffect, WhatIfAnswer
-from .select import Deletion, deleted_rows
+from provplug.plugin.protocols import Store
+from provplug.query.catalog import Catalog, catalog_for
+from provplug.whatif.engine import Engine, Propagation
+from provplug.whatif.model import RowEffect, TableEffect, WhatIfAnswer
+from provplug.whatif.select import Deletion, deleted_rows
 
 
 def whatif(store: Store[Any], deletions: Sequence[Deletion] = (), value_ids: Iterable[int] = (),
@@ -48,3 +48,11 @@ def answer_of(catalog: Catalog, propagation: Propagation, deleted: dict[int, np.
     stats = {**propagation.stats, "seconds": round(time.perf_counter() - started, 6),
              "rows_deleted": int(sum(len(r) for r in deleted.values()))}
     return WhatIfAnswer(tables, stats, propagation)
+
+
+def run_used(store: Any, answer: Any, run: str | None) -> dict[str, Any] | None:
+    """The run whose rows were deleted (the first deleted table's), and how many runs wrote that table."""
+    deleted = next((t for t in answer.tables if t.deleted), None)
+    if deleted is None:
+        return None
+    return catalog_for(store.store).run_of_table(deleted.table_id, run is not None)

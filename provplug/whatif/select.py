@@ -10,10 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import ids, schema
-from ..errors import LineageQueryError
-from ..query.catalog import Catalog
-from ..query.where import select_rows
+from provplug import ids, schema
+from provplug.errors import LineageQueryError
+from provplug.query.catalog import Catalog
+from provplug.query.where import select_rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,8 +71,8 @@ def cell_rows(catalog: Catalog, values: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 def _imported_rows(catalog: Catalog, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted imported value ids among ``wanted`` that have a row, and their rows."""
-    from .. import storefiles
-    from ..importer import VALUE_ROWS, VALUE_ROWS_SCHEMA
+    from provplug.ingest.importer import VALUE_ROWS, VALUE_ROWS_SCHEMA
+    from provplug.store import files as storefiles
 
     paths = catalog.store.run_paths(VALUE_ROWS)
     if not paths:

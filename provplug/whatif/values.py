@@ -21,9 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import schema
-from ..query.catalog import TableEntry, jsonable
-from .members import distinct, member_of
+from provplug import schema
+from provplug.query.catalog import TableEntry, jsonable
+from provplug.whatif.members import distinct, member_of
 
 # Wanting more than 1/8 of a table's rows, read it whole (a filtered read of
 # a source stored as Parquet copies reads every file anyway).

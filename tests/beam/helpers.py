@@ -19,7 +19,7 @@ import pytest
 from conftest import EXAMPLES
 
 import provplug
-from provplug.plugins import Plugins
+from provplug.plugin.manager import Plugins
 from provplug.testing import StoreContents, expect_lineage
 
 beam = pytest.importorskip("apache_beam")

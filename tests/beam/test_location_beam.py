@@ -23,8 +23,9 @@ import pytest
 import provplug
 from provplug import ids
 from provplug.errors import LocationError
-from provplug.location import LOCATIONS, LocationEdge, RowRuns, expand, locations_of
-from provplug.plugins import open_store
+from provplug.location import LocationEdge, RowRuns, expand
+from provplug.plugin.manager import open_store
+from provplug.store.locations import LOCATIONS, locations_of
 from provplug.testing import StoreContents, content, expect_lineage
 
 from .helpers import PEOPLE, VISITS, beam, every_cell, person
@@ -140,7 +141,7 @@ def test_declared_outputs_are_numbered_by_position(stores: tuple[Path, Path]) ->
     assert rows["Plus"] == {r: {"City": city, "Later": age + 10} for r, (city, age) in enumerate(VISITS)}
     assert rows["Initials"] == {r: {"Initial": u["Name"][0], "Decade": u["Decade"]} for r, u in rows["Upper"].items()}
     # Row lineage is kept and agrees with the numbering: output row r·f + j has the one member r.
-    from provplug.rowlineage import lineage_of
+    from provplug.ingest.rowlineage import lineage_of
 
     store = open_store(stores[0])
     tables = {t["name"]: t["table_id"] for t in store.tables().to_pylist()}

@@ -13,7 +13,7 @@ import pytest
 from conftest import DATA, EXAMPLES
 
 import provplug
-from provplug.plugins import Plugins, make_plugin_manager
+from provplug.plugin.manager import Plugins, make_plugin_manager
 from provplug.testing import expect_lineage, freeze
 
 from .helpers import (

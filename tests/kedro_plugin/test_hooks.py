@@ -59,7 +59,7 @@ def test_memory_datasets_of_spark_frames_link_two_nodes(spark: Any, tmp_path: Pa
     target = provplug.open_store(store)
     assert sorted((o["name"], o["params"]) for o in target.ops().to_pylist()) == [
         ("maths.double", '{"module": "maths"}'), ("maths.inc", '{"module": "maths"}')]
-    from provplug.cli import main
+    from provplug.cli.main import main
 
     assert main(["index", str(store)]) == 0
     answer = provplug.open(store).lineage(table="result", column="x", where="x = 5").to_dict()

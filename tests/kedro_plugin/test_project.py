@@ -72,7 +72,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, P
     project, store = copy_project(root / "project"), root / "store.prov"
     result = kedro_run(project, store=store)
     assert result.returncode == 0, _failure(result)
-    from provplug.cli import main
+    from provplug.cli.main import main
 
     assert main(["index", str(store)]) == 0  # README "Indexing and lineage queries": provplug index STORE
     yield project, store

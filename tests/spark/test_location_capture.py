@@ -21,8 +21,9 @@ import pytest
 
 import provplug
 from provplug import ids
-from provplug.location import LOCATIONS, expand, locations_of
-from provplug.plugins import open_store
+from provplug.location import expand
+from provplug.plugin.manager import open_store
+from provplug.store.locations import LOCATIONS, locations_of
 from provplug.testing import StoreContents, Triple, keyed
 
 F = pytest.importorskip("pyspark.sql.functions")
@@ -141,7 +142,7 @@ def test_aligned_outputs_keep_their_input_rows_numbers(stores: tuple[Path, Path]
     for name in ("Wide", "Kept"):  # one row per input row, numbered as it
         assert {r["k"]: n for n, r in on.rows_by_id[tables[name]].items()} == t_rows
     # Row lineage is kept and agrees with the numbering: each row's one member is its own number.
-    from provplug.rowlineage import lineage_of
+    from provplug.ingest.rowlineage import lineage_of
 
     dataset = lineage_of(open_store(stores[0]))
     assert dataset is not None

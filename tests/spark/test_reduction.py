@@ -20,7 +20,7 @@ import pytest
 import provplug
 from provplug import reduce
 from provplug.errors import CaptureError, ReductionError
-from provplug.plugins import open_store
+from provplug.plugin.manager import open_store
 from provplug.reduce.metrics import compare
 
 from .helpers import F, table_rows

@@ -8,7 +8,7 @@ from typing import Any
 
 from conftest import EXAMPLES
 
-from provplug.plugins import open_store
+from provplug.plugin.manager import open_store
 
 from .helpers import labelled_triples
 

@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 
 import provplug
-from provplug.plugins import open_store
-from provplug.rowlineage import lineage_of, rules_of
+from provplug.ingest.rowlineage import lineage_of, rules_of
+from provplug.plugin.manager import open_store
 from provplug.rowrules import ColumnRule, OpRowRules
 from provplug.testing import StoreContents, keyed
 

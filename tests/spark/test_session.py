@@ -10,7 +10,7 @@ import pytest
 
 import provplug
 from provplug.errors import CaptureError
-from provplug.plugins import open_store
+from provplug.plugin.manager import open_store
 
 from .helpers import (
     T_ROWS,
@@ -61,7 +61,7 @@ def test_steps_run_unchanged_outside_a_capture(spark: Any) -> None:
 
 
 def test_lifecycle_hooks_fire_for_the_run_and_every_step(spark: Any, store_path: Path) -> None:
-    from provplug.plugins import get_plugins
+    from provplug.plugin.manager import get_plugins
 
     events: list[tuple[str, str]] = []
 

@@ -13,7 +13,7 @@ from conftest import snapshot
 
 import provplug
 from provplug.errors import CaptureError
-from provplug.plugins import open_store
+from provplug.plugin.manager import open_store
 
 from .helpers import capture, count_per_key, table_rows
 

@@ -227,7 +227,7 @@ def kedro_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Kedro example project run under PROVPLUG_STORE, indexed (as the Kedro tests build it)."""
     from kedro_plugin.helpers import copy_project, kedro_run
 
-    from provplug.cli import main
+    from provplug.cli.main import main
 
     root = tmp_path_factory.mktemp("kedro_ui")
     store = root / "store.prov"
@@ -254,7 +254,7 @@ def test_the_api_equals_the_cli_on_the_kedro_example_store(kedro_store: Path, cl
 
 def test_the_diff_of_two_runs_equals_the_cli(spark: Any, tmp_path: Path, cli: Any, serve: Any) -> None:
     import provplug
-    from provplug.demo import adults, average_age
+    from provplug.cli.demo import adults, average_age
 
     store = tmp_path / "two.prov"
     for mark in (40, 50):

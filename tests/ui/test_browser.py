@@ -125,7 +125,7 @@ XSS = ["<script>alert(1)</script>", '"><img src=x onerror=alert(2)>', "<b onmous
 def xss_store(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """People whose names (and a table's name) are markup."""
     import provplug
-    from provplug.demo import adults, average_age
+    from provplug.cli.demo import adults, average_age
 
     store = tmp_path_factory.mktemp("xss") / "xss.prov"
     people = spark.createDataFrame([(XSS[0], "NY", 30), (XSS[1], XSS[2], 40)], "Name string, City string, Age int")
@@ -180,7 +180,7 @@ def wide_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _import(store: Path, folder: Path) -> int:
-    from provplug.cli import main
+    from provplug.cli.main import main
 
     code = main(["import", str(store), "--triples", str(folder / "t.csv"), "--values", str(folder / "v.csv"), "--quiet"])
     return code or main(["index", str(store)])
@@ -209,7 +209,7 @@ def test_a_large_answer_opens_summarised_and_expands_a_table_on_request(wide_sto
 def test_runs_and_the_diff_of_two_runs(spark: Any, tmp_path: Path, serve: Any, browser_page: Any,
                                        screenshot: Any) -> None:
     import provplug
-    from provplug.demo import adults, average_age
+    from provplug.cli.demo import adults, average_age
 
     store = tmp_path / "two.prov"
     for mark in (40, 50):

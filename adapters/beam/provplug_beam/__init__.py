@@ -52,7 +52,7 @@ and ``value`` or the value's fields)::
   ``provplug lineage ... --zoom-out LABEL`` answers at composite level. The
   steps read the captured data the composite was given, through any plain
   transforms it applies before them (those join the step's op).
-* Row lineage (DESIGN §9, :mod:`provplug.rowlineage`): every row of a step
+* Row lineage (DESIGN §9, :mod:`provplug.ingest.rowlineage`): every row of a step
   output is recorded with its input rows (one member per merged element for
   combines, ``Distinct`` and ``CoGroupByKey``; one member otherwise), and
   each output table with its rules (copied, aggregated and computed columns,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from provplug import hookimpl
 
 if TYPE_CHECKING:
-    from provplug.protocols import AdapterSession, RunRecorder
+    from provplug.plugin.protocols import AdapterSession, RunRecorder
 
 
 class BeamAdapter:

@@ -15,12 +15,12 @@ import apache_beam as beam
 from apache_beam.metrics.metric import Lineage
 from apache_beam.typehints import typehints
 
-from provplug.capture import module
 from provplug.errors import CaptureError
+from provplug.ingest.capture import module
 from provplug.location import LocationEdge, Rates
 from provplug.model import OpInfo, StepInfo, TableInfo
-from provplug.protocols import RunRecorder
-from provplug.writers import Destination
+from provplug.plugin.protocols import RunRecorder
+from provplug.plugin.writers import Destination
 
 from . import _internals as internals
 from . import rated, rowstate
@@ -82,7 +82,7 @@ class StepScope:
 
 
 class BeamSession:
-    """The :class:`provplug.protocols.AdapterSession` of a Beam ``Pipeline``."""
+    """The :class:`provplug.plugin.protocols.AdapterSession` of a Beam ``Pipeline``."""
 
     def __init__(self, pipeline: beam.Pipeline, run: RunRecorder) -> None:
         self.pipeline = pipeline

@@ -2,7 +2,7 @@
 
 ``Materialize`` numbers the rows, derives the columns (and their Arrow types)
 from the elements, writes the rows and the triples through the run's writers
-(:class:`provplug.writers.RowsWriter`, :class:`provplug.writers.TripleWriter`
+(:class:`provplug.plugin.writers.RowsWriter`, :class:`provplug.plugin.writers.TripleWriter`
 on the destinations the run handed out), writes a small summary (row and
 triple counts, columns) into the run's scratch directory for the driver, and
 returns the elements *rebased* on the new table: each attribute's provenance
@@ -32,7 +32,7 @@ from apache_beam.typehints import typehints
 
 from provplug import ids
 from provplug.errors import CaptureError
-from provplug.writers import Destination, RowLineageWriter, RowsWriter, TripleWriter
+from provplug.plugin.writers import Destination, RowLineageWriter, RowsWriter, TripleWriter
 
 from .elements import Prov, Traced, bucket, cells, element_key, per_attribute
 from .rowstate import member_rows, split_rows

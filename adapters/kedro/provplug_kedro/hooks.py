@@ -38,7 +38,7 @@ registered, or the output of the node that wrote it), not what the catalog
 loaded, so the node's plan reads the run's tables even when a Spark dataset
 would re-read its files. ``after_node_run`` passes the node's output
 DataFrames (still lazy plans over those tables) through
-:meth:`provplug.capture.ActiveRun.call_step`, which applies the Spark rules
+:meth:`provplug.ingest.capture.ActiveRun.call_step`, which applies the Spark rules
 and stores the outputs; Kedro then saves the node's own outputs as usual.
 
 Only Spark DataFrames are captured. A node that reads or writes anything else
@@ -59,8 +59,8 @@ from typing import Any
 
 from kedro.framework.hooks import hook_impl
 
-from provplug.capture import ActiveRun, capture
 from provplug.errors import CaptureError
+from provplug.ingest.capture import ActiveRun, capture
 from provplug.model import StepInfo
 
 STORE_ENV = "PROVPLUG_STORE"
@@ -155,7 +155,7 @@ def _op_params(node: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 def _kedro_entry(run_params: Mapping[str, Any], catalog: Any) -> dict[str, Any]:
     """The run's entry point: the Kedro project, pipeline, environment and parameters."""
-    from provplug.runcontext import kedro_entry
+    from provplug.ingest.runcontext import kedro_entry
 
     params = catalog.load("parameters") if "parameters" in catalog else run_params.get("extra_params")
     pipeline = run_params.get("pipeline_name") or ",".join(run_params.get("pipeline_names") or ()) or None

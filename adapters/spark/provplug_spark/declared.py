@@ -38,8 +38,8 @@ from provplug import ids
 from provplug.errors import CaptureError, LocationError
 from provplug.location import LocationEdge, Rates, RowRuns, location_edge
 from provplug.location.edges import check_sizes
-from provplug.location.read import expanded_frame
-from provplug.writers import Destination
+from provplug.plugin.writers import Destination
+from provplug.store.triples import expanded_frame
 
 from .aligned import column_map
 from .rewrite import Rewritten

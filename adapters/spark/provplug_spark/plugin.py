@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from provplug import hookimpl
 
 if TYPE_CHECKING:
-    from provplug.protocols import AdapterSession, RunRecorder
+    from provplug.plugin.protocols import AdapterSession, CaptureRun, RunRecorder
 
 
 class SparkAdapter:
@@ -28,6 +29,22 @@ class SparkAdapter:
         from .session import SparkCaptureSession
 
         return SparkCaptureSession(engine, run)
+
+
+class SparkWriteInterceptor:
+    """Captures every ``DataFrame`` write (and ``writeTo``/``saveAsTable``) as a step."""
+
+    name = "spark-writes"
+
+    def intercept(self, start_run: Callable[[Any], CaptureRun]) -> contextlib.AbstractContextManager[None]:
+        from .scripts import WriteTracer, intercepted_writes
+
+        return intercepted_writes(WriteTracer(start_run))
+
+
+@hookimpl
+def provplug_register_write_interceptors(register: Callable[[Any], None]) -> None:
+    register(SparkWriteInterceptor())
 
 
 @hookimpl

@@ -32,7 +32,7 @@ written plan, at write time, and nothing is captured for reads no write uses:
 
 Each such leaf is replaced by a fresh read of the table's stored rows, with
 the leaf's own columns (cast to its types), and the resulting DataFrame goes
-through the ordinary capture of a step (:meth:`provplug.capture.ActiveRun.call_step`).
+through the ordinary capture of a step (:meth:`provplug.ingest.capture.ActiveRun.call_step`).
 The real write then writes the user's own DataFrame, exactly as without
 provplug (the capture is one more job over the same plan). The run is
 started by the first write, on that DataFrame's SparkSession (a script
@@ -52,9 +52,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.readwriter import DataFrameWriter, DataFrameWriterV2
 
-from provplug.capture import ActiveRun
 from provplug.errors import CaptureError
 from provplug.model import StepInfo
+from provplug.plugin.protocols import CaptureRun
 
 from ._jvm import Catalyst, path_key
 from .session import SparkCaptureSession
@@ -79,7 +79,7 @@ class WriteTracer:
     the first write through ``start_run``. Writes from several threads are
     captured one at a time (the real writes run concurrently)."""
 
-    def __init__(self, start_run: Callable[[SparkSession], ActiveRun]) -> None:
+    def __init__(self, start_run: Callable[[SparkSession], CaptureRun]) -> None:
         self._start_run = start_run
         self._lock = threading.RLock()
         self._session: SparkCaptureSession | None = None
@@ -104,7 +104,7 @@ class WriteTracer:
                 self._written[key] = output.table_id
         return result
 
-    def _bound(self, run: ActiveRun, spark: SparkSession) -> SparkCaptureSession:
+    def _bound(self, run: CaptureRun, spark: SparkSession) -> SparkCaptureSession:
         session = run.session
         if not isinstance(session, SparkCaptureSession):
             raise CaptureError("capturing writes needs the Spark adapter's session")

@@ -56,7 +56,7 @@ from provplug import ids, schema
 from provplug.errors import CaptureError
 from provplug.location import LocationEdge, Rates, RowRuns, declared_rates
 from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin
-from provplug.protocols import RunRecorder
+from provplug.plugin.protocols import RunRecorder
 
 from . import aligned, declared
 from ._jvm import PendingFrame

@@ -21,7 +21,7 @@ from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame
 
 from provplug.errors import CaptureError
-from provplug.writers import SourceFile
+from provplug.plugin.writers import SourceFile
 
 
 @dataclasses.dataclass(frozen=True)

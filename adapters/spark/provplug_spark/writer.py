@@ -10,22 +10,22 @@ directory:
 * ``triples/`` — the triples its row-number columns expand to: a
   :class:`Cell` says which input columns' ids each output column gets from
   which row-number column (NumPy does the expansion);
-* ``rowlineage/`` — the output rows' members (:mod:`provplug.rowlineage`),
+* ``rowlineage/`` — the output rows' members (:mod:`provplug.ingest.rowlineage`),
   from the member columns the rewrite carried (:mod:`.rowlineage`);
 * the run's scratch directory ``keys/<table>/`` — row numbers beside the
   hidden group-join columns (and the rows' flat member columns), when an
   aggregate's provenance is deferred to a group join.
 
-The directories are :class:`~provplug.writers.Destination` objects the run
+The directories are :class:`~provplug.plugin.writers.Destination` objects the run
 hands out (strings only: they pickle into the tasks, which open the store's
 filesystem themselves), and the files are written by provplug's own writers
-(:mod:`provplug.writers`).
+(:mod:`provplug.plugin.writers`).
 
 Row numbers are given by the task that writes the rows, so the rows and the
 triples of one task always agree, however Spark recomputes the plan. Files
 are named after the partition AND the attempt, and each task returns the
 names it wrote; the driver keeps exactly the files of the attempts Spark
-used (:meth:`~provplug.writers.Destination.discard_files`), so a failed or
+used (:meth:`~provplug.plugin.writers.Destination.discard_files`), so a failed or
 duplicate attempt leaves nothing.
 Spark's own file committer (a job-commit rename per dataset, about 0.15 s
 each) is not used: the run's staging directory is already committed
@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 
 from provplug import ids, schema
 from provplug.errors import CaptureError
-from provplug.writers import Destination, PartWriter, RowLineageWriter, RowsWriter, TripleWriter, WrittenFile
+from provplug.plugin.writers import Destination, PartWriter, RowLineageWriter, RowsWriter, TripleWriter, WrittenFile
 
 from .rowlineage import MemberLayout, PairLayout, Slot
 from .terms import Term

@@ -5,7 +5,7 @@ output made from row ``i`` of the input by an opaque function, so the black-box
 rule applies: every output cell of row ``i`` <- every input cell of row ``i``.
 It exists to show (and test) how an adapter plugs into provplug: an adapter
 registers itself through a hook, types its run against
-:class:`provplug.protocols.RunRecorder`, and writes rows and triples only
+:class:`provplug.plugin.protocols.RunRecorder`, and writes rows and triples only
 through the run's writers (never the store's files directly).
 """
 
@@ -21,7 +21,7 @@ import pyarrow as pa
 import provplug
 from provplug import ids
 from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin, utc_now
-from provplug.protocols import RunRecorder
+from provplug.plugin.protocols import RunRecorder
 
 EVENTS: list[tuple[str, str]] = []  # (hook, detail): what this plugin observed
 
