@@ -27,10 +27,10 @@ def records_installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
         yield
 
 
+# -- the example of docs/testing.md (keep them identical) -- begin
 PEOPLE = [{"name": "ann", "city": "ny"}, {"name": "bo", "city": "la"}, {"name": "cy", "city": "ny"}]
 
 
-# -- the example of docs/testing.md (keep them identical) -- begin
 @provplug.step("Upper", output="Shouting")
 def upper(people: Any) -> list[dict[str, str]]:
     return [{k: v.upper() for k, v in row.items()} for row in people.rows]
@@ -62,6 +62,14 @@ class TestRecordsContract(AdapterContract):
     def failing_pipeline(self, run: Any) -> None:
         broken(upper(run.source(PEOPLE, "People")))
 # -- the example of docs/testing.md -- end
+
+
+def test_the_documented_example_is_this_module() -> None:
+    """docs/testing.md shows the example above, as it is here (so the doc's code runs)."""
+    text = Path(__file__).read_text()
+    example = text.split("-- begin\n", 1)[1].split("# -- the example of docs/testing.md -- end", 1)[0]
+    doc = (Path(__file__).parent.parent / "docs" / "testing.md").read_text()
+    assert f"```python\n{example}```" in doc
 
 
 def test_black_box_triples_are_row_for_row(tmp_path: Path) -> None:
