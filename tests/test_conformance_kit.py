@@ -134,6 +134,17 @@ def test_stored_outputs_must_be_what_was_produced(tmp_path: Path) -> None:
         assert_outputs_match(tmp_path / "ok.prov", {"Elsewhere": []})
 
 
+def test_a_store_of_several_runs_conforms_and_outputs_need_their_run(tmp_path: Path) -> None:
+    path = tmp_path / "twice.prov"
+    write(path, Fault())
+    write(path, Fault(edges=[((0, 0, 0), (1, 0, 1))], op_triples=1))  # same names, other ids
+    assert len(assert_store_conforms(path, dense_rows=True).triples) == 4
+    assert len(assert_store_conforms(path, run="latest").triples) == 1
+    with pytest.raises(ContractViolation, match="2 runs wrote a table 'Out': say which run"):
+        assert_outputs_match(path, {"Out": [{"x": "x0"}, {"x": "x1"}]})
+    assert_outputs_match(path, {"Out": [{"x": "x0"}, {"x": "x1"}]}, run="latest")
+
+
 def test_a_failed_run_must_raise_and_leave_nothing(tmp_path: Path) -> None:
     path = tmp_path / "atomic.prov"
     with pytest.raises(ContractViolation, match="raised nothing"):

@@ -2,7 +2,7 @@
 
 Each ``assert_*`` function raises :class:`ContractViolation` (an
 ``AssertionError``, so pytest reports it as a test failure) naming the first
-broken rule, and returns nothing. They read the store only through its public
+broken rule (and returns what it checked, where that is of use). They read the store only through its public
 protocol and the one triple scan, so they hold for any adapter and backend.
 """
 
@@ -63,7 +63,8 @@ def assert_store_conforms(store: StoreLike, run: str | None = None, *, dense_row
 
 
 def _check_ops(got: StoreContents, catalogue: Mapping[int, Mapping[str, Any]]) -> None:
-    for name, op in got.ops.items():
+    for op in got.ops_by_id.values():
+        name = op["name"]
         for tid in (*op["inputs"], *op["outputs"]):
             _require(tid in catalogue, f"op {name!r} names table id {tid}, which the store does not catalogue")
         for tid in op["outputs"]:
@@ -86,7 +87,7 @@ def _check_rows(got: StoreContents, dense_rows: bool) -> None:
 
 
 def _check_triples(got: StoreContents, catalogue: Mapping[int, Mapping[str, Any]], dense_rows: bool) -> None:
-    ops_by_id = {op["op_id"]: op for op in got.ops.values()}
+    ops_by_id = got.ops_by_id
     seen: set[tuple[int, int, int]] = set()
     for t in got.triples:
         key = (t["src"], t["dst"], t["op"])
@@ -119,17 +120,17 @@ def _check_value(got: StoreContents, catalogue: Mapping[int, Mapping[str, Any]],
 
 def _check_counts(got: StoreContents, store: Store[Any]) -> None:
     per_op = collections.Counter(t["op"] for t in got.triples)
-    for name, op in got.ops.items():
+    for op in got.ops_by_id.values():
         if op["triples"] is not None:
             _require(op["triples"] == per_op[op["op_id"]],
-                     f"op {name!r} records {op['triples']} triples, the store holds {per_op[op['op_id']]}")
+                     f"op {op['name']!r} records {op['triples']} triples, the store holds {per_op[op['op_id']]}")
     for manifest in store.runs():
         if got.run_id is not None and manifest["run_id"] != got.run_id:
             continue
         run_id, counts = manifest["run_id"], manifest["counts"]
         tables = sum(1 for t in got.by_id.values() if t["run_id"] == run_id)
-        ops = sum(1 for o in got.ops.values() if o["run_id"] == run_id)
-        triples = sum(n for op_id, n in per_op.items() if got.ops[got.op_names[op_id]]["run_id"] == run_id)
+        ops = sum(1 for o in got.ops_by_id.values() if o["run_id"] == run_id)
+        triples = sum(n for op_id, n in per_op.items() if got.ops_by_id[op_id]["run_id"] == run_id)
         counted = counts.get("triples", 0) + counts.get("location_triples", 0)
         _require((counts["tables"], counts["ops"], counted) == (tables, ops, triples),
                  f"run {run_id}: manifest counts {counts['tables']} tables, {counts['ops']} ops, {counted} triples; "
@@ -141,11 +142,14 @@ def assert_outputs_match(store: StoreLike, produced: Mapping[str, Iterable[Mappi
     """Each table ``name`` of ``produced`` stores exactly the rows the pipeline
     produced for it (compared as multisets: an engine need not keep order).
     ``produced`` maps table names to the rows read back by the engine's own
-    means (``DataFrame.collect()``, a Beam sink, a list)."""
+    means (``DataFrame.collect()``, a Beam sink, a list). When several runs
+    wrote a table of that name, ``run`` must say which."""
     got = StoreContents(store, run)
     for name, rows in produced.items():
         _require(name in got.tables, f"no table {name!r} was stored (tables: {', '.join(sorted(got.tables))})")
-        stored = got.rows.get(name)
+        named = [tid for tid, t in got.by_id.items() if t["name"] == name]
+        _require(len(named) == 1, f"{len(named)} runs wrote a table {name!r}: say which run")
+        stored = got.rows_by_id.get(named[0])
         _require(stored is not None, f"table {name!r} stores no rows")
         assert stored is not None
         want = collections.Counter(freeze(dict(r)) for r in rows)

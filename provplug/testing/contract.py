@@ -122,7 +122,7 @@ class AdapterContract:
 
     def test_every_step_output_is_a_table(self, captured: Captured) -> None:
         got = StoreContents(captured.store)
-        written = {got.by_id[t]["name"] for op in got.ops.values() for t in op["outputs"]}
+        written = {got.by_id[t]["name"] for op in got.ops_by_id.values() for t in op["outputs"]}
         assert set(captured.outputs) <= written
 
     def test_lineage_answers_match_the_oracle(self, captured: Captured) -> None:

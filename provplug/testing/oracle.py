@@ -144,10 +144,12 @@ class StoreContents:
     ``run`` (optional; a run number, id, prefix, label, ``latest``) limits the
     tables, ops and triples to that run. Attributes:
 
-    * ``tables`` / ``by_id`` — catalogue entries by table name / table id,
+    * ``by_id`` / ``tables`` — catalogue entries by table id / by table name
+      (of several same-named tables, the last run's),
     * ``rows_by_id`` — ``{table id: {row number: row}}`` for tables with stored
       rows (row dicts without the row-number column),
-    * ``ops`` / ``op_names`` — op entries by name, op names by op id,
+    * ``ops_by_id`` / ``ops`` / ``op_names`` — op entries by op id, by name
+      (of several same-named ops, the last run's), op names by op id,
     * ``triples`` — every triple as a dict (``src``, ``dst``, ``op``,
       ``src_table``, ``dst_table``), location edges expanded.
     """
@@ -166,6 +168,7 @@ class StoreContents:
         where = TripleFilter.of(runs=[self.run_id]) if self.run_id is not None else TripleFilter()
         self.triples: list[dict[str, Any]] = triple_table(self.store, where=where).to_pylist()
         op_list = [o for o in self.store.ops().to_pylist() if self._in_run(o)]
+        self.ops_by_id: dict[int, dict[str, Any]] = {o["op_id"]: o for o in op_list}
         self.ops: dict[str, dict[str, Any]] = {o["name"]: o for o in op_list}
         self.op_names: dict[int, str] = {o["op_id"]: o["name"] for o in op_list}
 
