@@ -26,12 +26,12 @@ PERSON1 = [
 
 
 @provplug.step("R1", output="Person2")
-def adults(people: beam.PCollection) -> beam.PCollection:
+def adults(people: beam.PCollection[beam.Row]) -> beam.PCollection[beam.Row]:
     return people | "Age >= 25" >> beam.Filter(lambda p: p.Age >= 25)
 
 
 @provplug.step("R2", output="AvgAge")
-def average_age(people: beam.PCollection) -> beam.PCollection:
+def average_age(people: beam.PCollection[beam.Row]) -> beam.PCollection[beam.Row]:
     return people | "avg Age per City" >> beam.GroupBy("City").aggregate_field("Age", MeanCombineFn(), "Age")
 
 

@@ -20,19 +20,19 @@ from provplug.errors import (
     StoreError,
 )
 from provplug.ingest.capture import capture, current_run, module, step
-from provplug.plugin.manager import open_store
 from provplug.plugin.markers import hookimpl
 
 if TYPE_CHECKING:
     from provplug.api import open
     from provplug.ingest.scripts import capture_writes
+    from provplug.store.open import open_store
 
 __version__ = "0.1.0"
 
 # public name -> the module that defines it (a module named like its
 # attribute, such as provplug.capture, must be imported eagerly instead: its
 # import would bind the module over the name)
-_LAZY = {"open": "provplug.api", "capture_writes": "provplug.ingest.scripts"}
+_LAZY = {"open": "provplug.api", "capture_writes": "provplug.ingest.scripts", "open_store": "provplug.store.open"}
 
 
 def __getattr__(name: str) -> Any:

@@ -9,19 +9,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from provplug.errors import LineageQueryError
-from provplug.plugin.manager import Plugins, get_plugins, open_store
+from provplug.plugin.manager import Plugins, get_plugins
 from provplug.plugin.protocols import Store
 from provplug.progress import SILENT, Progress
 from provplug.query.answer import LineageAnswer
 from provplug.query.catalog import catalog_for
 from provplug.query.lineage import LineageQueries
+from provplug.store.open import open_store
 
 # ``TABLE.*``: every column of the selected rows (a row, not one cell).
 if TYPE_CHECKING:
     from provplug.explore.browse import RunRecord, TableDetail, TableRecord
     from provplug.explore.manage import DeletedRun, GcReport
+    from provplug.whatif.answer import WhatIfAnswer
     from provplug.whatif.depends import DependsAnswer
-    from provplug.whatif.model import WhatIfAnswer
 
 
 class ProvenanceStore:
@@ -86,7 +87,7 @@ class ProvenanceStore:
     def whatif(self, table: str | None = None, where: str | None = None, *,
                value_id: int | Iterable[int] | None = None,
                deletions: Iterable[tuple[str, str | None]] = (), run: str | None = None) -> WhatIfAnswer:
-        """What deleting rows would do downstream (DESIGN §9): the rows of
+        """What deleting rows would do downstream (docs/queries.md): the rows of
         ``table`` where ``where`` holds (every row without it), the rows of
         the cells ``value_id`` and every ``(table, where)`` of ``deletions``.
         Per downstream table: rows that vanish, cells that change (old ->

@@ -3,6 +3,11 @@ message is one line; the CLI prints it as ``provplug: error: ...`` and exits 2."
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
+
 
 class ProvplugError(Exception):
     """Base class: an error caused by input or state the user can fix."""
@@ -51,3 +56,45 @@ class ReductionError(CaptureError):
 class LocationError(CaptureError):
     """A location-based lineage model is ill-defined, or the data contradicts
     a step's declared rates (see provplug.location)."""
+
+
+
+class MemoryBudgetError(ProvplugError):
+    """A memory budget that is not a size (see provplug.index.budget)."""
+
+
+class SplitsError(ProvplugError):
+    """A ``--splits`` document (or a split chooser's answer) is unusable."""
+
+
+class WherePredicateError(LineageQueryError):
+    """``--where`` is not one boolean expression over the table's columns."""
+
+
+class WhereLimitError(WherePredicateError):
+    """A ``--where`` predicate met a bound: its time, memory or thread limit."""
+
+
+class PictureError(ProvplugError):
+    """A picture cannot be made (Graphviz or its Python package missing, or
+    Graphviz failed)."""
+
+
+class ExportError(ProvplugError):
+    """An export cannot be made as asked (too large, or a format's package is missing)."""
+
+
+class BadParameter(LineageQueryError):
+    """A query parameter of the explorer's API is malformed (not a number, not one of the choices)."""
+
+
+class MissingExtraError(ProvplugError):
+    """A command needs an optional extra that is not installed."""
+
+
+class UsageError(ProvplugError):
+    """A malformed command line (what argparse would print and exit on)."""
+
+    def __init__(self, message: str, parser: argparse.ArgumentParser) -> None:
+        super().__init__(message)
+        self.parser = parser

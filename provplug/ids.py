@@ -33,6 +33,12 @@ MAX_COLUMNS = 1 << COLUMN_BITS
 MAX_ROWS = 1 << ROW_BITS
 IMPORTED_ID_LIMIT = 1 << TABLE_SHIFT
 
+# A captured step output's row number: its Spark partition in the high bits,
+# the row's index in the partition in the low ROW_IN_PARTITION_BITS (so that
+# tasks number rows without talking to each other).
+PARTITION_BITS = 10
+ROW_IN_PARTITION_BITS = ROW_BITS - PARTITION_BITS
+
 
 def table_base(table_id: int) -> int:
     """The id of row 0, column 0 of ``table_id``."""

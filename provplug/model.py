@@ -68,3 +68,14 @@ class StepInfo:
     inputs: Sequence[str]
     outputs: Sequence[str]
     params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreLocation:
+    """Where a store lives: its URI as the user gave it, the pyarrow
+    filesystem its bytes move through, and its root path on that filesystem
+    (the ``provplug_store_location`` hook answers with one)."""
+
+    uri: str
+    filesystem: Any  # a pyarrow.fs.FileSystem
+    root: str

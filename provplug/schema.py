@@ -1,4 +1,4 @@
-"""Arrow schemas of the store's Parquet datasets (see README, "Store layout")."""
+"""Arrow schemas of the store's Parquet datasets (see docs/store-format.md)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,14 @@ ROW_LINEAGE = pa.schema(
 )
 
 # Column of every stored rows dataset that holds the row number of the id layout.
+# An import's value -> row mapping (from the values file's ``row`` column),
+# one file per imported run; its tables are named UNKNOWN_TABLE when the
+# values file names none.
+VALUE_ROWS = "valuerows.parquet"
+VALUE_ROWS_SCHEMA = pa.schema([pa.field("value_id", pa.int64(), nullable=False),
+                               pa.field("row", pa.int64(), nullable=False)])
+UNKNOWN_TABLE = "unknown"
+
 ROW_COLUMN = "_provplug_row"
 
 # Stored rows come in two layouts. Rows written by provplug carry ROW_COLUMN.

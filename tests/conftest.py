@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,35 +44,13 @@ def _fresh_plugins() -> Iterator[None]:
     reset_plugins()
 
 
-@pytest.fixture(autouse=True)
-def _fresh_query_caches() -> Iterator[None]:
-    """Each test starts as a new process would: no index file, generation
-    check or catalogue cached by an earlier test, the default cache budget.
-    (The caches are process-wide by design: a process's queries share them.)
-    A module not imported yet holds nothing, and is not imported for this."""
-
-    def forget() -> None:
-        index_reader = sys.modules.get("provplug.query.index_reader")
-        if index_reader is not None:
-            index_reader.clear_cache()
-            index_reader.set_cache_budget(None)
-        catalog = sys.modules.get("provplug.query.catalog")
-        if catalog is not None:
-            with catalog._lock:
-                catalog._catalogs.clear()
-
-    forget()
-    yield
-    forget()
-
-
 @pytest.fixture(scope="session")
 def demo_store(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The paper's running example captured from Spark as ``provplug demo`` does,
     indexed; shared read-only by the tests that query it."""
     from provplug.cli.demo import capture_people
     from provplug.index.build import build_index
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     store = tmp_path_factory.mktemp("demo") / "people.prov"
     capture_people(spark, str(store))
@@ -88,7 +65,7 @@ def paper_rows_store(tmp_path: Path) -> tuple[Path, dict[int, int]]:
     from test_lineage_support import write_paper_store_with_rows
 
     from provplug.index.build import build_index
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     path = tmp_path / "people.prov"
     packed = write_paper_store_with_rows(open_store(path), DATA / "paper_table4_triples.csv")

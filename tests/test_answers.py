@@ -16,8 +16,8 @@ import pytest
 import provplug
 from provplug.index import build_index
 from provplug.ingest.importer import import_provenance
-from provplug.plugin.manager import open_store
 from provplug.query.answer import LineageAnswer
+from provplug.store.open import open_store
 
 NY_AGE = ("AvgAge.Age", "--where", "City = 'NY'")
 

@@ -19,7 +19,7 @@ import two_runs
 
 import provplug
 from provplug.errors import LineageQueryError
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 
 @pytest.fixture(scope="module")

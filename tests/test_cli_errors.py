@@ -19,7 +19,7 @@ from provplug.index import build_index
 from provplug.ingest.importer import import_provenance
 from provplug.ingest.recorder import StagedRun
 from provplug.model import OpInfo, TableInfo
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 from provplug.store.parquet import ParquetStore
 
 

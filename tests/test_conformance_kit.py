@@ -16,7 +16,7 @@ import provplug
 from provplug import ids, schema
 from provplug.errors import LineageQueryError
 from provplug.model import OpInfo, TableInfo
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 from provplug.testing import (
     ContractViolation,
     StoreContents,

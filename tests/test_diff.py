@@ -19,7 +19,7 @@ SHANE_GONE_ANN_NEW = [*BASE[:2], BASE[3], ("Ann", "SF", 50)]    # a row removed,
 
 def _capture(spark: Any, store: Path, people: list[tuple[str, str, int]]) -> str:
     from provplug.ingest.capture import capture
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     before = {m["run_id"] for m in open_store(str(store)).runs()} if store.exists() else set()
     with capture(spark, store=str(store)) as run:
@@ -32,7 +32,7 @@ def _capture(spark: Any, store: Path, people: list[tuple[str, str, int]]) -> str
 @pytest.fixture(scope="module")
 def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from provplug.index.build import build_index
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     store = tmp_path_factory.mktemp("diff") / "people.prov"
     ids = {

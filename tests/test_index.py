@@ -246,7 +246,7 @@ def _store_with_an_undefined_table(path: Path) -> Any:
     from provplug import ids
     from provplug.ingest.recorder import StagedRun
     from provplug.model import OpInfo, TableInfo
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     store = open_store(path)
     with store.transaction("capture") as txn:

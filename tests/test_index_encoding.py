@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from provplug.index import generation
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 
 def _largest(folder: Path) -> Path:

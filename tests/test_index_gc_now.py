@@ -14,9 +14,9 @@ from test_readonly_commands import tree_state
 import provplug
 from provplug.index import generation
 from provplug.index.build import build_index
-from provplug.plugin.manager import open_store
 from provplug.query import index_reader
 from provplug.query.index_reader import IndexReader
+from provplug.store.open import open_store
 
 
 @pytest.fixture

@@ -16,8 +16,7 @@ import provplug
 from provplug.errors import DamagedIndexError
 from provplug.index import build_index, current_dir
 from provplug.ingest.importer import import_provenance
-from provplug.plugin.manager import open_store
-from provplug.query.index_reader import clear_cache
+from provplug.store.open import open_store
 
 T7_SPLITS = [["T1", "T2"], ["T3", "T4"], ["T5", "T6"]]
 ANCESTORS_OF_8 = {7, 5, 4, 2, 3, 1}
@@ -28,7 +27,6 @@ def table7(tmp_path: Path) -> Path:
     path = tmp_path / "t7.prov"
     import_provenance(open_store(path), DATA / "paper_table7_triples.csv", DATA / "paper_table7_values.csv")
     build_index(path, theta=4, splits=T7_SPLITS, engine="local")
-    clear_cache()
     return path
 
 
@@ -66,7 +64,6 @@ def _truncate(path: Path) -> None:
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_a_damaged_index_is_an_error_that_says_to_reindex(table7: Path, cli: Any, damage: str) -> None:
     assert provplug.open(table7).lineage(value_id=8).value_ids == ANCESTORS_OF_8
-    clear_cache()  # a new process
     DAMAGE[damage](table7)
     result = cli("lineage", table7, "--value-id", "8")
     assert result.code == 2 and result.out == "", result
@@ -74,7 +71,6 @@ def test_a_damaged_index_is_an_error_that_says_to_reindex(table7: Path, cli: Any
     assert "is damaged" in result.err and f"re-run `provplug index {table7}`" in result.err
     # and re-indexing repairs it
     assert cli("index", table7, "--theta", "4", "--quiet").code == 0
-    clear_cache()
     assert provplug.open(table7).lineage(value_id=8).value_ids == ANCESTORS_OF_8
 
 
@@ -82,7 +78,6 @@ def test_the_message_names_what_is_missing(table7: Path) -> None:
     _remove(_generation(table7) / "value_sets")
     with pytest.raises(DamagedIndexError, match=r"missing: value_sets/;"):
         provplug.open(table7).lineage(value_id=8)
-    clear_cache()
     _remove(_generation(table7) / "sets.parquet")
     with pytest.raises(DamagedIndexError, match=r"missing: sets\.parquet, value_sets/;"):
         provplug.open(table7).lineage(value_id=8)
@@ -96,11 +91,12 @@ def test_a_file_lost_after_the_check_is_an_error_not_an_empty_bucket(table7: Pat
 
     if not lost.startswith(mapped.MAPPED_DIR):
         monkeypatch.setenv(index_reader.MAPPED_ENV, "0")  # the Parquet bucket is read, not its mapped copy
-    assert provplug.open(table7).lineage(value_id=8).value_ids == ANCESTORS_OF_8  # checked, once per process
-    index_reader._CACHE.clear()  # loaded data forgotten; the check is not repeated
+    opened = provplug.open(table7)
+    assert opened.lineage(value_id=8).value_ids == ANCESTORS_OF_8  # checked, once per opened store
+    index_reader.caches_of(opened.store).files.clear()  # loaded data forgotten; the check is not repeated
     _remove(_generation(table7) / lost)  # value 8's
     with pytest.raises(DamagedIndexError, match="a file is missing"):
-        provplug.open(table7).lineage(value_id=8)
+        opened.lineage(value_id=8)
 
 
 def _as_format_1(store: Path) -> None:
@@ -113,7 +109,6 @@ def _as_format_1(store: Path) -> None:
 def test_a_generation_without_a_file_record_is_checked_against_the_layout(table7: Path) -> None:
     _as_format_1(table7)
     assert provplug.open(table7).lineage(value_id=8).value_ids == ANCESTORS_OF_8
-    clear_cache()
     _remove(_fullest_bucket(table7, "triples"))
     with pytest.raises(DamagedIndexError, match=r"missing or empty: triples/bucket=\d+/"):
         provplug.open(table7).lineage(value_id=8)

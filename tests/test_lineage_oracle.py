@@ -15,7 +15,7 @@ from test_lineage_support import layered_dag
 import provplug
 from provplug.index import build_index, read_meta
 from provplug.ingest.importer import import_provenance
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 from provplug.testing import TripleOracle
 
 METHODS = ("rq", "ccprov", "csprov", "auto")

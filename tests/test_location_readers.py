@@ -32,7 +32,7 @@ from provplug import ids
 from provplug.ingest.recorder import StagedRun
 from provplug.location import Rates, RowRuns, location_edge
 from provplug.model import OpInfo, TableInfo
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 from provplug.testing import TripleOracle
 
 Triple = tuple[int, int, int]  # src, dst, op

@@ -21,20 +21,17 @@ import provplug
 from provplug.errors import DamagedIndexError
 from provplug.index import build_index, current_dir, integrity, mapped
 from provplug.ingest.importer import import_provenance
-from provplug.plugin.manager import open_store
 from provplug.query import index_reader
 from provplug.query.index_reader import IndexReader
+from provplug.store.open import open_store
 from provplug.testing import TripleOracle
 
 FEW_ROWS = 4  # fences this close make a bucket of a small store hold many
 
 
 @pytest.fixture(autouse=True)
-def _fresh_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _mapped_files_used(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(index_reader.MAPPED_ENV, raising=False)
-    index_reader.clear_cache()
-    yield
-    index_reader.clear_cache()
 
 
 @pytest.fixture(scope="module")

@@ -77,7 +77,7 @@ def test_replicate_shifts_every_id_and_keeps_tables_and_ops() -> None:
 def replicated(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Any]:
     """The same small trace at factors 1 and 3, indexed with the 1x splits."""
     from provplug.index import build_index, read_meta
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     stores = {}
     splits = None

@@ -20,7 +20,7 @@ from conftest import DATA, EXAMPLES
 
 from provplug.index import build_index
 from provplug.ingest.importer import import_provenance
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 SVG = "{http://www.w3.org/2000/svg}"
 NY_AGE = ("AvgAge.Age", "--where", "City = 'NY'")

@@ -239,37 +239,45 @@ def test_registered_items_keep_the_hook_call_order() -> None:
     assert [a.name for a in Plugins(pm).adapters()] == [a.name for a in called] == ["b1", "a1", "a2"]
 
 
-def test_a_store_backend_must_return_a_store() -> None:
+def test_a_store_backend_must_return_a_location() -> None:
     class Broken:
         @provplug.hookimpl
-        def provplug_store_backend(self, uri: str) -> object:
+        def provplug_store_location(self, uri: str) -> object:
             return object()
 
     plugins = Plugins.load(autoload=False)
     plugins.pm.register(Broken())
-    with pytest.raises(PluginError, match=r"returned a object, which lacks what provplug\.plugin\.protocols\.Store requires"):
+    with pytest.raises(PluginError, match=r"returned a object, not a provplug\.model\.StoreLocation"):
         provplug.open_store("anything", plugins)
 
 
 def test_a_store_backend_plugin_answers_before_the_builtin(tmp_path: Path) -> None:
-    """`provplug_store_backend` (firstresult): a plugin can map its own URIs;
-    anything it declines falls through to the built-in Parquet store."""
+    """`provplug_store_location` (firstresult): a plugin can map its own URIs
+    to where the store lives (here an alias for a folder); the format stays
+    provplug's. Anything it declines falls through to the built-in backend."""
+    import pyarrow.fs as pafs
+
     from provplug.ingest.importer import import_provenance
+    from provplug.model import StoreLocation
     from provplug.plugin.manager import reset_plugins
     from provplug.store.parquet import ParquetStore
 
+    reached: list[str] = []
+
     class AliasStores:
         @provplug.hookimpl
-        def provplug_store_backend(self, uri: str) -> ParquetStore | None:
+        def provplug_store_location(self, uri: str) -> StoreLocation | None:
             if uri.startswith("alias:"):
-                return ParquetStore(str(tmp_path / uri.removeprefix("alias:")))
+                reached.append(uri)
+                return StoreLocation(uri, pafs.LocalFileSystem(), str(tmp_path / uri.removeprefix("alias:")))
             return None
 
     plugins = Plugins.load(autoload=False)
     plugins.pm.register(AliasStores())
     reset_plugins(plugins)
     store = provplug.open_store("alias:team.prov")
-    assert store.root == str(tmp_path / "team.prov")
+    assert reached == ["alias:team.prov"] and store.root == str(tmp_path / "team.prov") and store.local
     import_provenance(store, EXAMPLES / "data" / "paper_table4_triples.csv")
-    assert provplug.open_store(tmp_path / "team.prov").stats()["triples"] == 15
+    assert provplug.open_store(tmp_path / "team.prov").stats()["triples"] == 15  # the same bytes, at their path
+    assert provplug.open_store("alias:team.prov").stats()["triples"] == 15
     assert type(provplug.open_store(tmp_path / "other.prov")) is ParquetStore

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,9 @@ from provplug.errors import DamagedIndexError, LineageQueryError
 from provplug.index import build_index, current_dir, mapped, read_meta
 from provplug.index.mapped import write_mapped
 from provplug.ingest.importer import import_provenance
-from provplug.plugin.manager import open_store
 from provplug.query import driver, index_reader
 from provplug.query.index_reader import IndexReader, _ByteBudgetCache
+from provplug.store.open import open_store
 from provplug.testing import TripleOracle
 
 METHODS = ("ccprov", "csprov", "auto")
@@ -50,14 +49,9 @@ def mapped_dag(dag: tuple[Path, list[tuple[int, int]]], tmp_path: Path) -> tuple
 
 
 @pytest.fixture(autouse=True)
-def _fresh_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _default_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in (index_reader.CACHE_ENV, driver.DRIVER_ENV, index_reader.MAPPED_ENV):
         monkeypatch.delenv(name, raising=False)
-    index_reader.clear_cache()
-    index_reader.set_cache_budget(None)
-    yield
-    index_reader.clear_cache()
-    index_reader.set_cache_budget(None)
 
 
 def _expected(edges: list[tuple[int, int]], value: int, direction: str) -> tuple[set[int], set[tuple[int, int]]]:
@@ -128,9 +122,23 @@ def test_a_shrunk_budget_evicts_at_once(dag: tuple[Path, list[tuple[int, int]]],
     opened = provplug.open(store)
     for value in _sample(edges, 10, 1):
         opened.lineage(value_id=value, method="ccprov")
-    assert index_reader.cache_usage()["used"] > 0
-    index_reader.set_cache_budget(0.001)
-    assert index_reader.cache_usage()["used"] <= 1048
+    assert index_reader.cache_usage(opened.store)["used"] > 0
+    index_reader.set_cache_budget(opened.store, 0.001)
+    assert index_reader.cache_usage(opened.store)["used"] <= 1048
+
+
+def test_each_opened_store_has_its_own_cache_and_budget(dag: tuple[Path, list[tuple[int, int]]]) -> None:
+    store, edges = dag
+    first, second = provplug.open(store), provplug.open(store)
+    value = _sample(edges, 1, 8)[0]
+    first.lineage(value_id=value)
+    assert index_reader.cache_usage(first.store)["entries"] > 0
+    assert index_reader.cache_usage(second.store)["entries"] == 0  # nothing read through the other
+    index_reader.set_cache_budget(second.store, 0)
+    assert index_reader.cache_usage(first.store)["budget"] > 0 and index_reader.cache_usage(first.store)["used"] > 0
+    assert _got(second.lineage(value_id=value)) == _got(first.lineage(value_id=value))
+    assert index_reader.cache_usage(second.store)["entries"] == 0  # it keeps nothing, the other keeps its own
+    assert index_reader.caches_of(first.store) is not index_reader.caches_of(second.store)
 
 
 # -- answers under a tiny cache ------------------------------------------------------------
@@ -147,11 +155,11 @@ def test_a_tiny_cache_evicts_and_answers_as_an_unbounded_one(dag: tuple[Path, li
     for direction in ("up", "down"):
         for value in queried:
             unbounded[(value, direction)] = _got(opened.lineage(value_id=value, method="csprov", direction=direction))
-    full = index_reader.cache_usage()["used"]
-    index_reader.clear_cache()
-    evicted = index_reader.cache_usage()["evictions"]  # a process-wide count, kept by clear_cache
+    full = index_reader.cache_usage(opened.store)["used"]
+    index_reader.clear_cache(opened.store)
+    evicted = index_reader.cache_usage(opened.store)["evictions"]  # a count kept by clear_cache
     budget = full // 4
-    index_reader.set_cache_budget(budget / (1 << 20))
+    index_reader.set_cache_budget(opened.store, budget / (1 << 20))
     for _ in range(2):  # the second round meets buckets already touched: loaded, kept or evicted
         for direction in ("up", "down"):
             for value in queried:
@@ -159,18 +167,18 @@ def test_a_tiny_cache_evicts_and_answers_as_an_unbounded_one(dag: tuple[Path, li
                     answer = opened.lineage(value_id=value, method=method, direction=direction)
                     assert answer.stats["path"] == "driver"
                     assert _got(answer) == unbounded[(value, direction)] == _expected(edges, value, direction)
-                    assert index_reader.cache_usage()["used"] <= budget
-    assert index_reader.cache_usage()["evictions"] > evicted
+                    assert index_reader.cache_usage(opened.store)["used"] <= budget
+    assert index_reader.cache_usage(opened.store)["evictions"] > evicted
 
 
 def test_whole_table_rq_is_held_only_while_it_fits(dag: tuple[Path, list[tuple[int, int]]]) -> None:
     store, edges = dag
     opened = provplug.open(store)
     value = _sample(edges, 1, 3)[0]
-    index_reader.set_cache_budget(0)
+    index_reader.set_cache_budget(opened.store, 0)
     answer = opened.lineage(value_id=value, method="rq")
     assert answer.stats["path"] == "driver" and _got(answer) == _expected(edges, value, "up")
-    assert index_reader.cache_usage()["entries"] == 0
+    assert index_reader.cache_usage(opened.store)["entries"] == 0
 
 
 # -- driver or Spark: the driver's memory budget ------------------------------------------
@@ -232,7 +240,7 @@ def test_mapped_files_answer_as_parquet_does_without_reading_parquet_triples(
         for v in queried for d in ("up", "down") for m in METHODS
     }
     monkeypatch.delenv(index_reader.MAPPED_ENV)
-    index_reader.clear_cache()
+    opened = provplug.open(store)  # a new store: nothing read from Parquet is cached
 
     def no_parquet(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a mapped generation read a Parquet bucket")
@@ -246,7 +254,9 @@ def test_mapped_files_answer_as_parquet_does_without_reading_parquet_triples(
         assert got["stats"]["sets_read"] == expected["stats"]["sets_read"]
         assert _got(opened.lineage(value_id=value, method=method, direction=direction)) == _expected(
             edges, value, direction)
-    assert index_reader.cache_usage()["used"] <= index_reader.cache_usage()["entries"] * index_reader.MAPPED_ENTRY_BYTES
+    generation = IndexReader.current(opened.store).generation
+    index_files = [e.size for k, e in index_reader.caches_of(opened.store).files.items.items() if k[0] == generation]
+    assert index_files and sum(index_files) <= len(index_files) * index_reader.MAPPED_ENTRY_BYTES
 
 
 def test_a_fresh_local_index_has_its_mapped_files_in_its_file_listing(

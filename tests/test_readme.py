@@ -1,6 +1,7 @@
-"""Every block of the README, in order, run as written on a fresh copy of the
-repository's examples (what a fresh clone holds), and the output compared
-where the README shows it.
+"""Every block of the README and then of the docs/ pages it leads to (PAGES), in
+order, run as written on a fresh copy of the repository's examples (what a
+fresh clone holds), and the output compared where a page shows it. The pages
+share one session: a page's blocks may use the stores the README's tour made.
 
 Each fenced block is one of:
 
@@ -45,6 +46,12 @@ import pytest
 from conftest import EXAMPLES, REPO, explore_every_way
 
 README = (REPO / "README.md").read_text()
+# The pages whose blocks are run, in this order, after the README's (docs/cli.md is generated
+# from the parsers and checked by test_cli_reference; ui.md and testing.md show no tour commands).
+PAGES = ("README.md", "docs/capturing.md", "docs/queries.md", "docs/runs.md", "docs/export.md",
+         "docs/capture-semantics.md", "docs/store-format.md", "docs/plugins.md", "docs/architecture.md",
+         "docs/configuration.md", "docs/references.md", "docs/benchmarks.md")
+NOT_RUN_PAGES = {"docs/cli.md", "docs/ui.md", "docs/testing.md"}
 MARKER = re.compile(r"<!--\s*(.*?)\s*-->")
 BLOCK_TIMEOUT = 900  # seconds for one block (a Spark or Kedro run on a loaded 2-core machine)
 NOT_RUN_REASON = re.compile(r"(\S+) runs this command")
@@ -57,6 +64,11 @@ class Block:
     lang: str
     text: str
     marker: str  # the HTML comment just before it ("" if none)
+    page: str = "README.md"
+
+    @property
+    def where(self) -> str:
+        return f"{self.page} block at line {self.line}"
 
     @property
     def kind(self) -> str:
@@ -69,7 +81,7 @@ class Block:
         return "unmarked"
 
 
-def readme_blocks(text: str = README) -> list[Block]:
+def readme_blocks(text: str = README, page: str = "README.md") -> list[Block]:
     """Every fenced block of ``text`` with the marker comment on the last non-blank line before it."""
     blocks, lines, i = [], text.splitlines(), 0
     while i < len(lines):
@@ -81,9 +93,14 @@ def readme_blocks(text: str = README) -> list[Block]:
         before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
         marker = MARKER.fullmatch(before.strip())
         blocks.append(Block(i + 1, opening.group(1), "\n".join(lines[i + 1:end]) + "\n",
-                            marker.group(1) if marker else ""))
+                            marker.group(1) if marker else "", page))
         i = end + 1
     return blocks
+
+
+def page_blocks() -> list[Block]:
+    """Every block of every page of PAGES, in the order they are run."""
+    return [b for page in PAGES for b in readme_blocks((REPO / page).read_text(), page)]
 
 
 # -- comparing output ---------------------------------------------------------------------------------
@@ -99,7 +116,7 @@ def assert_shows(expected: str, printed: str, variables: dict[str, str], where: 
     for start in range(len(got) - len(want) + 1):
         if all(p.fullmatch(got[start + k]) for k, p in enumerate(want)):
             return
-    pytest.fail(f"README {where} shows\n{expected}\nbut the command printed\n{printed}")
+    pytest.fail(f"{where} shows\n{expected}\nbut the command printed\n{printed}")
 
 
 def test_the_comparison_needs_every_line_in_order_with_ellipses_and_variables() -> None:
@@ -160,7 +177,7 @@ class Session:
     scratch: Path  # files of the test's own, outside the clone
     cwd: Path
     variables: dict[str, str]
-    printed: dict[int, str] = dataclasses.field(default_factory=dict)  # block line -> its stdout
+    printed: dict[str, str] = dataclasses.field(default_factory=dict)  # block.where -> its stdout
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)  # where -> wall time (reported, never asserted)
 
     def environment(self) -> dict[str, str]:
@@ -194,7 +211,7 @@ class Session:
         done = subprocess.run([executable, *argv[1:]], cwd=self.cwd, env=env, capture_output=True, text=True,
                               timeout=BLOCK_TIMEOUT, check=False)
         self.seconds[where] = self.seconds.get(where, 0.0) + time.perf_counter() - started
-        assert done.returncode == 0, (f"README {where} failed (exit {done.returncode})\nstdout:\n"
+        assert done.returncode == 0, (f"{where} failed (exit {done.returncode})\nstdout:\n"
                                       f"{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}")
         return done.stdout
 
@@ -231,22 +248,22 @@ def run_readme(session: Session, blocks: list[Block]) -> None:
     """Every block in order (see the module docstring)."""
     previous = ""
     for block in blocks:
-        where = f"block at line {block.line}"
+        where = block.where
         kind = block.kind
         if kind == "bash":
-            previous = session.printed[block.line] = session.bash(block.text, where)
+            previous = session.printed[where] = session.bash(block.text, where)
         elif kind == "python":
             name = block.marker[len("file:"):].strip() if block.marker.startswith("file:") else ""
-            previous = session.printed[block.line] = session.python(block.text, name, where)
+            previous = session.printed[where] = session.python(block.text, name, where)
         elif kind == "session":
             for command, shown in _session_commands(block):
                 printed = session.bash(command, where)
                 assert_shows(shown, printed, session.variables, where)
-                session.printed[block.line] = previous = printed
+                session.printed[where] = previous = printed
         elif kind == "output":
             assert_shows(block.text, previous, session.variables, where)
         elif kind == "unmarked":
-            pytest.fail(f"README {where} ({block.lang or 'no language'}) is neither run by this test nor "
+            pytest.fail(f"{where} ({block.lang or 'no language'}) is neither run by this test nor "
                         "marked <!-- fragment --> / <!-- output --> / <!-- not-run: REASON -->")
 
 
@@ -257,35 +274,43 @@ def readme_run(tmp_path_factory: pytest.TempPathFactory) -> Session:
     scratch = tmp_path_factory.mktemp("readme_scratch")
     (scratch / "check_installed.py").write_text(CHECK_INSTALLED)
     session = Session(root, scratch, root, {})
-    run_readme(session, readme_blocks())
+    run_readme(session, page_blocks())
     return session
 
 
 def _printed(session: Session, first_line: str) -> str:
     """What the block that starts with ``first_line`` printed."""
-    (block,) = [b for b in readme_blocks() if b.text.startswith(first_line)]
-    return session.printed[block.line]
+    (block,) = [b for b in page_blocks() if b.text.startswith(first_line)]
+    return session.printed[block.where]
 
 
 # -- the tests -------------------------------------------------------------------------------------------
 def test_every_block_is_run_or_marked() -> None:
-    kinds = [b.kind for b in readme_blocks()]
-    assert "unmarked" not in kinds, [b for b in readme_blocks() if b.kind == "unmarked"]
+    kinds = [b.kind for b in page_blocks()]
+    assert "unmarked" not in kinds, [b for b in page_blocks() if b.kind == "unmarked"]
     assert {"bash", "python", "session", "output", "fragment"} <= set(kinds)
     # and the check itself catches an unmarked block
     with pytest.raises(pytest.fail.Exception, match="neither run"):
         run_readme(Session(Path("."), Path("."), Path("."), {}), readme_blocks("text\n\n```toml\n[x]\n```\n"))
 
 
+def test_every_docs_page_is_run_or_named_as_not_run() -> None:
+    """A new page under docs/ is added to PAGES (its blocks run) or, if it shows no tour commands,
+    to NOT_RUN_PAGES: a page's examples cannot go unchecked by being forgotten here."""
+    pages = {str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md")}
+    assert pages - NOT_RUN_PAGES <= set(PAGES), sorted(pages - NOT_RUN_PAGES - set(PAGES))
+    assert all((REPO / page).is_file() for page in PAGES)
+
+
 def test_blocks_not_run_are_run_by_the_file_their_reason_names(tmp_path: Path) -> None:
-    not_run = [b for b in readme_blocks() if b.kind == "not-run"]
+    not_run = [b for b in page_blocks() if b.kind == "not-run"]
     assert not_run, "the README's test command is run by .ci/run, not by this test"
     for block in not_run:
         if server := NOT_RUN_SERVER.search(block.marker):
             _check_served(block, REPO / server.group(1), tmp_path)
             continue
         reason = NOT_RUN_REASON.search(block.marker)
-        assert reason, f"README block at line {block.line}: a not-run reason says which file runs it"
+        assert reason, f"{block.where}: a not-run reason says which file runs it"
         runner_lines = [line.strip() for line in (REPO / reason.group(1)).read_text().splitlines()]
         for line in block.text.strip().splitlines():
             for command in (part.strip() for part in line.split("&&")):
@@ -301,7 +326,7 @@ def _check_served(block: Block, test_file: Path, scratch: Path) -> None:
     source = test_file.read_text()
     for line in block.text.strip().splitlines():
         if line.startswith("python3 -m pip install"):
-            session.bash(line, f"block at line {block.line}")
+            session.bash(line, block.where)
         else:
             subcommand = _split(line)[1]
             assert line.startswith("provplug ") and f'cli("{subcommand}"' in source, \
@@ -331,22 +356,24 @@ def test_every_readme_block_runs_as_written_on_a_fresh_clone(readme_run: Session
 
 
 def test_the_export_placeholders_name_this_run_and_new_yorks_average(readme_run: Session) -> None:
-    """$RUN and $VALUE_ID come from this store: the run id `provplug runs` lists and NY's AvgAge.Age."""
+    """$RUN and $VALUE_ID come from this store: the latest run id `provplug runs` lists (the tour's
+    second run, Steve aged 32) and NY's AvgAge.Age in it."""
     import provplug
 
     store = readme_run.root / "people.prov"
-    first_run = provplug.open_store(store).runs()[0]["run_id"]
-    assert readme_run.variables["RUN"] == first_run
-    answer = provplug.open(store).lineage(table="AvgAge", column="Age", where="City = 'NY'", run=first_run)
+    runs = provplug.open_store(store).runs()
+    assert len(runs) == 2 and readme_run.variables["RUN"] == runs[-1]["run_id"]
+    answer = provplug.open(store).lineage(table="AvgAge", column="Age", where="City = 'NY'", run=runs[-1]["run_id"])
     (ny,) = answer.to_dict()["query"]
-    assert readme_run.variables["VALUE_ID"] == str(ny["value_id"]) and ny["value"] == 35.0
+    assert readme_run.variables["VALUE_ID"] == str(ny["value_id"]) and ny["value"] == 36.0
     events = json.loads((readme_run.root / "events.json").read_text())
     assert {e["job"]["name"] for e in events} == {"R1", "R2"}
 
 
 def test_depends_answers_no_for_mary(readme_run: Session, cli: Any) -> None:
-    """'With Mary instead of Mark the answer is `no`': the README's depends command with Mary."""
-    (command,) = re.findall(r"^\$ provplug (depends .*)$", README, flags=re.M)
+    """'With Mary instead of Mark the answer is `no`': docs/queries.md's depends command with Mary."""
+    pages = "\n".join((REPO / page).read_text() for page in PAGES)
+    (command,) = re.findall(r"^\$ provplug (depends .*)$", pages, flags=re.M)
     argv = [a.replace("Mark", "Mary") for a in _split(command)]
     result = cli(*[str(readme_run.root / a) if a.endswith(".prov") else a for a in argv])
     assert result.code == 0 and result.out.startswith("no"), result

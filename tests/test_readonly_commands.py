@@ -66,7 +66,7 @@ def test_gc_dry_run_lists_what_gc_removes_without_removing_it(reindexed: Path, c
     """The dry run takes no build lock (that would write), yet it lists the
     same garbage as the real run."""
     from provplug.index import generation
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     store = open_store(reindexed)
     stale = reindexed / "index" / "gen-00000000T000000-deadbeef"  # an abandoned build's generation
@@ -82,7 +82,7 @@ def test_gc_dry_run_lists_what_gc_removes_without_removing_it(reindexed: Path, c
 
 def test_gc_dry_run_sees_a_running_build_without_taking_its_lock(reindexed: Path, cli: Any) -> None:
     from provplug.index import generation
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     store = open_store(reindexed)
     with generation.build_lock(store):

@@ -23,7 +23,7 @@ import provplug
 from provplug.errors import LineageQueryError, NotIndexedError, StoreError
 from provplug.explore import manage
 from provplug.index import generation
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 
 @pytest.fixture(scope="module")

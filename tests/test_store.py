@@ -111,7 +111,7 @@ def _racing_import(store: str, triples: str, start: object, delay: float) -> Non
     """A child process: wait for the others, then import (exit 3 on bad input)."""
     from provplug.errors import ImportInputError
     from provplug.ingest.importer import import_provenance
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
     from provplug.store.parquet import ParquetStore
 
     # A slow listing of _staging widens the window between finding the store
@@ -140,7 +140,7 @@ def test_a_store_directory_that_vanishes_while_checked_does_not_exist(tmp_path: 
     """Another process's failed creation may remove the directory between
     seeing it and listing it: that is no store yet, not an error (the race
     below met it once in twenty rounds)."""
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     folder = tmp_path / "vanishing.prov"
     folder.mkdir()
@@ -309,7 +309,7 @@ def test_truncated_triples_file_is_found_by_verify_and_triples(store_path: Path)
     (part,) = (run / "triples").iterdir()
     _truncate(part)
     store.stats()  # counts come from manifests: no file is read
-    for check in (store.verify, store.triples):
+    for check in (store.verify, store.stored_triples, lambda: store.triples().to_table()):
         with pytest.raises(DamagedStoreError, match=part.name) as caught:
             check()
         assert "\n" not in str(caught.value)

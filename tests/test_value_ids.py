@@ -13,7 +13,7 @@ import pytest
 import provplug
 from provplug import ids, schema
 from provplug.errors import LineageQueryError
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 pytest.importorskip("pyspark")
 

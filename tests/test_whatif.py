@@ -1,4 +1,4 @@
-"""What-if (DESIGN §9, Lipstick Def. 4.2 on rows) over row lineage written by
+"""What-if (docs/queries.md "What-if", Lipstick Def. 4.2 on rows) over row lineage written by
 hand through the recorder: every expectation here is derived by hand from
 the tables in each test (the captured pipelines are in test_whatif_spark.py).
 """
@@ -18,7 +18,7 @@ import provplug
 from provplug import ids
 from provplug.errors import DamagedStoreError, LineageQueryError
 from provplug.rowrules import parse_rules, rules_text
-from provplug.whatif.model import WhatIfAnswer
+from provplug.whatif.answer import WhatIfAnswer
 from provplug.whatif.values import UNKNOWN
 
 

@@ -1,4 +1,4 @@
-"""What-if and dependency on CAPTURED Spark pipelines (DESIGN §9):
+"""What-if and dependency on CAPTURED Spark pipelines (docs/queries.md "What-if"):
 
 * the paper's running example (the demo's capture): deleting Mark, Steve
   and Mark, Mary, with ``depends`` agreeing with each;
@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 import provplug
-from provplug.plugin.manager import open_store
-from provplug.whatif.model import WhatIfAnswer
+from provplug.store.open import open_store
+from provplug.whatif.answer import WhatIfAnswer
 from provplug.whatif.values import UNKNOWN
 
 
@@ -130,7 +130,7 @@ def test_lipstick_example_4_5_the_bid_depends_on_i1_not_on_c2(dealer: Path, cli:
     assert text.code == 0 and text.out.startswith("no: InventoryBids.Amount = '$20K'"), text
 
 
-# -- what cannot be told is said, never guessed (DESIGN §9) ------------------------
+# -- what cannot be told is said, never guessed (docs/capture-semantics.md) ------------------------
 @pytest.fixture(scope="module")
 def undecidable(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Steps over the cells an upstream aggregate changes, and opaque ops."""
@@ -239,7 +239,7 @@ def _aggregates() -> list[Any]:
 
 def _step_function(kind: str, rng: random.Random, shapes: list[Shape]) -> tuple[Callable[..., Any], int, Shape] | None:
     """A step of ``kind`` over inputs of ``shapes`` whose rows and cells a
-    what-if can tell exactly (DESIGN §9: no filter, join key, group key or
+    what-if can tell exactly (docs/capture-semantics.md: no filter, join key, group key or
     distinct over a cell a deletion upstream may change): (function,
     inputs, output shape); None when ``kind`` cannot be such a step here."""
     from pyspark.sql import functions as F

@@ -37,7 +37,7 @@ NY = {"table": "AvgAge", "column": "Age", "where": "City = 'NY'"}
 @pytest.fixture(scope="module")
 def people(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from provplug.index.build import build_index
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     store = tmp_path_factory.mktemp("zoom") / "people.prov"
     with provplug.capture(spark, store=str(store)) as run, provplug.module("people"):

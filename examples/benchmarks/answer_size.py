@@ -33,9 +33,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import provplug  # noqa: E402
-from provplug.plugin.manager import open_store  # noqa: E402
+from provplug.index.mapped import gather_ranges  # noqa: E402
 from provplug.query.answer import LineageAnswer, finite  # noqa: E402
-from provplug.query.driver import gather_ranges  # noqa: E402
+from provplug.store.open import open_store  # noqa: E402
 
 
 def hubs_reaching(path: Path, ancestors: int) -> list[int]:

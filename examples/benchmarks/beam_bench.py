@@ -168,7 +168,7 @@ def profile(rows: list[Any], scenario: Callable[[Any], Any], out: Path, top: int
     if match:  # also every function whose file:line(name) matches, wherever it ranks
         pstats.Stats(profiler, stream=text).strip_dirs().sort_stats("cumulative").print_stats(match)
     own = pstats.Stats(profiler)
-    inside = sum(v[2] for k, v in own.stats.items() if "provplug_beam" in k[0])
+    inside = sum(v[2] for k, v in own.stats.items() if "provplug_beam" in k[0])  # type: ignore[attr-defined]  # not in typeshed
     text.write(f"own time inside provplug_beam: {inside:.1f} s\n")
     out.write_text(text.getvalue())
     print(f"wrote {out} ({elapsed:.1f} s, {inside:.1f} s in provplug_beam)")

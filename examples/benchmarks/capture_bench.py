@@ -18,7 +18,7 @@ otherwise land in run 1); figures are medians.
 
 Each pipeline also has (unless ``--without-aligned-step``) one row-aligned step (P_FlightSpeeds: derived columns
 of every flight; P_LinePrices: Q1's price expressions for every line item),
-the kind of step location lineage (issue 15, DESIGN §10) stores as one edge
+the kind of step location lineage (issue 15, docs/capture-semantics.md) stores as one edge
 instead of its triples; capture is measured with location lineage on (the
 default) and off (``location_lineage=False``) in the same rounds, with the
 stored triples, the triples the edges stand for, the run's bytes and the
@@ -27,7 +27,7 @@ share of steps that were row-aligned.
 Reported: time with capture / without, triples, triples per second of the
 captured pipeline, and bytes per triple (the triples dataset alone, and the
 whole committed run including every table's stored rows); row-lineage
-records (``rowlineage/``, DESIGN §9) and their bytes, and the time with
+records (``rowlineage/``, docs/capture-semantics.md) and their bytes, and the time with
 capture but without row lineage (``spark.provplug.rowLineage=false``), in
 the same rounds, for the cost of row lineage side by side; and, measured in
 the same rounds, the time with capture when every aggregate's provenance
@@ -59,10 +59,10 @@ from pyspark.sql import functions as F
 
 import provplug
 from provplug.ingest.rowlineage import lineage_of
-from provplug.plugin.manager import open_store
 from provplug.rowrules import LINEAGE
 from provplug.sparksession import local_spark
 from provplug.store.locations import locations_of
+from provplug.store.open import open_store
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"

@@ -86,9 +86,9 @@ def capture(spark: Any, source: Path, store: Path, location_lineage: bool) -> fl
 
 
 def child(args: argparse.Namespace) -> int:
-    from provplug.plugin.manager import open_store
     from provplug.sparksession import local_spark
     from provplug.store.locations import locations_of
+    from provplug.store.open import open_store
 
     spark = local_spark("declared-bench", "local[2]", **{"spark.driver.memory": "2g"})
     work = Path(args.work)
@@ -126,8 +126,8 @@ def checks_child(args: argparse.Namespace, old: Path) -> int:
 
     import provplug_spark.declared as declared
 
+    from provplug.plugin.writers import Destination
     from provplug.sparksession import local_spark
-    from provplug.store.writers import Destination
 
     spark = local_spark("declared-bench", "local[2]", **{"spark.driver.memory": "2g"})
     work = Path(args.work)

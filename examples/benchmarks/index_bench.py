@@ -98,7 +98,7 @@ def same_file(a: Path, b: Path) -> bool:
     if [ma.row_group(i).num_rows for i in range(ma.num_row_groups)] != [mb.row_group(i).num_rows for i in range(mb.num_row_groups)]:
         return False
     ta, tb = pq.read_table(a), pq.read_table(b)
-    return ta.schema.equals(tb.schema) and ta.equals(tb)
+    return bool(ta.schema.equals(tb.schema) and ta.equals(tb))
 
 
 def same_generations(store: Path, a: str, b: str) -> bool:
@@ -115,7 +115,7 @@ def same_generations(store: Path, a: str, b: str) -> bool:
 def fingerprint(store: Path) -> dict[str, Any]:
     """Sorted content of the small outputs (Spark writes rows in another order)."""
     from provplug.index import current_dir
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     d = current_dir(open_store(store))
     sets = pq.read_table(f"{d}/sets.parquet").sort_by("csid")
@@ -245,7 +245,7 @@ def render(
 
 def table9_section(store: Path) -> list[str]:
     from provplug.index.stats import index_stats
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     stats = index_stats(open_store(store))
     return [

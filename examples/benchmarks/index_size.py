@@ -41,7 +41,7 @@ import hashlib, json, sys
 import numpy as np
 import pyarrow.parquet as pq
 import provplug
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 store = provplug.open(sys.argv[1])
 values = np.unique(pq.read_table(open_store(sys.argv[1]).triple_files()[0], columns=["dst"]).column("dst").to_numpy())
 picked = values[np.linspace(0, len(values) - 1, 12).astype(int)]

@@ -146,10 +146,10 @@ def save_json(path: Path, value: Any) -> None:
 def prepare(opts: Options, factor: int, splits: Path | None) -> dict[str, Any]:
     """Import the missing copies and (re)build a missing or stale index."""
     from provplug.index import read_meta
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     state_path = opts.state_file(factor)
-    state = load_json(state_path, {"factor": factor, "scale": opts.scale, "seed": opts.seed, "copies": []})
+    state: dict[str, Any] = load_json(state_path, {"factor": factor, "scale": opts.scale, "seed": opts.seed, "copies": []})
     if (state["scale"], state["seed"]) != (opts.scale, opts.seed):
         raise SystemExit(f"{opts.store(factor)} holds scale {state['scale']} seed {state['seed']}: delete it and its state file")
     path = opts.store(factor)
@@ -524,11 +524,11 @@ def duckdb_runner(store: Any, db_path: Path, memory: str, threads: int | None = 
     return con, run
 
 
-def drop_caches(spark: Any) -> None:
+def drop_caches(spark: Any, store: Any) -> None:
     """The disk variant: nothing of the index or of RQ's triple table stays in memory."""
     from provplug.query.index_reader import clear_cache
 
-    clear_cache()
+    clear_cache(store)
     spark.catalog.clearCache()
 
 
@@ -595,7 +595,7 @@ class Bench:
         for method, i, q, value in self.method_series(cls, queries, direction):
             if method == "duckdb":
                 continue
-            drop_caches(self.spark)
+            drop_caches(self.spark, opened.store)
             t0 = time.perf_counter()
             ans = opened.lineage(value_id=value, method=method, direction=direction, spark=self.spark, tau=self.tau)
             t = time.perf_counter() - t0
@@ -650,7 +650,7 @@ def local_spark(memory: str) -> Any:
 
 
 def bench_factor(opts: Options, factor: int, picks: dict[str, Any], args: argparse.Namespace, spark: Any) -> dict[str, Any]:
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     path = opts.store(factor)
     store = open_store(path)
@@ -1035,7 +1035,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(opts: Options, factors: list[int], args: argparse.Namespace, command: str, results: dict[str, Any], results_path: Path) -> None:
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     prepare(opts, 1, None)
     base_store = open_store(opts.store(1))
@@ -1098,7 +1098,7 @@ def duckdb_only(opts: Options, factors: list[int], args: argparse.Namespace, res
                 results_path: Path) -> None:
     """Time DuckDB on the slow queries of factors already benchmarked (their
     other figures kept), e.g. with settings a large factor needs."""
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     for f in factors:
         sec = results["factors"][str(f)]

@@ -271,8 +271,8 @@ def generate(
     """Create a store at ``path`` holding ``copies`` copies of the trace (one
     import run each); ``triples`` and ``duplicates`` are summed over them."""
     from provplug.ingest.importer import import_provenance
-    from provplug.plugin.manager import open_store
     from provplug.progress import SILENT
+    from provplug.store.open import open_store
 
     if copies < 1:
         raise ValueError(f"copies must be >= 1, not {copies}")

@@ -37,9 +37,9 @@ from pyspark.sql import SparkSession
 
 import provplug
 from provplug import reduce
-from provplug.plugin.manager import open_store
 from provplug.reduce.metrics import compare
 from provplug.sparksession import local_spark
+from provplug.store.open import open_store
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

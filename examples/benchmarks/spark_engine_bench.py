@@ -105,9 +105,9 @@ def bucket_files(store: Any) -> dict[str, int]:
 
 def build_side_by_side(path: Path, local_runs: int, spark_runs: int, master: str, memory: str) -> dict[str, Any]:
     from provplug.index import build_index
-    from provplug.plugin.manager import open_store
     from provplug.progress import Progress
     from provplug.sparksession import local_spark
+    from provplug.store.open import open_store
 
     store = open_store(path)
     t0 = time.monotonic()
@@ -170,7 +170,7 @@ def query_value(path: Path) -> tuple[int, int, int]:
     """A value of the connected set with the most triples (the smallest id
     with a parent and a child in that set), its set and the set's triples."""
     from provplug.index import current_dir
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     gen = current_dir(open_store(path))
     sets = pq.read_table(f"{gen}/sets.parquet", columns=["csid", "triples"])

@@ -23,7 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -138,7 +138,7 @@ def measure(path: Path, values: list[int], rounds: int) -> dict[str, Any]:
 
 
 def report(figures: dict[str, Any], command: str, out: Path) -> str:
-    med = lambda xs: statistics.median(xs)  # noqa: E731
+    med: Callable[[list[float]], float] = lambda xs: statistics.median(xs)  # noqa: E731
     table, rows = figures["expanded"]
     lines = [
         "# The explorer on a large answer (`ui_bench.py`)",

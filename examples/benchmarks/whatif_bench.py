@@ -31,9 +31,9 @@ from capture_bench import run_captured, tpch_data, tpch_pipeline  # noqa: E402
 
 import provplug  # noqa: E402
 from provplug import ids, schema  # noqa: E402
-from provplug.plugin.manager import open_store  # noqa: E402
 from provplug.query.catalog import catalog_for  # noqa: E402
 from provplug.sparksession import local_spark  # noqa: E402
+from provplug.store.open import open_store  # noqa: E402
 
 
 def lineitem_rows(store_path: Path) -> tuple[int, list[int]]:

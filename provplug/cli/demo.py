@@ -55,8 +55,8 @@ def add_parser(sub: Any) -> None:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from provplug.index.build import build_index
-    from provplug.plugin.manager import open_store
     from provplug.sparksession import local_spark
+    from provplug.store.open import open_store
 
     store = open_store(args.store)
     if store.exists():

@@ -55,7 +55,7 @@ def _store_and_json(p: argparse.ArgumentParser) -> None:
 
 
 def _open(uri: str) -> Any:
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     store = open_store(uri)
     store.check()

@@ -41,8 +41,8 @@ def _run_chosen(store: Store, run: str | None) -> str | None:
 
 def _cmd_graph(args: argparse.Namespace) -> int:
     from provplug.cli.lineage import write_output
-    from provplug.plugin.manager import open_store
     from provplug.query.picture import render
+    from provplug.store.open import open_store
 
     store = open_store(args.store)
     store.check()

@@ -46,8 +46,8 @@ def _size(text: str) -> int:
 def _cmd_index(args: argparse.Namespace) -> int:
     from provplug.cli.main import print_json
     from provplug.index.build import build_index
-    from provplug.plugin.manager import open_store
     from provplug.progress import Progress
+    from provplug.store.open import open_store
 
     with Progress(enabled=not args.quiet) as progress:  # closed (a failed stage crossed) before the summary
         meta = build_index(

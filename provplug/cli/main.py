@@ -13,6 +13,7 @@ from contextlib import contextmanager, nullcontext
 from typing import Any, NoReturn
 
 from provplug.errors import LineageQueryError, ProvplugError
+from provplug.errors import UsageError as UsageError
 from provplug.progress import Progress, handler_attached, silenced
 
 Command = Callable[[argparse.Namespace], int]
@@ -34,7 +35,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     from provplug.ingest.importer import import_provenance
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     with Progress(enabled=not args.quiet) as progress:  # closed (a failed stage crossed) before the summary
         result = import_provenance(
@@ -50,7 +51,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 def _cmd_stats(args: argparse.Namespace) -> int:
     from provplug.explore.browse import store_stats
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     stats = store_stats(open_store(args.store))
     if args.json:
@@ -207,14 +208,6 @@ def whole_number(minimum: int, unit: str) -> Callable[[str], int]:
         return value
 
     return parse
-
-
-class UsageError(ProvplugError):
-    """A malformed command line (what argparse would print and exit on)."""
-
-    def __init__(self, message: str, parser: argparse.ArgumentParser) -> None:
-        super().__init__(message)
-        self.parser = parser
 
 
 class _Parser(argparse.ArgumentParser):

@@ -32,8 +32,8 @@ def add_parser(sub: Any) -> None:
 
 def _cmd_metrics(args: argparse.Namespace) -> int:
     from provplug.cli.main import print_json
-    from provplug.plugin.manager import open_store
     from provplug.reduce.metrics import compare, render
+    from provplug.store.open import open_store
 
     full = open_store(args.full)
     full.check()

@@ -19,7 +19,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _add_target(p: argparse.ArgumentParser, what: str) -> None:
-    from provplug.cli.lineage import TARGET_HELP
+    from provplug.query.targets import TARGET_HELP
 
     p.add_argument("target", metavar="TABLE.COLUMN", nargs="?", help=f"{what}. {TARGET_HELP}")
     p.add_argument("--where", metavar="PREDICATE", action="append",
@@ -27,7 +27,7 @@ def _add_target(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def _add_export(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
+    p: argparse.ArgumentParser = sub.add_parser(
         "export",
         help="export a run, the store or a lineage answer as W3C PROV or OpenLineage",
         description="Without a target: the whole run (--run) or store. With TABLE.COLUMN --where P or "
@@ -47,10 +47,10 @@ def _add_export(sub: Any) -> argparse.ArgumentParser:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from provplug.cli.lineage import parse_target
     from provplug.cli.main import combined_where, note
     from provplug.export import Target, export
-    from provplug.plugin.manager import open_store
+    from provplug.query.targets import parse_target
+    from provplug.store.open import open_store
 
     if args.target is not None and args.value_id is not None:
         raise LineageQueryError("give TABLE.COLUMN (with --where) or --value-id N, not both")
@@ -101,9 +101,9 @@ def _write_whole(path: str, text: str) -> None:
 
 
 def _add_diff(sub: Any) -> argparse.ArgumentParser:
-    from provplug.cli.lineage import TARGET_HELP
+    from provplug.query.targets import TARGET_HELP
 
-    p = sub.add_parser(
+    p: argparse.ArgumentParser = sub.add_parser(
         "diff",
         help="which output cells differ between two runs, and which source cells explain each",
         description="Compare the tables both runs wrote (or TABLE), matching rows by --key, else by the "
@@ -126,10 +126,10 @@ def _add_diff(sub: Any) -> argparse.ArgumentParser:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from provplug.cli.lineage import parse_target
     from provplug.cli.main import combined_where, print_json
     from provplug.diff import diff_runs, render
-    from provplug.plugin.manager import open_store
+    from provplug.query.targets import parse_target
+    from provplug.store.open import open_store
 
     if len(args.operands) > 3:
         raise LineageQueryError("diff takes at most two runs and one TABLE[.COLUMN]")

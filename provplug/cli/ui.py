@@ -6,13 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from provplug.errors import ProvplugError
+from provplug.errors import MissingExtraError as MissingExtraError
 
 EXTRA_HINT = "pip install 'provplug[ui]'"
-
-
-class MissingExtraError(ProvplugError):
-    """A command needs an optional extra that is not installed."""
 
 
 def add_parser(sub: Any) -> None:

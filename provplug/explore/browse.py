@@ -16,7 +16,8 @@ import pyarrow.compute as pc
 
 from provplug import schema
 from provplug.plugin.protocols import Store
-from provplug.query.catalog import Catalog, TableEntry, catalog_for, jsonable
+from provplug.query.catalog import Catalog, catalog_for, jsonable
+from provplug.store.catalogue import TableEntry
 from provplug.store.runs import run_line, select_run
 from provplug.store.triples import TripleFilter, triple_table
 from provplug.texttable import aligned, cell_text
@@ -92,7 +93,7 @@ def run_records(store: Store) -> list[RunRecord]:
 
 def _run_record(manifest: dict[str, Any]) -> RunRecord:
     counts = manifest["counts"]
-    record = RunRecord(
+    record: RunRecord = RunRecord(
         run_id=manifest["run_id"],
         number=int(manifest["number"]),
         label=manifest.get("label"),

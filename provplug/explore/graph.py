@@ -16,6 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from provplug.store.catalogue import StoreCatalogue
+
 if TYPE_CHECKING:
     from provplug.plugin.protocols import Store
 
@@ -44,24 +46,20 @@ class Workflow:
 
 
 def workflow_of(store: Store, run: str | None = None) -> Workflow:
-    """The workflow of ``store`` (of run ``run`` only, when given)."""
-    import pyarrow.compute as pc
-
+    """The workflow of ``store`` (of run ``run`` only, when given: a number,
+    ``latest``, ``latest~N``, a label or an id prefix), from the store's one
+    catalogue (:class:`~provplug.store.catalogue.StoreCatalogue`)."""
+    catalogue = StoreCatalogue.of(store)
     if run is not None:
-        from provplug.store.runs import select_run
-
-        run = str(select_run(store.runs(), run)["run_id"])  # a number, latest~N, a label or an id prefix
-    tables, ops = store.tables(), store.ops()
-    if run is not None:
-        tables = tables.filter(pc.equal(tables.column("run_id"), run))
-        ops = ops.filter(pc.equal(ops.column("run_id"), run))
+        run = str(catalogue.run(run)["run_id"])
+    runs = None if run is None else {run}
     wf = Workflow()
     name_of: dict[int, str] = {}
-    for t in tables.select(["table_id", "name", "rows"]).to_pylist():
-        name_of[int(t["table_id"])] = t["name"]
-        wf.tables[t["name"]].append(t["rows"])
+    for t in catalogue.tables_of(runs):
+        name_of[t.table_id] = t.name
+        wf.tables[t.name].append(t.rows)
     op_name: dict[int, str] = {}
-    for o in ops.select(["op_id", "name", "run_id", "inputs", "outputs"]).to_pylist():
+    for o in catalogue.ops_of(runs):
         op_name[int(o["op_id"])] = o["name"]
         wf.op_runs[o["name"]].add(o["run_id"])
         wf.op_triples.setdefault(o["name"], 0)

@@ -32,7 +32,7 @@ imported  one / several                                  DIRECT / TRANSFORMATION
 Values are compared only where both tables' rows are stored (else the pair
 is classified by fan-in alone). Filter predicates, sort keys and join keys
 that are not merged into an output column are not parents of any cell (see
-the README's capture semantics), so no INDIRECT FILTER / SORT field can be
+the docs/capture-semantics.md), so no INDIRECT FILTER / SORT field can be
 named for them. Imported values without a column are left out.
 """
 
@@ -45,6 +45,7 @@ from provplug.export.scope import Table, stored_rows
 
 if TYPE_CHECKING:
     import numpy as np
+    from numpy.typing import NDArray
 
     from provplug.plugin.protocols import Store
 
@@ -121,12 +122,12 @@ def column_pairs(
         if kinds.get(o, {}).get("kind") == "builtin":
             identical = values.identical((st, sc, src_r[start:end]), (dt, dc, dst_r[start:end]))
         raw.append((o, st, sc, dt, dc, fan_in, identical))
-    for pair in _classified(raw, kinds, tables):
-        by_op.setdefault(pair.op_id, []).append(pair)
+    for classified in _classified(raw, kinds, tables):
+        by_op.setdefault(classified.op_id, []).append(classified)
     return by_op
 
 
-def _column_code(table: np.ndarray, column: np.ndarray) -> np.ndarray:
+def _column_code(table: NDArray[np.int64], column: NDArray[np.int64]) -> NDArray[np.int64]:
     from provplug import ids
 
     return (table << ids.COLUMN_BITS) | column

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provplug.errors import LineageQueryError
-from provplug.query.catalog import TableEntry
+from provplug.store.catalogue import StoreCatalogue, TableEntry
 
 # One table of one run, as the store's catalogue records it (the catalogue's own record).
 Table = TableEntry
@@ -22,37 +21,22 @@ def resolve_run(store: Store, prefix: str) -> str:
     """The committed run whose id is ``prefix`` or the one run whose id starts with it."""
     from provplug.store.runs import select_run
 
-    return str(select_run(store.runs(), prefix)["run_id"])
+    return str(select_run(store.runs(), prefix)["run_id"])  # no table or op read
 
 
 def tables_of(store: Store, run_ids: set[str] | None = None) -> list[Table]:
     """The tables of ``run_ids`` (every committed run when None), by table id."""
-    rows = store.tables().to_pylist()
-    return sorted(
-        (
-            TableEntry(t["table_id"], t["name"], t["run_id"], t["origin"], tuple(t["columns"]), t["rows"],
-                       t["stored_rows"])
-            for t in rows
-            if run_ids is None or t["run_id"] in run_ids
-        ),
-        key=lambda t: t.table_id,
-    )
+    return StoreCatalogue.of(store).tables_of(run_ids)
 
 
 def table_in_run(store: Store, name: str, run_id: str) -> Table:
     """The table called ``name`` that run ``run_id`` wrote."""
-    tables = tables_of(store, {run_id})
-    for table in tables:
-        if table.name == name:
-            return table
-    known = ", ".join(sorted({t.name for t in tables})) or "none"
-    raise LineageQueryError(f"run {run_id} has no table {name!r} (its tables: {known})")
+    return StoreCatalogue.of(store).table_in_run(name, run_id)
 
 
 def ops_of(store: Store, run_ids: set[str] | None = None) -> list[dict[str, Any]]:
     """The op records of ``run_ids`` (every run when None), oldest first."""
-    ops = [o for o in store.ops().to_pylist() if run_ids is None or o["run_id"] in run_ids]
-    return sorted(ops, key=lambda o: (o["started"] is None, o["started"] or 0, o["op_id"]))
+    return StoreCatalogue.of(store).ops_of(run_ids)
 
 
 def stored_rows(store: Store, table: Table) -> pa.Table:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from provplug.errors import ProvplugError
+from provplug.errors import ExportError as ExportError
 from provplug.export.scope import Table, ops_of, resolve_run, stored_rows, tables_of, value_count
 
 if TYPE_CHECKING:
@@ -21,10 +21,6 @@ if TYPE_CHECKING:
 # A whole-run PROV export lists every value as an entity: beyond this many
 # values the document is too large to be useful, and a target is asked for.
 MAX_WHOLE_VALUES = 100_000
-
-
-class ExportError(ProvplugError):
-    """An export cannot be made as asked (too large, or a format's package is missing)."""
 
 
 @dataclass(frozen=True)

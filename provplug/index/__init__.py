@@ -1,5 +1,5 @@
 """The lineage index: components, workflow graph, splits, connected sets
-(README, "Indexing and lineage queries").
+(docs/queries.md, "Indexing and lineage queries").
 
 Public API::
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 
-from provplug.errors import ProvplugError
+from provplug.errors import MemoryBudgetError as MemoryBudgetError
 
 # Peak bytes per value of the local engine's per-value arrays (ids 8, table
 # codes 2, component and set labels 4 + 4, split ids 2, flags 1, per-set and
@@ -37,10 +37,6 @@ DEFAULT_SHARE = 0.75
 
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
-
-
-class MemoryBudgetError(ProvplugError):
-    """A memory budget that is not a size."""
 
 
 def parse_size(text: str) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import tempfile
 import time
@@ -42,11 +43,13 @@ from provplug.index.splits import (
 )
 from provplug.index.workflow import TableCatalogue, WorkflowGraph, infer_workflow
 from provplug.model import utc_now
-from provplug.plugin.manager import Plugins, get_plugins, open_store
+from provplug.plugin.manager import Plugins, get_plugins
 from provplug.plugin.protocols import Store
 from provplug.progress import SILENT, Progress
 from provplug.store import files as storefiles
+from provplug.store.open import open_store
 
+logger = logging.getLogger(__name__)  # what a build did: its input, its engine, the generation published
 # 2: meta.json records the generation's files (provplug.index.integrity).
 META_FORMAT = 2
 # The engines' intermediates, inside the new generation; removed before it is published
@@ -91,6 +94,8 @@ def build_index(
     runs = [m["run_id"] for m in store.runs()]
     had_index = store.fs.get_file_info(index_root(store)).type == pafs.FileType.Directory
     t0 = time.monotonic()
+    logger.info("indexing %s: %d runs, %d tables, theta %d, engine %s", store.uri, len(runs), len(catalogue.names),
+                theta, engine)
     try:
         with build_lock(store):
             choice = _EngineChoice(engine, spark, memory_budget or budget.default_budget())
@@ -136,6 +141,8 @@ def _build(
         store.fs.delete_dir(gen_dir)
         raise
     progress.done(f"index {name} published", counts["sets"], "sets")
+    logger.info("published index generation %s of %s (%s engine, splits from %s): %d triples, %d sets, %.1f s",
+                name, store.uri, engine.name, source, counts.get("triples", 0), counts["sets"], meta["seconds"])
     return meta
 
 
@@ -182,6 +189,8 @@ def _load(
         try:
             return local, local.load()
         except TooManyValues as exc:
+            logger.info("more than %d values exceed the local memory budget (%d bytes): indexing on Spark",
+                        exc.args[0], choice.memory_budget)
             progress.done(
                 f"more than {exc.args[0]:,} values: beyond the local memory budget "
                 f"({choice.memory_budget / 2**30:.1f} GiB), indexing on Spark"

@@ -327,5 +327,5 @@ def _switched_within(store: Store, seconds: float) -> bool:
     """True if ``CURRENT`` was replaced less than ``seconds`` ago (or when unknown)."""
     info = store.fs.get_file_info(store.path(layout.INDEX_DIR, layout.CURRENT))
     if info.type != pafs.FileType.File or info.mtime is None:
-        return info.type == pafs.FileType.File
-    return time.time() - info.mtime.timestamp() < seconds
+        return bool(info.type == pafs.FileType.File)
+    return bool(time.time() - info.mtime.timestamp() < seconds)

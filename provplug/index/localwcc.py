@@ -13,6 +13,7 @@ root stay that way and are dropped from later rounds.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 
 def wcc_labels(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -69,7 +70,7 @@ def merge_groups(labels: np.ndarray, src: np.ndarray, dst: np.ndarray) -> None:
         rs, rd = new_rs, new_rd
 
 
-def find_roots(labels: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+def find_roots(labels: NDArray[np.int64], nodes: NDArray[np.int64]) -> NDArray[np.int64]:
     roots = labels[nodes]
     while True:
         up = labels[roots]

@@ -28,11 +28,12 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
+from numpy.typing import NDArray
 
 from provplug.errors import DamagedStoreError
 from provplug.index import integrity, layout
@@ -149,7 +150,7 @@ class MappedRows(SortedRows):
         lo = np.maximum(fence - 1, 0) * FENCE_ROWS
         return lo, np.minimum(fence * FENCE_ROWS, len(self.key))
 
-    def _search(self, keys: np.ndarray, side: Side, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    def _search(self, keys: np.ndarray, side: Side, lo: NDArray[np.int64], hi: np.ndarray) -> NDArray[np.int64]:
         """``np.searchsorted(self.key, keys, side)`` reading only rows
         ``lo:hi`` of each key (the page its fences name), all keys at once:
         every ``STEP``-th row of the page narrows it to a window of
@@ -159,12 +160,12 @@ class MappedRows(SortedRows):
         start = lo + np.maximum(STEP * (probes - 1) + 1, 0)  # rows from lo to here are before the boundary
         return start + self._count(keys, before, start, hi, 1, STEP - 1)
 
-    def _count(self, keys: np.ndarray, before: np.ufunc, start: np.ndarray, end: np.ndarray, step: int, n: int
-               ) -> np.ndarray:
+    def _count(self, keys: np.ndarray, before: np.ufunc, start: NDArray[np.int64], end: np.ndarray, step: int, n: int
+               ) -> NDArray[np.int64]:
         """How many of rows ``start, start + step, ...`` (``n`` of them, below ``end``) are before each key."""
         rows = start[:, None] + step * np.arange(n)
         values = self.key[np.minimum(rows, len(self.key) - 1)]
-        return (before(values, keys[:, None]) & (rows < end[:, None])).sum(axis=1)
+        return cast("NDArray[np.int64]", (before(values, keys[:, None]) & (rows < end[:, None])).sum(axis=1))
 
     def will_need_keys(self, keys: np.ndarray) -> KeyPages | None:
         if self.fences is None or len(self.key) == 0:

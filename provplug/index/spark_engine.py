@@ -66,7 +66,7 @@ from provplug.index.sparkwcc import (
     node_links,
     partition_roots,
     spark_wcc,
-    tune,
+    tuned,
 )
 from provplug.index.workflow import TableCatalogue
 from provplug.plugin.protocols import Store
@@ -121,7 +121,6 @@ class SparkEngine:
         self.lookup = catalogue.id_to_code_array()
         self._persisted: list[DataFrame] = []
         self._broadcasts: list[Any] = []
-        tune(spark)
 
     def _keep(self, df: DataFrame) -> DataFrame:
         """Persist ``df`` (columnar, spilling to disk) until the build ends."""
@@ -140,7 +139,8 @@ class SparkEngine:
     # -- input ---------------------------------------------------------------
     def load(self) -> InputStats:
         try:
-            return self._load()
+            with tuned(self.spark):  # the caller's session: its settings are back when it returns
+                return self._load()
         except BaseException:
             self.release()
             raise
@@ -192,11 +192,12 @@ class SparkEngine:
     # -- components and sets ---------------------------------------------------
     def build(self, plan: SetPlan, out: OutputDir) -> dict[str, int]:
         try:
-            output = TaskOutput(self.store.fs, out.path, f"{self.scratch_path}/parts")
-            spark_output.prepare(self.store.fs, output)
-            written = self._index_files(plan, output)
-            self.progress.done("indexed components and wrote their files (spark)", len(written), "files")
-            return self._commit(output, written)
+            with tuned(self.spark):
+                output = TaskOutput(self.store.fs, out.path, f"{self.scratch_path}/parts")
+                spark_output.prepare(self.store.fs, output)
+                written = self._index_files(plan, output)
+                self.progress.done("indexed components and wrote their files (spark)", len(written), "files")
+                return self._commit(output, written)
         finally:
             self.release()
 

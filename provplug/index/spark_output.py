@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -115,7 +115,7 @@ def merge_parts(fs: pafs.FileSystem, generation: str, name: str, parts: list[str
     table = pa.concat_tables(tables) if tables else schema.empty_table()
     table = table.sort_by(key).combine_chunks()
     pq.write_table(table, f"{generation}/{name}.parquet", filesystem=fs, **layout.parquet_options(schema))
-    return table.num_rows
+    return cast(int, table.num_rows)
 
 
 def commit(fs: pafs.FileSystem, generation: str, written: list[dict[str, Any]]) -> dict[str, int]:

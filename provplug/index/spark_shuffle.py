@@ -15,9 +15,11 @@ the tasks address partitions, not hash buckets that may collide.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
+from numpy.typing import NDArray
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -48,13 +50,13 @@ def _find_owner_keys(spark: SparkSession, partitions: int) -> list[int]:
     return [found[j] for j in range(partitions)]
 
 
-def spread(key: np.ndarray, partitions: int) -> np.ndarray:
+def spread(key: np.ndarray, partitions: int) -> NDArray[np.integer[Any]]:
     """The owner partition of each key (a multiplicative hash: ids that share
     low bits still spread evenly)."""
     mixed = np.asarray(key, dtype=np.int64).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     owner = (mixed >> np.uint64(32)) % np.uint64(partitions)
     # 16-bit owners: NumPy's stable sort of them (in :func:`send`) is a radix sort.
-    return owner.astype(np.uint16 if partitions <= 1 << 16 else np.int64)
+    return cast("NDArray[np.integer[Any]]", owner.astype(np.uint16 if partitions <= 1 << 16 else np.int64))
 
 
 def send(table: pa.Table, owner: np.ndarray, keys: list[int]) -> Iterator[pa.RecordBatch]:

@@ -33,6 +33,7 @@ never builds a per-node table); :func:`spark_wcc` composes them into
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -54,13 +55,32 @@ OUT_BATCH = 1 << 20
 LABELS_DDL = "node long, label long"
 
 
-def tune(spark: SparkSession) -> None:
-    """Adaptive execution with skew-join splitting (Spark's defaults, made
-    explicit), and Arrow batches large enough that the in-task steps see a
-    few hundred batches per partition, not tens of thousands."""
-    spark.conf.set("spark.sql.adaptive.enabled", "true")
-    spark.conf.set("spark.sql.adaptive.skewJoin.enabled", "true")
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
+# Adaptive execution with skew-join splitting (Spark's defaults, made
+# explicit), and Arrow batches large enough that the in-task steps see a few
+# hundred batches per partition, not tens of thousands.
+TUNED_CONF = {
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.skewJoin.enabled": "true",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+}
+
+
+@contextlib.contextmanager
+def tuned(spark: SparkSession) -> Iterator[None]:
+    """:data:`TUNED_CONF` set on ``spark`` while the block runs; the session
+    is often the caller's, so its own settings are back afterwards (a key it
+    had not set is unset again), whether the block returns or raises."""
+    before = {key: spark.conf.get(key, None) for key in TUNED_CONF}
+    for key, value in TUNED_CONF.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
 
 
 def concat_batches(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:

@@ -31,12 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from provplug.errors import ProvplugError
+from provplug.errors import SplitsError as SplitsError
 from provplug.index.workflow import WorkflowGraph, weak_pieces
-
-
-class SplitsError(ProvplugError):
-    """A ``--splits`` document (or a split chooser's answer) is unusable."""
 
 
 @dataclasses.dataclass(frozen=True)

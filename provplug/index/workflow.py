@@ -19,10 +19,10 @@ import dataclasses
 from collections.abc import Iterable
 
 import numpy as np
-import pyarrow as pa
 
 from provplug.errors import DamagedStoreError
 from provplug.plugin.protocols import Store
+from provplug.store.catalogue import StoreCatalogue
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,14 +34,10 @@ class TableCatalogue:
 
     @classmethod
     def from_store(cls, store: Store) -> TableCatalogue:
-        return cls.from_tables(store.tables())
-
-    @classmethod
-    def from_tables(cls, tables: pa.Table) -> TableCatalogue:
-        rows = tables.select(["table_id", "name"]).to_pylist()
-        names = tuple(sorted({r["name"] for r in rows}))
+        catalogue = StoreCatalogue.of(store)
+        names = catalogue.table_names()
         index = {n: i for i, n in enumerate(names)}
-        return cls(names, {int(r["table_id"]): index[r["name"]] for r in rows})
+        return cls(names, {t.table_id: index[t.name] for t in catalogue.tables.values()})
 
     def codes(self, table_ids: np.ndarray, uri: str) -> np.ndarray:
         """The code of each table id; :class:`DamagedStoreError` if a triple

@@ -232,7 +232,7 @@ def capture(
     needs a Spark pipeline. ``location_lineage=False`` stores every step's
     triples; by default a step the adapter finds row-aligned (a Spark
     select / withColumn / cast / scalar UDF over one input) stores one
-    location edge instead (:mod:`provplug.location`, DESIGN §10), which
+    location edge instead (:mod:`provplug.location`, docs/capture-semantics.md), which
     every reader expands to the same triples.
     ``label`` and ``tags`` name the run (``provplug runs``; ``--run LABEL``
     picks its latest run); ``entry_point`` says how it was started (see
@@ -245,13 +245,16 @@ def capture(
     plugins = plugins or get_plugins()
     reductions = reductions_from(reduce, plugins)
     adapter = plugins.adapter_for(engine)
-    if reductions and adapter.name != "spark":
-        raise CaptureError(f"provenance reduction needs a Spark pipeline; the {adapter.name} adapter cannot reduce")
+    if reductions and not getattr(adapter, "reduces", False):
+        raise CaptureError(f"provenance reduction needs an adapter that reduces (Spark's); the {adapter.name} "
+                           "adapter cannot reduce")
     if reductions and reduce_mode == "thesis":
         warn_thesis_mode(reductions)
     label, tags = checked_label(label, tags)
     entry = dict(entry_point) if entry_point is not None else python_entry(sys._getframe(1))
-    target = plugins.store(os.fspath(store))
+    from provplug.store.open import open_store  # pyarrow: not before a run starts
+
+    target = open_store(store, plugins)
     with observed_run(target, plugins, "capture", adapter.name) as (txn, info):
         run = ActiveRun(target, txn, info, plugins, store_rows, engine, reductions, reduce_mode, location_lineage)
         logger.info("capture run %s started (%s) into %s", info.run_id, adapter.name, target.uri)

@@ -28,6 +28,7 @@ Nothing is written until both checks have passed.
 from __future__ import annotations
 
 import csv
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -49,15 +50,13 @@ from provplug.plugin.protocols import Store, Transaction
 from provplug.progress import SILENT, Progress
 from provplug.store import files as storefiles
 
+logger = logging.getLogger(__name__)  # what an import read and committed
+
 if TYPE_CHECKING:
-    # pyarrow.dataset imports pandas: queries import this module (for UNKNOWN_TABLE) and need neither.
+    # pyarrow.dataset imports pandas: imported lazily, only for the reads that need it.
     import pyarrow.dataset as pads
 
-UNKNOWN_TABLE = "unknown"
-# An import's value -> row mapping (from the values file's ``row`` column).
-VALUE_ROWS = "valuerows.parquet"
-VALUE_ROWS_SCHEMA = pa.schema([pa.field("value_id", pa.int64(), nullable=False),
-                               pa.field("row", pa.int64(), nullable=False)])
+UNKNOWN_TABLE, VALUE_ROWS, VALUE_ROWS_SCHEMA = schema.UNKNOWN_TABLE, schema.VALUE_ROWS, schema.VALUE_ROWS_SCHEMA
 BATCH_ROWS = 1 << 20
 # Below this many values in the frontier, a NumPy round costs more than
 # relaxing the edges one by one in Python (long chains have frontiers of one).
@@ -98,6 +97,8 @@ def import_provenance(
         written = _RunWriter(StagedRun(store, txn, store_rows=False), mapping, progress).write(graph, node_tables, rows)
         progress.update("committing", written, "triples", force=True)
     progress.done("import committed", written, "triples")
+    logger.info("imported %s into %s as run %s: %d triples (%d duplicates dropped)", os.fspath(triples_path),
+                store.uri, txn.run_id, written, read - written)
     return {"run_id": txn.run_id, "triples": written, "duplicates": read - written}
 
 

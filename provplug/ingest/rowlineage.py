@@ -1,4 +1,4 @@
-"""Row lineage: why each output row exists, beside the cell triples (DESIGN §9).
+"""Row lineage: why each output row exists, beside the cell triples (docs/capture-semantics.md "Row lineage").
 
 Cell triples say which cells a value was computed from; what-if and
 dependency queries also need to know which *input rows* an output row needs,

@@ -1,4 +1,4 @@
-"""Location-based lineage (004, DESIGN §10): lineage from positions and static rates.
+"""Location-based lineage (004; docs/capture-semantics.md): lineage from positions and static rates.
 
 A step whose rates are static — every row-aligned Spark step (select,
 withColumn, cast, scalar UDF: one row in, one row out), a Beam ParDo declared
@@ -9,7 +9,7 @@ once per step and the triples are computed when they are read.
 
 The parts:
 
-* :mod:`.model` — 004's workflow: containers, actors (stateless, fixed or
+* :mod:`.workflow_model` — 004's workflow: containers, actors (stateless, fixed or
   dynamic buffering), rated edges, ``cdep`` and ``cdep*``; delays and
   self-loops through containers' initial tokens;
 * :mod:`.rates` — the arithmetic of one edge (firing of a position, window
@@ -68,11 +68,11 @@ from __future__ import annotations
 from provplug.location.check import check_rates
 from provplug.location.dependency import Dependency, dependency, dependency_rows
 from provplug.location.edges import LocationEdge, expand, expand_positions, location_edge, workflow_of
-from provplug.location.model import Actor, Consumption, Production, Workflow, workflow
 from provplug.location.positions import Positions
 from provplug.location.rates import RATES_PARAM, Rates, declared_rates, rates_of
 from provplug.location.rows import RowRuns
 from provplug.location.simulate import Run, simulate
+from provplug.location.workflow_model import Actor, Consumption, Production, Workflow, workflow
 
 __all__ = [
     "RATES_PARAM",

@@ -28,8 +28,8 @@ import heapq
 from typing import NamedTuple
 
 from provplug.errors import LocationError
-from provplug.location.model import Workflow
 from provplug.location.positions import EMPTY, Positions
+from provplug.location.workflow_model import Workflow
 
 
 class Dependency(NamedTuple):

@@ -24,9 +24,9 @@ import pyarrow as pa
 
 from provplug import ids, schema
 from provplug.errors import LocationError
-from provplug.location.model import Actor, Consumption, Production, Workflow, workflow
 from provplug.location.rates import Rates
 from provplug.location.rows import RowRuns
+from provplug.location.workflow_model import Actor, Consumption, Production, Workflow, workflow
 
 # Triples per record batch :func:`expand` yields, at most.
 CHUNK_ROWS = 1 << 20

@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from provplug import ids
 from provplug.errors import LocationError
 
 # Row numbers of a Spark step output: partition << ROW_IN_PARTITION_BITS | index
 # (provplug_spark.writer: 10 partition bits of the 36 row bits).
-ROW_IN_PARTITION_BITS = ids.ROW_BITS - 10
+ROW_IN_PARTITION_BITS = ids.ROW_IN_PARTITION_BITS
 
 
 @dataclass(frozen=True)
@@ -77,15 +78,15 @@ class RowRuns:
 
     # -- reading -----------------------------------------------------------
     @functools.cached_property
-    def _firsts(self) -> np.ndarray:
+    def _firsts(self) -> NDArray[np.int64]:
         return np.asarray(self.firsts, dtype=np.int64)
 
     @functools.cached_property
-    def _counts(self) -> np.ndarray:
+    def _counts(self) -> NDArray[np.int64]:
         return np.asarray(self.counts, dtype=np.int64)
 
     @functools.cached_property
-    def _ends(self) -> np.ndarray:
+    def _ends(self) -> NDArray[np.int64]:
         """Cumulative counts: run ``i`` holds positions ``_ends[i-1]+1 .. _ends[i]``."""
         return np.cumsum(self._counts)
 
@@ -93,7 +94,7 @@ class RowRuns:
     def size(self) -> int:
         return int(self._ends[-1]) if self.counts else 0
 
-    def rows_at(self, positions: Any) -> np.ndarray:
+    def rows_at(self, positions: Any) -> NDArray[np.int64]:
         """The row numbers at 1-based ``positions`` (an int64 array)."""
         where = np.asarray(positions, dtype=np.int64)
         if where.size and (where.min() < 1 or where.max() > self.size):
@@ -109,7 +110,7 @@ class RowRuns:
             raise LocationError(f"row {int(numbers[~inside][0])} is not a row of the table")
         return positions
 
-    def locate(self, rows: Any) -> tuple[np.ndarray, np.ndarray]:
+    def locate(self, rows: Any) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
         """The 1-based positions of row numbers (1 for a row not here) and
         which rows are here."""
         numbers = np.asarray(rows, dtype=np.int64)

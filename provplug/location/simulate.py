@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from provplug.errors import LocationError
-from provplug.location.model import Actor, Workflow
+from provplug.location.workflow_model import Actor, Workflow
 
 Token = tuple[str, int]  # (container, 1-based position)
 

@@ -25,8 +25,8 @@ from provplug.plugin.markers import hookimpl as hookimpl
 from provplug.plugin.markers import hookspec
 
 if TYPE_CHECKING:
-    from provplug.model import OpInfo, RunInfo, StepInfo
-    from provplug.plugin.protocols import CaptureAdapter, QueryMethod, Store, WorkflowGraph, WriteInterceptor
+    from provplug.model import OpInfo, RunInfo, StepInfo, StoreLocation
+    from provplug.plugin.protocols import CaptureAdapter, QueryMethod, WorkflowGraph, WriteInterceptor
     from provplug.plugin.reductions import ReductionTechnique
 
 
@@ -113,21 +113,22 @@ def provplug_register_write_interceptors(register: Callable[[WriteInterceptor], 
 
 
 @hookspec(firstresult=True)
-def provplug_store_backend(uri: str) -> Store | None:
-    """Return the store for ``uri``, or None to let another plugin decide.
+def provplug_store_location(uri: str) -> StoreLocation | None:
+    """Return where the store of ``uri`` lives, or None to let another plugin decide.
 
-    A store is a directory of Parquet datasets in provplug's layout on a
-    filesystem pyarrow can reach (:class:`provplug.plugin.protocols.Store`); a
-    backend decides where the store of a URI lives and how it is reached
-    (an alias, a filesystem with its own options), not its format. The
-    built-in Parquet directory store answers last (``trylast``) for any
-    local path or URI that pyarrow's filesystems understand.
+    A backend decides where a store lives and how its bytes are reached (an
+    alias, a filesystem with its own options, credentials), never its
+    format: provplug opens every store in its own Parquet layout
+    (:class:`provplug.store.parquet.ParquetStore`) on the
+    :class:`~provplug.model.StoreLocation` given. The built-in backend answers
+    last (``trylast``) for any local path or URI pyarrow's filesystems
+    understand.
 
     Stops at the first non-None result.
 
     :param uri: The path or URI given to ``provplug.capture``,
         ``provplug.open``, ``provplug.open_store`` or the command line.
-    :returns: A :class:`~provplug.plugin.protocols.Store`, or None.
+    :returns: A :class:`~provplug.model.StoreLocation`, or None.
     """
 
 

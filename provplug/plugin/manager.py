@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from provplug.errors import PluginError
+from provplug.model import StoreLocation
 from provplug.plugin import hookspecs
 from provplug.plugin.markers import PROJECT_NAME
-from provplug.plugin.protocols import Store
 
 if TYPE_CHECKING:
     from provplug.model import OpInfo, RunInfo, StepInfo
-    from provplug.plugin.protocols import CaptureAdapter, QueryMethod, Transaction, WorkflowGraph, WriteInterceptor
+    from provplug.plugin.protocols import CaptureAdapter, QueryMethod, WorkflowGraph, WriteInterceptor
     from provplug.plugin.reductions import ReductionTechnique
 
 ENTRY_POINT_GROUP = PROJECT_NAME
@@ -118,17 +118,17 @@ class Plugins:
                                                         "reduction technique")
         return {t.name: t for t in techniques}
 
-    def store(self, uri: str) -> Store[Transaction]:
-        """The store for ``uri``, as the first store backend to answer gives it."""
-        store = self.pm.hook.provplug_store_backend(uri=uri)
-        if store is None:
+    def store_location(self, uri: str) -> StoreLocation:
+        """Where the store of ``uri`` lives, as the first store backend to answer says."""
+        location = self.pm.hook.provplug_store_location(uri=uri)
+        if location is None:
             raise PluginError(f"no store backend accepts {uri!r}")
-        if not isinstance(store, Store):
+        if not isinstance(location, StoreLocation):
             raise PluginError(
-                f"the store backend for {uri!r} returned a {type(store).__name__}, "
-                "which lacks what provplug.plugin.protocols.Store requires"
+                f"the store backend for {uri!r} returned a {type(location).__name__}, "
+                "not a provplug.model.StoreLocation"
             )
-        return store
+        return location
 
     def choose_splits(self, workflow: WorkflowGraph, stats: Mapping[str, Any]) -> list[Any] | None:
         """The splits of the first split chooser to answer, or None."""
@@ -221,9 +221,3 @@ def reset_plugins(plugins: Plugins | None = None) -> None:
     """Replace (or forget) the process-wide plugins; for tests and embedding."""
     global _default
     _default = plugins
-
-
-def open_store(uri: str | os.PathLike[str], plugins: Plugins | None = None) -> Store[Transaction]:
-    """The store for ``uri`` as chosen by the store-backend hook
-    (``provplug.open_store``)."""
-    return (plugins or get_plugins()).store(os.fspath(uri))

@@ -47,7 +47,9 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class CaptureAdapter(Protocol):
-    """Captures the steps of one engine's pipelines."""
+    """Captures the steps of one engine's pipelines. An adapter that can apply
+    provenance reductions to its sources (``capture(..., reduce=...)``) says
+    so with a class attribute ``reduces = True`` (absent: it cannot)."""
 
     name: str
 
@@ -231,7 +233,13 @@ class WriteInterceptor(Protocol):
 
 # -- store -------------------------------------------------------------------------
 
-TransactionT_co = TypeVar("TransactionT_co", bound="Transaction", covariant=True)
+if TYPE_CHECKING:
+    # A default (PEP 696, in typing from Python 3.13): a bare ``Store`` is any store, ``Store[Transaction]``.
+    from typing_extensions import TypeVar as DefaultedTypeVar
+
+    TransactionT_co = DefaultedTypeVar("TransactionT_co", bound="Transaction", covariant=True, default="Transaction")
+else:
+    TransactionT_co = TypeVar("TransactionT_co", bound="Transaction", covariant=True)
 
 
 class Transaction(Protocol):
@@ -369,7 +377,14 @@ class Store(Protocol[TransactionT_co]):
         ...
 
     def triples(self) -> Any:
-        """Every committed triple as one lazily read ``pyarrow.dataset.Dataset``."""
+        """Every committed triple, whatever it is stored as (triple files or
+        location edges): a :class:`provplug.store.triples.TripleScan`, with
+        ``to_batches(columns)``, ``to_table(columns)`` and ``count_rows()``."""
+        ...
+
+    def stored_triples(self) -> Any:
+        """The committed triple files alone, as one lazily read
+        ``pyarrow.dataset.Dataset`` (no location edge expanded)."""
         ...
 
     def read_rows(self, run_id: str, table_id: int, where: Any = None, limit: int | None = None) -> Any:

@@ -1,4 +1,4 @@
-"""Lineage queries: RQ, CCProv, CSProv and auto (README, "Indexing and lineage
+"""Lineage queries: RQ, CCProv, CSProv and auto (docs/queries.md, "Indexing and lineage
 queries").
 
 Python::

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -22,22 +21,11 @@ import pyarrow.parquet as pq
 
 from provplug import ids, schema
 from provplug.errors import LineageQueryError
-from provplug.ingest.importer import UNKNOWN_TABLE
 from provplug.plugin.protocols import Store
-from provplug.query.index_reader import arrow_ids, cached
+from provplug.query.index_reader import arrow_ids, cached, caches_of
 from provplug.store import files as storefiles
-from provplug.store.runs import describe_run, describe_runs, numbered, run_used, select_run
-
-
-@dataclass(frozen=True)
-class TableEntry:
-    table_id: int
-    name: str
-    run_id: str
-    origin: str
-    columns: tuple[str, ...]
-    rows: int | None
-    stored_rows: bool
+from provplug.store.catalogue import StoreCatalogue, TableEntry
+from provplug.store.runs import describe_run, describe_runs, run_used, select_run
 
 
 def jsonable(value: Any) -> Any:
@@ -68,16 +56,11 @@ class Catalog:
 
     def __init__(self, store: Store, manifests: list[dict[str, Any]]) -> None:
         self.store = store
-        self.manifests = numbered(manifests)  # by run number: the last is the latest
+        catalogue = StoreCatalogue.of(store, manifests)
+        self.manifests = list(catalogue.runs)  # by run number: the last is the latest
         self.run_ids = tuple(m["run_id"] for m in manifests)
-        tables = store.tables().to_pylist()
-        self.tables: dict[int, TableEntry] = {
-            t["table_id"]: TableEntry(
-                t["table_id"], t["name"], t["run_id"], t["origin"], tuple(t["columns"]), t["rows"], t["stored_rows"]
-            )
-            for t in tables
-        }
-        self.ops: dict[int, str] = {o["op_id"]: o["name"] for o in store.ops().select(["op_id", "name"]).to_pylist()}
+        self.tables: dict[int, TableEntry] = catalogue.tables
+        self.ops: dict[int, str] = {o["op_id"]: o["name"] for o in catalogue.ops}
         self._mapping: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._groups: list[_ValueGroup] | None = None  # the value mappings' row groups, once read
         self.queries = 0  # queries served by this (per-process) catalogue
@@ -152,7 +135,7 @@ class Catalog:
         """Sorted ``(value_id, table_id, column_id)`` covering ``wanted``.
 
         A query reads only the row groups that may hold the wanted ids
-        (cheap for a one-off CLI query; kept in the query cache for the next). From the second query in a process on, a mapping
+        (cheap for a one-off CLI query; kept in the query cache for the next). From an opened store's second query on, a mapping
         of at most :data:`MAPPING_CACHE_BYTES` is loaded whole once and kept
         (a long-lived process); a larger one (109M values at the paper's 24x
         scale: 7.5 GiB) keeps being read filtered."""
@@ -196,7 +179,7 @@ class Catalog:
 
     def _value_groups(self) -> list[_ValueGroup]:
         """Every row group of every run's ``values.parquet`` with its value_id
-        range (footers read once per process)."""
+        range (footers read once per opened store)."""
         if self._groups is None:
             self._groups = [group for path in self.store.run_paths("values.parquet")
                             for group in _row_groups(self.store.fs, path)]
@@ -211,7 +194,7 @@ class Catalog:
                                      data.column("column_id").fill_null(-1).to_numpy().astype(np.int64, copy=False))
             return arrays, sum(a.nbytes for a in arrays)
 
-        return cached((self.store.root, "values", group.path, group.index), load)
+        return cached(self.store, ("values", group.path, group.index), load)
 
     def check_known(self, values: Iterable[int]) -> None:
         """Raise unless every id names a cell of a known table.
@@ -247,7 +230,7 @@ class Catalog:
         out = []
         for v, t, c, r in zip(values.tolist(), table.tolist(), column.tolist(), row.tolist(), strict=True):
             entry = self.tables.get(t)
-            name = entry.name if entry else UNKNOWN_TABLE
+            name = entry.name if entry else schema.UNKNOWN_TABLE
             col = entry.columns[c] if entry and 0 <= c < len(entry.columns) else None
             cells = rows.get((t, r))
             out.append(
@@ -327,18 +310,16 @@ def _unknown(value: int) -> LineageQueryError:
     return LineageQueryError(f"unknown value id {value}: it names no cell of this store")
 
 
-_lock = threading.Lock()
-_catalogs: dict[tuple[str, tuple[str, ...]], Catalog] = {}
-
-
 def catalog_for(store: Store) -> Catalog:
-    """The store's catalogue, cached per process until a run is added."""
+    """The store's catalogue, kept by the opened store until a run is added or deleted."""
     manifests = store.runs()
-    key = (store.root, tuple(m["run_id"] for m in manifests))
-    with _lock:
-        hit = _catalogs.get(key)
+    key = tuple(m["run_id"] for m in manifests)
+    caches = caches_of(store)
+    with caches.lock:
+        hit: Catalog | None = caches.catalogs.get(key)
     if hit is None:
         hit = Catalog(store, manifests)
-        with _lock:
-            _catalogs[key] = hit
+        with caches.lock:
+            caches.catalogs.clear()  # the catalogue of other runs is stale
+            caches.catalogs[key] = hit
     return hit

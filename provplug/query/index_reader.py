@@ -11,13 +11,14 @@ A query reads only the rows of its own sets, from one of two sources:
   data is the OS page cache's (shared between processes, reclaimable), so
   latency follows the answer's sets, not the store's size.
 * **Parquet buckets** (a generation without mapped files, a store on a
-  remote filesystem): a bucket touched for the first time in a process is
-  scanned with the set filter pushed into the read; from the second touch on
+  remote filesystem): a bucket touched for the first time through an
+  opened store is scanned with the set filter pushed into the read; from the second touch on
   it is held sorted in memory, in a cache bounded by bytes.
 
-The cache (:class:`_ByteBudgetCache`) holds loaded buckets and open maps up
-to a budget sized from the machine (half the memory available when it is
-first used) or ``PROVPLUG_QUERY_CACHE_MB``; beyond it the least recently used
+Each opened store has its own caches (:func:`caches_of`, made when first
+asked; no two stores share any). Its byte cache (:class:`_ByteBudgetCache`)
+holds loaded buckets and open maps up to a budget sized from the machine
+(half the memory available when it is first used) or ``PROVPLUG_QUERY_CACHE_MB``; beyond it the least recently used
 entries are evicted, never one the query in progress uses (a query that
 sweeps more buckets than fit reads the rest filtered instead of evicting its
 own buckets round-robin).
@@ -28,10 +29,11 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -106,7 +108,7 @@ class _ByteBudgetCache:
     @property
     def budget(self) -> int:
         """Bytes it may hold: ``PROVPLUG_QUERY_CACHE_MB``, or half the memory
-        available when it is first asked (a process's queries then share it)."""
+        available when it is first asked (the opened store's queries then share it)."""
         if self._budget is None:
             given = megabytes_from_env(CACHE_ENV)
             self._budget = given if given is not None else max(MIN_CACHE, available_memory() // 2)
@@ -128,7 +130,7 @@ class _ByteBudgetCache:
     def get(self, key: tuple[Any, ...], load: Callable[[], tuple[_T, int]]) -> _T:
         hit = self.peek(key)
         if hit is not None:
-            return hit  # what this key's load returned
+            return cast(_T, hit)  # what this key's load returned
         value, size = load()
         self.put(key, value, size)
         return value
@@ -143,7 +145,7 @@ class _ByteBudgetCache:
             return hit.value
 
     def first_touch(self, key: tuple[Any, ...]) -> bool:
-        """True the first time ``key`` is asked about in this process."""
+        """True the first time ``key`` is asked of this cache."""
         with self.lock:
             if key in self.touched:
                 return False
@@ -187,48 +189,93 @@ class _ByteBudgetCache:
             self.used = 0
 
 
-_CACHE = _ByteBudgetCache()
-# Generations whose files were checked in this process: the check is a
-# listing (a few ms, as much as a warm query), so it is done once per process.
-_CHECKED: set[tuple[str, str]] = set()
-# Mapped-file manifests by generation (None: the generation has none), read once per process.
-_MANIFESTS: dict[tuple[str, str], tuple[dict[str, int], dict[str, list[int]]] | None] = {}
+# A generation's mapped files (relative path -> size) and each dataset's fence starts.
+Manifest = tuple[dict[str, int], dict[str, list[int]]]
+# The attribute of an opened store that holds its caches (see caches_of).
+CACHES_ATTR = "_provplug_query_caches"
+_owning = threading.Lock()
 
 
-def clear_cache() -> None:
-    """Forget every cached index file and check (tests, or after re-indexing in-process)."""
-    _CACHE.clear()
-    _CHECKED.clear()
-    _MANIFESTS.clear()
+class StoreCaches:
+    """What queries keep between calls on one opened store, and nothing
+    shared with another: two stores opened in one process (or one test and
+    the next) never see each other's entries or budget."""
+
+    def __init__(self) -> None:
+        self.files = _ByteBudgetCache()  # loaded index files and whole triple tables
+        # Generations whose files were checked: the check is a listing (a few
+        # ms, as much as a warm query), so it is done once per opened store.
+        self.checked: set[str] = set()
+        self.manifests: dict[str, Manifest | None] = {}  # by generation (None: it has none)
+        self.catalogs: dict[tuple[str, ...], Any] = {}  # provplug.query.catalog's, by committed runs
+        self.spark_frames: dict[tuple[int, tuple[str, ...]], Any] = {}  # cached Spark DataFrames (RQ)
+        self.lock = threading.Lock()
+
+    def clear(self) -> None:
+        """Forget every cached file, check and catalogue (keeps the budget and the eviction count)."""
+        self.files.clear()
+        with self.lock:
+            self.checked.clear()
+            self.manifests.clear()
+            self.catalogs.clear()
 
 
-def set_cache_budget(megabytes: float | None) -> None:
-    """Bound the query cache to ``megabytes`` MiB (None: the default again)."""
-    _CACHE.set_budget(None if megabytes is None else int(megabytes * (1 << 20)))
+def caches_of(store: Store) -> StoreCaches:
+    """``store``'s caches, made when first asked. They are an attribute of
+    the store object, so they live and die with it; a module-level mapping
+    keyed by the store would keep every store alive (a catalogue refers to
+    its store)."""
+    caches: StoreCaches | None = getattr(store, CACHES_ATTR, None)
+    if caches is None:
+        with _owning:
+            caches = getattr(store, CACHES_ATTR, None)
+            if caches is None:
+                caches = StoreCaches()
+                setattr(store, CACHES_ATTR, caches)
+                # A cached Spark DataFrame lives in the session, not in Python: unpersist it with the store.
+                # (Not at exit: the session may be stopped by then, and its memory goes with the process.)
+                weakref.finalize(store, _unpersist, caches.spark_frames).atexit = False
+    return caches
 
 
-def cache_usage() -> dict[str, int]:
-    """Bytes held, the budget, entries, and evictions so far."""
-    with _CACHE.lock:
-        return {"used": _CACHE.used, "budget": _CACHE.budget, "entries": len(_CACHE.items),
-                "evictions": _CACHE.evictions}
+def _unpersist(frames: dict[Any, Any]) -> None:
+    for frame in frames.values():
+        frame.unpersist()
+    frames.clear()
 
 
-def begin_query() -> None:
-    """Mark the start of a query: what it uses is not evicted while it runs."""
-    _CACHE.begin_query()
+def clear_cache(store: Store) -> None:
+    """Forget what ``store``'s queries cached (a benchmark's cold run, or after re-indexing in-process)."""
+    caches_of(store).clear()
 
 
-def cached(key: tuple[Any, ...], load: Callable[[], tuple[_T, int]]) -> _T:
-    """``load()``'s value (with its size in bytes), kept in the query cache while it fits."""
-    return _CACHE.get(key, load)
+def set_cache_budget(store: Store, megabytes: float | None) -> None:
+    """Bound ``store``'s query cache to ``megabytes`` MiB (None: the default again)."""
+    caches_of(store).files.set_budget(None if megabytes is None else int(megabytes * (1 << 20)))
+
+
+def cache_usage(store: Store) -> dict[str, int]:
+    """Bytes ``store``'s query cache holds, its budget, entries, and evictions so far."""
+    files = caches_of(store).files
+    with files.lock:
+        return {"used": files.used, "budget": files.budget, "entries": len(files.items), "evictions": files.evictions}
+
+
+def begin_query(store: Store) -> None:
+    """Mark the start of a query on ``store``: what it uses is not evicted while it runs."""
+    caches_of(store).files.begin_query()
+
+
+def cached(store: Store, key: tuple[Any, ...], load: Callable[[], tuple[_T, int]]) -> _T:
+    """``load()``'s value (with its size in bytes), kept in ``store``'s query cache while it fits."""
+    return caches_of(store).files.get(key, load)
 
 
 class IndexReader:
     """One published index generation of a store, read with pyarrow only.
 
     Its files are checked against the generation's record when it is first
-    opened in a process (:mod:`provplug.index.integrity`), and bucket files
+    opened through a store object (:mod:`provplug.index.integrity`), and bucket files
     are taken from that record: a file lost later is an error, not an empty
     bucket. Mapped files are used when the generation has them (see the
     module's description) and the store is on the local filesystem."""
@@ -242,7 +289,8 @@ class IndexReader:
         self.triple_buckets = self._buckets("triples", layout.TRIPLE_BUCKETS)
         self.setdep_buckets = self._buckets("setdeps", layout.SETDEP_BUCKETS)
         self.value_buckets = self._buckets("value_sets", layout.VALUE_BUCKETS)
-        self._key = (store.root, generation)
+        self._key = (generation,)
+        self._cache = caches_of(store).files
         self._recorded = _recorded_folders(self.meta)
         manifest = self._mapped_manifest()
         self.mapped = None if manifest is None else manifest[0]
@@ -264,10 +312,10 @@ class IndexReader:
             if held is None:
                 continue  # replaced and removed since CURRENT named it: the new one is live
             meta = generation_meta(store, generation)
-            key = (store.root, generation)
-            if key not in _CHECKED:
+            checked = caches_of(store).checked
+            if generation not in checked:
                 check_generation(store, generation, meta)
-                _CHECKED.add(key)
+                checked.add(generation)
             reader = cls(store, generation, meta)
             reader.hold = held
             return reader
@@ -320,12 +368,13 @@ class IndexReader:
         return sum(int(recorded[p]) for p in self._recorded.get(directory[len(self.root) + 1:], ()))
 
     # -- mapped files ----------------------------------------------------------
-    def _mapped_manifest(self) -> tuple[dict[str, int], dict[str, list[int]]] | None:
+    def _mapped_manifest(self) -> Manifest | None:
         """The generation's mapped files (relative path -> size) and each
         dataset's fence starts, or None."""
         if not isinstance(self.fs, pafs.LocalFileSystem) or os.environ.get(MAPPED_ENV, "").strip() == "0":
             return None
-        if self._key not in _MANIFESTS:
+        manifests = caches_of(self.store).manifests
+        if self.generation not in manifests:
             path = f"{self.root}/{MAPPED_MANIFEST}"
             found: tuple[dict[str, int], dict[str, list[int]]] | None = None
             if self.fs.get_file_info(path).type == pafs.FileType.File:
@@ -335,8 +384,8 @@ class IndexReader:
                     fences = manifest.get(FENCES, {})  # none in generations written before fences
                     found = ({str(k): int(v) for k, v in manifest.get("files", {}).items()},
                              {str(k): [int(i) for i in v] for k, v in fences.items()} if isinstance(fences, dict) else {})
-            _MANIFESTS[self._key] = found
-        return _MANIFESTS[self._key]
+            manifests[self.generation] = found
+        return manifests[self.generation]
 
     def _mapped_bucket(self, dataset: str, bucket: int, key: str, columns: list[str]) -> SortedRows | None:
         """The mapped file of ``dataset``'s bucket, if there is one holding ``key`` and ``columns``."""
@@ -356,7 +405,7 @@ class IndexReader:
                 path = f"{self.root}/{relative}"
                 return map_sorted(self.fs, path, key, self.mapped_size(relative), fences), MAPPED_ENTRY_BYTES
 
-        return _CACHE.get((*self._key, relative), load)
+        return self._cache.get((*self._key, relative), load)
 
     def _fences(self, dataset: str, bucket: int) -> np.ndarray | None:
         """The fences of a mapped bucket (None: the generation has none)."""
@@ -370,14 +419,15 @@ class IndexReader:
                 split = read_fences(self.fs, f"{self.root}/{relative}", self.mapped_size(relative), starts)
             return split, sum(f.nbytes for f in split)
 
-        return _CACHE.get((*self._key, "fences", dataset), load)[bucket]
+        return self._cache.get((*self._key, "fences", dataset), load)[bucket]
 
     def _open_buckets(self, dataset: str, key: str, columns: list[str], buckets: Iterable[int]) -> dict[int, SortedRows]:
         """The buckets a lookup reads; the mapped files not open yet have the
         pages opening them reads asked for first, together."""
         buckets = list(buckets)
         if self._has_mapped(dataset, key, columns):
-            closed = [bucket_file(dataset, b) for b in buckets if _CACHE.peek((*self._key, bucket_file(dataset, b))) is None]
+            closed = [bucket_file(dataset, b) for b in buckets
+                      if self._cache.peek((*self._key, bucket_file(dataset, b))) is None]
             with self._damage():
                 will_need_heads((f"{self.root}/{r}", self.mapped_size(r)) for r in closed if r in (self.mapped or {}))
         return {b: self._sorted_bucket(dataset, b, key, columns) for b in buckets}
@@ -416,7 +466,7 @@ class IndexReader:
             sorted_ = SortedRows(keys, cols)
             return sorted_, sorted_.nbytes()
 
-        return _CACHE.get((*self._key, dataset, bucket, key), load)
+        return self._cache.get((*self._key, dataset, bucket, key), load)
 
     # -- value -> set ----------------------------------------------------------
     def sets_of(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -450,7 +500,7 @@ class IndexReader:
             s = SortedRows(keys, cols)
             return s, s.nbytes()
 
-        return _CACHE.get((*self._key, "sets"), load)
+        return self._cache.get((*self._key, "sets"), load)
 
     def sets_by_component(self) -> SortedRows:
         """``sets.parquet`` sorted by ccid (column csid)."""
@@ -463,7 +513,7 @@ class IndexReader:
             s = SortedRows(sets.cols["ccid"][order], {"csid": sets.key[order]})
             return s, s.nbytes()
 
-        return _CACHE.get((*self._key, "sets_by_ccid"), load)
+        return self._cache.get((*self._key, "sets_by_ccid"), load)
 
     def component_sets(self, ccids: np.ndarray) -> np.ndarray:
         by_cc = self.sets_by_component()
@@ -522,16 +572,16 @@ class IndexReader:
 
     def _held_triples(self, bucket: int) -> SortedRows | None:
         """The Parquet bucket sorted in memory, when held or worth holding:
-        not on its first touch in this process (a one-off query pays only for
+        not on its first touch through this store (a one-off query pays only for
         a filtered scan), and not when it would not fit the cache."""
         key = (*self._key, "triples", bucket, "dst_csid")
-        part = _CACHE.peek(key)
+        part: SortedRows | None = self._cache.peek(key)
         if part is not None:
             return part
-        if _CACHE.first_touch(key):
+        if self._cache.first_touch(key):
             return None
         stored = self._stored_bytes(self.bucket_dir("triples", bucket))
-        if stored is not None and not _CACHE.would_fit(stored * LOADED_PER_STORED):
+        if stored is not None and not self._cache.would_fit(stored * LOADED_PER_STORED):
             return None
         return self._sorted_bucket("triples", bucket, "dst_csid", ["src", "dst", "op"])
 

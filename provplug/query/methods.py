@@ -25,7 +25,7 @@ and registering an object with ``name``, ``description`` and
 
 from __future__ import annotations
 
-import threading
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +39,8 @@ from provplug.plugin.query_results import Direction, Edges, MethodResult
 from provplug.query import index_reader
 from provplug.query.driver import fits_driver, walk
 from provplug.query.index_reader import IndexReader
+
+logger = logging.getLogger(__name__)  # the path each query takes (driver or Spark) and why
 
 # No fixed threshold: the driver's memory budget decides (see the module's description).
 DEFAULT_TAU: int | None = None
@@ -57,13 +59,16 @@ class QueryContext:
     _index: IndexReader | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        index_reader.begin_query()  # what this query loads is not evicted while it runs
+        index_reader.begin_query(self.store)  # what this query loads is not evicted while it runs
 
     def on_driver(self, triples: int) -> bool:
         """Should a recursion over ``triples`` triples run on the driver?"""
         if self.tau is not None:
-            return triples < self.tau
-        return fits_driver(triples, self.driver_budget)
+            driver, why = triples < self.tau, f"tau {self.tau}"
+        else:
+            driver, why = fits_driver(triples, self.driver_budget), "the driver's memory budget"
+        logger.debug("%d triples to recurse over: on %s (%s)", triples, "the driver" if driver else "Spark", why)
+        return driver
 
     def index(self) -> IndexReader:
         if self._index is None:
@@ -90,9 +95,6 @@ def _check_fresh(store: Store, reader: IndexReader) -> None:
 
 # -- RQ over the whole triple table ---------------------------------------------
 
-_whole_lock = threading.Lock()
-_whole_frames: dict[tuple[int, str, tuple[str, ...]], Any] = {}
-
 
 def _whole_table(store: Store) -> Edges:
     """Every committed triple as arrays, kept in the query cache while it fits (warm RQ on the driver)."""
@@ -104,7 +106,7 @@ def _whole_table(store: Store) -> Edges:
         edges = Edges(*(table.column(c).to_numpy().astype(np.int64) for c in ("src", "dst", "op")))
         return edges, 3 * edges.src.nbytes
 
-    return index_reader.cached(("whole", store.root, tuple(m["run_id"] for m in store.runs())), load)
+    return index_reader.cached(store, ("whole", tuple(m["run_id"] for m in store.runs())), load)
 
 
 class RecursiveQuery:
@@ -121,17 +123,18 @@ class RecursiveQuery:
         from provplug.store.triples import triples_frame
 
         spark = context.session()
-        key = (id(spark), context.store.root, tuple(m["run_id"] for m in context.store.runs()))
-        with _whole_lock:
-            triples = _whole_frames.get(key)
+        caches = index_reader.caches_of(context.store)
+        key = (id(spark), tuple(m["run_id"] for m in context.store.runs()))
+        with caches.lock:
+            triples = caches.spark_frames.get(key)
         if triples is None:
-            # The paper's provRDD: the whole table, cached once for every RQ query.
+            # The paper's provRDD: the whole table, cached once for every RQ query on this store.
             triples = triples_frame(spark, context.store, ["src", "dst", "op"]).cache()
-            with _whole_lock:
-                for old in _whole_frames.values():
+            with caches.lock:
+                for old in caches.spark_frames.values():
                     old.unpersist()
-                _whole_frames.clear()
-                _whole_frames[key] = triples
+                caches.spark_frames.clear()
+                caches.spark_frames[key] = triples
         return MethodResult(walk_spark(spark, triples, seeds, direction, cached=True), "spark", 0, total)
 
 

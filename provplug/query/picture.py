@@ -18,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from provplug.errors import ProvplugError
+from provplug.errors import PictureError as PictureError
 from provplug.query.answer import LineageAnswer, Record, row_key
 
 if TYPE_CHECKING:
@@ -33,11 +33,6 @@ QUERY_COLOUR = "#fff2a8"
 CELL_COLOUR = "#d6e9ff"
 CONTEXT_COLOUR = "#f4f4f4"
 FONT = "Helvetica"
-
-
-class PictureError(ProvplugError):
-    """A picture cannot be made (Graphviz or its Python package missing, or
-    Graphviz failed)."""
 
 
 def graphviz_module() -> Any:

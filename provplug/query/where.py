@@ -47,6 +47,8 @@ from typing import Any
 import pyarrow as pa
 
 from provplug.errors import LineageQueryError
+from provplug.errors import WhereLimitError as WhereLimitError
+from provplug.errors import WherePredicateError as WherePredicateError
 
 _UNKNOWN_COLUMN = re.compile(r'Referenced column "([^"]+)" not found')
 _ROWS = "provplug_rows"
@@ -68,14 +70,6 @@ _REFUSED_FUNCTIONS = {
 # How often the timer repeats its interrupt: DuckDB drops one that comes
 # before the query has started.
 _INTERRUPT_EVERY_S = 0.01
-
-
-class WherePredicateError(LineageQueryError):
-    """``--where`` is not one boolean expression over the table's columns."""
-
-
-class WhereLimitError(WherePredicateError):
-    """A ``--where`` predicate met a bound: its time, memory or thread limit."""
 
 
 @dataclass(frozen=True)

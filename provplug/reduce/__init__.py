@@ -1,4 +1,4 @@
-"""Capture-time provenance reduction (paper 001; DESIGN §10).
+"""Capture-time provenance reduction (paper 001; docs/capture-semantics.md "Reductions").
 
 A reduction chooses, per source table, the rows whose provenance a run
 keeps::

@@ -6,17 +6,15 @@ copy gone wrong). Every reader of store files goes through these functions,
 so such damage is a :class:`~provplug.errors.DamagedStoreError` naming the
 file, never an Arrow or JSON traceback, whichever command found it first.
 
-Also here: the owner records that say which process holds part of a store
-(a staged run's ``_owner.json``, the index build lock), and whether that
-process is gone.
+The owner records that say which process holds part of a store, and whether
+it is gone, are :mod:`provplug.store.liveness` (re-exported here for the
+callers of this module's old home).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import socket
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -25,6 +23,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from provplug.errors import DamagedStoreError
+from provplug.store.liveness import process_gone as process_gone
+from provplug.store.liveness import process_record as process_record
 
 # Errors that mean "the bytes are not what the format says", as opposed to a
 # missing file (FileNotFoundError), which callers handle themselves.
@@ -119,29 +119,3 @@ def count_rows(fs: pafs.FileSystem, paths: str | Sequence[str], what: str) -> in
     with damage_reported(what):
         source = paths if isinstance(paths, str) else list(paths)
         return int(pads.dataset(source, format="parquet", filesystem=fs).count_rows())
-
-
-# -- owner records -------------------------------------------------------------
-
-
-def process_record(**extra: Any) -> str:
-    """A JSON record naming this process (``pid``, ``host``, then ``extra``),
-    for a file that says who holds part of the store."""
-    return json.dumps({"pid": os.getpid(), "host": socket.gethostname(), **extra})
-
-
-def process_gone(host: str, pid: int) -> bool:
-    """True when ``host``/``pid`` (as :func:`process_record` wrote them) is a
-    process of this host that no longer runs; a process of another host is
-    never known to be gone."""
-    return host == socket.gethostname() and not _pid_alive(pid)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -1,6 +1,6 @@
 """The built-in store: a directory of Parquet datasets, written one run at a time.
 
-Layout (documented in the README)::
+Layout (documented in docs/store-format.md)::
 
     STORE/
       provplug-store.json          format marker
@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 import shutil
 import time
@@ -58,10 +59,13 @@ import pyarrow.parquet as pq
 
 from provplug import schema
 from provplug.errors import DamagedStoreError, StoreError
-from provplug.model import OpInfo, TableInfo, utc_now
+from provplug.model import OpInfo, StoreLocation, TableInfo, utc_now
 from provplug.plugin.markers import hookimpl
 from provplug.store import files as storefiles
 from provplug.store.runs import numbered
+from provplug.store.triples import TripleScan
+
+logger = logging.getLogger(__name__)  # commits, aborts, deletions and garbage removed
 
 FORMAT = "provplug-store"
 FORMAT_VERSION = 1
@@ -93,21 +97,27 @@ class Garbage:
 
 
 @hookimpl(trylast=True)
-def provplug_store_backend(uri: str) -> ParquetStore:
-    return ParquetStore(uri)
+def provplug_store_location(uri: str) -> StoreLocation:
+    """A local path, or any URI pyarrow's filesystems understand."""
+    try:
+        fs, path = pafs.FileSystem.from_uri(uri)
+    except (pa.ArrowInvalid, ValueError):
+        fs, path = pafs.LocalFileSystem(), os.path.abspath(uri)
+    local = isinstance(fs, pafs.LocalFileSystem)
+    return StoreLocation(uri, fs, os.path.abspath(path) if local else path.rstrip("/"))
 
 
 class ParquetStore:
-    """A provenance store in a directory (local path or filesystem URI)."""
+    """A provenance store in a directory (local path or filesystem URI), at
+    ``location`` when a store backend chose where it lives (else the
+    built-in backend's answer for ``uri``)."""
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, location: StoreLocation | None = None) -> None:
+        where = location or provplug_store_location(uri)
         self.uri = uri
-        try:
-            self.fs, path = pafs.FileSystem.from_uri(uri)
-        except (pa.ArrowInvalid, ValueError):
-            self.fs, path = pafs.LocalFileSystem(), os.path.abspath(uri)
+        self.fs = where.filesystem
+        self.root = where.root
         self.local = isinstance(self.fs, pafs.LocalFileSystem)
-        self.root = os.path.abspath(path) if self.local else path.rstrip("/")
         self._root_was_empty_dir = False  # set by create(): restored by remove_if_unused()
 
     # -- paths ---------------------------------------------------------------
@@ -383,6 +393,7 @@ class ParquetStore:
         removed = []
         for info, run_id in self._dead_staging():
             if self._collect_staging(info.path, run_id):
+                logger.info("removed the staged run %s of a writer that died (%s)", run_id, info.path)
                 removed.append(run_id)
         return removed
 
@@ -420,6 +431,7 @@ class ParquetStore:
 
     def remove_garbage(self, item: Garbage) -> bool:
         """Remove one item of :meth:`garbage`; False if it was already gone."""
+        logger.info("removing %s garbage %s (%d bytes)", item.kind, item.path, item.bytes)
         if item.kind == "staging":
             return self._collect_staging(item.path, item.name)
         if item.kind == "deleted-run":
@@ -456,6 +468,7 @@ class ParquetStore:
             before_removal()
         freed = self._size(hidden)
         self.fs.delete_dir(hidden)
+        logger.info("deleted run %s of %s (%d bytes freed)", run_id, self.uri, freed)
         return {**manifest, "bytes": freed}
 
     def _dead_run(self, info: pafs.FileInfo) -> str | None:
@@ -596,9 +609,15 @@ class ParquetStore:
             and not any(part.startswith(("_", ".")) for part in f.path[len(folder) + 1:].split("/"))
         ]
 
-    def triples(self) -> pads.Dataset:
-        """All committed stored triples as one pyarrow dataset (read lazily;
-        without the location edges' triples: see :mod:`provplug.store.triples`).
+    def triples(self) -> TripleScan:
+        """Every committed triple, stored in triple files or stood for by
+        location edges (:class:`~provplug.store.triples.TripleScan`)."""
+        return TripleScan(self)
+
+    def stored_triples(self) -> pads.Dataset:
+        """The committed triple *files* as one pyarrow dataset (read lazily;
+        without the triples location edges stand for — :meth:`triples` has
+        those).
 
         Every file's footer is read here, so a truncated file is a
         :class:`DamagedStoreError` now; damage inside a file only shows when
@@ -832,6 +851,8 @@ class RunTransaction:
         for bookkeeping in (OWNER, RESERVATIONS):
             with contextlib.suppress(OSError):  # readers ignore them; a leftover is harmless
                 fs.delete_file(f"{target}/{bookkeeping}")
+        # DEBUG: the capture or import that made the run says so at INFO.
+        logger.debug("committed run %s as #%d to %s: %s", self.run_id, number, self.store.uri, counts)
 
     def _write_catalogue(self) -> None:
         fs = self.store.fs
@@ -856,6 +877,7 @@ class RunTransaction:
         return sum(storefiles.parquet_metadata(self.store.fs, f).num_rows for f in files)
 
     def abort(self) -> None:
+        logger.debug("aborted run %s of %s: its staging folder and reserved ids go", self.run_id, self.store.uri)
         with contextlib.suppress(FileNotFoundError, OSError):
             self.store.fs.delete_dir(self.staging)
         for kind, ident in self.reserved:

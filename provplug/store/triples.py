@@ -14,6 +14,8 @@ stored their triples.
   edge has its op and tables), so an edge that cannot match is never expanded.
 * :func:`triple_counts` — triples per (op, source table, destination table)
   without expanding any edge (an edge knows its count).
+* :class:`TripleScan` — what :meth:`Store.triples` returns: the same
+  triples as batches, a table or a count, for code that holds a store.
 * :func:`triples_frame` — the Spark variant: stored files and the edges expanded
   on the executors, slice by slice (the driver ships only the small edge
   list and the slices' position bounds).
@@ -107,6 +109,31 @@ def represented_triples(store: Store[Any]) -> int:
     """Triples a store holds, stored or stood for by location edges (from the
     manifests' counts: no file is read)."""
     return sum(int(m["counts"].get("triples", 0)) + int(m["counts"].get("location_triples", 0)) for m in store.runs())
+
+
+# -- the store's one scan ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TripleScan:
+    """Every committed triple of ``store`` passing ``where``, whatever it is
+    stored as (triple files, or location edges expanded here):
+    :meth:`Store.triples` returns one. Reading is lazy; each method scans."""
+
+    store: Store[Any]
+    where: TripleFilter = EVERYTHING
+
+    def to_batches(self, columns: Sequence[str] = COLUMNS, batch_rows: int = CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
+        """The triples in record batches of at most ``batch_rows`` rows (bounded memory)."""
+        return triple_batches(self.store, columns, self.where, batch_rows)
+
+    def to_table(self, columns: Sequence[str] | None = None) -> pa.Table:
+        """The triples as one table (for bounded results)."""
+        return triple_table(self.store, COLUMNS if columns is None else columns, self.where)
+
+    def count_rows(self) -> int:
+        """How many triples, without expanding any location edge."""
+        return sum(triple_counts(self.store, self.where).values())
 
 
 # -- local ------------------------------------------------------------------------

@@ -38,8 +38,8 @@ from typing import Any, Literal, TypeAlias
 
 from provplug import ids, schema
 from provplug.errors import LineageQueryError
-from provplug.plugin.manager import open_store
 from provplug.plugin.protocols import Store
+from provplug.store.open import open_store
 from provplug.store.runs import select_run
 from provplug.store.triples import TripleFilter, triple_table
 

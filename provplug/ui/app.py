@@ -24,7 +24,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from provplug.api import ProvenanceStore
-from provplug.errors import LineageQueryError, ProvplugError
+from provplug.errors import BadParameter as BadParameter
+from provplug.errors import ProvplugError
 from provplug.ui import documents
 from provplug.ui.documents import Caches, LineageQuestion
 
@@ -38,10 +39,6 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
-
-
-class BadParameter(LineageQueryError):
-    """A query parameter of the API is malformed (not a number, not one of the choices)."""
 
 
 class Params:

@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from provplug import ids, schema
 from provplug.api import ProvenanceStore
@@ -207,4 +207,4 @@ def diff_document(store: ProvenanceStore, run_a: str, run_b: str, target: Mappin
         raise LineageQueryError("where needs table and column")
     result = diff_runs(store.store, run_a, run_b, table=target.get("table"), column=target.get("column"),
                        where=target.get("where"), key=key)
-    return finite(result)
+    return cast(dict[str, Any], finite(result))

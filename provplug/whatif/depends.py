@@ -1,4 +1,4 @@
-"""The dependency query (Lipstick §4.3, DESIGN §9) and ``provplug depends``.
+"""The dependency query (Lipstick §4.3; docs/queries.md) and ``provplug depends``.
 
 ``provplug depends STORE A B``: does B depend on A, i.e. does B vanish or
 change when A's rows are deleted? A and B are each a value id (or ids), or
@@ -21,15 +21,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
 
 from provplug.errors import LineageQueryError
 from provplug.query.answer import Record, _label, _row_text, finite
 from provplug.query.targets import parse_target
+from provplug.whatif.answer import WhatIfAnswer
 from provplug.whatif.engine import Propagation
-from provplug.whatif.model import WhatIfAnswer
 from provplug.whatif.select import cell_rows
 from provplug.whatif.values import UNKNOWN, shown
 
@@ -71,10 +71,10 @@ class DependsAnswer:
         return {"yes": True, "no": False}.get(self.answer)
 
     def to_dict(self) -> dict[str, Any]:
-        return finite({
+        return cast(dict[str, Any], finite({
             "format": JSON_FORMAT, "version": JSON_VERSION, "depends": self.depends, "answer": self.answer,
             "reason": self.reason, "a": self.a, "b": self.b, "path": self.path, "ops": self.ops, "stats": self.stats,
-        })
+        }))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)

@@ -1,4 +1,4 @@
-"""Deletion propagation (Lipstick Def. 4.2 lifted to rows, DESIGN §9).
+"""Deletion propagation (Lipstick Def. 4.2 lifted to rows; docs/queries.md "What-if").
 
 Tables are visited in the topological order of the ops that wrote them.
 For each op reached by an affected input row, its row lineage names the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -10,9 +11,11 @@ import numpy as np
 
 from provplug.plugin.protocols import Store
 from provplug.query.catalog import Catalog, catalog_for
+from provplug.whatif.answer import RowEffect, TableEffect, WhatIfAnswer
 from provplug.whatif.engine import Engine, Propagation
-from provplug.whatif.model import RowEffect, TableEffect, WhatIfAnswer
 from provplug.whatif.select import Deletion, deleted_rows
+
+logger = logging.getLogger(__name__)  # what a what-if was asked and found
 
 
 def whatif(store: Store[Any], deletions: Sequence[Deletion] = (), value_ids: Iterable[int] = (),
@@ -22,7 +25,11 @@ def whatif(store: Store[Any], deletions: Sequence[Deletion] = (), value_ids: Ite
     started = time.perf_counter()
     catalog = catalog_for(store)
     rows = deleted_rows(catalog, deletions, value_ids, run)
-    return answer_of(catalog, Engine(store, catalog).propagate(rows), rows, started)
+    logger.info("what-if on %s: deleting %d rows of %d tables", store.uri, sum(len(r) for r in rows.values()), len(rows))
+    answer = answer_of(catalog, Engine(store, catalog).propagate(rows), rows, started)
+    logger.info("what-if on %s: %d tables affected in %.3f s (%s)", store.uri, len(answer.tables),
+                answer.stats["seconds"], {k: v for k, v in answer.stats.items() if k != "seconds"})
+    return answer
 
 
 def answer_of(catalog: Catalog, propagation: Propagation, deleted: dict[int, np.ndarray], started: float) -> WhatIfAnswer:

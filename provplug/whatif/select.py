@@ -71,14 +71,13 @@ def cell_rows(catalog: Catalog, values: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 def _imported_rows(catalog: Catalog, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted imported value ids among ``wanted`` that have a row, and their rows."""
-    from provplug.ingest.importer import VALUE_ROWS, VALUE_ROWS_SCHEMA
     from provplug.store import files as storefiles
 
-    paths = catalog.store.run_paths(VALUE_ROWS)
+    paths = catalog.store.run_paths(schema.VALUE_ROWS)
     if not paths:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     where = pc.field("value_id").isin(pa.array(np.unique(wanted), pa.int64()))
-    data = storefiles.scan(catalog.store.fs, paths, f"value rows of {catalog.store.uri}", schema=VALUE_ROWS_SCHEMA,
+    data = storefiles.scan(catalog.store.fs, paths, f"value rows of {catalog.store.uri}", schema=schema.VALUE_ROWS_SCHEMA,
                            filter=where)
     known = data.column("value_id").to_numpy()
     order = np.argsort(known)

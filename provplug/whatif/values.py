@@ -22,7 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from provplug import schema
-from provplug.query.catalog import TableEntry, jsonable
+from provplug.query.catalog import jsonable
+from provplug.store.catalogue import TableEntry
 from provplug.whatif.members import distinct, member_of
 
 # Wanting more than 1/8 of a table's rows, read it whole (a filtered read of

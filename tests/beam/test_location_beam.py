@@ -1,4 +1,4 @@
-"""Location lineage on Beam (issue 15, DESIGN §10): a step declared with
+"""Location lineage on Beam (issue 15, docs/capture-semantics.md): a step declared with
 ``rates=`` whose body is one ParDo stores one location edge instead of its
 triples, its output numbered by position, and nothing a reader sees changes.
 
@@ -24,8 +24,8 @@ import provplug
 from provplug import ids
 from provplug.errors import LocationError
 from provplug.location import LocationEdge, RowRuns, expand
-from provplug.plugin.manager import open_store
 from provplug.store.locations import LOCATIONS, locations_of
+from provplug.store.open import open_store
 from provplug.testing import StoreContents, content, expect_lineage
 
 from .helpers import PEOPLE, VISITS, beam, every_cell, person
@@ -113,7 +113,7 @@ def test_declared_steps_store_an_edge_and_no_triples(stores: tuple[Path, Path]) 
     edges = _edges(stores[0])
     assert set(edges) == set(DECLARED)
     ops = {o["name"]: o["op_id"] for o in on.ops().to_pylist()}
-    stored_ops = set(on.triples().to_table().column("op").to_pylist())
+    stored_ops = set(on.stored_triples().to_table().column("op").to_pylist())
     assert stored_ops == {ops["Old"], ops["ByDecade"]}  # the undeclared steps alone keep their triples
     for name, edge in edges.items():
         assert (edge.rates.consumption, edge.rates.production, edge.rates.buffer) == (1, DECLARED[name], None)
@@ -128,6 +128,11 @@ def test_declared_steps_store_an_edge_and_no_triples(stores: tuple[Path, Path]) 
     # With location lineage off, nothing changes: no edge, every step's triples stored.
     assert locations_of(off) == [] and not list(stores[1].glob(f"runs/*/{LOCATIONS}"))
     assert set(off.triples().to_table().column("op").to_pylist()) == set(ops.values())
+    # The store's one scan holds every triple, whatever it is stored as: the same with the edges as without.
+    every = on.triples()
+    assert set(every.to_table().column("op").to_pylist()) == set(ops.values())
+    assert every.count_rows() == every.to_table().num_rows == off.triples().count_rows()
+    assert every.count_rows() > on.stored_triples().count_rows()
 
 
 def test_declared_outputs_are_numbered_by_position(stores: tuple[Path, Path]) -> None:

@@ -1,4 +1,4 @@
-"""Row lineage of Beam steps (DESIGN §9, :mod:`provplug.ingest.rowlineage`) and
+"""Row lineage of Beam steps (docs/capture-semantics.md, :mod:`provplug.ingest.rowlineage`) and
 user composites as modules (zoom), on one pipeline run.
 
 Expectations are derived by hand from the inputs below. Beam numbers step
@@ -295,7 +295,7 @@ def test_an_unmarked_composite_is_a_module_of_its_steps(store: Path, rows: Rows)
 
 def test_zoom_out_of_a_composite(store: Path, cli: Any) -> None:
     from provplug.index.build import build_index
-    from provplug.plugin.manager import open_store
+    from provplug.store.open import open_store
 
     build_index(open_store(str(store)), engine="local")
     target = ("lineage", store, "AvgAge.Age", "--where", "City = 'NY'")

@@ -74,7 +74,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, P
     assert result.returncode == 0, _failure(result)
     from provplug.cli.main import main
 
-    assert main(["index", str(store)]) == 0  # README "Indexing and lineage queries": provplug index STORE
+    assert main(["index", str(store)]) == 0  # docs/queries.md "Indexing": provplug index STORE
     yield project, store
 
 
@@ -212,7 +212,7 @@ def test_a_failing_node_commits_nothing_and_kedro_run_fails(captured: tuple[Path
 
 
 def test_the_readme_kedro_commands_answer_as_documented(captured: tuple[Path, Path], cli: Any) -> None:
-    """The README's Kedro block: its `kedro run` line is what `captured` ran
+    """docs/capturing.md's Kedro block: its `kedro run` line is what `captured` ran
     (PROVPLUG_STORE set, the project unchanged); its provplug lines, run on
     that store, print Niue's average price from the three reviewed shuttles."""
     import re
@@ -220,8 +220,8 @@ def test_the_readme_kedro_commands_answer_as_documented(captured: tuple[Path, Pa
 
     from conftest import REPO
 
-    readme = (REPO / "README.md").read_text()
-    block = re.search(r"### Kedro\n.*?```bash\n(.*?)```", readme, flags=re.S).group(1)  # type: ignore[union-attr]
+    page = (REPO / "docs" / "capturing.md").read_text()
+    block = re.search(r"## Kedro\n.*?```bash\n(.*?)```", page, flags=re.S).group(1)  # type: ignore[union-attr]
     lines = block.strip().splitlines()
     assert "PROVPLUG_STORE=spaceflights.prov kedro run" in lines
     assert "export DO_NOT_TRACK=1 KEDRO_DISABLE_TELEMETRY=true" in lines

@@ -20,7 +20,7 @@ import pytest
 
 import provplug
 from provplug import schema
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 from provplug.testing import Label as Label  # re-exported: the tests state expectations in its terms
 from provplug.testing import StoreContents, Triple, keyed
 from provplug.testing import expect as expect

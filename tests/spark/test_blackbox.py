@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 import provplug
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 from .helpers import (
     S_ROWS,

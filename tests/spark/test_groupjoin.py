@@ -12,7 +12,7 @@ import pytest
 
 import provplug
 from provplug.errors import CaptureError
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 from .helpers import (
     L_ROWS,

@@ -1,4 +1,4 @@
-"""Location lineage at capture (issue 15, DESIGN §10): row-aligned Spark
+"""Location lineage at capture (issue 15, docs/capture-semantics.md): row-aligned Spark
 steps store one location edge instead of their triples, and nothing a reader
 sees changes.
 
@@ -22,8 +22,8 @@ import pytest
 import provplug
 from provplug import ids
 from provplug.location import expand
-from provplug.plugin.manager import open_store
 from provplug.store.locations import LOCATIONS, locations_of
+from provplug.store.open import open_store
 from provplug.testing import StoreContents, Triple, keyed
 
 F = pytest.importorskip("pyspark.sql.functions")
@@ -110,7 +110,7 @@ class _Read(StoreContents):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self.triples = self.store.triples().to_table().to_pylist()  # the stored triple files alone
+        self.triples = self.store.stored_triples().to_table().to_pylist()  # the stored triple files alone
         self.stored = len(self.triples)
         self.edges = locations_of(self.store)
         for batch in expand(self.edges):

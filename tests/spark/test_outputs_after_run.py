@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import provplug
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 from .helpers import F
 

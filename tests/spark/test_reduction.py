@@ -20,8 +20,8 @@ import pytest
 import provplug
 from provplug import reduce
 from provplug.errors import CaptureError, ReductionError
-from provplug.plugin.manager import open_store
 from provplug.reduce.metrics import compare
+from provplug.store.open import open_store
 
 from .helpers import F, table_rows
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from conftest import EXAMPLES
 
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 from .helpers import labelled_triples
 

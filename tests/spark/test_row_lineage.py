@@ -1,4 +1,4 @@
-"""Row lineage at capture (DESIGN §9): per output row its members (input
+"""Row lineage at capture (docs/capture-semantics.md "Row lineage"): per output row its members (input
 rows used jointly) and per op its rules, against expectations derived by
 hand on tiny tables.
 
@@ -21,8 +21,8 @@ import pytest
 
 import provplug
 from provplug.ingest.rowlineage import lineage_of, rules_of
-from provplug.plugin.manager import open_store
 from provplug.rowrules import ColumnRule, OpRowRules
+from provplug.store.open import open_store
 from provplug.testing import StoreContents, keyed
 
 from .helpers import L_ROWS, S_ROWS, F, capture

@@ -1,4 +1,4 @@
-"""Per-operation rules (provplug_spark.rules): the triple set of every README "Capture semantics"
+"""Per-operation rules (provplug_spark.rules): the triple set of every docs/capture-semantics.md
 row, checked on tiny inputs against hand-derived expectations, and the
 operations refused with a clear error."""
 
@@ -29,7 +29,7 @@ from .helpers import (
 )
 
 
-# -- one test per row of README "Capture semantics" ---------------------------------------------------------
+# -- one test per row of docs/capture-semantics.md ---------------------------------------------------------
 def test_select_withcolumn_selectexpr_cast_rename_drop(spark: Any, store_path: Path) -> None:
     @provplug.step("S", output="Out")
     def shape(df: Any) -> Any:

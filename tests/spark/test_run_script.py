@@ -18,7 +18,7 @@ from typing import Any
 from conftest import EXAMPLES, REPO, snapshot
 
 import provplug
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 from .helpers import Label, expect, labelled_triples, ops
 

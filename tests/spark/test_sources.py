@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 import provplug
 from provplug import schema
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 from .helpers import (
     F,

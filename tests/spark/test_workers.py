@@ -13,7 +13,7 @@ from conftest import snapshot
 
 import provplug
 from provplug.errors import CaptureError
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 from .helpers import capture, count_per_key, table_rows
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from provplug.plugin.manager import open_store
+from provplug.store.open import open_store
 
 from .helpers import (
     capture,

@@ -52,14 +52,14 @@ and ``value`` or the value's fields)::
   ``provplug lineage ... --zoom-out LABEL`` answers at composite level. The
   steps read the captured data the composite was given, through any plain
   transforms it applies before them (those join the step's op).
-* Row lineage (DESIGN §9, :mod:`provplug.ingest.rowlineage`): every row of a step
+* Row lineage (docs/capture-semantics.md, :mod:`provplug.ingest.rowlineage`): every row of a step
   output is recorded with its input rows (one member per merged element for
   combines, ``Distinct`` and ``CoGroupByKey``; one member otherwise), and
   each output table with its rules (copied, aggregated and computed columns,
   deciding columns). ``FlatMap``/``ParDo`` (0..n elements per input, maybe
   stateful), DoFns reading captured side inputs and global combines with
   defaults make existence opaque; see :mod:`provplug_beam.rowstate`.
-* Location lineage (DESIGN §10, :mod:`provplug_beam.rated`): a step declared
+* Location lineage (docs/capture-semantics.md, :mod:`provplug_beam.rated`): a step declared
   with ``rates={"production": f}`` (consumption 1, no buffer) whose body is
   one ``Map``/``MapTuple``/``FlatMap``/``ParDo`` over one stored table
   numbers its output by position (the ``j``-th element emitted for input row

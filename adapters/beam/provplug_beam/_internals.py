@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import apache_beam as beam
 from apache_beam.transforms import combiners as _combiners
@@ -125,7 +125,7 @@ def group_by_fields(transform: beam.GroupBy) -> list[tuple[str, Callable[[Any], 
 
 def group_by_key_func(transform: beam.GroupBy, force_tuple: bool) -> Callable[[Any], Any]:
     grouping = transform.force_tuple_keys(True) if force_tuple else transform
-    return grouping._key_func()
+    return cast(Callable[[Any], Any], grouping._key_func())
 
 
 def is_group_and_aggregate(transform: Any) -> bool:

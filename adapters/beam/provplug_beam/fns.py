@@ -28,7 +28,7 @@ class TracedDoFn(beam.DoFn):
     """
 
     def __init__(self, inner: beam.DoFn, copy: bool, label: str) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Beam's is unannotated (python/mypy#16653)
         self.inner, self.copy, self.label = inner, copy, label
 
     def setup(self) -> None:
@@ -37,7 +37,7 @@ class TracedDoFn(beam.DoFn):
     def start_bundle(self) -> None:
         self.inner.start_bundle()
 
-    def process(self, element, *args, **kwargs):  # unannotated: Beam reads type hints from it
+    def process(self, element, *args, **kwargs):  # type: ignore[no-untyped-def]  # Beam reads type hints from it
         value, prov = element
         outputs = self.inner.process(value, *args, **kwargs)
         if not outputs:
@@ -69,7 +69,7 @@ class TracedCombineFn(beam.CombineFn):
     """
 
     def __init__(self, inner: beam.CombineFn, slots: int) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Beam's is unannotated (python/mypy#16653)
         self.inner, self.slots = inner, slots
 
     def setup(self, *args: Any, **kwargs: Any) -> None:

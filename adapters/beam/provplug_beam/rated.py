@@ -3,7 +3,7 @@
 A step decorated with ``@provplug.step(..., rates={"production": f})`` whose
 body is ONE ``Map``/``MapTuple``/``FlatMap``/``ParDo`` over one stored table
 says: every input element emits exactly ``f`` elements (1:1 when ``f`` is
-1). With location lineage on (DESIGN §10) the capture then
+1). With location lineage on (docs/capture-semantics.md) the capture then
 
 * numbers the output by position instead of by content: the ``j``-th element
   (0-based) emitted for input row ``r`` is output row ``r·f + j``. Every Beam
@@ -71,7 +71,7 @@ class RatedDoFn(TracedDoFn):
         super().__init__(inner, False, label)
         self.fan_out, self.step = fan_out, step
 
-    def process(self, element, *args, **kwargs):  # unannotated: Beam reads type hints from it
+    def process(self, element, *args, **kwargs):  # type: ignore[no-untyped-def]  # Beam reads type hints from it
         value, prov = element
         every = all_ids(prov)
         if not every:

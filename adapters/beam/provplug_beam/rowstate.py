@@ -1,4 +1,4 @@
-"""Row lineage of Beam steps (DESIGN §9; the format is :mod:`provplug.ingest.rowlineage`).
+"""Row lineage of Beam steps (docs/capture-semantics.md; the format is :mod:`provplug.ingest.rowlineage`).
 
 **Records.** Every transform the adapter traces keeps or merges rows; none
 uses two rows *jointly* (Beam has no join primitive: ``CoGroupByKey`` emits

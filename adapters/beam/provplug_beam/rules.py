@@ -1,7 +1,7 @@
 """How each Beam transform applied inside a step propagates provenance.
 
 ``rule_for(transform, ...)`` returns the traced counterpart of a transform the
-adapter understands (README "Capture semantics" in Beam terms), or ``None``:
+adapter understands (docs/capture-semantics.md in Beam terms), or ``None``:
 
 ==========================  ==================================================
 ``Map``/``FlatMap``/``ParDo``  black box: every output attribute <- every cell
@@ -77,7 +77,7 @@ class Rule:
     rows: rowstate.Transfer  # how the rows of its output follow from its inputs' (row lineage)
 
 
-class Expansion(beam.PTransform):
+class Expansion(beam.PTransform[Any, Any]):
     """Applies a rule's expansion under the user's label."""
 
     def __init__(self, rule: Rule) -> None:

@@ -545,7 +545,7 @@ class BeamSession:
         return BeamSession._Internal(self)
 
 
-class _StepTransform(beam.PTransform):
+class _StepTransform(beam.PTransform[Any, Any]):
     """A step's transforms, grouped in the pipeline graph under its name."""
 
     def __init__(self, build: Callable[[], Any]) -> None:
@@ -572,7 +572,7 @@ class _Recipe:
     traced: Any = None  # the traced counterpart, once a step reads it
 
 
-class _Composite(beam.PTransform):
+class _Composite(beam.PTransform[Any, Any]):
     """A user's composite expanded as is, without its type hints."""
 
     def __init__(self, inner: Any) -> None:

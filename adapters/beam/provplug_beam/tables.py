@@ -70,7 +70,7 @@ def summary_name(table_id: int) -> str:
 
 
 # -- numbering -------------------------------------------------------------------
-class NumberByContent(beam.PTransform):
+class NumberByContent(beam.PTransform[Any, Any]):
     """``(value, prov)`` -> ``(row, value, prov)`` with rows 0..n-1 in content order."""
 
     def expand(self, traced: Any) -> Any:
@@ -171,7 +171,7 @@ class TableStatsFn(beam.CombineFn):
     """A table's layout (:class:`LayoutFn`), rows and triples in one pass."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Beam's is unannotated (python/mypy#16653)
         self.layout = LayoutFn()
 
     def create_accumulator(self) -> list[Any]:
@@ -213,7 +213,7 @@ class WriteTable(beam.DoFn):
     through the run's writers (a new part every ``FLUSH_ROWS`` rows)."""
 
     def __init__(self, target: TableTarget) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Beam's is unannotated (python/mypy#16653)
         self.target = target
 
     def start_bundle(self) -> None:
@@ -350,7 +350,7 @@ class CreateNumbered(beam.Create):
 
     def __init__(self, values: Sequence[tuple[Any, int]], plain_type: Any) -> None:
         self.plain_type = plain_type
-        super().__init__(values, reshuffle=False)
+        super().__init__(values, reshuffle=False)  # type: ignore[no-untyped-call]  # python/mypy#16653
 
     def infer_output_type(self, unused_input_type: Any) -> Any:
         return typehints.Tuple[self.plain_type, int]
@@ -374,7 +374,7 @@ def write_in_memory(writer: RowsWriter, rows: Sequence[Any], layout: Layout) -> 
         writer.write(pa.RecordBatch.from_arrays(arrays, schema=arrow_schema), range(start, start + len(chunk)))
 
 
-class Materialize(beam.PTransform):
+class Materialize(beam.PTransform[Any, Any]):
     """Numbered elements -> files of table ``target``; returns them rebased."""
 
     def __init__(self, target: TableTarget) -> None:

@@ -23,7 +23,7 @@ the project, pipeline, environment and parameters as its entry point.
 A relative path is taken from the project's root. With no store the hooks
 return at once: the run is exactly Kedro's.
 
-The mapping (DESIGN §8): one capture run per ``kedro run``, committed in
+The mapping (docs/capturing.md "Kedro"): one capture run per ``kedro run``, committed in
 ``after_pipeline_run`` and discarded in ``on_pipeline_error``; each node is a
 step named after the node (its namespace recorded as the op parameter
 ``module``); each dataset a node reads or writes is a table named after its
@@ -179,7 +179,7 @@ class ProvplugHooks:
     # -- configuration ----------------------------------------------------------
     def configured_store(self, run_params: Mapping[str, Any], catalog: Any) -> str | None:
         """The store this run captures into, or None (no capture)."""
-        value: Any = self.store or os.environ.get(STORE_ENV) or None
+        value: str | os.PathLike[str] | None = self.store or os.environ.get(STORE_ENV) or None
         if value is None and STORE_PARAMETER in catalog:
             settings = catalog.load(STORE_PARAMETER)
             value = settings.get("store") if isinstance(settings, Mapping) else None

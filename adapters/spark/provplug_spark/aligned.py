@@ -4,7 +4,7 @@ A step output whose analyzed plan is a chain of projections (``select``,
 ``withColumn``, ``cast``, renames, scalar Python or pandas UDFs) and aliases
 over ONE read of a stored table of the run makes exactly one output row of
 each input row. Its triples say nothing but "row r of the output comes from
-row r of the input, and column c from these columns" (DESIGN §10): the
+row r of the input, and column c from these columns" (docs/capture-semantics.md "Location lineage"): the
 capture numbers each output row with its input row's number — the value of
 the row-number column the rewrite carries — writes no triple and records one
 aligned :class:`~provplug.location.LocationEdge` per (op, input, output)

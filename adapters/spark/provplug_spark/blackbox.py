@@ -2,7 +2,7 @@
 ``mapInPandas``): wrappers that run in Spark's Python workers around the
 user's function.
 
-README "Capture semantics": a function that receives a group or a partition of whole records
+docs/capture-semantics.md: a function that receives a group or a partition of whole records
 is a black box, each of whose output cells depends on every input cell it
 received. The rewrite (:mod:`.rules`) passes the function the row-number
 columns of its input beside the data; a wrapper hands the user's function
@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -39,7 +39,7 @@ def takes_key(func: Callable[..., Any]) -> bool:
 
 def _numbers(column: pd.Series, scalar: bool) -> list[int]:
     if scalar:
-        return column.dropna().astype("int64").tolist()
+        return cast(list[int], column.dropna().astype("int64").tolist())
     return [int(n) for numbers in column.dropna() for n in numbers if n is not None]
 
 

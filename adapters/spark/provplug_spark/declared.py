@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+from numpy.typing import NDArray
 
 from provplug import ids
 from provplug.errors import CaptureError, LocationError
@@ -136,7 +137,8 @@ def inside(edge: LocationEdge, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     assert edge.src_rows is not None
     columns = ids.MAX_COLUMNS - 1
     pairs = np.array([out * ids.MAX_COLUMNS + source for out, source in edge.column_pairs], dtype=np.int64)
-    kept = ((src >> ids.TABLE_SHIFT) == edge.src_table) & ((dst >> ids.TABLE_SHIFT) == edge.dst_table)
+    kept: NDArray[np.bool_] = (
+        ((src >> ids.TABLE_SHIFT) == edge.src_table) & ((dst >> ids.TABLE_SHIFT) == edge.dst_table))
     kept &= np.isin(((dst >> ids.COLUMN_SHIFT) & columns) * ids.MAX_COLUMNS + ((src >> ids.COLUMN_SHIFT) & columns),
                     pairs)
     inputs, known_input = edge.src_rows.locate(src & ROW_MASK)

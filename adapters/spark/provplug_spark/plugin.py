@@ -16,6 +16,7 @@ class SparkAdapter:
     """Captures steps whose inputs and outputs are PySpark DataFrames."""
 
     name = "spark"
+    reduces = True  # applies provenance reductions (provplug.reduce) to its sources
 
     def accepts(self, engine: object) -> bool:
         # Compare by class name first so a non-Spark engine never imports pyspark.

@@ -4,7 +4,7 @@ Given the DataFrame a step returned, :class:`PlanRewriter` walks its analyzed
 logical plan bottom-up and rebuilds it so that its rows carry the **row
 numbers** of the step-input rows they were derived from, in a few extra
 columns (``__pv_<n>``), while *which* input columns each output column
-depends on is worked out statically, in Python (README "Capture semantics"), node by node by
+depends on is worked out statically, in Python (docs/capture-semantics.md), node by node by
 the rules of :mod:`.rules`. The provenance of an output cell is a set of
 :class:`~.writer.Term` s: "the ids ``base + r`` for each row number ``r``
 that row-number column ``__pv_<n>`` holds in this row", where ``base`` is the

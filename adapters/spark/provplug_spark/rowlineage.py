@@ -1,5 +1,5 @@
 """Row lineage in the rewrite: which input rows each output row needs, and
-how they combine (:mod:`provplug.ingest.rowlineage`, DESIGN §9).
+how they combine (:mod:`provplug.ingest.rowlineage`, docs/capture-semantics.md).
 
 Beside the row-number columns the cell triples use, every rewritten node
 carries its :class:`Members`: the row's members (sets of input rows used

@@ -7,7 +7,7 @@ returns the node rebuilt over the rewritten children, its row-number
 columns, and records in ``context.state`` the terms (see :mod:`.state`) of
 every attribute the node outputs. The original Catalyst nodes and
 expressions are reused as they are, so Spark's own semantics compute the
-data. ``rule_for(node)`` picks the rule (README "Capture semantics" in Catalyst terms;
+data. ``rule_for(node)`` picks the rule (docs/capture-semantics.md in Catalyst terms;
 ``terms(a)`` = the terms of attribute ``a``):
 
 =============================  =====================================================
@@ -82,7 +82,7 @@ from .rowlineage import (
     product,
 )
 from .state import ROW_LIST_TYPE, ROWS_TYPE, Context, Node, RewriteState, RowColumn
-from .writer import Term
+from .terms import Term
 
 Rule = Callable[[Any, list[Node], Context], Node]
 
@@ -174,7 +174,7 @@ def is_table_read(node: Any, jvm: Catalyst) -> bool:
 def table_read(node: Any, children: list[Node], ctx: Context) -> Node:
     """A stored table of the run (a Parquet read of ``rows/<table>/``).
 
-    README "Capture semantics": "A value with no parents (source cells, literals) has no
+    docs/capture-semantics.md: "A value with no parents (source cells, literals) has no
     incoming triple": a step input cell is the parent the step's triples
     point to, so ``terms(c) = {(row, id(table, c, 0))}`` with one row-number
     column: the stored row number, or for copies of source files the file
@@ -210,7 +210,7 @@ def constant(node: Any, children: list[Node], ctx: Context) -> Node:
     """A leaf built inside the step (``range``; ``createDataFrame`` of pandas
     data: a LocalRelation).
 
-    README "Capture semantics": "A value with no parents (source cells, literals) has no
+    docs/capture-semantics.md: "A value with no parents (source cells, literals) has no
     incoming triple": its cells are literals, with no terms.
     """
     for attr in ctx.jvm.items(node.output()):
@@ -224,7 +224,7 @@ def copy(node: Any, children: list[Node], ctx: Context) -> Node:
     """Filter, Sort, limits, Sample, Repartition, hints and aliases: the node
     kept over its rewritten child; row numbers pass through.
 
-    README "Capture semantics", filter / where: "the same column of the same input row (copy).
+    docs/capture-semantics.md, filter / where: "the same column of the same input row (copy).
     Predicate columns are not parents"; orderBy / sort / limit / sample /
     repartition / coalesce / cache: "copy, as filter".
 
@@ -249,7 +249,7 @@ def project(node: Any, children: list[Node], ctx: Context) -> Node:
     """A Project: ``terms(e)`` = the union of ``terms(a)`` for ``a`` in ``references(e)``; a
     ``using`` join's merged key also gets its partner key's terms.
 
-    README "Capture semantics", select / withColumn / selectExpr / cast / rename / drop: "the
+    docs/capture-semantics.md, select / withColumn / selectExpr / cast / rename / drop: "the
     cells of r's input row in the columns that c's expression references (a
     literal-only column has no parent)"; join: "A merged ``using`` key
     column: the key cells of both matched rows".
@@ -344,7 +344,7 @@ def join(node: Any, children: list[Node], ctx: Context) -> Node:
     """A Join of the rewritten sides: each side keeps its row numbers (a
     semi or anti join only the left side's: the right's are not parents).
 
-    README "Capture semantics", join (all types): "a column coming from one side: that side's
+    docs/capture-semantics.md, join (all types): "a column coming from one side: that side's
     matched row's cell" (the merged ``using`` key: :func:`project`).
     """
     left, right = children
@@ -397,7 +397,7 @@ def generate(node: Any, children: list[Node], ctx: Context) -> Node:
     """Generate (explode, posexplode, ...): generator outputs <- the
     generator's referenced terms; other columns copy.
 
-    README "Capture semantics", explode / posexplode: "the exploded array cell of r's input
+    docs/capture-semantics.md, explode / posexplode: "the exploded array cell of r's input
     row; other columns copy".
     """
     jvm = ctx.jvm
@@ -413,7 +413,7 @@ def union(node: Any, children: list[Node], ctx: Context) -> Node:
     """Union, positional: every branch projected to the same row-number
     columns (null where a branch has none) and group-join columns.
 
-    README "Capture semantics", union / unionByName: "the corresponding cell of the row it
+    docs/capture-semantics.md, union / unionByName: "the corresponding cell of the row it
     came from" (unionByName and the analyzer's widening casts are Projects
     below the Union).
     """
@@ -511,7 +511,7 @@ def aggregate(node: Any, children: list[Node], ctx: Context) -> Node:
     group; an aggregate function with no references adds the grouping keys'
     references (no keys: every column).
 
-    README "Capture semantics", groupBy(keys).agg: "key column: that key column's cells of
+    docs/capture-semantics.md, groupBy(keys).agg: "key column: that key column's cells of
     every row in the group. Aggregate ``f(expr)``: the cells of expr's
     referenced columns of every row in the group. An aggregate that
     references no column (``count(*)``): the group's key cells; with no
@@ -567,7 +567,7 @@ def _aggregate_value(ctx: Context, expr_id: int, expr: Any, refs: list[Any], agg
 def distinct(node: Any, children: list[Node], ctx: Context) -> Node:
     """Distinct: every column is a key.
 
-    README "Capture semantics", distinct: "the same column's cells of all input rows merged
+    docs/capture-semantics.md, distinct: "the same column's cells of all input rows merged
     into r".
     """
     jvm = ctx.jvm
@@ -581,7 +581,7 @@ def deduplicate(node: Any, children: list[Node], ctx: Context) -> Node:
     aggregate; other columns from the kept row (``first`` of the row
     numbers, evaluated in lock-step with ``first`` of the values).
 
-    README "Capture semantics", distinct / dropDuplicates(subset): "the same column's cells of
+    docs/capture-semantics.md, distinct / dropDuplicates(subset): "the same column's cells of
     all input rows merged into r (for columns outside ``subset``: the kept
     row's cell)".
     """
@@ -672,7 +672,7 @@ def window(node: Any, children: list[Node], ctx: Context) -> Node:
     """Window: ``collect_list`` of the referenced row numbers over the same
     window spec and frame (rank-like functions: the order-by cells).
 
-    README "Capture semantics", window functions: "the referenced columns' cells of the rows
+    docs/capture-semantics.md, window functions: "the referenced columns' cells of the rows
     in r's window frame (rank-like functions: the order-by cells of those
     rows)".
     """
@@ -718,7 +718,7 @@ def apply_in_pandas(node: Any, children: list[Node], ctx: Context) -> Node:
     """FlatMapGroupsInPandas (``groupBy().applyInPandas``): every output cell
     of a group depends on every cell of the group the function received.
 
-    README "Capture semantics", applyInPandas / mapInPandas / RDD lambdas (black box): "every
+    docs/capture-semantics.md, applyInPandas / mapInPandas / RDD lambdas (black box): "every
     input cell of the group / record the function received, at the finest
     granularity the engine exposes".
     """
@@ -733,7 +733,7 @@ def map_in_pandas(node: Any, children: list[Node], ctx: Context) -> Node:
     """MapInPandas: every output cell of a batch depends on every cell of the
     partition's batches the function had read.
 
-    README "Capture semantics", applyInPandas / mapInPandas / RDD lambdas (black box): "every
+    docs/capture-semantics.md, applyInPandas / mapInPandas / RDD lambdas (black box): "every
     input cell of the group / record the function received, at the finest
     granularity the engine exposes".
     """

@@ -22,7 +22,8 @@ from provplug.errors import CaptureError
 from ._jvm import Catalyst
 from .rowlineage import Members, RowFacts, Slot
 from .sources import Tables
-from .writer import Cell, Term
+from .terms import Term
+from .writer import Cell
 
 PROV_PREFIX = "__pv_"  # row-number columns
 HIDDEN_PREFIX = "__pg"  # group-join keys (__pgk_<n>_<i>) and markers (__pgm_<n>); never __pv_

@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.typing import NDArray
 
 from provplug import ids, schema
 from provplug.errors import CaptureError
@@ -56,8 +57,8 @@ ROW_LINEAGE_ENCODING: dict[str, Any] = {
     "column_encoding": {"out_row": "DELTA_BINARY_PACKED", "member": "DELTA_BINARY_PACKED", "in_row": "DELTA_BINARY_PACKED"},
 }
 # Row numbers are (Spark partition << ROW_IN_PARTITION_BITS) | index in partition.
-PARTITION_BITS = 10
-ROW_IN_PARTITION_BITS = ids.ROW_BITS - PARTITION_BITS
+PARTITION_BITS = ids.PARTITION_BITS
+ROW_IN_PARTITION_BITS = ids.ROW_IN_PARTITION_BITS
 RESULT_SCHEMA = "dataset string, path string, rows long"
 # Result rows of an output's tasks: one per run of row numbers they gave
 # (a row-aligned output's, or the task's own), the run's first number (as
@@ -145,12 +146,12 @@ def _add_run(runs: list[tuple[int, int]], first: int, count: int) -> None:
         runs.append((first, count))
 
 
-def _aligned_rows(batch: pa.RecordBatch, column: str) -> np.ndarray:
+def _aligned_rows(batch: pa.RecordBatch, column: str) -> NDArray[np.int64]:
     """The input row numbers numbering a row-aligned output's rows."""
     numbers = batch.column(column)
     if numbers.null_count:
         raise CaptureError("internal: a row-aligned output row without an input row number")
-    return numbers.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return cast("NDArray[np.int64]", numbers.to_numpy(zero_copy_only=False).astype(np.int64, copy=False))
 
 
 def cell_pairs(batch: pa.RecordBatch, rows: np.ndarray, cells: Sequence[Cell], table_id: int) -> tuple[np.ndarray, np.ndarray]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import Any, cast
 
 from provplug.query.answer import finite
 from provplug.whatif.values import UNKNOWN, shown
@@ -109,8 +109,8 @@ class WhatIfAnswer:
         return next((t for t in self.tables if t.table == name), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return finite({"format": JSON_FORMAT, "version": JSON_VERSION,
-                       "tables": [t.to_dict() for t in self.tables], "stats": self.stats})
+        return cast(dict[str, Any], finite({"format": JSON_FORMAT, "version": JSON_VERSION,
+                                            "tables": [t.to_dict() for t in self.tables], "stats": self.stats}))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
