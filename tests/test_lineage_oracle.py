@@ -1,5 +1,6 @@
 """Oracle test: on random layered DAGs with large, partitioned components,
-every method equals a plain BFS, on the driver and on Spark, up and down."""
+every method equals a plain BFS (provplug.testing.TripleOracle), on the
+driver and on Spark, up and down."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_lineage_support import bfs, layered_dag
+from test_lineage_support import layered_dag
 
 import provplug
 from provplug.index import build_index, read_meta
 from provplug.ingest.importer import import_provenance
 from provplug.store.open import open_store
+from provplug.testing import TripleOracle
 
 METHODS = ("rq", "ccprov", "csprov", "auto")
 
@@ -32,12 +34,8 @@ def graph(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[in
 
 
 def _expected(edges: list[tuple[int, int]], values: list[int], direction: str) -> tuple[set[int], set[tuple[int, int]]]:
-    reached: set[int] = set()
-    for v in values:
-        reached |= bfs(edges, v, direction)
-    nodes = reached | set(values)
-    among = {(s, d) for s, d in edges if (d if direction == "up" else s) in nodes}
-    return reached - set(values), among
+    answer = TripleOracle(edges).answer(values, direction)
+    return set(answer.values), set(answer.edges)
 
 
 def _got(answer: Any) -> tuple[set[int], set[tuple[int, int]]]:

@@ -1,10 +1,10 @@
-"""Helpers for the lineage tests (no tests here): the BFS oracle, a random
-layered DAG to import, and the paper's Tables 1-4 as a store with rows."""
+"""Helpers for the lineage tests (no tests here): a random layered DAG to
+import, and the paper's Tables 1-4 as a store with rows. (The BFS oracle is
+provplug.testing.TripleOracle.)"""
 
 from __future__ import annotations
 
 import random
-from collections import defaultdict, deque
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,25 +14,6 @@ import pyarrow.parquet as pq
 from provplug import ids, schema
 from provplug.model import OpInfo, TableInfo
 from provplug.store.parquet import ParquetStore
-
-
-def bfs(edges: Sequence[tuple[int, int]], start: int, direction: str) -> set[int]:
-    """The oracle: plain breadth-first search (query value excluded)."""
-    nxt: dict[int, list[int]] = defaultdict(list)
-    for s, d in edges:
-        if direction == "up":
-            nxt[d].append(s)
-        else:
-            nxt[s].append(d)
-    seen: set[int] = set()
-    queue = deque([start])
-    while queue:
-        for m in nxt[queue.popleft()]:
-            if m not in seen:
-                seen.add(m)
-                queue.append(m)
-    seen.discard(start)
-    return seen
 
 
 def layered_dag(

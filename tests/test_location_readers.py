@@ -26,7 +26,6 @@ import pyarrow as pa
 import pytest
 from test_index import read_index
 from test_index_spark import comparable
-from test_lineage_support import bfs
 
 import provplug
 from provplug import ids
@@ -34,6 +33,7 @@ from provplug.ingest.recorder import StagedRun
 from provplug.location import Rates, RowRuns, location_edge
 from provplug.model import OpInfo, TableInfo
 from provplug.store.open import open_store
+from provplug.testing import TripleOracle
 
 Triple = tuple[int, int, int]  # src, dst, op
 
@@ -341,11 +341,8 @@ def _answer(answer: Any) -> tuple[set[int], set[tuple[int, int, str]]]:
 def _expected(
     triples: list[tuple[int, int, str]], values: list[int], direction: str
 ) -> tuple[set[int], set[tuple[int, int, str]]]:
-    reached: set[int] = set()
-    for value in values:
-        reached |= bfs([(s, d) for s, d, _ in triples], value, direction)
-    nodes = reached | set(values)
-    return reached - set(values), {x for x in triples if (x[1] if direction == "up" else x[0]) in nodes}
+    answer = TripleOracle(triples).answer(values, direction)
+    return set(answer.values), set(answer.triples)
 
 
 def _values(captured: Captured) -> list[int]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow.fs as pafs
 import pytest
-from test_lineage_support import bfs, layered_dag
+from test_lineage_support import layered_dag
 
 import provplug
 from provplug.errors import DamagedIndexError
@@ -24,6 +24,7 @@ from provplug.ingest.importer import import_provenance
 from provplug.query import index_reader
 from provplug.query.index_reader import IndexReader
 from provplug.store.open import open_store
+from provplug.testing import TripleOracle
 
 FEW_ROWS = 4  # fences this close make a bucket of a small store hold many
 
@@ -57,9 +58,8 @@ def _got(answer: Any) -> tuple[set[int], set[tuple[int, int]]]:
 
 
 def _expected(edges: list[tuple[int, int]], value: int, direction: str) -> tuple[set[int], set[tuple[int, int]]]:
-    reached = bfs(edges, value, direction)
-    nodes = reached | {value}
-    return reached, {(s, d) for s, d in edges if (d if direction == "up" else s) in nodes}
+    answer = TripleOracle(edges).answer([value], direction)
+    return set(answer.values), set(answer.edges)
 
 
 def _values(edges: list[tuple[int, int]], n: int) -> list[int]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 import pytest
-from test_lineage_support import bfs, layered_dag
+from test_lineage_support import layered_dag
 
 import provplug
 from provplug.errors import DamagedIndexError, LineageQueryError
@@ -22,6 +22,7 @@ from provplug.ingest.importer import import_provenance
 from provplug.query import driver, index_reader
 from provplug.query.index_reader import IndexReader, _ByteBudgetCache
 from provplug.store.open import open_store
+from provplug.testing import TripleOracle
 
 METHODS = ("ccprov", "csprov", "auto")
 
@@ -54,9 +55,8 @@ def _default_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _expected(edges: list[tuple[int, int]], value: int, direction: str) -> tuple[set[int], set[tuple[int, int]]]:
-    reached = bfs(edges, value, direction)
-    nodes = reached | {value}
-    return reached, {(s, d) for s, d in edges if (d if direction == "up" else s) in nodes}
+    answer = TripleOracle(edges).answer([value], direction)
+    return set(answer.values), set(answer.edges)
 
 
 def _got(answer: Any) -> tuple[set[int], set[tuple[int, int]]]:

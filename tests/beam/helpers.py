@@ -1,7 +1,7 @@
-"""The Beam tests' use of the shared triple oracle (tests/triple_oracle.py)
-and their shared inputs, steps and pipelines.
+"""The Beam tests' use of the triple oracle (:mod:`provplug.testing`) and
+their shared inputs, steps and pipelines.
 
-A committed store is read back as a :class:`triple_oracle.Stored`; its
+A committed store is read back as a :class:`provplug.testing.StoreContents`; its
 ``lineage(op)`` gives, per output value, (table, column, its row's content)
 and the set of its parents labelled the same way, counted, since Beam defines
 no order for step outputs. Expectations are derived by hand (or from the
@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES
-from triple_oracle import Stored, expect_lineage
 
 import provplug
 from provplug.plugin.manager import Plugins
+from provplug.testing import StoreContents, expect_lineage
 
 beam = pytest.importorskip("apache_beam")
 
@@ -46,9 +46,9 @@ def load_example(name: str) -> Any:
     return module
 
 
-def captured(path: Path) -> Stored:
+def captured(path: Path) -> StoreContents:
     """The store of one committed run, read back."""
-    got = Stored(path)
+    got = StoreContents(path)
     (_run,) = got.store.runs()
     return got
 
@@ -132,7 +132,7 @@ def s_distinct(cities: Any) -> Any:
     return cities | beam.Distinct()
 
 
-def capture_kinds(store: Path) -> Stored:
+def capture_kinds(store: Path) -> StoreContents:
     """One step per transform kind, all in one pipeline run."""
     pipeline = beam.Pipeline()
     with provplug.capture(pipeline, store=store) as run:
@@ -161,7 +161,7 @@ def typed_pipeline() -> Any:
     return beam.Pipeline(options=PipelineOptions(pipeline_type_check=True, runtime_type_check=True))
 
 
-def capture(store: Path, build: Any, pipeline: Any = None) -> Stored:
+def capture(store: Path, build: Any, pipeline: Any = None) -> StoreContents:
     with provplug.capture(pipeline or typed_pipeline(), store=store) as run:
         build(run)
     return captured(store)

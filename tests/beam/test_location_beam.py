@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from triple_oracle import Stored, content, expect_lineage
 
 import provplug
 from provplug import ids
@@ -27,6 +26,7 @@ from provplug.errors import LocationError
 from provplug.location import LocationEdge, RowRuns, expand
 from provplug.store.locations import LOCATIONS, locations_of
 from provplug.store.open import open_store
+from provplug.testing import StoreContents, content, expect_lineage
 
 from .helpers import PEOPLE, VISITS, beam, every_cell, person
 
@@ -136,7 +136,7 @@ def test_declared_steps_store_an_edge_and_no_triples(stores: tuple[Path, Path]) 
 
 
 def test_declared_outputs_are_numbered_by_position(stores: tuple[Path, Path]) -> None:
-    rows = Stored(stores[0]).rows
+    rows = StoreContents(stores[0]).rows
     assert rows["People"] == dict(enumerate(PEOPLE))
     assert rows["Upper"] == {r: shout_of(p) for r, p in enumerate(PEOPLE)}  # row r <- input row r
     assert rows["Parts"] == {2 * r + j: half for r, p in enumerate(PEOPLE) for j, half in enumerate(halves_of(p))}
@@ -159,7 +159,7 @@ def test_declared_outputs_are_numbered_by_position(stores: tuple[Path, Path]) ->
 
 
 def test_edges_stand_for_the_black_box_triples(stores: tuple[Path, Path]) -> None:
-    on, off = Stored(stores[0]), Stored(stores[1])  # triples: the stored ones plus the edges' (expanded)
+    on, off = StoreContents(stores[0]), StoreContents(stores[1])  # triples: the stored ones plus the edges' (expanded)
     # Hand-derived: each cell of Upper and Parts <- every cell of its person.
     upper = [("Upper", c, shout_of(p), every_cell("People", p)) for p in PEOPLE for c in ("Name", "Decade")]
     assert on.lineage("Shout") == expect_lineage(*upper)
@@ -208,14 +208,14 @@ def test_a_declared_map_with_a_captured_side_input_in_a_typed_pipeline(tmp_path:
     assert edge.columns == ((0, (0, 1, 2)), (1, (0, 1, 2)))
     expected = [("Known", c, {"Name": p["Name"], "Known": p["City"] in ("NY", "LA")}, every_cell("People", p))
                 for p in PEOPLE for c in ("Name", "Known")]
-    assert Stored(stores[0]).lineage() == Stored(stores[1]).lineage() == expect_lineage(*expected)
+    assert StoreContents(stores[0]).lineage() == StoreContents(stores[1]).lineage() == expect_lineage(*expected)
 
 
 # -- every answer the same, on and off ------------------------------------------------
 def _answers(path: Path) -> collections.Counter[tuple[Any, ...]]:
     """Every lineage answer of every cell of every table, by method and
     direction, in content labels (counted: labels need not be unique)."""
-    read = Stored(path)
+    read = StoreContents(path)
     store = provplug.open(path)
     answers: collections.Counter[tuple[Any, ...]] = collections.Counter()
     for table_id, rows in read.rows_by_id.items():

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 from apache_beam.transforms.combiners import MeanCombineFn
-from triple_oracle import freeze
 
 import provplug
 from provplug.ingest import rowlineage
 from provplug.rowrules import ColumnRule, OpRowRules
+from provplug.testing import freeze
 
 from .helpers import EMAILS, MORE, PEOPLE, PHONES, VISITS, beam, captured, person
 

@@ -9,10 +9,9 @@ import collections
 from pathlib import Path
 from typing import Any
 
-from triple_oracle import Stored, expect_lineage, freeze
-
 import provplug
 from provplug import ids
+from provplug.testing import StoreContents, expect_lineage, freeze
 
 from .helpers import (
     MORE,
@@ -31,7 +30,7 @@ from .helpers import (
 )
 
 
-def test_map_is_a_black_box_per_element(kinds: Stored) -> None:
+def test_map_is_a_black_box_per_element(kinds: StoreContents) -> None:
     out = [({"Name": p["Name"].upper(), "Decade": p["Age"] // 10}, p) for p in PEOPLE]
     assert kinds.lineage("S_map") == expect_lineage(
         *[("Upper", c, o, every_cell("People", p)) for o, p in out for c in o]
@@ -39,7 +38,7 @@ def test_map_is_a_black_box_per_element(kinds: Stored) -> None:
     assert kinds.ops["S_map"]["kind"] == "udf" and kinds.ops["S_map"]["operations"] == ["Map"]
 
 
-def test_flatmap_is_a_black_box_per_element(kinds: Stored) -> None:
+def test_flatmap_is_a_black_box_per_element(kinds: StoreContents) -> None:
     old = [person("Mark"), person("Shane")]
     outs = [({"Part": p["Name"][:2]}, p) for p in old] + [({"Part": p["City"]}, p) for p in old]
     assert kinds.lineage("S_flatmap") == expect_lineage(
@@ -48,7 +47,7 @@ def test_flatmap_is_a_black_box_per_element(kinds: Stored) -> None:
     assert kinds.tables["Parts"]["rows"] == 4
 
 
-def test_pardo_is_a_black_box_per_element(kinds: Stored) -> None:
+def test_pardo_is_a_black_box_per_element(kinds: StoreContents) -> None:
     ny = [p for p in PEOPLE if p["City"] == "NY"]
     outs = [({"Who": p["Name"], "Old": p["Age"] > 25}, p) for p in ny]
     assert kinds.lineage("S_pardo") == expect_lineage(
@@ -56,13 +55,13 @@ def test_pardo_is_a_black_box_per_element(kinds: Stored) -> None:
     )
 
 
-def test_filter_copies_each_cell(kinds: Stored) -> None:
+def test_filter_copies_each_cell(kinds: StoreContents) -> None:
     kept = [person("Mark"), person("Shane")]
     assert kinds.lineage("S_filter") == expect_lineage(*[("Old", c, p, [("People", c, p)]) for p in kept for c in p])
     assert kinds.ops["S_filter"]["kind"] == "builtin"
 
 
-def test_group_by_key_links_key_and_value_cells_of_the_group(kinds: Stored) -> None:
+def test_group_by_key_links_key_and_value_cells_of_the_group(kinds: StoreContents) -> None:
     ny = [kv("NY", a) for a in (30, 40, 20)]
     la = [kv("LA", 40)]
     expected = expect_lineage(
@@ -80,7 +79,7 @@ def test_group_by_key_links_key_and_value_cells_of_the_group(kinds: Stored) -> N
                                   frozenset(("Visits", c, freeze(v)) for v in ny for c in ("key", "value")))] == 1
 
 
-def test_combine_per_key_links_key_and_aggregated_cells(kinds: Stored) -> None:
+def test_combine_per_key_links_key_and_aggregated_cells(kinds: StoreContents) -> None:
     ny, la = [kv("NY", a) for a in (30, 40, 20)], [kv("LA", 40)]
     assert kinds.lineage("S_cpk") == expect_lineage(
         ("SumByCity", "key", kv("NY", 90), [("Visits", "key", v) for v in ny]),
@@ -90,14 +89,14 @@ def test_combine_per_key_links_key_and_aggregated_cells(kinds: Stored) -> None:
     )
 
 
-def test_combine_globally_links_every_cell(kinds: Stored) -> None:
+def test_combine_globally_links_every_cell(kinds: StoreContents) -> None:
     ages = [{"value": a} for a in (30, 40, 40, 20)]
     assert kinds.lineage("S_cg") == expect_lineage(
         ("Total", "value", {"value": 130}, [("Ages", "value", a) for a in ages])
     )
 
 
-def test_co_group_by_key_joins_each_side(kinds: Stored) -> None:
+def test_co_group_by_key_joins_each_side(kinds: StoreContents) -> None:
     got = kinds.lineage("S_cogbk")
     mark = {"key": "Mark", "emails": sorted(["m@x", "m2@x"]), "phones": ["555"]}
     rows = {r["key"]: r for r in kinds.rows["Contacts"].values()}
@@ -115,14 +114,14 @@ def test_co_group_by_key_joins_each_side(kinds: Stored) -> None:
     assert len(got) == 7  # key x3, emails x2, phones x2
 
 
-def test_flatten_is_a_union(kinds: Stored) -> None:
+def test_flatten_is_a_union(kinds: StoreContents) -> None:
     expected = [("Everyone", c, p, [("People", c, p)]) for p in PEOPLE for c in p]
     expected += [("Everyone", c, MORE[0], [("More", c, MORE[0])]) for c in MORE[0]]
     assert kinds.lineage("S_flatten") == expect_lineage(*expected)
     assert sorted(kinds.ops["S_flatten"]["inputs"]) == sorted([kinds.tables["People"]["table_id"], kinds.tables["More"]["table_id"]])
 
 
-def test_distinct_merges_equal_elements(kinds: Stored) -> None:
+def test_distinct_merges_equal_elements(kinds: StoreContents) -> None:
     assert kinds.lineage("S_distinct") == expect_lineage(
         ("UniqueCities", "City", {"City": "NY"}, [("Cities", "City", {"City": "NY"})]),
         ("UniqueCities", "City", {"City": "LA"}, [("Cities", "City", {"City": "LA"})]),

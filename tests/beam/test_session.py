@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 from conftest import DATA, EXAMPLES
-from triple_oracle import expect_lineage, freeze
 
 import provplug
 from provplug.plugin.manager import Plugins, make_plugin_manager
+from provplug.testing import expect_lineage, freeze
 
 from .helpers import (
     PEOPLE,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from triple_oracle import Stored
+from provplug.testing import StoreContents
 
 from .helpers import PEOPLE, capture_filter, captured
 
 
-def test_rows_and_triples_agree_on_row_numbers(kinds: Stored) -> None:
+def test_rows_and_triples_agree_on_row_numbers(kinds: StoreContents) -> None:
     for t in kinds.triples:
         for vid in (t["src"], t["dst"]):
             table, column, row = kinds.cell(vid)

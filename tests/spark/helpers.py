@@ -1,5 +1,5 @@
-"""The Spark tests' use of the shared triple oracle (tests/triple_oracle.py)
-and their shared inputs and steps.
+"""The Spark tests' use of the triple oracle (:mod:`provplug.testing`) and
+their shared inputs and steps.
 
 A captured value id is labelled (table name, column name, row key), where the
 row key is read from the stored rows (default: the row's first column; tables
@@ -17,13 +17,13 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from triple_oracle import Label as Label  # re-exported: the tests state expectations in its terms
-from triple_oracle import Stored, Triple, keyed
-from triple_oracle import expect as expect
 
 import provplug
 from provplug import schema
 from provplug.store.open import open_store
+from provplug.testing import Label as Label  # re-exported: the tests state expectations in its terms
+from provplug.testing import StoreContents, Triple, keyed
+from provplug.testing import expect as expect
 
 F = pytest.importorskip("pyspark.sql.functions")
 
@@ -31,24 +31,21 @@ F = pytest.importorskip("pyspark.sql.functions")
 # -- the oracle ----------------------------------------------------------------------------
 def stored_rows(store: Path) -> dict[int, list[dict[str, Any]]]:
     """The stored rows of every table, by table id, each with its row number (``schema.ROW_COLUMN``)."""
-    return {tid: [{schema.ROW_COLUMN: n, **r} for n, r in rows.items()] for tid, rows in Stored(store).rows_by_id.items()}
+    stored = StoreContents(store)
+    return {tid: [{schema.ROW_COLUMN: n, **r} for n, r in rows.items()] for tid, rows in stored.rows_by_id.items()}
 
 
 def table_rows(store: Path, name: str) -> list[dict[str, Any]]:
     """The stored rows of table ``name`` (without the row-number column)."""
-    stored = Stored(store)
-    tid = next(t["table_id"] for t in stored.by_id.values() if t["name"] == name)
+    stored = StoreContents(store)
+    tid = next(t["table_id"] for t in stored.by_id.values() if t["name"] == name)  # the first run's, of several
     return list(stored.rows_by_id[tid].values())
 
 
 def labelled_triples(store: Path, keys: Mapping[str, Sequence[str]] | None = None) -> set[Triple]:
-    """The store's triples labelled by row keys (see :func:`triple_oracle.keyed`):
+    """The store's triples labelled by row keys (see :func:`provplug.testing.keyed`):
     the stored ones and those its location edges stand for (row-aligned steps)."""
-    from provplug.store.triples import triple_table
-
-    stored = Stored(store)
-    stored.triples = triple_table(stored.store).to_pylist()
-    return stored.labelled_triples(keyed(keys))
+    return StoreContents(store).labelled_triples(keyed(keys))
 
 
 def capture(spark: Any, store: Path, sources: Mapping[str, tuple[list[tuple[Any, ...]], str]],

@@ -18,13 +18,13 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from triple_oracle import Stored, Triple, keyed
 
 import provplug
 from provplug import ids
 from provplug.location import expand
 from provplug.store.locations import LOCATIONS, locations_of
 from provplug.store.open import open_store
+from provplug.testing import StoreContents, Triple, keyed
 
 F = pytest.importorskip("pyspark.sql.functions")
 
@@ -105,7 +105,7 @@ def stores(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
     return on, off
 
 
-class _Read(Stored):
+class _Read(StoreContents):
     """A store read back with its location edges expanded into its triples."""
 
     def __init__(self, path: Path) -> None:
@@ -175,7 +175,7 @@ def test_the_switch_in_the_session_conf_turns_it_off(spark: Any, tmp_path: Path,
 def _answers(path: Path) -> dict[tuple[Any, ...], Any]:
     """Every lineage answer of every cell of every table, by method and
     direction, in labels: (query label, method, direction) -> (lineage labels, edge labels)."""
-    read = Stored(path)
+    read = StoreContents(path)
     label = keyed(KEYS)
     store = provplug.open(path)
     answers: dict[tuple[Any, ...], Any] = {}

@@ -18,12 +18,12 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from triple_oracle import Stored, keyed
 
 import provplug
 from provplug.ingest.rowlineage import lineage_of, rules_of
 from provplug.rowrules import ColumnRule, OpRowRules
 from provplug.store.open import open_store
+from provplug.testing import StoreContents, keyed
 
 from .helpers import L_ROWS, S_ROWS, F, capture
 
@@ -36,7 +36,7 @@ L3_ROWS = ([(1, "a"), (2, "b"), (3, "c")], "k int, x string")
 
 def lineage(store: Path, op: str, keys: Mapping[str, Sequence[str]] | None = None) -> Rows:
     """The records of op ``op``: per output row, its key and its members."""
-    stored = Stored(store)
+    stored = StoreContents(store)
     key = keyed(keys)
     op_id = stored.ops[op]["op_id"]
     dataset = lineage_of(open_store(store))
@@ -68,12 +68,12 @@ def expect(*rows: tuple[Any, Iterable[Iterable[tuple[str, Any] | tuple[str, Any,
 
 
 def rules(store: Path, table: str) -> OpRowRules:
-    stored = Stored(store)
+    stored = StoreContents(store)
     return rules_of(open_store(store))[stored.tables[table]["table_id"]]
 
 
 def tid(store: Path, name: str) -> int:
-    return int(Stored(store).tables[name]["table_id"])
+    return int(StoreContents(store).tables[name]["table_id"])
 
 
 def copy(store: Path, table: str, column: str) -> ColumnRule:
@@ -448,7 +448,7 @@ def test_paper_person_example_step_by_step(spark: Any, store_path: Path) -> None
 
 def test_sources_have_no_records_and_every_record_names_stored_rows(spark: Any, store_path: Path) -> None:
     capture(spark, store_path, {"Person1": PEOPLE}, lambda f: avg_age(adults(f["Person1"])))
-    stored = Stored(store_path)
+    stored = StoreContents(store_path)
     dataset = lineage_of(open_store(store_path))
     assert dataset is not None
     records = dataset.to_table().to_pylist()
@@ -516,7 +516,8 @@ def test_members_predict_the_rows_left_after_deletions(spark: Any, store_path: P
 
 def test_row_lineage_can_be_switched_off_and_triples_stay_the_same(spark: Any, tmp_path: Path) -> None:
     from provplug_spark.rowlineage import ROW_LINEAGE_CONF
-    from triple_oracle import content
+
+    from provplug.testing import content
 
     stores = {flag: tmp_path / f"{flag}.prov" for flag in ("true", "false")}
     for flag, store in stores.items():
@@ -528,4 +529,4 @@ def test_row_lineage_can_be_switched_off_and_triples_stay_the_same(spark: Any, t
     off = open_store(stores["false"])
     assert lineage_of(off) is None and rules_of(off) == {}
     assert len(rules_of(open_store(stores["true"]))) == 2
-    assert Stored(stores["true"]).lineage(row_id=content) == Stored(stores["false"]).lineage(row_id=content)
+    assert StoreContents(stores["true"]).lineage(row_id=content) == StoreContents(stores["false"]).lineage(row_id=content)
