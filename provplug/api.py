@@ -70,12 +70,28 @@ class ProvenanceStore:
         used). ``zoom_out``: module names to see at module level (see
         :meth:`LineageAnswer.zoom_out`)."""
         return self._queries.lineage(
-            value_id, table=table, column=column, where=where, method=method, direction=direction, tau=tau,
-            spark=spark, run=run, subgraph=subgraph, zoom_out=zoom_out,
+            value_id,
+            table=table,
+            column=column,
+            where=where,
+            method=method,
+            direction=direction,
+            tau=tau,
+            spark=spark,
+            run=run,
+            subgraph=subgraph,
+            zoom_out=zoom_out,
         )
 
-    def depends(self, a: int | Iterable[int] | str, b: int | Iterable[int] | str, *, a_where: str | None = None,
-                b_where: str | None = None, run: str | None = None) -> DependsAnswer:
+    def depends(
+        self,
+        a: int | Iterable[int] | str,
+        b: int | Iterable[int] | str,
+        *,
+        a_where: str | None = None,
+        b_where: str | None = None,
+        run: str | None = None,
+    ) -> DependsAnswer:
         """Does ``b`` depend on ``a``: does a cell of ``b`` vanish or change
         when the rows of ``a`` are deleted (Lipstick §4.3)? Each a value id,
         ids, or ``"TABLE.COLUMN"`` (``"TABLE.*"``: every column) with its
@@ -86,9 +102,15 @@ class ProvenanceStore:
 
         return depends(self, a, b, a_where=a_where, b_where=b_where, run=run)
 
-    def whatif(self, table: str | None = None, where: str | None = None, *,
-               value_id: int | Iterable[int] | None = None,
-               deletions: Iterable[tuple[str, str | None]] = (), run: str | None = None) -> WhatIfAnswer:
+    def whatif(
+        self,
+        table: str | None = None,
+        where: str | None = None,
+        *,
+        value_id: int | Iterable[int] | None = None,
+        deletions: Iterable[tuple[str, str | None]] = (),
+        run: str | None = None,
+    ) -> WhatIfAnswer:
         """What deleting rows would do downstream (docs/queries.md): the rows of
         ``table`` where ``where`` holds (every row without it), the rows of
         the cells ``value_id`` and every ``(table, where)`` of ``deletions``.
@@ -165,25 +187,50 @@ class ProvenanceStore:
         return store_stats(self.store)
 
     # -- changing it ---------------------------------------------------------------
-    def index(self, theta: int | None = None, splits: Any = None, engine: str = "auto",
-              spark: Any = None, progress: Progress = SILENT) -> dict[str, Any]:
+    def index(
+        self,
+        theta: int | None = None,
+        splits: Any = None,
+        engine: str = "auto",
+        spark: Any = None,
+        progress: Progress = SILENT,
+    ) -> dict[str, Any]:
         """Build the lineage index, as ``provplug index`` does; return its ``meta.json``."""
         from provplug.index.build import build_index
 
         options: dict[str, Any] = {} if theta is None else {"theta": theta}
-        return build_index(self.store, splits=splits, spark=spark, engine=engine,  # type: ignore[arg-type]
-                           progress=progress, plugins=self.plugins, **options)
+        return build_index(
+            self.store,
+            splits=splits,
+            spark=spark,
+            engine=engine,  # type: ignore[arg-type]
+            progress=progress,
+            plugins=self.plugins,
+            **options,
+        )
 
-    def import_(self, triples: str | os.PathLike[str], values: str | os.PathLike[str] | None = None,
-                progress: Progress = SILENT, row_lineage: str | os.PathLike[str] | None = None,
-                row_rules: str | os.PathLike[str] | None = None) -> dict[str, int | str]:
+    def import_(
+        self,
+        triples: str | os.PathLike[str],
+        values: str | os.PathLike[str] | None = None,
+        progress: Progress = SILENT,
+        row_lineage: str | os.PathLike[str] | None = None,
+        row_rules: str | os.PathLike[str] | None = None,
+    ) -> dict[str, int | str]:
         """Import a triples file (its value mapping, its row lineage and
         rules) as one run, as ``provplug import`` does; return ``run_id``,
         ``triples``, ``duplicates``."""
         from provplug.ingest.importer import import_provenance
 
-        return import_provenance(self.store, triples, values, progress=progress, plugins=self.plugins,
-                                 row_lineage=row_lineage, row_rules=row_rules)
+        return import_provenance(
+            self.store,
+            triples,
+            values,
+            progress=progress,
+            plugins=self.plugins,
+            row_lineage=row_lineage,
+            row_rules=row_rules,
+        )
 
     def delete_run(self, run: str) -> DeletedRun:
         """Delete run ``run`` (an id or a unique prefix), as ``provplug delete-run`` does."""

@@ -100,8 +100,11 @@ def diff_runs(
     return {
         "run_a": a,
         "run_b": b,
-        "runs": {"a": run_summary(manifests[a]), "b": run_summary(manifests[b]),
-                 "chosen": "given" if run_a is not None else "latest two"},
+        "runs": {
+            "a": run_summary(manifests[a]),
+            "b": run_summary(manifests[b]),
+            "chosen": "given" if run_a is not None else "latest two",
+        },
         "tables": entries,
         "only_in_a": sorted(set(tables_a) - set(tables_b)) if table is None else [],
         "only_in_b": sorted(set(tables_b) - set(tables_a)) if table is None else [],
@@ -121,12 +124,16 @@ def _two_latest_writers(store: Store, table: str | None) -> tuple[str, str]:
     return writers[-2], writers[-1]
 
 
-def _compared_names(tables_a: dict[str, Table], tables_b: dict[str, Table], table: str | None, a: str, b: str) -> list[str]:
+def _compared_names(
+    tables_a: dict[str, Table], tables_b: dict[str, Table], table: str | None, a: str, b: str
+) -> list[str]:
     if table is None:
         return [t.name for t in sorted(tables_a.values(), key=lambda t: t.table_id) if t.name in tables_b]
     for run, tables in ((a, tables_a), (b, tables_b)):
         if table not in tables:
-            raise LineageQueryError(f"run {run} has no table {table!r} (its tables: {', '.join(sorted(tables)) or 'none'})")
+            raise LineageQueryError(
+                f"run {run} has no table {table!r} (its tables: {', '.join(sorted(tables)) or 'none'})"
+            )
     return [table]
 
 
@@ -170,15 +177,17 @@ class _Differ:
         changed = []
         for c in columns:
             for x, y in _differing(m, pairs, c):
-                changed.append({
-                    "column": c,
-                    "key": m.labels_a[x],
-                    "old": m.value("a", x, c),
-                    "new": m.value("b", y, c),
-                    "value_id_a": _value_id(ta, c, x),
-                    "value_id_b": _value_id(tb, c, y),
-                    "because": [],
-                })
+                changed.append(
+                    {
+                        "column": c,
+                        "key": m.labels_a[x],
+                        "old": m.value("a", x, c),
+                        "new": m.value("b", y, c),
+                        "value_id_a": _value_id(ta, c, x),
+                        "value_id_b": _value_id(tb, c, y),
+                        "because": [],
+                    }
+                )
         return {
             "table": ta.name,
             "origin": tb.origin,
@@ -251,8 +260,14 @@ class _Differ:
         if counterpart is None:  # the other run has no table of this name
             value = self._lone_value(table, row, column)
             old, new = (value, None) if side == "a" else (None, value)
-            return {"table": table.name, "column": column, "key": {POSITION: row},
-                    "status": "removed" if side == "a" else "added", "old": old, "new": new}
+            return {
+                "table": table.name,
+                "column": column,
+                "key": {POSITION: row},
+                "status": "removed" if side == "a" else "added",
+                "old": old,
+                "new": new,
+            }
         m, ta, tb = counterpart
         theirs = tb if side == "a" else ta
         key = (m.labels_a if side == "a" else m.labels_b).get(row, {})
@@ -299,13 +314,21 @@ def default_key(a: pa.Table, b: pa.Table) -> tuple[str, ...]:
 
     def keyish(t: pa.DataType) -> bool:
         return bool(
-            pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_boolean(t)
-            or pa.types.is_temporal(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            pa.types.is_string(t)
+            or pa.types.is_large_string(t)
+            or pa.types.is_boolean(t)
+            or pa.types.is_temporal(t)
+            or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t)
         )
 
     return tuple(
-        f.name for f in a.schema
-        if f.name != schema.ROW_COLUMN and f.name in b.column_names and keyish(f.type) and keyish(b.schema.field(f.name).type)
+        f.name
+        for f in a.schema
+        if f.name != schema.ROW_COLUMN
+        and f.name in b.column_names
+        and keyish(f.type)
+        and keyish(b.schema.field(f.name).type)
     )
 
 
@@ -385,8 +408,11 @@ def _differing(m: Matching, pairs: list[tuple[int, int]], column: str) -> list[t
         same = np.isclose(lv, rv, rtol=FLOAT_TOLERANCE, atol=0.0, equal_nan=True)
         same &= pc.is_null(left).to_numpy(zero_copy_only=False) == pc.is_null(right).to_numpy(zero_copy_only=False)
     else:
-        same = np.array([_equal(_plain(u), _plain(v)) for u, v in zip(left.to_pylist(), right.to_pylist(), strict=True)]) \
-            if left.type != right.type or pa.types.is_nested(left.type) else _equal_arrow(left, right)
+        same = (
+            np.array([_equal(_plain(u), _plain(v)) for u, v in zip(left.to_pylist(), right.to_pylist(), strict=True)])
+            if left.type != right.type or pa.types.is_nested(left.type)
+            else _equal_arrow(left, right)
+        )
     return [p for p, s in zip(pairs, same.tolist(), strict=True) if not s]
 
 
@@ -437,11 +463,15 @@ def render(result: dict[str, Any]) -> str:
             continue
         differing += 1
         matched_by = ", ".join(entry["key"]) or "row position"
-        lines.append(f"{entry['table']} ({entry['origin']}; rows matched by {matched_by}): "
-                     f"{counts[0]} changed cells, {counts[1]} added rows, {counts[2]} removed rows")
+        lines.append(
+            f"{entry['table']} ({entry['origin']}; rows matched by {matched_by}): "
+            f"{counts[0]} changed cells, {counts[1]} added rows, {counts[2]} removed rows"
+        )
         for cell in entry["changed"]:
-            lines.append(f"  {entry['table']}.{cell['column']} {_key_text(cell['key'])}: "
-                         f"{_text(cell['old'])} → {_text(cell['new'])}")
+            lines.append(
+                f"  {entry['table']}.{cell['column']} {_key_text(cell['key'])}: "
+                f"{_text(cell['old'])} → {_text(cell['new'])}"
+            )
             for cause in cell["because"]:
                 lines.append(f"    because {_cause_text(cause)}")
         lines.extend(f"  + {entry['table']} {_key_text(r['key'])}: {_row_text(r['row'])}" for r in entry["added"])

@@ -58,7 +58,6 @@ class LocationError(CaptureError):
     a step's declared rates (see provplug.location)."""
 
 
-
 class MemoryBudgetError(ProvplugError):
     """A memory budget that is not a size (see provplug.index.budget)."""
 

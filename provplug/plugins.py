@@ -7,4 +7,3 @@ import warnings
 _moved = importlib.import_module("provplug.plugin.manager")
 globals().update({name: value for name, value in vars(_moved).items() if not name.startswith("__")})
 warnings.warn("provplug.plugins is deprecated: import provplug.plugin.manager", DeprecationWarning, stacklevel=2)
-

@@ -188,8 +188,13 @@ class Progress:
     seconds (``time.monotonic``)."""
 
     def __init__(
-        self, enabled: bool = True, stream: TextIO | None = None, every: float = 1.0, live: bool | None = None,
-        console: Console | None = None, clock: Callable[[], float] | None = None,
+        self,
+        enabled: bool = True,
+        stream: TextIO | None = None,
+        every: float = 1.0,
+        live: bool | None = None,
+        console: Console | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.enabled = enabled and not _silenced.get()
         self.stream = stream if stream is not None else sys.stderr
@@ -296,8 +301,9 @@ class _LiveLine:
             # Transient: the live line is erased when it stops and the stage's last report
             # printed for good. The command's own output goes to stdout, not redirected
             # (rich would send it to this console, stderr, above the live line).
-            self.live = Live(_Redrawn(self), console=self.console, transient=True, redirect_stdout=False,
-                             refresh_per_second=4)
+            self.live = Live(
+                _Redrawn(self), console=self.console, transient=True, redirect_stdout=False, refresh_per_second=4
+            )
             self.live.start()
         else:
             self.live.refresh()

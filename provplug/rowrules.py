@@ -50,8 +50,12 @@ class ColumnRule:
         if self.kind == "aggregate" and self.function not in AGGREGATES:
             raise ValueError(f"unknown aggregate {self.function!r} (known: {sorted(AGGREGATES)})")
         per_table = self.kind == "copy" and self.table is None and self.column is None and self.references
-        if self.kind in ("copy", "aggregate") and self.function != "count_star" and not per_table and (
-                self.table is None or self.column is None):
+        if (
+            self.kind in ("copy", "aggregate")
+            and self.function != "count_star"
+            and not per_table
+            and (self.table is None or self.column is None)
+        ):
             raise ValueError(f"a {self.kind} column rule needs its input table and column")
         if per_table and len({t for t, _ in self.references}) != len(self.references):
             raise ValueError("a per-table copy names each input table once")
@@ -76,8 +80,13 @@ class ColumnRule:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ColumnRule:
-        return cls(data["kind"], data.get("table"), data.get("column"), data.get("function"),
-                   tuple((int(t), str(c)) for t, c in data.get("references", ())))
+        return cls(
+            data["kind"],
+            data.get("table"),
+            data.get("column"),
+            data.get("function"),
+            tuple((int(t), str(c)) for t, c in data.get("references", ())),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,10 +114,13 @@ class OpRowRules:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "op": self.op, "out_table": self.out_table, "existence": self.existence,
+            "op": self.op,
+            "out_table": self.out_table,
+            "existence": self.existence,
             "columns": {name: rule.to_json() for name, rule in self.columns.items()},
             "deciding": {str(t): list(cols) for t, cols in self.deciding.items()},
-            "opaque_inputs": list(self.opaque_inputs), "reason": self.reason,
+            "opaque_inputs": list(self.opaque_inputs),
+            "reason": self.reason,
         }
 
     @classmethod
@@ -117,10 +129,13 @@ class OpRowRules:
         if existence not in EXISTENCES:
             raise ValueError(f"unknown existence {existence!r}")
         return cls(
-            int(data["op"]), int(data["out_table"]), existence,
+            int(data["op"]),
+            int(data["out_table"]),
+            existence,
             {name: ColumnRule.from_json(rule) for name, rule in data["columns"].items()},
             {int(t): tuple(cols) for t, cols in data.get("deciding", {}).items()},
-            tuple(int(t) for t in data.get("opaque_inputs", ())), str(data.get("reason", "")),
+            tuple(int(t) for t in data.get("opaque_inputs", ())),
+            str(data.get("reason", "")),
         )
 
 

@@ -69,8 +69,9 @@ ROW_LINEAGE = pa.schema(
 # one file per imported run; its tables are named UNKNOWN_TABLE when the
 # values file names none.
 VALUE_ROWS = "valuerows.parquet"
-VALUE_ROWS_SCHEMA = pa.schema([pa.field("value_id", pa.int64(), nullable=False),
-                               pa.field("row", pa.int64(), nullable=False)])
+VALUE_ROWS_SCHEMA = pa.schema(
+    [pa.field("value_id", pa.int64(), nullable=False), pa.field("row", pa.int64(), nullable=False)]
+)
 UNKNOWN_TABLE = "unknown"
 
 ROW_COLUMN = "_provplug_row"
@@ -91,7 +92,7 @@ def positional_name(offset: int) -> str:
 def positional_offset(file_name: str) -> int | None:
     """The first row number of a positional rows file; None for other files."""
     stem = file_name.rsplit("/", 1)[-1]
-    digits = stem[len(POSITIONAL_PREFIX):len(POSITIONAL_PREFIX) + _POSITIONAL_DIGITS]
+    digits = stem[len(POSITIONAL_PREFIX) : len(POSITIONAL_PREFIX) + _POSITIONAL_DIGITS]
     if not stem.startswith(POSITIONAL_PREFIX) or not digits.isdigit():
         return None
     return int(digits)

@@ -25,8 +25,13 @@ def _random_answer(rng: random.Random, direction: str) -> LineageAnswer:
     while len(cells) < rng.randint(5, 60):
         if rng.random() < 0.25:  # an imported value: no packed id, no stored row
             vid = rng.randint(1, 500)
-            cells[vid] = {"value_id": vid, "table": rng.choice(["IMP", "B"]), "column": rng.choice([None, "z"]),
-                          "row": None, "value": None}
+            cells[vid] = {
+                "value_id": vid,
+                "table": rng.choice(["IMP", "B"]),
+                "column": rng.choice([None, "z"]),
+                "row": None,
+                "value": None,
+            }
             continue
         table_id = rng.choice(list(TABLES))
         name, columns = TABLES[table_id]
@@ -34,14 +39,27 @@ def _random_answer(rng: random.Random, direction: str) -> LineageAnswer:
         stored = rng.random() < 0.7
         shared = rows.setdefault((table_id, row), {c: rng.choice([1.5, float("nan"), "v", None]) for c in columns})
         vid = ids.value_id(table_id, column, row)
-        cells[vid] = {"value_id": vid, "table": name, "column": columns[column] if rng.random() < 0.9 else None,
-                      "row": shared if stored else None, "value": shared[columns[column]] if stored else None}
+        cells[vid] = {
+            "value_id": vid,
+            "table": name,
+            "column": columns[column] if rng.random() < 0.9 else None,
+            "row": shared if stored else None,
+            "value": shared[columns[column]] if stored else None,
+        }
     values = list(cells)
     queried = values[: rng.randint(1, 3)]
-    edges = [{"src": rng.choice(values), "dst": rng.choice(values), "op": rng.choice(["R1", "R2", "J"])}
-             for _ in range(rng.randint(0, 3 * len(values)))]
-    return LineageAnswer([cells[v] for v in queried], "csprov", direction, [cells[v] for v in values[len(queried):]],
-                         edges, {"run": None})
+    edges = [
+        {"src": rng.choice(values), "dst": rng.choice(values), "op": rng.choice(["R1", "R2", "J"])}
+        for _ in range(rng.randint(0, 3 * len(values)))
+    ]
+    return LineageAnswer(
+        [cells[v] for v in queried],
+        "csprov",
+        direction,
+        [cells[v] for v in values[len(queried) :]],
+        edges,
+        {"run": None},
+    )
 
 
 def _ends_by_definition(answer: LineageAnswer) -> set[int]:

@@ -121,9 +121,7 @@ def fan_in(tmp_path: Path) -> Path:
     triples = tmp_path / "t.csv"
     values = tmp_path / "v.csv"
     triples.write_text("src,dst,op\n" + "".join(f"{a},{a + 100},copy\n{a + 100},1000,total\n" for a in range(1, 61)))
-    values.write_text(
-        "value_id,table\n" + "".join(f"{a},A\n{a + 100},B\n" for a in range(1, 61)) + "1000,C\n"
-    )
+    values.write_text("value_id,table\n" + "".join(f"{a},A\n{a + 100},B\n" for a in range(1, 61)) + "1000,C\n")
     path = tmp_path / "fan.prov"
     import_provenance(open_store(path), triples, values)
     build_index(path, engine="local")
@@ -135,7 +133,9 @@ def test_a_large_tree_says_what_it_left_out_and_how_to_see_it(fan_in: Path, cli:
     # 10 of the 60 B values (rows per group), each with its A parent: 1 + 1 + 10 * 3 + 1 lines of tree.
     assert lines[1] == "└─ total from B"
     assert lines[32] == "   └─ ... 50 more B cells in 50 rows or values"
-    assert lines[33] == "... 20 of 120 ancestors shown (400 lines and 10 rows per group are shown); not shown: A 50, B 50"
+    assert (
+        lines[33] == "... 20 of 120 ancestors shown (400 lines and 10 rows per group are shown); not shown: A 50, B 50"
+    )
     assert lines[34].startswith("... see more with --depth N, --summary")
     short = cli("lineage", fan_in, "--value-id", "1000", "--depth", "1").out.splitlines()
     assert "... 10 of 60 ancestors shown" in short[-3]

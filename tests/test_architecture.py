@@ -187,10 +187,24 @@ def test_no_import_cycle_type_checking_imports_included() -> None:
 def test_no_import_cycle_among_the_core_modules() -> None:
     """The modules of the plugin contract never import back into each other,
     whatever the rest of the package does."""
-    core = {f"provplug.{m}" for m in (
-        "plugin.markers", "plugin.hookspecs", "plugin.protocols", "plugin.manager", "ingest.capture",
-        "ingest.transaction", "ingest.recorder", "plugin.writers", "model", "errors", "ids", "schema", "rowrules",
-    )}
+    core = {
+        f"provplug.{m}"
+        for m in (
+            "plugin.markers",
+            "plugin.hookspecs",
+            "plugin.protocols",
+            "plugin.manager",
+            "ingest.capture",
+            "ingest.transaction",
+            "ingest.recorder",
+            "plugin.writers",
+            "model",
+            "errors",
+            "ids",
+            "schema",
+            "rowrules",
+        )
+    }
     graph = import_graph()
     core_graph = {m: graph[m] & core for m in core}
     found = cycles(core_graph)
@@ -198,8 +212,12 @@ def test_no_import_cycle_among_the_core_modules() -> None:
     for module in core:
         assert not graph[module] & {"provplug.store.parquet", "provplug.ingest.importer"}, module
     # The protocols sit at the bottom: any layer can name them (model and rowrules are plain data).
-    assert graph["provplug.plugin.protocols"] <= {"provplug.model", "provplug.rowrules",
-                                                  "provplug.plugin.writers", "provplug.plugin.query_results"}
+    assert graph["provplug.plugin.protocols"] <= {
+        "provplug.model",
+        "provplug.rowrules",
+        "provplug.plugin.writers",
+        "provplug.plugin.query_results",
+    }
 
 
 def test_function_local_imports_close_no_cycle_either() -> None:
@@ -212,7 +230,8 @@ def test_markers_import_only_pluggy() -> None:
     tree = ast.parse((REPO / "provplug" / "plugin" / "markers.py").read_text())
     imported = {
         (n.module if isinstance(n, ast.ImportFrom) else a.name)
-        for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
         for a in n.names
     }
     assert imported == {"__future__", "pluggy"}
@@ -290,9 +309,17 @@ def test_a_layer_violation_is_caught(tmp_path: Path) -> None:
         shutil.copytree(REPO / "adapters" / adapter / f"provplug_{adapter}", copy / f"provplug_{adapter}")
     shutil.copy(REPO / "pyproject.toml", copy / "pyproject.toml")
     runs = copy / "provplug" / "store" / "runs.py"
-    runs.write_text(runs.read_text() + "\n\ndef _late() -> None:\n    from provplug.query import answer  # noqa: F401\n")
+    runs.write_text(
+        runs.read_text() + "\n\ndef _late() -> None:\n    from provplug.query import answer  # noqa: F401\n"
+    )
     lint = Path(sys.executable).with_name("lint-imports")
-    done = subprocess.run([str(lint), "--no-cache"], cwd=copy, capture_output=True, text=True, timeout=300,
-                          env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [str(lint), "--no-cache"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
     assert "provplug.store is not allowed to import provplug.query" in done.stdout

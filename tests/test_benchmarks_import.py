@@ -69,9 +69,13 @@ def _is_ours(module: str | None) -> bool:
 
 def _imported_names(tree: ast.AST) -> list[tuple[str, str, int]]:
     """``(module, name, line)`` of every ``from provplug... import name``, at any depth."""
-    return [(node.module or "", alias.name, node.lineno)
-            for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and _is_ours(node.module)
-            for alias in node.names if alias.name != "*"]
+    return [
+        (node.module or "", alias.name, node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and _is_ours(node.module)
+        for alias in node.names
+        if alias.name != "*"
+    ]
 
 
 def _module_aliases(tree: ast.AST) -> dict[str, str]:
@@ -92,9 +96,11 @@ def _module_aliases(tree: ast.AST) -> dict[str, str]:
 
 def _attributes_used(tree: ast.AST, aliases: dict[str, str]) -> list[tuple[str, str, int]]:
     """``(module, attribute, line)`` of every ``alias.attribute`` read of a provplug module."""
-    return [(aliases[node.value.id], node.attr, node.lineno)
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases]
+    return [
+        (aliases[node.value.id], node.attr, node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+    ]
 
 
 def _missing(path: Path) -> list[str]:
@@ -110,7 +116,10 @@ def _missing(path: Path) -> list[str]:
 
 
 def test_every_script_is_listed() -> None:
-    assert len(list(BENCHMARKS.glob("*.py"))) >= 14 and {p.name for p in SCRIPTS} >= {"query_bench.py", "answer_size.py"}
+    assert len(list(BENCHMARKS.glob("*.py"))) >= 14 and {p.name for p in SCRIPTS} >= {
+        "query_bench.py",
+        "answer_size.py",
+    }
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=_script_id)

@@ -59,12 +59,32 @@ def test_runs_text_is_one_aligned_line_per_run(two: Path, cli: Any, run_ids: dic
     result = cli("runs", two)
     assert result.code == 0, result
     header, first, second = result.out.splitlines()
-    assert header.split() == ["#", "LABEL", "ENTRY", "POINT", "GIT", "STATUS", "STARTED", "ID", "TABLES", "OPS", "VALUES",
-                              "TRIPLES", "LOCATION_TRIPLES"]
+    assert header.split() == [
+        "#",
+        "LABEL",
+        "ENTRY",
+        "POINT",
+        "GIT",
+        "STATUS",
+        "STARTED",
+        "ID",
+        "TABLES",
+        "OPS",
+        "VALUES",
+        "TRIPLES",
+        "LOCATION_TRIPLES",
+    ]
     # Run 1 was captured from the tests' helper module two_runs, with no label.
     assert first.split()[:4] == ["1", "-", "python", "two_runs"]
     assert first.split()[-6:] == [run_ids["capture"], "2", "1", "15", "6", "0"]
-    assert second.split()[:3] == ["2", "-", "import"] and second.split()[-6:] == [run_ids["import"], "2", "1", "3", "2", "0"]
+    assert second.split()[:3] == ["2", "-", "import"] and second.split()[-6:] == [
+        run_ids["import"],
+        "2",
+        "1",
+        "3",
+        "2",
+        "0",
+    ]
     # Aligned: each column starts at the same place on every line, numbers end at the same place.
     assert header.index("ID") == first.index(run_ids["capture"]) == second.index(run_ids["import"])
     assert len(header) == len(first) == len(second)
@@ -101,13 +121,17 @@ def test_tables_of_one_run_by_a_prefix_of_its_id(two: Path, cli: Any, run_ids: d
 def test_show_a_captured_table(two: Path, cli: Any, run_ids: dict[str, str]) -> None:
     detail = _json(cli, "show", two, "Person2", "--run", run_ids["capture"])
     assert (detail["name"], detail["origin"], detail["rows"], detail["columns"]) == (
-        "Person2", "output", 2, ["Name", "City", "Age"],
+        "Person2",
+        "output",
+        2,
+        ["Name", "City", "Age"],
     )
     assert (detail["run_id"], detail["run_kind"]) == (run_ids["capture"], "capture")
     (op,) = detail["written_by"]
     assert (op["name"], op["kind"], op["inputs"], op["triples"]) == ("R1", "builtin", ["Person1"], 6)
     assert sorted((r["values"]["Name"], r["values"]["City"], r["values"]["Age"]) for r in detail["sample"]) == [
-        ("Mark", "NY", 40), ("Steve", "NY", 30),
+        ("Mark", "NY", 40),
+        ("Steve", "NY", 30),
     ]
     assert sorted(r["row"] for r in detail["sample"]) == [0, 1]
 
@@ -122,7 +146,9 @@ def test_show_text(two: Path, cli: Any, run_ids: dict[str, str]) -> None:
     assert lines[7] == "3 of 3 rows:"
     assert lines[8].split() == ["ROW", "Name", "City", "Age"]
     assert sorted(tuple(line.split()[1:]) for line in lines[9:]) == [
-        ("Mark", "NY", "40"), ("Mary", "LA", "20"), ("Steve", "NY", "30"),
+        ("Mark", "NY", "40"),
+        ("Mary", "LA", "20"),
+        ("Steve", "NY", "30"),
     ]
 
 
@@ -177,7 +203,9 @@ def test_run_chooses_each_run_s_table(two: Path, run_ids: dict[str, str]) -> Non
         (["runs", "{s}-missing"], "no provplug store at"),
     ],
 )
-def test_errors_are_one_line_exit_2(two: Path, cli: Any, run_ids: dict[str, str], args: list[str], message: str) -> None:
+def test_errors_are_one_line_exit_2(
+    two: Path, cli: Any, run_ids: dict[str, str], args: list[str], message: str
+) -> None:
     result = cli(*(a.format(s=two, **run_ids) for a in args))
     assert result.code == 2, result
     (line,) = result.err.splitlines()

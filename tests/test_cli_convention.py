@@ -36,9 +36,17 @@ NO_JSON = {  # their output is not a result record
 # The shortest valid line of each command, split where its options go
 # (`run`'s options come before SCRIPT).
 HEAD = {
-    "import": ["S", "--triples", "t.csv"], "export": ["S", "--format", "prov-json"], "show": ["S", "T"],
-    "delete-run": ["S", "R"], "diff": ["S", "A", "B"], "depends": ["S", "1", "2"], "lineage": ["S", "T.C"],
-    "metrics": ["F", "R"], "run": ["S"], "whatif": ["S", "--delete", "T"], "plugins": [],
+    "import": ["S", "--triples", "t.csv"],
+    "export": ["S", "--format", "prov-json"],
+    "show": ["S", "T"],
+    "delete-run": ["S", "R"],
+    "diff": ["S", "A", "B"],
+    "depends": ["S", "1", "2"],
+    "lineage": ["S", "T.C"],
+    "metrics": ["F", "R"],
+    "run": ["S"],
+    "whatif": ["S", "--delete", "T"],
+    "plugins": [],
 }
 TAIL = {"run": ["script.py"]}
 
@@ -122,8 +130,15 @@ def test_list_options_are_repeated_never_one_value_with_many_parts(name: str) ->
 
 def test_the_list_options_are_the_repeatable_ones() -> None:
     repeatable = {(n, a.option_strings[-1]) for n, p in COMMANDS.items() for a in _list_options(p)}
-    assert {("diff", "--key"), ("metrics", "--key"), ("lineage", "--value-id"), ("export", "--value-id"),
-            ("run", "--reduce"), ("lineage", "--zoom-out"), ("whatif", "--value-id")} <= repeatable
+    assert {
+        ("diff", "--key"),
+        ("metrics", "--key"),
+        ("lineage", "--value-id"),
+        ("export", "--value-id"),
+        ("run", "--reduce"),
+        ("lineage", "--zoom-out"),
+        ("whatif", "--value-id"),
+    } <= repeatable
 
 
 def _where_options(parser: argparse.ArgumentParser) -> list[str]:
@@ -166,8 +181,9 @@ def test_lineage_with_two_wheres_traces_the_rows_where_both_hold(paper_rows_stor
     assert ny.code == both.code == 0, (ny, both)
     assert _cells(ny.out) == {("Person1", 30), ("Person1", 40), ("Person1", 20)}
     assert _cells(both.out) == {("Person1", 30), ("Person1", 40)}
-    commented = cli("lineage", store, "Person1.Age", "--where", "City = 'NY' -- a comment", "--where", "Age > 25",
-                    "--json")
+    commented = cli(
+        "lineage", store, "Person1.Age", "--where", "City = 'NY' -- a comment", "--where", "Age > 25", "--json"
+    )
     assert _cells(commented.out) == _cells(both.out), commented
 
 
@@ -192,8 +208,9 @@ def test_whatif_and_depends_join_repeated_wheres_with_and(people: Path, cli: Any
     two = cli("whatif", people, "--delete", "Person1", "--where", "City = 'NY'", "--where", "Age > 35", "--json")
     one = cli("whatif", people, "--delete", "Person1", "--where", "City = 'NY' AND Age > 35", "--json")
     assert two.code == one.code == 0 and _answer(two.out) == _answer(one.out), (two, one)
-    assert _answer(two.out) != _answer(cli("whatif", people, "--delete", "Person1", "--where", "City = 'NY'",
-                                           "--json").out)
+    assert _answer(two.out) != _answer(
+        cli("whatif", people, "--delete", "Person1", "--where", "City = 'NY'", "--json").out
+    )
     depends = ("depends", people, "Person1.Age", "AvgAge.Age", "--b-where", "City = 'NY'", "--json")
     two = cli(*depends, "--a-where", "City = 'NY'", "--a-where", "Name = 'Mary'")
     one = cli(*depends, "--a-where", "City = 'NY' AND Name = 'Mary'")
@@ -227,12 +244,19 @@ def _in_the_layout(result: Any) -> None:
 
 def test_every_json_output_has_the_one_layout(paper_rows_store: Any, people: Path, cli: Any, tmp_path: Path) -> None:
     store, _ = paper_rows_store
-    for line in (["stats", store], ["runs", store], ["tables", store], ["show", store, "Person1"],
-                 ["gc", store, "--dry-run"], ["lineage", store, "AvgAge.Age", "--where", "City = 'NY'"],
-                 ["lineage", store, "AvgAge.Age", "--where", "City = 'NY'", "--summary"], ["plugins"],
-                 ["whatif", people, "--delete", "Person1", "--where", "Name = 'Mark'"],
-                 ["depends", people, "Person1.Age", "AvgAge.Age", "--a-where", "Name = 'Mark'"],
-                 ["index", people, "--local"]):
+    for line in (
+        ["stats", store],
+        ["runs", store],
+        ["tables", store],
+        ["show", store, "Person1"],
+        ["gc", store, "--dry-run"],
+        ["lineage", store, "AvgAge.Age", "--where", "City = 'NY'"],
+        ["lineage", store, "AvgAge.Age", "--where", "City = 'NY'", "--summary"],
+        ["plugins"],
+        ["whatif", people, "--delete", "Person1", "--where", "Name = 'Mark'"],
+        ["depends", people, "Person1.Age", "AvgAge.Age", "--a-where", "Name = 'Mark'"],
+        ["index", people, "--local"],
+    ):
         _in_the_layout(cli(*line, "--json"))
     _in_the_layout(cli("lineage", store, "AvgAge.Age", "--where", "City = 'NY'", "--format", "json"))
     run_id = json.loads(cli("runs", people, "--json").out)[0]["run_id"]
@@ -247,8 +271,12 @@ def _into_a_closed_pipe(*args: str | os.PathLike[str]) -> subprocess.CompletedPr
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        return subprocess.run([sys.executable, "-m", "provplug", *map(os.fspath, args)], stdout=write_end,
-                              stderr=subprocess.PIPE, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "provplug", *map(os.fspath, args)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
     finally:
         os.close(write_end)
 
@@ -300,32 +328,40 @@ def test_verbose_shows_provplug_info_logs_for_that_command_only(
 def test_stats_text_has_no_json(paper_rows_store: Any, cli: Any) -> None:
     store, _ = paper_rows_store
     out = cli("stats", store).out
-    assert "splits" in out and not any(c in out for c in "[{\""), out
+    assert "splits" in out and not any(c in out for c in '[{"'), out
 
 
 def test_stats_lists_of_records_are_tables() -> None:
-    text = provplug.cli.stats._plain("per_split", [
-        {"ccid": 7, "component_nodes": 31_000, "split": "sp1", "sets": 4, "sets_ge_1000": 2, "largest_set": 9000},
-        {"ccid": 7, "component_nodes": 31_000, "split": None, "sets": 1, "sets_ge_1000": 0, "largest_set": 12},
-    ])
+    text = provplug.cli.stats._plain(
+        "per_split",
+        [
+            {"ccid": 7, "component_nodes": 31_000, "split": "sp1", "sets": 4, "sets_ge_1000": 2, "largest_set": 9000},
+            {"ccid": 7, "component_nodes": 31_000, "split": None, "sets": 1, "sets_ge_1000": 0, "largest_set": 12},
+        ],
+    )
     assert text.splitlines()[1:] == [
         "  CCID  COMPONENT_NODES  SPLIT  SETS  SETS_GE_1000  LARGEST_SET",
         "     7           31,000  sp1       4             2        9,000",
         "     7           31,000  -         1             0           12",
     ]
     assert provplug.cli.stats._plain("splits", [["A"], [["B"], ["C", "D"]]]) == "A\n" + " " * 19 + "(B) | (C, D)"
-    assert provplug.cli.stats._plain("reduced_runs", [{"run_id": "r", "params": {"ratio": 0.5}}]).endswith("r       ratio=0.5")
+    assert provplug.cli.stats._plain("reduced_runs", [{"run_id": "r", "params": {"ratio": 0.5}}]).endswith(
+        "r       ratio=0.5"
+    )
 
 
 # -- run: STORE first, --store still accepted -----------------------------------------------------
 
 
-@pytest.mark.parametrize(("line", "expected"), [
-    (["S", "x.py", "--no-rows", "1"], ("S", ["x.py", "--no-rows", "1"], False)),
-    (["S", "--no-rows", "x.py", "-a"], ("S", ["x.py", "-a"], True)),
-    (["--no-rows", "S", "x.py"], ("S", ["x.py"], True)),
-    (["S", "--", "x.py", "-1"], ("S", ["x.py", "-1"], False)),
-])
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (["S", "x.py", "--no-rows", "1"], ("S", ["x.py", "--no-rows", "1"], False)),
+        (["S", "--no-rows", "x.py", "-a"], ("S", ["x.py", "-a"], True)),
+        (["--no-rows", "S", "x.py"], ("S", ["x.py"], True)),
+        (["S", "--", "x.py", "-1"], ("S", ["x.py", "-1"], False)),
+    ],
+)
 def test_run_takes_the_store_first_and_its_options_before_the_script(line: list[str], expected: Any) -> None:
     from provplug.cli.run import _store_script_args
 
@@ -341,9 +377,13 @@ def test_run_still_accepts_the_deprecated_store_option() -> None:
     assert (*_store_script_args(args), args.no_rows) == ("S", "x.py", ["--store", "q"], True)
 
 
-@pytest.mark.parametrize(("line", "message"), [
-    (["S"], "SCRIPT is missing"), (["S", "--store", "T", "x.py"], "give the store once"),
-])
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (["S"], "SCRIPT is missing"),
+        (["S", "--store", "T", "x.py"], "give the store once"),
+    ],
+)
 def test_run_without_a_script_or_with_two_stores_is_a_usage_error(line: list[str], message: str) -> None:
     with pytest.raises(UsageError, match=message):
         build_parser().parse_args(["run", *line])

@@ -138,7 +138,9 @@ def test_nan_and_infinities_are_null_in_json(tmp_path: Path, cli: Any) -> None:
     answer = _strict_json(result.out)
     by_id = {r["value_id"]: r for r in answer["lineage"]}
     assert [by_id[v]["value"] for v in sources] == [None, None, None, 1.5]
-    assert [answer["rows"][by_id[v]["row"]] for v in sources] == [{"k": k, "v": v} for k, v in zip("abcd", [None, None, None, 1.5], strict=True)]
+    assert [answer["rows"][by_id[v]["row"]] for v in sources] == [
+        {"k": k, "v": v} for k, v in zip("abcd", [None, None, None, 1.5], strict=True)
+    ]
     assert [q["value"] for q in answer["query"]] == [None, None, None, 1.5]
     # the tree still tells them apart
     tree = cli("lineage", path, "--value-id", str(first)).out.splitlines()
@@ -199,8 +201,13 @@ def _two_runs_the_second_reading_the_first(store: ParquetStore) -> None:
         run = StagedRun(store, txn)
         with run.triples_writer("part") as writer:
             rows = range(3)
-            writer.write([ids.value_id(a, 0, r) for r in rows], [ids.value_id(b, 0, r) for r in rows], op,
-                         src_table=a, dst_table=b)
+            writer.write(
+                [ids.value_id(a, 0, r) for r in rows],
+                [ids.value_id(b, 0, r) for r in rows],
+                op,
+                src_table=a,
+                dst_table=b,
+            )
         run.finish()
 
 
@@ -210,8 +217,14 @@ def _two_runs_the_second_reading_the_first(store: ParquetStore) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["lineage", "{store}", "--value-id", "23", "--tau", "-1"], "argument --tau: must be a non-negative number of triples, not -1"),
-        (["lineage", "{store}", "--value-id", "23", "--tau", "many"], "argument --tau: must be a non-negative number of triples, not 'many'"),
+        (
+            ["lineage", "{store}", "--value-id", "23", "--tau", "-1"],
+            "argument --tau: must be a non-negative number of triples, not -1",
+        ),
+        (
+            ["lineage", "{store}", "--value-id", "23", "--tau", "many"],
+            "argument --tau: must be a non-negative number of triples, not 'many'",
+        ),
         (["index", "{store}", "--theta", "-5"], "argument --theta: must be a positive number of values, not -5"),
         (["index", "{store}", "--theta", "0"], "argument --theta: must be a positive number of values, not 0"),
     ],

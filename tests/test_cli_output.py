@@ -35,8 +35,14 @@ class Drawn:
 
 def _lineage() -> LineageAnswer:
     cell = {"value_id": 7, "table": "T", "column": "c", "row_number": 0, "value": 1.5, "row": {"c": 1.5}}
-    return LineageAnswer(query=[cell], method="rq", direction="up", lineage=[], edges=[],
-                         stats={"path": "driver", "sets_read": 1, "triples_scanned": 0, "seconds": 0.0})
+    return LineageAnswer(
+        query=[cell],
+        method="rq",
+        direction="up",
+        lineage=[],
+        edges=[],
+        stats={"path": "driver", "sets_read": 1, "triples_scanned": 0, "seconds": 0.0},
+    )
 
 
 def test_the_answers_of_the_commands_are_answers() -> None:

@@ -8,8 +8,21 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("pandas", "pyarrow", "numpy", "duckdb", "pyspark", "graphviz", "prov", "openlineage", "kedro",
-         "starlette", "uvicorn", "anyio", "playwright")
+HEAVY = (
+    "pandas",
+    "pyarrow",
+    "numpy",
+    "duckdb",
+    "pyspark",
+    "graphviz",
+    "prov",
+    "openlineage",
+    "kedro",
+    "starlette",
+    "uvicorn",
+    "anyio",
+    "playwright",
+)
 
 PROBE = """
 import json, sys

@@ -57,13 +57,30 @@ def write(path: Path, fault: Fault) -> None:
             pq.write_table(pa.table(data), txn.path("rows", str(tid), "part-0.parquet"))
         txn.mark_dataset("rows")
         op = txn.reserve("ops")
-        txn.add_op(OpInfo(op, "Copy", txn.run_id, "builtin", (tids[0],), tuple(tids[t] for t in fault.op_outputs),
-                          triples=fault.op_triples))
+        txn.add_op(
+            OpInfo(
+                op,
+                "Copy",
+                txn.run_id,
+                "builtin",
+                (tids[0],),
+                tuple(tids[t] for t in fault.op_outputs),
+                triples=fault.op_triples,
+            )
+        )
         src = [ids.value_id(tids[t], c, r) for (t, c, r), _ in fault.edges]
         dst = [ids.value_id(tids[t], c, r) for _, (t, c, r) in fault.edges]
         Path(txn.path("triples")).mkdir()
-        table = pa.table({"src": src, "dst": dst, "op": [op] * len(src), "src_table": [s >> ids.TABLE_SHIFT for s in src],
-                          "dst_table": [d >> ids.TABLE_SHIFT for d in dst]}, schema=schema.TRIPLES)
+        table = pa.table(
+            {
+                "src": src,
+                "dst": dst,
+                "op": [op] * len(src),
+                "src_table": [s >> ids.TABLE_SHIFT for s in src],
+                "dst_table": [d >> ids.TABLE_SHIFT for d in dst],
+            },
+            schema=schema.TRIPLES,
+        )
         pq.write_table(table, txn.path("triples", "part-0.parquet"))
         txn.mark_dataset("triples")
 
@@ -86,11 +103,16 @@ def test_the_store_read_back_labels_and_answers_as_written(tmp_path: Path) -> No
     path = tmp_path / "ok.prov"
     write(path, Fault())
     got = StoreContents(path)
-    assert got.rows == {"In": {0: {"a": "a0", "b": "b0"}, 1: {"a": "a1", "b": "b1"}}, "Out": {0: {"x": "x0"}, 1: {"x": "x1"}}}
+    assert got.rows == {
+        "In": {0: {"a": "a0", "b": "b0"}, 1: {"a": "a1", "b": "b1"}},
+        "Out": {0: {"x": "x0"}, 1: {"x": "x1"}},
+    }
     by_content = got.labelled_triples(lambda table, number, row: tuple(row.values()))
-    assert by_content == {(("In", "a", ("a0", "b0")), ("Out", "x", ("x0",)), "Copy"),
-                          (("In", "b", ("a0", "b0")), ("Out", "x", ("x0",)), "Copy"),
-                          (("In", "a", ("a1", "b1")), ("Out", "x", ("x1",)), "Copy")}
+    assert by_content == {
+        (("In", "a", ("a0", "b0")), ("Out", "x", ("x0",)), "Copy"),
+        (("In", "b", ("a0", "b0")), ("Out", "x", ("x0",)), "Copy"),
+        (("In", "a", ("a1", "b1")), ("Out", "x", ("x1",)), "Copy"),
+    }
     assert TripleOracle.of_store(path).triples == got.oracle.triples
     assert len(got.oracle.triples) == 3
 

@@ -61,6 +61,8 @@ class TestRecordsContract(AdapterContract):
 
     def failing_pipeline(self, run: Any) -> None:
         broken(upper(run.source(PEOPLE, "People")))
+
+
 # -- the example of docs/testing.md -- end
 
 

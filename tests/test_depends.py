@@ -50,8 +50,9 @@ def _by_role(answer: Any) -> dict[str, set[tuple[str, str, Any, Any]]]:
 # -- subgraph ------------------------------------------------------------------
 @pytest.mark.parametrize("method", ["auto", "rq"])
 def test_subgraph_of_steves_person2_age(people: Path, method: str) -> None:
-    answer = provplug.open(people).lineage(table="Person2", column="Age", where="Name = 'Steve'",
-                                           subgraph=True, method=method)
+    answer = provplug.open(people).lineage(
+        table="Person2", column="Age", where="Name = 'Steve'", subgraph=True, method=method
+    )
     assert answer.direction == "both"
     assert [_cell(q) for q in answer.query] == [("Person2", "Age", 30, "Steve")]
     assert _by_role(answer) == {
@@ -112,7 +113,10 @@ def test_ny_average_depends_on_steves_and_marks_rows(rows_store: Path, name: str
     answer = provplug.open(rows_store).depends("Person1.Age", a_where=f"Name = '{name}'", **NY)
     assert (answer.answer, answer.depends) == ("yes", True)
     assert [_step(s) for s in answer.path] == [
-        ("Person1", name, "deleted"), ("Person2", name, "vanishes"), ("AvgAge", "NY", "changes")]
+        ("Person1", name, "deleted"),
+        ("Person2", name, "vanishes"),
+        ("AvgAge", "NY", "changes"),
+    ]
     assert answer.ops == ["R1", "R2"]
     assert answer.path[-1]["cells"] == {"Age": {"old": 35.0, "new": new, "known": True}}
     assert (answer.path[-1]["column"], answer.path[-1]["value"]) == ("Age", 35.0)
@@ -141,21 +145,39 @@ def test_depends_on_rows_whatever_the_column_and_by_value_id(rows_store: Path) -
 
 
 def test_depends_cli(rows_store: Path, cli: Any) -> None:
-    yes = cli("depends", rows_store, "Person1.Age", "AvgAge.Age", "--a-where", "Name = 'Mark'",
-              "--b-where", "City = 'NY'")
+    yes = cli(
+        "depends", rows_store, "Person1.Age", "AvgAge.Age", "--a-where", "Name = 'Mark'", "--b-where", "City = 'NY'"
+    )
     assert yes.code == 0, yes
     lines = yes.out.splitlines()
     assert lines[0].startswith("yes: AvgAge.Age = 35.0") and "depends on Person1.Age = 40" in lines[0]
-    assert lines[2:] == ["  Person1 row Name=Mark, City=NY, Age=40: deleted",
-                         "  -> R1 -> Person2 row Name=Mark, City=NY, Age=40: vanishes",
-                         "  -> R2 -> AvgAge.Age = 35.0  (row City=NY, Age=35.0): changes Age to 30.0"]
-    no = cli("depends", rows_store, "--json", "Person1.Age", "AvgAge.Age", "--a-where", "Name = 'Mary'",
-             "--b-where", "City = 'NY'")
+    assert lines[2:] == [
+        "  Person1 row Name=Mark, City=NY, Age=40: deleted",
+        "  -> R1 -> Person2 row Name=Mark, City=NY, Age=40: vanishes",
+        "  -> R2 -> AvgAge.Age = 35.0  (row City=NY, Age=35.0): changes Age to 30.0",
+    ]
+    no = cli(
+        "depends",
+        rows_store,
+        "--json",
+        "Person1.Age",
+        "AvgAge.Age",
+        "--a-where",
+        "Name = 'Mary'",
+        "--b-where",
+        "City = 'NY'",
+    )
     data = json.loads(no.out)
     assert (data["format"], data["version"], data["depends"], data["answer"], data["path"]) == (
-        "provplug-depends", 2, False, "no", [])
-    bad = cli("depends", rows_store, "Person1.Age", "Person1.Age", "--a-where", "Name = 'Mark'",
-              "--b-where", "Age > 30")
+        "provplug-depends",
+        2,
+        False,
+        "no",
+        [],
+    )
+    bad = cli(
+        "depends", rows_store, "Person1.Age", "Person1.Age", "--a-where", "Name = 'Mark'", "--b-where", "Age > 30"
+    )
     assert bad.code == 2 and "share" in bad.err, bad
 
 
@@ -164,8 +186,14 @@ def test_depends_is_unknown_when_existence_cannot_be_told(tmp_path: Path) -> Non
     from test_whatif_support import AVGAGE, PERSON1, PERSON2, R1, R2, Step, Table, stage
 
     old = Table("Old", ("City", "Age"), [("NY", 35.0), ("LA", 40.0)])
-    r3 = Step("R3", ["AvgAge"], "Old", [(0, 0, "AvgAge", 0), (1, 0, "AvgAge", 1)],
-              {"City": ("copy", "AvgAge", "City"), "Age": ("copy", "AvgAge", "Age")}, {"AvgAge": ["Age"]})
+    r3 = Step(
+        "R3",
+        ["AvgAge"],
+        "Old",
+        [(0, 0, "AvgAge", 0), (1, 0, "AvgAge", 1)],
+        {"City": ("copy", "AvgAge", "City"), "Age": ("copy", "AvgAge", "Age")},
+        {"AvgAge": ["Age"]},
+    )
     path = tmp_path / "old.prov"
     stage(path, [PERSON1, PERSON2, AVGAGE, old], [R1, R2, r3])
     answer = provplug.open(path).depends("Person1.Age", "Old.City", a_where="Name = 'Mark'", b_where="City = 'NY'")

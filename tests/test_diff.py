@@ -13,8 +13,8 @@ from provplug.cli.demo import adults, average_age
 
 # The paper's Person1 (Steve NY 30, Mark NY 40, Shane LA 40, Mary NY 20) and variations of it.
 BASE = [("Steve", "NY", 30), ("Mark", "NY", 40), ("Shane", "LA", 40), ("Mary", "NY", 20)]
-STEVE_OLDER = [("Steve", "NY", 32), *BASE[1:]]                 # one source cell changes
-SHANE_GONE_ANN_NEW = [*BASE[:2], BASE[3], ("Ann", "SF", 50)]    # a row removed, a row added
+STEVE_OLDER = [("Steve", "NY", 32), *BASE[1:]]  # one source cell changes
+SHANE_GONE_ANN_NEW = [*BASE[:2], BASE[3], ("Ann", "SF", 50)]  # a row removed, a row added
 
 
 def _capture(spark: Any, store: Path, people: list[tuple[str, str, int]]) -> str:
@@ -59,7 +59,9 @@ def test_a_changed_source_cell_explains_the_changed_average(cli: Any, runs: dict
     result = _diff(cli, runs["store"], runs["base"], runs["older"])
     avg = _table(result, "AvgAge")
     # NY: avg(30, 40) = 35.0 before, avg(32, 40) = 36.0 after; LA (40.0) is untouched.
-    assert [(c["column"], c["key"], c["old"], c["new"]) for c in avg["changed"]] == [("Age", {"City": "NY"}, 35.0, 36.0)]
+    assert [(c["column"], c["key"], c["old"], c["new"]) for c in avg["changed"]] == [
+        ("Age", {"City": "NY"}, 35.0, 36.0)
+    ]
     assert avg["added"] == [] and avg["removed"] == [] and avg["key"] == ["City"]
     (cell,) = avg["changed"]
     assert [(b["table"], b["column"], b["key"], b["status"], b["old"], b["new"]) for b in cell["because"]] == [
@@ -134,7 +136,13 @@ def test_export_of_one_run_among_runs_that_share_table_names(cli: Any, runs: dic
     labels = (str(v) for r in doc.get_records() for k, v in r.attributes if str(k) == "prov:label")
     values = sorted(label for label in labels if " = " in label)
     # The older run's NY average: avg(32, 40) = 36.0, from Steve's 32 and Mark's 40.
-    assert values == ["AvgAge.Age = 36.0", "Person1.Age = 32", "Person1.Age = 40", "Person2.Age = 32", "Person2.Age = 40"]
+    assert values == [
+        "AvgAge.Age = 36.0",
+        "Person1.Age = 32",
+        "Person1.Age = 40",
+        "Person2.Age = 32",
+        "Person2.Age = 40",
+    ]
     events = json.loads(cli("export", store, "--format", "openlineage").out)
     assert [e["job"]["name"] for e in events] == ["R1", "R2"] * 4  # every run's ops, oldest first
     one_run = json.loads(cli("export", store, "--run", runs["again"][:20], "--format", "openlineage").out)

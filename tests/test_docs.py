@@ -56,12 +56,16 @@ def test_every_link_names_a_file_of_the_repository(page: Path) -> None:
 def test_the_link_check_reports_a_missing_file_a_missing_heading_and_ignores_code(tmp_path: Path) -> None:
     (tmp_path / "other.md").write_text("# Other page\n\n## A heading: with punctuation\n")
     page = tmp_path / "page.md"
-    page.write_text("[ok](other.md#a-heading-with-punctuation) [web](https://example.org/x)\n"
-                    "[gone](missing.md) [bad anchor](other.md#nowhere) ![pic](pics/none.png)\n"
-                    "`[in code](missing.md)`\n\n```\n[in a block](missing.md)\n```\n[self](#title)\n# Title\n")
-    assert broken_links(page, tmp_path) == ["page.md: missing.md (no such file)",
-                                            "page.md: other.md#nowhere (no such heading)",
-                                            "page.md: pics/none.png (no such file)"]
+    page.write_text(
+        "[ok](other.md#a-heading-with-punctuation) [web](https://example.org/x)\n"
+        "[gone](missing.md) [bad anchor](other.md#nowhere) ![pic](pics/none.png)\n"
+        "`[in code](missing.md)`\n\n```\n[in a block](missing.md)\n```\n[self](#title)\n# Title\n"
+    )
+    assert broken_links(page, tmp_path) == [
+        "page.md: missing.md (no such file)",
+        "page.md: other.md#nowhere (no such heading)",
+        "page.md: pics/none.png (no such file)",
+    ]
 
 
 def test_the_readme_links_every_docs_page() -> None:

@@ -39,8 +39,11 @@ def test_every_provplug_error_is_defined_in_errors() -> None:
                 importlib.import_module(info.name)
         except ImportError:  # an optional extra not installed: its module defines nothing we can see
             continue
-    elsewhere = {f"{c.__module__}.{c.__qualname__}" for c in _subclasses(errors.ProvplugError)
-                 if c.__module__ != "provplug.errors" and c.__module__.startswith("provplug.")}
+    elsewhere = {
+        f"{c.__module__}.{c.__qualname__}"
+        for c in _subclasses(errors.ProvplugError)
+        if c.__module__ != "provplug.errors" and c.__module__.startswith("provplug.")
+    }
     assert elsewhere == set()
 
 

@@ -14,11 +14,18 @@ import pytest
 
 NY = ("AvgAge.Age", "--where", "City = 'NY'")
 # The lineage of AvgAge.Age for NY (README): 35.0 <-R2- Person2.Age 30, 40 <-R1- Person1.Age 30, 40.
-ANSWER_VALUES = {("AvgAge", "Age", 35.0), ("Person2", "Age", 30), ("Person2", "Age", 40),
-                 ("Person1", "Age", 30), ("Person1", "Age", 40)}
+ANSWER_VALUES = {
+    ("AvgAge", "Age", 35.0),
+    ("Person2", "Age", 30),
+    ("Person2", "Age", 40),
+    ("Person1", "Age", 30),
+    ("Person1", "Age", 40),
+}
 ANSWER_DERIVATIONS = {
-    (("AvgAge", 35.0), ("Person2", 30), "R2"), (("AvgAge", 35.0), ("Person2", 40), "R2"),
-    (("Person2", 30), ("Person1", 30), "R1"), (("Person2", 40), ("Person1", 40), "R1"),
+    (("AvgAge", 35.0), ("Person2", 30), "R2"),
+    (("AvgAge", 35.0), ("Person2", 40), "R2"),
+    (("Person2", 30), ("Person1", 30), "R1"),
+    (("Person2", 40), ("Person1", 40), "R1"),
 }
 
 
@@ -51,7 +58,11 @@ def _values(doc: Any) -> dict[str, tuple[str, str, Any]]:
     out = {}
     for record in doc.get_records(ProvEntity):
         if str(_attr(record, "prov:type")) == "pp:Value":
-            out[str(record.identifier)] = (_attr(record, "pp:table"), _attr(record, "pp:column"), _attr(record, "pp:value"))
+            out[str(record.identifier)] = (
+                _attr(record, "pp:table"),
+                _attr(record, "pp:column"),
+                _attr(record, "pp:value"),
+            )
     return out
 
 
@@ -65,8 +76,13 @@ def _derivations(doc: Any) -> list[tuple[str, str, str]]:
     out = []
     for record in doc.get_records(ProvDerivation):
         args = dict(record.formal_attributes)
-        out.append(tuple(str(args[k]) for k in sorted(args, key=str) if str(k) in
-                         ("prov:generatedEntity", "prov:usedEntity", "prov:activity")))
+        out.append(
+            tuple(
+                str(args[k])
+                for k in sorted(args, key=str)
+                if str(k) in ("prov:generatedEntity", "prov:usedEntity", "prov:activity")
+            )
+        )
     # formal attributes sorted by name: activity, generatedEntity, usedEntity
     return [(g, u, a) for a, g, u in out]
 
@@ -91,7 +107,7 @@ def test_prov_n_is_the_prov_document_of_the_json_export(cli: Any, people: Path) 
     # The same document through the prov package both ways (records grouped by kind in the JSON one).
     assert sorted(provn.splitlines()) == sorted(from_json.splitlines())
     assert provn.startswith("document") and provn.count("wasDerivedFrom(") == 4
-    assert 'pp:value=30' in provn and 'prov:label="R2"' in provn
+    assert "pp:value=30" in provn and 'prov:label="R2"' in provn
 
 
 def test_a_whole_run_lists_every_value_and_triple(cli: Any, people: Path) -> None:
@@ -101,13 +117,19 @@ def test_a_whole_run_lists_every_value_and_triple(cli: Any, people: Path) -> Non
     # Person1 4 rows x 3 columns, Person2 3 x 3, AvgAge 2 x 2; 9 R1 triples, 6 R2 triples.
     assert len(_values(doc)) == 12 + 9 + 4
     assert len(_derivations(doc)) == 15
-    tables = {str(_attr(r, "prov:label")) for r in doc.get_records(ProvEntity) if str(_attr(r, "prov:type")) == "prov:Collection"}
+    tables = {
+        str(_attr(r, "prov:label"))
+        for r in doc.get_records(ProvEntity)
+        if str(_attr(r, "prov:type")) == "prov:Collection"
+    }
     assert tables == {"Person1", "Person2", "AvgAge"}
     assert len(list(doc.get_records(ProvMembership))) == 25
     assert sorted(_labels(doc, ProvActivity).values()) == ["R1", "R2"]
 
 
-def test_a_run_too_large_for_every_value_asks_for_a_target(cli: Any, people: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_too_large_for_every_value_asks_for_a_target(
+    cli: Any, people: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import provplug.export.selection as selection
 
     monkeypatch.setattr(selection, "MAX_WHOLE_VALUES", 10)
@@ -128,37 +150,77 @@ def _parse_events(text: str) -> list[Any]:
 
     def schema(d: dict[str, Any]) -> Any:
         return schema_dataset.SchemaDatasetFacet(
-            fields=[schema_dataset.SchemaDatasetFacetFields(name=f["name"], type=f.get("type"),
-                                                            ordinal_position=f.get("ordinal_position")) for f in d["fields"]],
-            producer=d["_producer"])
+            fields=[
+                schema_dataset.SchemaDatasetFacetFields(
+                    name=f["name"], type=f.get("type"), ordinal_position=f.get("ordinal_position")
+                )
+                for f in d["fields"]
+            ],
+            producer=d["_producer"],
+        )
 
     def input_field(d: dict[str, Any]) -> Any:
-        return cl.InputField(namespace=d["namespace"], name=d["name"], field=d["field"],
-                             transformations=[cl.Transformation(**t) for t in d["transformations"]])
+        return cl.InputField(
+            namespace=d["namespace"],
+            name=d["name"],
+            field=d["field"],
+            transformations=[cl.Transformation(**t) for t in d["transformations"]],
+        )
 
     def lineage(d: dict[str, Any]) -> Any:
         return cl.ColumnLineageDatasetFacet(
-            fields={k: cl.Fields(inputFields=[input_field(f) for f in v["inputFields"]]) for k, v in d["fields"].items()},
-            dataset=[input_field(f) for f in d["dataset"]], producer=d["_producer"])
+            fields={
+                k: cl.Fields(inputFields=[input_field(f) for f in v["inputFields"]]) for k, v in d["fields"].items()
+            },
+            dataset=[input_field(f) for f in d["dataset"]],
+            producer=d["_producer"],
+        )
 
     events = []
     for d in json.loads(text):
         parent = d["run"]["facets"]["parent"]
         job_type = d["job"]["facets"]["jobType"]
         event = RunEvent(
-            eventType=RunState(d["eventType"]), eventTime=d["eventTime"], producer=d["producer"],
-            run=Run(runId=d["run"]["runId"], facets={"parent": parent_run.ParentRunFacet(
-                run=parent_run.Run(runId=parent["run"]["runId"]),
-                job=parent_run.Job(namespace=parent["job"]["namespace"], name=parent["job"]["name"]),
-                producer=parent["_producer"])}),
-            job=Job(namespace=d["job"]["namespace"], name=d["job"]["name"], facets={"jobType": job_type_job.JobTypeJobFacet(
-                processingType=job_type["processingType"], integration=job_type["integration"],
-                jobType=job_type["jobType"], producer=job_type["_producer"])}),
-            inputs=[InputDataset(namespace=i["namespace"], name=i["name"], facets={"schema": schema(i["facets"]["schema"])})
-                    for i in d["inputs"]],
-            outputs=[OutputDataset(namespace=o["namespace"], name=o["name"], facets={
-                "schema": schema(o["facets"]["schema"]), "columnLineage": lineage(o["facets"]["columnLineage"])})
-                for o in d["outputs"]],
+            eventType=RunState(d["eventType"]),
+            eventTime=d["eventTime"],
+            producer=d["producer"],
+            run=Run(
+                runId=d["run"]["runId"],
+                facets={
+                    "parent": parent_run.ParentRunFacet(
+                        run=parent_run.Run(runId=parent["run"]["runId"]),
+                        job=parent_run.Job(namespace=parent["job"]["namespace"], name=parent["job"]["name"]),
+                        producer=parent["_producer"],
+                    )
+                },
+            ),
+            job=Job(
+                namespace=d["job"]["namespace"],
+                name=d["job"]["name"],
+                facets={
+                    "jobType": job_type_job.JobTypeJobFacet(
+                        processingType=job_type["processingType"],
+                        integration=job_type["integration"],
+                        jobType=job_type["jobType"],
+                        producer=job_type["_producer"],
+                    )
+                },
+            ),
+            inputs=[
+                InputDataset(namespace=i["namespace"], name=i["name"], facets={"schema": schema(i["facets"]["schema"])})
+                for i in d["inputs"]
+            ],
+            outputs=[
+                OutputDataset(
+                    namespace=o["namespace"],
+                    name=o["name"],
+                    facets={
+                        "schema": schema(o["facets"]["schema"]),
+                        "columnLineage": lineage(o["facets"]["columnLineage"]),
+                    },
+                )
+                for o in d["outputs"]
+            ],
         )
         assert Serde.to_dict(event) == d
         events.append(event)
@@ -210,7 +272,9 @@ def test_a_missing_export_package_is_one_line(cli: Any, people: Path, monkeypatc
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.startswith("prov") else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name.startswith("prov") else real(name, *a)
+    )
     result = cli("export", people, "--format", "prov-n")
     assert result.code == 2 and "install provplug[export]" in result.err and result.err.count("\n") == 1
 
@@ -227,8 +291,18 @@ def test_export_and_diff_load_no_heavy_library_at_startup() -> None:
 def test_an_imported_store_exports_with_its_tables_read_from_the_triples(cli: Any, store_path: Path) -> None:
     from conftest import DATA
 
-    assert cli("import", store_path, "--triples", DATA / "paper_table4_triples.csv",
-               "--values", DATA / "paper_table4_values.csv", "--quiet").code == 0
+    assert (
+        cli(
+            "import",
+            store_path,
+            "--triples",
+            DATA / "paper_table4_triples.csv",
+            "--values",
+            DATA / "paper_table4_values.csv",
+            "--quiet",
+        ).code
+        == 0
+    )
     doc = _prov(_export(cli, store_path, "--format", "prov-json"))
     # Table 4: 25 values (rows unknown: no pp:value), 15 triples.
     assert len(_values(doc)) == 25 and len(_derivations(doc)) == 15
@@ -237,5 +311,7 @@ def test_an_imported_store_exports_with_its_tables_read_from_the_triples(cli: An
     # R1 copies each cell from one cell (13 <- 1, ...), R2 averages two Person2 cells into 23 and merges 14, 17 into 22.
     r1, r2 = events
     assert [i.name for i in r1.inputs] == ["Person1"] and [o.name for o in r1.outputs] == ["Person2"]
-    assert _lineage_of(r1, "Person2") == {c: [("Person1", c, "DIRECT", "TRANSFORMATION")] for c in ("Name", "City", "Age")}
+    assert _lineage_of(r1, "Person2") == {
+        c: [("Person1", c, "DIRECT", "TRANSFORMATION")] for c in ("Name", "City", "Age")
+    }
     assert _lineage_of(r2, "AvgAge") == {c: [("Person2", c, "DIRECT", "AGGREGATION")] for c in ("City", "Age")}

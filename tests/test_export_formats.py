@@ -67,8 +67,15 @@ def imported(cli: Any, store_path: Path) -> Path:
     """The paper's Table 4 as an imported store: 25 values, 15 triples (no Spark needed)."""
     from conftest import DATA
 
-    result = cli("import", store_path, "--triples", DATA / "paper_table4_triples.csv",
-                 "--values", DATA / "paper_table4_values.csv", "--quiet")
+    result = cli(
+        "import",
+        store_path,
+        "--triples",
+        DATA / "paper_table4_triples.csv",
+        "--values",
+        DATA / "paper_table4_values.csv",
+        "--quiet",
+    )
     assert result.code == 0, result
     return store_path
 

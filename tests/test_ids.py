@@ -29,7 +29,9 @@ def test_imported_ids_are_never_packed() -> None:
     assert not ids.is_packed(ids.IMPORTED_ID_LIMIT - 1)
 
 
-@pytest.mark.parametrize("table,column,row", [(0, 0, 0), (ids.MAX_TABLES + 1, 0, 0), (1, 1024, 0), (1, 0, -1), (1, 0, 2**36)])
+@pytest.mark.parametrize(
+    "table,column,row", [(0, 0, 0), (ids.MAX_TABLES + 1, 0, 0), (1, 1024, 0), (1, 0, -1), (1, 0, 2**36)]
+)
 def test_out_of_range_parts_are_rejected(table: int, column: int, row: int) -> None:
     with pytest.raises(IdSpaceError):
         ids.value_id(table, column, row)

@@ -40,8 +40,10 @@ def test_imported_triples_keep_ids_and_carry_their_tables(store_path: Path) -> N
     import_provenance(store, TABLE4, TABLE4_VALUES)
     tables = {r["table_id"]: r["name"] for r in store.tables().to_pylist()}
     ops = {r["op_id"]: r["name"] for r in store.ops().to_pylist()}
-    got = {(t["src"], t["dst"], ops[t["op"]], tables[t["src_table"]], tables[t["dst_table"]])
-           for t in store.triples().to_table().to_pylist()}
+    got = {
+        (t["src"], t["dst"], ops[t["op"]], tables[t["src_table"]], tables[t["dst_table"]])
+        for t in store.triples().to_table().to_pylist()
+    }
     assert (15, 23, "R2", "Person2", "AvgAge") in got
     assert (3, 15, "R1", "Person1", "Person2") in got
     assert len(got) == 15
@@ -85,7 +87,9 @@ BAD_INPUTS = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
-def test_bad_triples_give_one_line_error_and_leave_store_unchanged(cli, store_path: Path, tmp_path: Path, case: str) -> None:
+def test_bad_triples_give_one_line_error_and_leave_store_unchanged(
+    cli, store_path: Path, tmp_path: Path, case: str
+) -> None:
     assert cli("import", store_path, "--triples", TABLE4, "--values", TABLE4_VALUES, "--quiet").code == 0
     before = snapshot(store_path)
     text, message = BAD_INPUTS[case]
@@ -142,7 +146,8 @@ def test_killed_import_leaves_the_store_as_it_was(cli, store_path: Path, tmp_pat
         f.writelines(f"{i},{i + 1},S\n" for i in range(1000, 4_000_000))
     proc = subprocess.Popen(
         [sys.executable, "-m", "provplug", "import", str(store_path), "--triples", str(big)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     staging = store_path / "_staging"
     deadline = time.monotonic() + 60
@@ -190,8 +195,11 @@ def test_concurrent_imports_lose_nothing(store_path: Path, tmp_path: Path) -> No
         f.write_text("src,dst,op\n" + "".join(f"{i},{i + 1},S{k}\n" for i in range(k * 1000, k * 1000 + 500)))
         files.append(f)
     procs = [
-        subprocess.Popen([sys.executable, "-m", "provplug", "import", str(store_path), "--triples", str(f), "--quiet"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [sys.executable, "-m", "provplug", "import", str(store_path), "--triples", str(f), "--quiet"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         for f in files
     ]
     assert all(p.wait() == 0 for p in procs), [p.stderr.read() for p in procs]
@@ -209,6 +217,7 @@ def provplug_store(path: Path):
 
 
 # -- issue 18: an O(triples) cycle check, also across runs; progress; duplicates
+
 
 def _reachable(n: int, src: np.ndarray, dst: np.ndarray, start: int) -> set[int]:
     succ: dict[int, list[int]] = {}
@@ -281,14 +290,31 @@ def test_import_of_a_deep_chain_within_one_table(cli, store_path: Path, tmp_path
 
 
 PHASES = (
-    "reading values", "sorting values", "read values", "reading triples", "read triples", "numbering values", "numbered values",
-    "deduplicating triples", "deduplicated triples", "cycle check: table graph", "cycle check: ordering values",
-    "cycle check: ordered values", "cycle check: reading earlier triples in range",
-    "cycle check: earlier runs share values", "cycle check: reading earlier imported triples",
-    "cycle check: read earlier imported triples", "cycle check: numbering values with earlier runs",
+    "reading values",
+    "sorting values",
+    "read values",
+    "reading triples",
+    "read triples",
+    "numbering values",
+    "numbered values",
+    "deduplicating triples",
+    "deduplicated triples",
+    "cycle check: table graph",
+    "cycle check: ordering values",
+    "cycle check: ordered values",
+    "cycle check: reading earlier triples in range",
+    "cycle check: earlier runs share values",
+    "cycle check: reading earlier imported triples",
+    "cycle check: read earlier imported triples",
+    "cycle check: numbering values with earlier runs",
     "cycle check: ordering values with earlier runs",
-    "cycle check: ordered values with earlier runs", "writing triples", "wrote triples", "writing values",
-    "wrote values", "committing", "import committed",
+    "cycle check: ordered values with earlier runs",
+    "writing triples",
+    "wrote triples",
+    "writing values",
+    "wrote values",
+    "committing",
+    "import committed",
 )
 
 
@@ -306,8 +332,9 @@ def test_import_reports_progress_through_every_phase(store_path: Path, tmp_path:
     # 23 of the earlier run (so the earlier run's triples are ordered too).
     ids_ = np.array([23, *range(1000, 6000)])
     triples, values = tmp_path / "t.parquet", tmp_path / "v.parquet"
-    pq.write_table(pa.table({"src": ids_[:-1], "dst": ids_[1:], "op": ["S"] * (len(ids_) - 1)}), triples,
-                   row_group_size=1000)
+    pq.write_table(
+        pa.table({"src": ids_[:-1], "dst": ids_[1:], "op": ["S"] * (len(ids_) - 1)}), triples, row_group_size=1000
+    )
     pq.write_table(pa.table({"value_id": ids_, "table": ["T"] * len(ids_)}), values, row_group_size=1000)
     stream = io.StringIO()
     importer.import_provenance(provplug_store(store_path), triples, values, progress=Progress(stream=stream, every=0))
@@ -315,7 +342,7 @@ def test_import_reports_progress_through_every_phase(store_path: Path, tmp_path:
     first = {}
     for k, line in enumerate(lines):
         assert line.startswith("[provplug] "), line
-        first.setdefault(line[len("[provplug] "):].rsplit(":", 1)[0], k)
+        first.setdefault(line[len("[provplug] ") :].rsplit(":", 1)[0], k)
     missing = [p for p in PHASES if p not in first]
     assert not missing, lines
     assert [first[p] for p in PHASES] == sorted(first[p] for p in PHASES), lines
@@ -346,8 +373,9 @@ def _import_args(files: list[Path]) -> list[str | Path]:
 
 
 @pytest.mark.parametrize("case", sorted(CROSS_RUN_CYCLES))
-def test_an_import_closing_a_cycle_with_earlier_runs_is_rejected(cli, store_path: Path, tmp_path: Path,
-                                                                 case: str) -> None:
+def test_an_import_closing_a_cycle_with_earlier_runs_is_rejected(
+    cli, store_path: Path, tmp_path: Path, case: str
+) -> None:
     earlier, closing = CROSS_RUN_CYCLES[case]
     for k, (edges, values) in enumerate(earlier):
         r = cli("import", store_path, *_import_args(_import_files(tmp_path, f"E{k}", edges, values)), "--quiet")
@@ -359,8 +387,9 @@ def test_an_import_closing_a_cycle_with_earlier_runs_is_rejected(cli, store_path
     assert snapshot(store_path) == before
 
 
-def test_an_import_sharing_values_with_earlier_runs_without_a_cycle_is_accepted(cli, store_path: Path,
-                                                                               tmp_path: Path) -> None:
+def test_an_import_sharing_values_with_earlier_runs_without_a_cycle_is_accepted(
+    cli, store_path: Path, tmp_path: Path
+) -> None:
     assert cli("import", store_path, *_import_args(_import_files(tmp_path, "E", "1,2 2,3", "")), "--quiet").code == 0
     r = cli("import", store_path, *_import_args(_import_files(tmp_path, "N", "0,1 3,4 1,3", "")), "--quiet")
     assert r.code == 0, r
@@ -373,8 +402,9 @@ def test_duplicate_triples_are_stored_and_counted_once(store_path: Path, tmp_pat
     monkeypatch.setattr(importer, "BATCH_ROWS", 2)  # duplicates fall into different batches
     rows = [(1, 2, "R"), (2, 3, "R"), (1, 2, "R"), (1, 2, "S"), (2, 3, "R"), (1, 2, "R"), (3, 4, "S")]
     triples = tmp_path / "dup.parquet"
-    pq.write_table(pa.table({k: [r[i] for r in rows] for i, k in enumerate(("src", "dst", "op"))}), triples,
-                   row_group_size=2)
+    pq.write_table(
+        pa.table({k: [r[i] for r in rows] for i, k in enumerate(("src", "dst", "op"))}), triples, row_group_size=2
+    )
     store = provplug_store(store_path)
     result = importer.import_provenance(store, triples)
     assert result["triples"] == 4 and result["duplicates"] == 3
@@ -435,7 +465,15 @@ def test_blank_table_and_op_names_are_rejected(cli, store_path: Path, tmp_path: 
 def test_blank_table_name_in_parquet_values(cli, store_path: Path, tmp_path: Path) -> None:
     values = tmp_path / "v.parquet"
     pq.write_table(pa.table({"value_id": [1, 2], "table": ["A", ""]}), values)
-    r = cli("import", store_path, "--triples", _write(tmp_path / "t.csv", "src,dst,op\n1,2,R\n"), "--values", values, "--quiet")
+    r = cli(
+        "import",
+        store_path,
+        "--triples",
+        _write(tmp_path / "t.csv", "src,dst,op\n1,2,R\n"),
+        "--values",
+        values,
+        "--quiet",
+    )
     assert r.code == 2 and str(values) in r.err and r.err.count("\n") == 1, r
     assert not store_path.exists()
 
@@ -454,8 +492,13 @@ def test_only_imported_triples_of_earlier_runs_are_read_for_the_cycle_check(stor
     captured = [ids.value_id(7, 0, r) for r in range(4)]
     with store.transaction("capture") as txn:
         store.fs.create_dir(txn.path("triples"))
-        pq.write_table(pa.table({"src": captured[:3], "dst": captured[1:], "op": [1] * 3, "src_table": [7] * 3,
-                                 "dst_table": [7] * 3}, schema=TRIPLES), txn.path("triples", "part-0.parquet"))
+        pq.write_table(
+            pa.table(
+                {"src": captured[:3], "dst": captured[1:], "op": [1] * 3, "src_table": [7] * 3, "dst_table": [7] * 3},
+                schema=TRIPLES,
+            ),
+            txn.path("triples", "part-0.parquet"),
+        )
         txn.mark_dataset("triples")
     stream = io.StringIO()
     import_provenance(store, _write(tmp_path / "n.csv", "src,dst,op\n2,3,B\n"), progress=Progress(stream=stream))
@@ -490,12 +533,13 @@ def test_the_cycle_check_reads_only_earlier_row_groups_whose_value_range_holds_a
     assert _cycle_check_lines(store, tmp_path, "D", "105,106") == [unrelated.format(2, 1, 3)]
     # 3 is A's: A is read to find it, then every earlier triple for the cycle check.
     assert _cycle_check_lines(store, tmp_path, "E", "3,4")[:2] == [
-        "earlier runs share values: 2 triples read", "read earlier imported triples: 6 triples"]
+        "earlier runs share values: 2 triples read",
+        "read earlier imported triples: 6 triples",
+    ]
     assert store.stats()["triples"] == 7
 
 
-def test_values_are_written_in_row_groups_a_cold_query_can_pick(store_path: Path, tmp_path: Path,
-                                                                 monkeypatch) -> None:
+def test_values_are_written_in_row_groups_a_cold_query_can_pick(store_path: Path, tmp_path: Path, monkeypatch) -> None:
     from provplug.ingest import importer
 
     monkeypatch.setattr(importer, "VALUES_ROW_GROUP", 4)
@@ -531,17 +575,30 @@ def _paper_with_rows(tmp_path: Path) -> tuple[Path, Path, Path]:
         vid, table, _ = line.split(",")
         rows.append(f"{line},{(int(vid) - firsts[table]) // widths[table]}")
     values = _write(tmp_path / "values.csv", "\n".join(rows) + "\n")
-    lineage = _write(tmp_path / "rows.csv", "op,out_table,out_row,member,in_table,in_row\n"
-                     "R1,Person2,0,0,Person1,0\nR1,Person2,1,0,Person1,1\nR1,Person2,2,0,Person1,2\n"
-                     "R2,AvgAge,0,0,Person2,0\nR2,AvgAge,0,1,Person2,1\nR2,AvgAge,1,0,Person2,2\n")
+    lineage = _write(
+        tmp_path / "rows.csv",
+        "op,out_table,out_row,member,in_table,in_row\n"
+        "R1,Person2,0,0,Person1,0\nR1,Person2,1,0,Person1,1\nR1,Person2,2,0,Person1,2\n"
+        "R2,AvgAge,0,0,Person2,0\nR2,AvgAge,0,1,Person2,1\nR2,AvgAge,1,0,Person2,2\n",
+    )
     rules = [
-        {"op": "R1", "out_table": "Person2", "existence": "exact",
-         "columns": {c: {"kind": "copy", "table": "Person1", "column": c} for c in ("Name", "City", "Age")},
-         "deciding": {"Person1": ["Age"]}},
-        {"op": "R2", "out_table": "AvgAge", "existence": "exact",
-         "columns": {"City": {"kind": "copy", "table": "Person2", "column": "City"},
-                     "Age": {"kind": "aggregate", "function": "avg", "table": "Person2", "column": "Age"}},
-         "deciding": {"Person2": ["City"]}},
+        {
+            "op": "R1",
+            "out_table": "Person2",
+            "existence": "exact",
+            "columns": {c: {"kind": "copy", "table": "Person1", "column": c} for c in ("Name", "City", "Age")},
+            "deciding": {"Person1": ["Age"]},
+        },
+        {
+            "op": "R2",
+            "out_table": "AvgAge",
+            "existence": "exact",
+            "columns": {
+                "City": {"kind": "copy", "table": "Person2", "column": "City"},
+                "Age": {"kind": "aggregate", "function": "avg", "table": "Person2", "column": "Age"},
+            },
+            "deciding": {"Person2": ["City"]},
+        },
     ]
     return values, lineage, _write(tmp_path / "rules.json", json.dumps(rules))
 
@@ -551,8 +608,19 @@ def test_imported_row_lineage_answers_whatif_and_depends(cli, store_path: Path, 
     from provplug.whatif.values import UNKNOWN
 
     values, lineage, rules = _paper_with_rows(tmp_path)
-    r = cli("import", store_path, "--triples", TABLE4, "--values", values, "--row-lineage", lineage,
-            "--row-rules", rules, "--quiet")
+    r = cli(
+        "import",
+        store_path,
+        "--triples",
+        TABLE4,
+        "--values",
+        values,
+        "--row-lineage",
+        lineage,
+        "--row-rules",
+        rules,
+        "--quiet",
+    )
     assert r.code == 0, r
     store = provplug.open(store_path)
     ops = {o["name"]: (o["inputs"], o["outputs"]) for o in provplug.open_store(store_path).ops().to_pylist()}
@@ -572,22 +640,36 @@ def test_imported_row_lineage_answers_whatif_and_depends(cli, store_path: Path, 
     assert [t.table for t in provplug.open(store_path).whatif(value_id=12).tables] == ["Person1"]
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"row-rules": None}, "go together"),
-    ({"lineage": "op,out_table,out_row,in_table,in_row\nR1,Nope,0,Person1,0\n"}, "table 'Nope' is not a table"),
-    ({"lineage": "op,out_table,out_row,in_table,in_row\nR9,Person2,0,Person1,0\n"}, "no rules for op 'R9'"),
-    ({"extra-rule": {"op": "R9", "out_table": "Person2", "existence": "exact", "columns": {}}}, "op 'R9' is not an op"),
-    ({"lineage": "op,out_table,out_row,in_table,in_row\nR1,Person2,-1,Person1,0\n"}, "'out_row' -1 outside"),
-    ({"lineage": "op,out_table,out_row,in_table,in_row\nR1,AvgAge,0,Person1,0\n"}, "no rules for op 'R1' writing 'AvgAge'"),
-    ({"rules": "[{"}, "is not JSON"),
-    ({"rules": '[{"op": "R1", "out_table": "Person2", "existence": "maybe", "columns": {}}]'}, "unknown existence"),
-    ({"rules": '[{"op": "R1", "out_table": "Person2", "existence": "exact", "columns": '
-               '{"Age": {"kind": "aggregate", "function": "median", "table": "Person1", "column": "Age"}}}]'},
-     "unknown aggregate"),
-    ({"rules": '[{"op": "R1", "existence": "exact", "columns": {}}]'}, "missing 'out_table'"),
-])
-def test_bad_row_lineage_is_one_line_and_writes_nothing(cli, store_path: Path, tmp_path: Path, change: dict[str, Any],
-                                                        message: str) -> None:
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"row-rules": None}, "go together"),
+        ({"lineage": "op,out_table,out_row,in_table,in_row\nR1,Nope,0,Person1,0\n"}, "table 'Nope' is not a table"),
+        ({"lineage": "op,out_table,out_row,in_table,in_row\nR9,Person2,0,Person1,0\n"}, "no rules for op 'R9'"),
+        (
+            {"extra-rule": {"op": "R9", "out_table": "Person2", "existence": "exact", "columns": {}}},
+            "op 'R9' is not an op",
+        ),
+        ({"lineage": "op,out_table,out_row,in_table,in_row\nR1,Person2,-1,Person1,0\n"}, "'out_row' -1 outside"),
+        (
+            {"lineage": "op,out_table,out_row,in_table,in_row\nR1,AvgAge,0,Person1,0\n"},
+            "no rules for op 'R1' writing 'AvgAge'",
+        ),
+        ({"rules": "[{"}, "is not JSON"),
+        ({"rules": '[{"op": "R1", "out_table": "Person2", "existence": "maybe", "columns": {}}]'}, "unknown existence"),
+        (
+            {
+                "rules": '[{"op": "R1", "out_table": "Person2", "existence": "exact", "columns": '
+                '{"Age": {"kind": "aggregate", "function": "median", "table": "Person1", "column": "Age"}}}]'
+            },
+            "unknown aggregate",
+        ),
+        ({"rules": '[{"op": "R1", "existence": "exact", "columns": {}}]'}, "missing 'out_table'"),
+    ],
+)
+def test_bad_row_lineage_is_one_line_and_writes_nothing(
+    cli, store_path: Path, tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
     values, lineage, rules = _paper_with_rows(tmp_path)
     if "lineage" in change:
         lineage = _write(tmp_path / "bad-rows.csv", change["lineage"])

@@ -81,7 +81,10 @@ def _check_table7(idx: dict[str, Any]) -> None:
     assert got[(2, 4)] == (s1, s2) and got[(5, 7)] == (s2, s3) and got[(6, 10)] == (s2, s4)
     assert got[(10, 11)] == (s4, s4) and got[(1, 3)] == (s1, s1)
     assert {r["csid"]: (r["split"], r["nodes"], r["triples"]) for r in idx["sets"]} == {
-        1: ("sp1", 3, 2), 4: ("sp2", 3, 4), 7: ("sp3", 3, 3), 10: ("sp3", 3, 3)
+        1: ("sp1", 3, 2),
+        4: ("sp2", 3, 4),
+        7: ("sp3", 3, 3),
+        10: ("sp3", 3, 3),
     }
     # Buckets hold what the layout says they hold.
     from provplug.index import layout
@@ -114,7 +117,9 @@ def test_table7_via_cli_with_progress_and_stats(cli, store_path: Path, tmp_path:
     assert (stats["components"], stats["sets"], stats["set_dependencies"]) == (1, 4, 3)
     assert (stats["largest_component"], stats["largest_set"]) == (12, 3)
     assert [(r["split"], r["sets"], r["largest_set"]) for r in stats["per_split"]] == [
-        ("sp1", 1, 3), ("sp2", 1, 3), ("sp3", 2, 3)
+        ("sp1", 1, 3),
+        ("sp2", 1, 3),
+        ("sp3", 2, 3),
     ]
 
 
@@ -257,8 +262,13 @@ def _store_with_an_undefined_table(path: Path) -> Any:
         run = StagedRun(store, txn)
         with run.triples_writer("part") as writer:
             rows = range(3)
-            writer.write([ids.value_id(lost, 0, r) for r in rows], [ids.value_id(kept, 0, r) for r in rows], op,
-                         src_table=lost, dst_table=kept)
+            writer.write(
+                [ids.value_id(lost, 0, r) for r in rows],
+                [ids.value_id(kept, 0, r) for r in rows],
+                op,
+                src_table=lost,
+                dst_table=kept,
+            )
         run.finish()
     return store
 

@@ -17,12 +17,14 @@ def _largest(folder: Path) -> Path:
 
 def _encodings(path: Path) -> dict[str, tuple[str, set[str]]]:
     group = pq.ParquetFile(path).metadata.row_group(0)
-    return {group.column(i).path_in_schema: (group.column(i).compression, set(group.column(i).encodings))
-            for i in range(group.num_columns)}
+    return {
+        group.column(i).path_in_schema: (group.column(i).compression, set(group.column(i).encodings))
+        for i in range(group.num_columns)
+    }
 
 
 def test_index_files_are_zstd_with_dictionaries_only_for_few_distinct_values(
-    paper_rows_store: tuple[Path, dict[int, int]]
+    paper_rows_store: tuple[Path, dict[int, int]],
 ) -> None:
     path, _ = paper_rows_store
     gen = Path(generation.current_dir(open_store(path)))

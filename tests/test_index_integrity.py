@@ -52,7 +52,8 @@ DAMAGE = {
     "sets.parquet": lambda s: _remove(_generation(s) / "sets.parquet"),
     "a truncated file": lambda s: _truncate(next(_fullest_bucket(s, "triples").glob("*.parquet"))),
     "an extra data file": lambda s: shutil.copy(
-        next(_fullest_bucket(s, "triples").glob("*.parquet")), _generation(s) / "triples" / "bucket=0" / "part-9.parquet"
+        next(_fullest_bucket(s, "triples").glob("*.parquet")),
+        _generation(s) / "triples" / "bucket=0" / "part-9.parquet",
     ),
 }
 
@@ -84,8 +85,9 @@ def test_the_message_names_what_is_missing(table7: Path) -> None:
 
 
 @pytest.mark.parametrize("lost", ["value_sets/bucket=8", "mapped/value_sets/bucket=8.arrow"])
-def test_a_file_lost_after_the_check_is_an_error_not_an_empty_bucket(table7: Path, lost: str,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_lost_after_the_check_is_an_error_not_an_empty_bucket(
+    table7: Path, lost: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from provplug.index import mapped
     from provplug.query import index_reader
 

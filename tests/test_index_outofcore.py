@@ -34,7 +34,11 @@ def generation_files(store: Any) -> dict[str, Any]:
         meta = pq.ParquetFile(path).metadata
         table = pq.read_table(path)
         rel = str(path.relative_to(d))
-        out[rel] = (str(table.schema), table.to_pydict(), [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
+        out[rel] = (
+            str(table.schema),
+            table.to_pydict(),
+            [meta.row_group(i).num_rows for i in range(meta.num_row_groups)],
+        )
     meta = json.loads((d / "meta.json").read_text())
     out["meta"] = {k: meta[k] for k in ("counts", "splits", "split_tree", "workflow", "theta", "buckets", "engine")}
     return out
@@ -114,7 +118,10 @@ def test_distinct_runs_equal_the_sorted_distinct_values_and_enforce_the_limit() 
 
     rng = np.random.default_rng(3)
     for _ in range(20):
-        chunks = [rng.integers(-50, int(rng.integers(1, 5000)), size=int(rng.integers(0, 300))) for _ in range(int(rng.integers(1, 40)))]
+        chunks = [
+            rng.integers(-50, int(rng.integers(1, 5000)), size=int(rng.integers(0, 300)))
+            for _ in range(int(rng.integers(1, 40)))
+        ]
         runs = DistinctRuns()
         for c in chunks:
             runs.add(c)
@@ -135,8 +142,9 @@ def test_auto_goes_to_spark_when_the_values_exceed_the_budget(spark: Any, store_
     import io
 
     log = io.StringIO()
-    meta = build_index(store, theta=4, splits=TABLE7_SPLITS, spark=spark, memory_budget=100,
-                       progress=Progress(stream=log, live=False))
+    meta = build_index(
+        store, theta=4, splits=TABLE7_SPLITS, spark=spark, memory_budget=100, progress=Progress(stream=log, live=False)
+    )
     assert meta["engine"] == "spark"
     assert "beyond the local memory budget" in log.getvalue()
     _check_table7(read_index(store))

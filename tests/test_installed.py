@@ -15,11 +15,7 @@ INSTALLED = os.environ.get("PROVPLUG_TEST_INSTALLED") == "1"
 
 
 def _subpackages(root: Path) -> set[str]:
-    return {
-        f"provplug.{m.name}"
-        for m in pkgutil.walk_packages([str(root)])
-        if m.ispkg
-    }
+    return {f"provplug.{m.name}" for m in pkgutil.walk_packages([str(root)]) if m.ispkg}
 
 
 @pytest.mark.skipif(not INSTALLED, reason="only when CI runs the suite against the installed wheel")

@@ -185,7 +185,9 @@ def test_all_tables_in_one_split_csprov_is_ccprov(name: str, tmp_path: Path) -> 
         ([["T1", "T2", "T3", "T4", "T5", "T6"]], 1, 12),  # one set: the whole component, as CCProv
     ],
 )
-def test_item_8_reads_between_rq_and_ccprov(tmp_path: Path, splits: list[list[str]], sets_read: int, scanned: int) -> None:
+def test_item_8_reads_between_rq_and_ccprov(
+    tmp_path: Path, splits: list[list[str]], sets_read: int, scanned: int
+) -> None:
     import provplug
 
     opened = provplug.open(indexed(tmp_path / "s.prov", TABLE6, splits).root)

@@ -125,13 +125,18 @@ def test_where_clause_shows_rows_and_values(people: tuple[Path, dict[int, int]],
     assert set(by_id) == {packed[i] for i in (15, 18, 3, 6)}
     assert rows[by_id[packed[15]]["row"]] == {"Name": "Steve", "City": "NY", "Age": 30}
     assert by_id[packed[6]] == {
-        "value_id": packed[6], "table": "Person1", "column": "Age",
-        "row": f"{ids.unpack(packed[6])[0]}:1", "value": 40,  # Mark is Person1's row 1
+        "value_id": packed[6],
+        "table": "Person1",
+        "column": "Age",
+        "row": f"{ids.unpack(packed[6])[0]}:1",
+        "value": 40,  # Mark is Person1's row 1
     }
     assert rows[by_id[packed[6]]["row"]] == {"Name": "Mark", "City": "NY", "Age": 40}
     assert _edges(answer) == {
-        (packed[15], packed[23], "R2"), (packed[18], packed[23], "R2"),
-        (packed[3], packed[15], "R1"), (packed[6], packed[18], "R1"),
+        (packed[15], packed[23], "R2"),
+        (packed[18], packed[23], "R2"),
+        (packed[3], packed[15], "R1"),
+        (packed[6], packed[18], "R1"),
     }
 
 
@@ -142,7 +147,7 @@ def test_where_clause_grammar(people: tuple[Path, dict[int, int]]) -> None:
         "Age > 30 AND NOT (City = 'LA')": [16],  # Mark only
         "Name IN ('Steve', 'Shane')": [13, 19],
         "Name LIKE 'M%' OR Age BETWEEN 35 AND 45": [16, 19],
-        '"City" <> \'NY\'': [19],
+        "\"City\" <> 'NY'": [19],
         "age >= 30": [13, 16, 19],  # identifiers fold case, as in SQL
     }
     for predicate, names in cases.items():
@@ -241,7 +246,10 @@ def test_cli_tree_groups_by_op_and_table_with_values(people: tuple[Path, dict[in
     assert lines[-1].startswith("4 ancestors, 4 triples; method auto on driver")
 
 
-@pytest.mark.skipif(not (EXAMPLES / "people_spark.py").exists(), reason="examples/people_spark.py (Spark capture example) not written yet")
+@pytest.mark.skipif(
+    not (EXAMPLES / "people_spark.py").exists(),
+    reason="examples/people_spark.py (Spark capture example) not written yet",
+)
 def test_where_clause_on_a_captured_spark_store(tmp_path: Path, spark: Any, cli: Any) -> None:
     import importlib.util
 
@@ -272,7 +280,15 @@ def test_table7_csprov_reads_three_sets_cli(table7: Path, cli: Any) -> None:
     assert {r["value_id"] for r in answer["lineage"]} == {7, 5, 4, 2, 3, 1}
     assert answer["stats"]["sets_read"] == 3  # S1, S2, S3: S4 is never read
     assert answer["stats"]["triples_scanned"] == 9  # the 3 triples into S4 are not
-    assert _edges(answer) == {(1, 2, "op"), (1, 3, "op"), (2, 4, "op"), (3, 4, "op"), (4, 5, "op"), (5, 7, "op"), (7, 8, "op")}
+    assert _edges(answer) == {
+        (1, 2, "op"),
+        (1, 3, "op"),
+        (2, 4, "op"),
+        (3, 4, "op"),
+        (4, 5, "op"),
+        (5, 7, "op"),
+        (7, 8, "op"),
+    }
     assert answer == provplug.open(table7).lineage(value_id=8, method="csprov").to_dict() | {"stats": answer["stats"]}
 
 
@@ -361,7 +377,9 @@ def test_driver_path_starts_no_jvm(table7: Path) -> None:
         (["AvgAge.Age", "--value-id", "1"], "not both"),
     ],
 )
-def test_bad_queries_fail_with_one_line(people: tuple[Path, dict[int, int]], cli: Any, args: list[str], message: str) -> None:
+def test_bad_queries_fail_with_one_line(
+    people: tuple[Path, dict[int, int]], cli: Any, args: list[str], message: str
+) -> None:
     path, _ = people
     before = snapshot(path)
     result = cli("lineage", path, *args)

@@ -37,16 +37,18 @@ def layered_dag(
     triples.write_text(
         "src,dst,op\n" + "".join(f"{s},{d},{ops[(d - 1) // width % len(ops)]}\n" for s, d in sorted(edges))
     )
-    values.write_text(
-        "value_id,table\n"
-        + "".join(f"{v},T{layer}\n" for layer in range(layers) for v in ids[layer])
-    )
+    values.write_text("value_id,table\n" + "".join(f"{v},T{layer}\n" for layer in range(layers) for v in ids[layer]))
     return triples, values, sorted(edges)
 
 
 # The paper's Tables 1-3: (table, columns, rows, first paper id).
 PAPER_TABLES = [
-    ("Person1", ("Name", "City", "Age"), [("Steve", "NY", 30), ("Mark", "NY", 40), ("Shane", "LA", 40), ("Mary", "NY", 20)], 1),
+    (
+        "Person1",
+        ("Name", "City", "Age"),
+        [("Steve", "NY", 30), ("Mark", "NY", 40), ("Shane", "LA", 40), ("Mary", "NY", 20)],
+        1,
+    ),
     ("Person2", ("Name", "City", "Age"), [("Steve", "NY", 30), ("Mark", "NY", 40), ("Shane", "LA", 40)], 13),
     ("AvgAge", ("City", "Age"), [("NY", 35.0), ("LA", 40.0)], 22),
 ]

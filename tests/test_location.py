@@ -147,7 +147,10 @@ def test_fixed_buffering_widens_the_start_by_the_buffer() -> None:
     # x_c = 2, buffer 5, y_p = 1: firing f uses the last 5 tokens read, x[max(1, 2f-4)..2f].
     graph = workflow([actor("A", {"X": 2}, {"Y": 1}, X=5)])
     assert [as_sets(dependency(graph, "Y", k))["X"] for k in (1, 2, 3, 4)] == [
-        {1, 2}, {1, 2, 3, 4}, {2, 3, 4, 5, 6}, {4, 5, 6, 7, 8},
+        {1, 2},
+        {1, 2, 3, 4},
+        {2, 3, 4, 5, 6},
+        {4, 5, 6, 7, 8},
     ]
     # Through a stateless hop after it: z[2] (z_p = 2, y_c = 3) is B's 1st firing: y[1..3] -> x[1..6].
     chain = workflow([actor("A", {"X": 2}, {"Y": 1}, X=5), actor("B", {"Y": 3}, {"Z": 2})])
@@ -167,11 +170,13 @@ def test_dynamic_buffering_uses_every_token_read_so_far() -> None:
 
 def test_two_paths_give_the_union_with_its_gaps() -> None:
     # U -A(1:1)-> V, U -B(2:1)-> W, (V, W) -C(1, 1:1)-> X. x[3]: v[3] -> u[3]; w[3] -> u[5..6].
-    graph = workflow([
-        actor("A", {"U": 1}, {"V": 1}),
-        actor("B", {"U": 2}, {"W": 1}),
-        actor("C", {"V": 1, "W": 1}, {"X": 1}),
-    ])
+    graph = workflow(
+        [
+            actor("A", {"U": 1}, {"V": 1}),
+            actor("B", {"U": 2}, {"W": 1}),
+            actor("C", {"V": 1, "W": 1}, {"X": 1}),
+        ]
+    )
     assert dependency_rows(graph, "X", 3) == [
         Dependency(None, "X", 3, "U", 3, 3),
         Dependency(None, "X", 3, "U", 5, 6),
@@ -183,11 +188,13 @@ def test_two_paths_give_the_union_with_its_gaps() -> None:
 
 def test_cdep_and_its_closure() -> None:
     # Fig. 1's shape: A reads U and writes V and W; B reads V and Y, writes X; D reads W, writes Z.
-    graph = workflow([
-        actor("A", {"U": 1}, {"V": 1, "W": 1}),
-        actor("B", {"V": 1, "Y": 1}, {"X": 1}),
-        actor("D", {"W": 1}, {"Z": 1}),
-    ])
+    graph = workflow(
+        [
+            actor("A", {"U": 1}, {"V": 1, "W": 1}),
+            actor("B", {"V": 1, "Y": 1}, {"X": 1}),
+            actor("D", {"W": 1}, {"Z": 1}),
+        ]
+    )
     assert graph.cdep() == {("V", "U"), ("W", "U"), ("X", "V"), ("X", "Y"), ("Z", "W")}
     assert graph.cdep_star("X") == {"V", "Y", "U"}
     assert graph.cdep_star("Z") == {"W", "U"}
@@ -255,11 +262,13 @@ def random_dag(rnd: random.Random) -> tuple[Workflow, dict[str, int]]:
     for a in range(rnd.randint(1, 5)):
         reads = rnd.sample(containers, min(len(containers), rnd.randint(1, 2)))
         writes = [f"C{a}_{o}" for o in range(rnd.randint(1, 2))]
-        actors.append(Actor(
-            f"A{a}",
-            tuple(random_consumption(rnd, c) for c in reads),
-            tuple(Production(c, rnd.randint(1, 4)) for c in writes),
-        ))
+        actors.append(
+            Actor(
+                f"A{a}",
+                tuple(random_consumption(rnd, c) for c in reads),
+                tuple(Production(c, rnd.randint(1, 4)) for c in writes),
+            )
+        )
         containers.extend(writes)
     graph = workflow(actors)
     return graph, {name: n for name, n in sources.items() if name in graph.initial}

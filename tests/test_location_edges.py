@@ -91,9 +91,7 @@ def test_an_aligned_edge_expands_to_the_hand_built_triples() -> None:
     # A select over table 3 (partitions of 2 and 1 rows) into table 4: out 0 = in 0,
     # out 1 = f(in 1, in 2), out 2 a literal (no input column: no triple).
     edge = location_edge(9, 3, 4, {0: [0], 1: [1, 2], 2: []}, RowRuns.partitions([2, 1]))
-    expected = sorted(
-        t(9, (3, i, r), (4, o, r)) for r in (0, 1, P1) for o, i in ((0, 0), (1, 1), (1, 2))
-    )
+    expected = sorted(t(9, (3, i, r), (4, o, r)) for r in (0, 1, P1) for o, i in ((0, 0), (1, 1), (1, 2)))
     assert triples([edge]) == expected
     assert edge.triple_count == 9
 
@@ -101,9 +99,7 @@ def test_an_aligned_edge_expands_to_the_hand_built_triples() -> None:
 def test_a_batching_edge_expands_to_the_hand_built_triples() -> None:
     # Two input rows per output row: output positions 1, 2, 3 (rows 0, 1, P1) come
     # from input positions 1-2, 3-4, 5-6 (rows 100, 101 | 102, 200 | 201, 202).
-    edge = location_edge(
-        5, 1, 2, {0: [1]}, RowRuns.partitions([2, 1]), RowRuns.of([(100, 3), (200, 3)]), Rates(2, 1)
-    )
+    edge = location_edge(5, 1, 2, {0: [1]}, RowRuns.partitions([2, 1]), RowRuns.of([(100, 3), (200, 3)]), Rates(2, 1))
     pairs = [(100, 0), (101, 0), (102, 1), (200, 1), (201, P1), (202, P1)]
     assert triples([edge]) == sorted(t(5, (1, 1, s), (2, 0, d)) for s, d in pairs)
 
@@ -131,14 +127,18 @@ def simulated_triples(edge: LocationEdge) -> list[Triple]:
     """The edge's triples from an SDF run of its actor, one token at a time."""
     assert edge.src_rows is not None
     r = edge.rates
-    graph = workflow([Actor("A", (Consumption("I", r.consumption, r.buffer, r.dynamic),), (Production("O", r.production),))])
+    graph = workflow(
+        [Actor("A", (Consumption("I", r.consumption, r.buffer, r.dynamic),), (Production("O", r.production),))]
+    )
     run = simulate(graph, {"I": edge.src_rows.size}, max_firings=10_000)
     found = []
     for k in range(1, edge.dst_rows.size + 1):
         out_row = int(edge.dst_rows.rows_at([k])[0])
         for _, j in run.used[("O", k)]:
             in_row = int(edge.src_rows.rows_at([j])[0])
-            found.extend(t(edge.op, (edge.src_table, i, in_row), (edge.dst_table, o, out_row)) for o, i in edge.column_pairs)
+            found.extend(
+                t(edge.op, (edge.src_table, i, in_row), (edge.dst_table, o, out_row)) for o, i in edge.column_pairs
+            )
     return sorted(found)
 
 

@@ -73,8 +73,14 @@ def _capture(store: Any, qty: list[int], located: bool) -> Captured:
 
 
 def _record(run: StagedRun, qty: list[int], located: bool) -> Captured:
-    columns = {"Orders": ["id", "qty", "price"], "Amounts": ["id", "amount"], "PairSums": ["total"],
-               "Moving": ["window"], "Halves": ["id", "half"], "Total": ["grand"]}
+    columns = {
+        "Orders": ["id", "qty", "price"],
+        "Amounts": ["id", "amount"],
+        "PairSums": ["total"],
+        "Moving": ["window"],
+        "Halves": ["id", "half"],
+        "Total": ["grand"],
+    }
     infos = {n: run.new_table(n, "source" if n == "Orders" else "output", columns[n]) for n in TABLES}
     t = {n: info.table_id for n, info in infos.items()}
     o, a, p, m, h = (rows_of(r) for r in (ORDER_ROWS, ORDER_ROWS, PAIR_ROWS, MOVING_ROWS, HALF_ROWS))
@@ -90,8 +96,9 @@ def _record(run: StagedRun, qty: list[int], located: bool) -> Captured:
     for name, (data, numbers) in contents.items():
         with run.rows_writer(t[name]) as rows:
             rows.write(pa.table(data), numbers)
-        run.record_table(TableInfo(t[name], name, run.run_id, infos[name].origin, tuple(columns[name]),
-                                   len(numbers), True))
+        run.record_table(
+            TableInfo(t[name], name, run.run_id, infos[name].origin, tuple(columns[name]), len(numbers), True)
+        )
 
     def v(table: str, column: int, row: int) -> int:
         return ids.value_id(t[table], column, row)
@@ -101,24 +108,50 @@ def _record(run: StagedRun, qty: list[int], located: bool) -> Captured:
         "Select": [(v("Orders", c, r), v("Amounts", out, r)) for r in o for c, out in ((0, 0), (1, 1), (2, 1))],
         "Pairs": [(v("Amounts", 1, a[i]), v("PairSums", 0, p[j])) for j in range(3) for i in (2 * j, 2 * j + 1)],
         "Window": [(v("Amounts", 1, a[i]), v("Moving", 0, m[k])) for k in range(6) for i in (k - 1, k) if i >= 0],
-        "Split": [(v("Orders", c, o[k]), v("Halves", c, h[x])) for k in range(6) for x in (2 * k, 2 * k + 1)
-                  for c in (0, 1)],
+        "Split": [
+            (v("Orders", c, o[k]), v("Halves", c, h[x])) for k in range(6) for x in (2 * k, 2 * k + 1) for c in (0, 1)
+        ],
         "Sum": [(v("PairSums", 0, p[j]), v("Total", 0, 0)) for j in range(3)],
     }
-    io = {"Select": ("Orders", "Amounts"), "Pairs": ("Amounts", "PairSums"), "Window": ("Amounts", "Moving"),
-          "Split": ("Orders", "Halves"), "Sum": ("PairSums", "Total")}
+    io = {
+        "Select": ("Orders", "Amounts"),
+        "Pairs": ("Amounts", "PairSums"),
+        "Window": ("Amounts", "Moving"),
+        "Split": ("Orders", "Halves"),
+        "Sum": ("PairSums", "Total"),
+    }
     for name, op in op_ids.items():
         src, dst = io[name]
-        run.record_op(OpInfo(op, name, run.run_id, "builtin", (t[src],), (t[dst],), started=WHEN, finished=WHEN,
-                             triples=len(by_op[name])))
+        run.record_op(
+            OpInfo(
+                op,
+                name,
+                run.run_id,
+                "builtin",
+                (t[src],),
+                (t[dst],),
+                started=WHEN,
+                finished=WHEN,
+                triples=len(by_op[name]),
+            )
+        )
     edges = {
         "Select": location_edge(op_ids["Select"], t["Orders"], t["Amounts"], {0: [0], 1: [1, 2]}, ORDER_ROWS),
-        "Pairs": location_edge(op_ids["Pairs"], t["Amounts"], t["PairSums"], {0: [1]}, PAIR_ROWS, ORDER_ROWS,
-                               Rates(consumption=2, production=1)),
-        "Window": location_edge(op_ids["Window"], t["Amounts"], t["Moving"], {0: [1]}, MOVING_ROWS, ORDER_ROWS,
-                                Rates(buffer=2)),
-        "Split": location_edge(op_ids["Split"], t["Orders"], t["Halves"], {0: [0], 1: [1]}, HALF_ROWS, ORDER_ROWS,
-                               Rates(production=2)),
+        "Pairs": location_edge(
+            op_ids["Pairs"],
+            t["Amounts"],
+            t["PairSums"],
+            {0: [1]},
+            PAIR_ROWS,
+            ORDER_ROWS,
+            Rates(consumption=2, production=1),
+        ),
+        "Window": location_edge(
+            op_ids["Window"], t["Amounts"], t["Moving"], {0: [1]}, MOVING_ROWS, ORDER_ROWS, Rates(buffer=2)
+        ),
+        "Split": location_edge(
+            op_ids["Split"], t["Orders"], t["Halves"], {0: [0], 1: [1]}, HALF_ROWS, ORDER_ROWS, Rates(production=2)
+        ),
     }
     with run.triples_writer() as writer:
         for name, pairs in by_op.items():
@@ -158,8 +191,10 @@ class Pair:
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Pair:
     folder = tmp_path_factory.mktemp("located")
     stores = {kind: open_store(str(folder / f"{kind}.prov")) for kind in ("full", "located")}
-    runs = {kind: [_capture(s, QTY_A, kind == "located"), _capture(s, QTY_B, kind == "located")]
-            for kind, s in stores.items()}
+    runs = {
+        kind: [_capture(s, QTY_A, kind == "located"), _capture(s, QTY_B, kind == "located")]
+        for kind, s in stores.items()
+    }
     for a, b in zip(runs["full"], runs["located"], strict=True):  # fresh stores reserve the same ids
         assert (a.tables, a.ops, a.triples) == (b.tables, b.ops, b.triples)
     return Pair(stores["full"], stores["located"], runs)
@@ -213,8 +248,12 @@ def test_a_filter_reads_the_same_triples_and_expands_no_edge_it_excludes(pair: P
         TripleFilter.of(ops=[b.ops["Window"], a.ops["Split"]], runs=[b.run_id]),
     ]
     for where in filters:
-        rename = TripleFilter.of(where.ops, where.src_tables, where.dst_tables,
-                                 None if where.runs is None else [pair.runs["located"][1].run_id])
+        rename = TripleFilter.of(
+            where.ops,
+            where.src_tables,
+            where.dst_tables,
+            None if where.runs is None else [pair.runs["located"][1].run_id],
+        )
         full = _sorted(triple_table(pair.full, ["src", "dst", "op"], where))
         assert full == _sorted(triple_table(pair.located, ["src", "dst", "op"], rename)), where
         assert full  # every filter selects something
@@ -242,7 +281,9 @@ def test_slices_of_an_edge_give_exactly_its_triples() -> None:
         location_edge(1, 1, 2, {0: [0, 1], 1: [1]}, runs),
         location_edge(2, 1, 3, {0: [0]}, RowRuns.partitions([6]), runs, Rates(consumption=2, production=1)),
         location_edge(3, 1, 4, {0: [1]}, runs, runs, Rates(buffer=3)),
-        location_edge(4, 1, 5, {0: [0]}, RowRuns.partitions([4]), runs, Rates(consumption=3, production=1, dynamic=True)),
+        location_edge(
+            4, 1, 5, {0: [0]}, RowRuns.partitions([4]), runs, Rates(consumption=3, production=1, dynamic=True)
+        ),
         location_edge(5, 1, 6, {0: [0]}, RowRuns.partitions([24]), runs, Rates(production=2)),
     ]
     for slice_triples in (1, 3, 7, 1000):
@@ -266,8 +307,7 @@ def test_the_spark_frame_holds_the_same_triples(pair: Pair, spark: Any, monkeypa
     a = pair.runs["full"][0]
     where = TripleFilter.of(ops=[a.ops["Split"], a.ops["Sum"]])
     got = triples_frame(spark, pair.located, ["dst", "op"], where).collect()
-    assert sorted(tuple(r) for r in got) == sorted((d, op) for _, d, op in pair.hand_triples()
-                                                   if op in where.ops)  # type: ignore[operator]
+    assert sorted(tuple(r) for r in got) == sorted((d, op) for _, d, op in pair.hand_triples() if op in where.ops)  # type: ignore[operator]
 
 
 def test_damaged_location_edges_are_one_line(pair: Pair, tmp_path: Path) -> None:
@@ -346,8 +386,13 @@ def _expected(
 
 
 def _values(captured: Captured) -> list[int]:
-    sizes = {"Orders": (3, ORDER_ROWS), "Amounts": (2, ORDER_ROWS), "PairSums": (1, PAIR_ROWS),
-             "Moving": (1, MOVING_ROWS), "Halves": (2, HALF_ROWS)}
+    sizes = {
+        "Orders": (3, ORDER_ROWS),
+        "Amounts": (2, ORDER_ROWS),
+        "PairSums": (1, PAIR_ROWS),
+        "Moving": (1, MOVING_ROWS),
+        "Halves": (2, HALF_ROWS),
+    }
     found = [ids.value_id(captured.tables["Total"], 0, 0)]
     for name, (columns, runs) in sizes.items():
         found += [ids.value_id(captured.tables[name], c, r) for c in range(columns) for r in rows_of(runs)]
@@ -403,7 +448,9 @@ def test_exports_are_identical(indexed: Pair, fmt: str) -> None:
     from provplug.export import Target, export
 
     full_run, located_run = indexed.runs["full"][1].run_id, indexed.runs["located"][1].run_id
-    whole = [export(s, fmt, run=r, namespace="n") for s, r in ((indexed.full, full_run), (indexed.located, located_run))]
+    whole = [
+        export(s, fmt, run=r, namespace="n") for s, r in ((indexed.full, full_run), (indexed.located, located_run))
+    ]
     assert _canonical(json.loads(indexed.same_run_ids(whole[1]))) == _canonical(json.loads(whole[0]))
     if fmt == "prov-json":  # every triple is a derivation
         derived = json.loads(whole[0])["wasDerivedFrom"]
@@ -411,8 +458,10 @@ def test_exports_are_identical(indexed: Pair, fmt: str) -> None:
     else:  # the split's column lineage is there: from the located edge's column map
         assert '"name": "Halves"' in whole[1] and '"half"' in whole[1]
     target = Target(table="Total", column="grand")
-    answers = [export(s, fmt, run=r, target=target, namespace="n")
-               for s, r in ((indexed.full, full_run), (indexed.located, located_run))]
+    answers = [
+        export(s, fmt, run=r, target=target, namespace="n")
+        for s, r in ((indexed.full, full_run), (indexed.located, located_run))
+    ]
     assert _canonical(json.loads(indexed.same_run_ids(answers[1]))) == _canonical(json.loads(answers[0]))
 
 
@@ -424,8 +473,13 @@ def test_column_lineage_is_identical(pair: Pair) -> None:
     for _, store in pair.stores():
         tables = {t.table_id: t for t in tables_of(store)}
         pairs = column_pairs(store, ops_of(store), tables)
-        found.append(sorted(json.dumps(p, default=str, sort_keys=True) for ps in pairs.values() for p in
-                            (x._asdict() if hasattr(x, "_asdict") else vars(x) for x in ps)))
+        found.append(
+            sorted(
+                json.dumps(p, default=str, sort_keys=True)
+                for ps in pairs.values()
+                for p in (x._asdict() if hasattr(x, "_asdict") else vars(x) for x in ps)
+            )
+        )
     assert found[0] == found[1]
     assert len(found[0]) >= 2 * 6  # select's 3, pairs', window's, split's 2, sum's, per run
 
@@ -461,8 +515,10 @@ def test_metrics_of_the_located_run_are_those_of_the_full_run(pair: Pair) -> Non
     against_located = compare(pair.full, pair.located, run_full=a_full, run_reduced=a_located)
     assert against_located["tables"] == against_itself["tables"]
     assert all(t["rows_full"] == t["rows"] and t["prov"] > 0 for t in against_located["tables"]), against_located
-    assert against_located["reduced"]["location_triples"] + against_located["reduced"]["triples"] == \
-        against_located["full"]["triples"]
+    assert (
+        against_located["reduced"]["location_triples"] + against_located["reduced"]["triples"]
+        == against_located["full"]["triples"]
+    )
 
 
 def test_diff_explains_the_change_alike(indexed: Pair) -> None:

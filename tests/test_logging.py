@@ -35,12 +35,14 @@ def test_an_import_and_its_commit_are_logged(tmp_path: Path, caplog: pytest.LogC
     [committed] = _records(caplog, "provplug.store.parquet")
     assert committed.startswith(f"committed run {run_id} as #1 to {table7}: ")
     [imported] = _records(caplog, "provplug.ingest.importer")
-    assert imported == (f"imported {DATA / 'paper_table7_triples.csv'} into {table7} as run {run_id}: "
-                        "12 triples (0 duplicates dropped)")
+    assert imported == (
+        f"imported {DATA / 'paper_table7_triples.csv'} into {table7} as run {run_id}: 12 triples (0 duplicates dropped)"
+    )
 
 
-def test_provplug_index_logs_its_input_and_what_it_published(table7: Path, cli: Any,
-                                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_provplug_index_logs_its_input_and_what_it_published(
+    table7: Path, cli: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.clear()
     assert cli("index", table7, "--theta", "4", "--engine", "local", "--quiet").code == 0
     started, published = _records(caplog, "provplug.index.build")

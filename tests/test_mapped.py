@@ -68,7 +68,9 @@ def _values(edges: list[tuple[int, int]], n: int) -> list[int]:
 
 @pytest.mark.parametrize("fence_rows", [FEW_ROWS, mapped.FENCE_ROWS])
 @pytest.mark.parametrize("rows", [0, 1, 3, 4, 5, 8, 9, 40, 41, 600, 5000])
-def test_fenced_search_finds_what_searchsorted_finds(rows: int, fence_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fenced_search_finds_what_searchsorted_finds(
+    rows: int, fence_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(mapped, "FENCE_ROWS", fence_rows)
     rng = np.random.default_rng(rows)
     key = np.sort(rng.integers(0, max(rows // 40, 12), rows))  # runs longer than a fence, and keys absent
@@ -95,8 +97,9 @@ def test_every_bucket_has_its_fences(fenced: tuple[Path, list[tuple[int, int]]])
 
 
 @pytest.mark.parametrize("method", ["csprov", "ccprov"])
-def test_fenced_lookups_answer_as_the_oracle(fenced: tuple[Path, list[tuple[int, int]]], method: str,
-                                             few_rows: None) -> None:
+def test_fenced_lookups_answer_as_the_oracle(
+    fenced: tuple[Path, list[tuple[int, int]]], method: str, few_rows: None
+) -> None:
     store, edges = fenced
     opened = provplug.open(store)
     for value in _values(edges, 12):
@@ -105,8 +108,9 @@ def test_fenced_lookups_answer_as_the_oracle(fenced: tuple[Path, list[tuple[int,
             assert _got(answer) == _expected(edges, value, direction)
 
 
-def test_a_lookup_asks_for_every_page_it_reads(fenced: tuple[Path, list[tuple[int, int]]], few_rows: None,
-                                               mocker: Any) -> None:
+def test_a_lookup_asks_for_every_page_it_reads(
+    fenced: tuple[Path, list[tuple[int, int]]], few_rows: None, mocker: Any
+) -> None:
     """The key pages the fences name and the rows' pages of every column
     read are advised (``WILLNEED``) by the lookup itself."""
     store, edges = fenced
@@ -120,8 +124,11 @@ def test_a_lookup_asks_for_every_page_it_reads(fenced: tuple[Path, list[tuple[in
 
     paths: dict[int, str] = {}
     mocker.patch.object(mapped.os, "open", side_effect=remember_path)
-    mocker.patch.object(mapped.os, "posix_fadvise",
-                        side_effect=lambda fd, at, n, _: advised.setdefault(paths[fd], []).append((at, at + n)))
+    mocker.patch.object(
+        mapped.os,
+        "posix_fadvise",
+        side_effect=lambda fd, at, n, _: advised.setdefault(paths[fd], []).append((at, at + n)),
+    )
     reader = IndexReader.current(open_store(store))
     csids = np.unique(reader.sets_of(np.array(_values(edges, 30)))[1])
     triples = reader.triples_of_sets(csids)
@@ -129,13 +136,18 @@ def test_a_lookup_asks_for_every_page_it_reads(fenced: tuple[Path, list[tuple[in
     for part, keys, starts, ends in reader._lookup("triples", "dst_csid", [], csids, reader.triple_buckets):
         assert isinstance(part, mapped.MappedRows)
         for column in ("src", "dst", "op"):
-            _assert_covered(advised.get(part.path, []), part.offsets[column] + 8 * starts, part.offsets[column] + 8 * ends)
+            _assert_covered(
+                advised.get(part.path, []), part.offsets[column] + 8 * starts, part.offsets[column] + 8 * ends
+            )
         lo, hi = part._pages(keys, "left")
-        _assert_covered(advised.get(part.path, []), part.offsets["dst_csid"] + 8 * lo, part.offsets["dst_csid"] + 8 * hi)
+        _assert_covered(
+            advised.get(part.path, []), part.offsets["dst_csid"] + 8 * lo, part.offsets["dst_csid"] + 8 * hi
+        )
 
 
-def test_pages_asked_for_once_are_not_asked_for_again(fenced: tuple[Path, list[tuple[int, int]]], few_rows: None,
-                                                      mocker: Any) -> None:
+def test_pages_asked_for_once_are_not_asked_for_again(
+    fenced: tuple[Path, list[tuple[int, int]]], few_rows: None, mocker: Any
+) -> None:
     """A lookup repeated in a process finds its pages known (read once
     already): it asks for nothing, and answers the same."""
     store, edges = fenced
@@ -146,7 +158,8 @@ def test_pages_asked_for_once_are_not_asked_for_again(fenced: tuple[Path, list[t
     again = reader.triples_of_sets(csids)
     assert advice.call_count == 0
     assert sorted(zip(again.src.tolist(), again.dst.tolist(), strict=True)) == sorted(
-        zip(first.src.tolist(), first.dst.tolist(), strict=True))
+        zip(first.src.tolist(), first.dst.tolist(), strict=True)
+    )
 
 
 def _assert_covered(advised: list[tuple[int, int]], starts: np.ndarray, ends: np.ndarray) -> None:
@@ -169,8 +182,9 @@ def _rewrite_manifest(store: Path, change: Any) -> None:
     meta_path.write_text(json.dumps(meta))
 
 
-def test_a_generation_without_fences_answers_the_same(fenced: tuple[Path, list[tuple[int, int]]], tmp_path: Path,
-                                                      few_rows: None) -> None:
+def test_a_generation_without_fences_answers_the_same(
+    fenced: tuple[Path, list[tuple[int, int]]], tmp_path: Path, few_rows: None
+) -> None:
     store, edges = fenced
     older = tmp_path / "older.prov"
     pafs.copy_files(str(store), str(older))
@@ -217,5 +231,5 @@ def _mapping_flags(path: str) -> list[str]:
         if re.match(r"[0-9a-f]+-[0-9a-f]+ ", line):  # a mapping's first line: its range, ..., its file
             inside = line.endswith(path)
         elif inside and line.startswith("VmFlags:"):
-            flags.append(line[len("VmFlags:"):])
+            flags.append(line[len("VmFlags:") :])
     return flags

@@ -163,7 +163,10 @@ def test_table9_shows_a_re_partitioned_set_in_a_row_of_its_own(tmp_path: Path) -
     # re-partitioned on its sub-splits {T3, T4} -> S2 and {T5, T6} -> S3, S4.
     build_index(store, theta=4, splits=[["T1", "T2"], [["T3", "T4"], ["T5", "T6"]]], engine="local")
     rows = paper_eval.table9(store, 4, (read_meta(store) or {})["split_tree"])
-    assert [(r.name, r.nodes, r.final_sets, r.parts) for r in rows] == [("LC1", 12, 4, ["LC1_lc1"]), ("LC1_lc1", 9, 3, [])]
+    assert [(r.name, r.nodes, r.final_sets, r.parts) for r in rows] == [
+        ("LC1", 12, 4, ["LC1_lc1"]),
+        ("LC1_lc1", 9, 3, []),
+    ]
     assert cells(rows[0]) == [("sp1", 1, 0, 3), ("sp2", 1, 0, 9)]
     assert cells(rows[1]) == [("sp2.1", 1, 0, 3), ("sp2.2", 2, 0, 3)]
     assert rows[1].triples == 10  # triples into 4-12 (2->4 and 3->4 start in sp1, but end here)
@@ -211,8 +214,11 @@ def test_picked_queries_follow_the_class_rules(replicated: dict[int, Any], monke
 
     store = replicated[1]
     # The paper's ranges are for 6.4M triples; scaled down for a 70K-triple trace.
-    monkeypatch.setattr(paper_eval, "CLASSES", {"SC-SL": ("small", 10, 40), "LC-SL": ("large", 100, 200),
-                                                 "LC-LL": ("large", 1_000, 3_000)})
+    monkeypatch.setattr(
+        paper_eval,
+        "CLASSES",
+        {"SC-SL": ("small", 10, 40), "LC-SL": ("large", 100, 200), "LC-LL": ("large", 1_000, 3_000)},
+    )
     picks = paper_eval.pick_queries(store, THETA, per_class=3, seed=0, direction="up", max_checks=50_000)
     t = store.triples().to_table(columns=["src", "dst"])
     triples = list(zip(t.column("src").to_pylist(), t.column("dst").to_pylist(), strict=True))
@@ -229,7 +235,9 @@ def test_picked_queries_follow_the_class_rules(replicated: dict[int, Any], monke
             assert (nodes[q["component"]] >= THETA) == (kind == "large"), (cls, q)
 
 
-def test_too_few_by_both_counts_tops_up_by_values_alone(replicated: dict[int, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_too_few_by_both_counts_tops_up_by_values_alone(
+    replicated: dict[int, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = replicated[1]
     monkeypatch.setattr(paper_eval, "CLASSES", {"LC": ("large", 50, 100)})
     found = paper_eval.pick_queries(store, THETA, per_class=10_000, seed=0, direction="up", max_checks=3_000)["LC"]
@@ -239,7 +247,7 @@ def test_too_few_by_both_counts_tops_up_by_values_alone(replicated: dict[int, An
     assert [q["rule"] for q in queries] == ["both"] * strict + ["values"] * (len(queries) - strict)
     t = store.triples().to_table(columns=["src", "dst"])
     triples = list(zip(t.column("src").to_pylist(), t.column("dst").to_pylist(), strict=True))
-    for q in queries[strict - 2: strict + 2]:
+    for q in queries[strict - 2 : strict + 2]:
         ancestors, into = plain_lineage(triples, q["value"])
         assert 50 <= len(ancestors) <= 100 and (q["lineage"], q["triples"]) == (len(ancestors), into)
         assert (50 <= into <= 100) == (q["rule"] == "both")

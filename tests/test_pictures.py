@@ -51,7 +51,9 @@ def check_paper_answer_svg(svg: str) -> None:
     assert len(nodes(svg)) == 5  # one node per row
 
 
-def test_svg_of_the_paper_answer_shows_the_4_ancestors_with_their_values(people: Path, cli: Any, tmp_path: Path) -> None:
+def test_svg_of_the_paper_answer_shows_the_4_ancestors_with_their_values(
+    people: Path, cli: Any, tmp_path: Path
+) -> None:
     out = tmp_path / "answer.svg"
     result = cli("lineage", people, *NY_AGE, "--format", "svg", "-o", out)
     assert result.code == 0 and result.out == "", result
@@ -103,14 +105,17 @@ def test_html_is_a_standalone_page_around_the_svg(people: Path, cli: Any, tmp_pa
     assert parser.title == "Lineage of AvgAge.Age: 4 ancestors, 4 triples"
     assert {"html", "h1", "svg", "text"} <= set(parser.tags)
     assert "script" not in parser.tags and "link" not in parser.tags and parser.external == []
-    svg = page[page.index("<svg"): page.index("</svg>") + len("</svg>")]
+    svg = page[page.index("<svg") : page.index("</svg>") + len("</svg>")]
     check_paper_answer_svg(svg)
     browser = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
     if browser is None:
         return  # no headless browser here: the page was parsed instead
     dom = subprocess.run(
         [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", out.as_uri()],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     ).stdout
     assert "<svg" in dom and "Person1 (2 rows)" in dom
 
@@ -119,7 +124,18 @@ def test_graph_shows_every_table_and_op_with_counts(people: Path, cli: Any) -> N
     result = cli("graph", people, "--format", "svg")
     assert result.code == 0, result
     words = texts(result.out)
-    for expected in ("Person1", "4 rows", "Person2", "3 rows", "AvgAge", "2 rows", "R1", "9 triples", "R2", "6 triples"):
+    for expected in (
+        "Person1",
+        "4 rows",
+        "Person2",
+        "3 rows",
+        "AvgAge",
+        "2 rows",
+        "R1",
+        "9 triples",
+        "R2",
+        "6 triples",
+    ):
         assert expected in words, expected
     assert len(nodes(result.out)) == 5  # 3 tables, 2 ops
     text = cli("graph", people).out.splitlines()
@@ -182,7 +198,9 @@ def test_missing_graphviz_package_is_one_line(people: Path, cli: Any, monkeypatc
         assert "pip install 'provplug[export]'" in result.err
 
 
-def test_missing_dot_is_one_line_and_writes_nothing(people: Path, cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_dot_is_one_line_and_writes_nothing(
+    people: Path, cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     out = tmp_path / "answer.svg"
     result = cli("lineage", people, *NY_AGE, "--format", "svg", "-o", out)

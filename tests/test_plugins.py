@@ -59,7 +59,9 @@ def test_no_plugin_manager_is_built_at_import_time() -> None:
     assert plugins_module._default is None
 
 
-def test_third_party_adapter_is_discovered_and_called_like_builtins(records_installed: None, cli, store_path: Path) -> None:
+def test_third_party_adapter_is_discovered_and_called_like_builtins(
+    records_installed: None, cli, store_path: Path
+) -> None:
     r = cli("plugins")
     line = next(row for row in r.out.splitlines() if row.startswith("records"))
     assert "provplug-records 0.1.0" in line
@@ -190,8 +192,11 @@ def test_two_plugins_registering_one_adapter_name_fail_at_load() -> None:
     pm = make_plugin_manager(autoload=False)
     pm.register(_adapters("records"), name="first-plugin")
     pm.register(_adapters("records"), name="second-plugin")
-    with pytest.raises(PluginError, match=r"capture adapter name 'records' is registered by plugins "
-                                         r"'second-plugin' and 'first-plugin'"):
+    with pytest.raises(
+        PluginError,
+        match=r"capture adapter name 'records' is registered by plugins "
+        r"'second-plugin' and 'first-plugin'",
+    ):
         Plugins(pm)
 
 
@@ -225,8 +230,11 @@ def test_a_query_method_name_clash_names_both_plugins() -> None:
 
     pm = make_plugin_manager(autoload=False)
     pm.register(Methods(), name="my-methods")
-    with pytest.raises(PluginError, match=r"query method name 'rq' is registered by plugins "
-                                         r"'my-methods' and 'provplug\.query\.methods'"):
+    with pytest.raises(
+        PluginError,
+        match=r"query method name 'rq' is registered by plugins "
+        r"'my-methods' and 'provplug\.query\.methods'",
+    ):
         Plugins(pm)
 
 

@@ -115,8 +115,9 @@ def test_available_memory_is_what_the_kernel_says() -> None:
     assert 0 < driver.available_memory() <= total
 
 
-def test_a_shrunk_budget_evicts_at_once(dag: tuple[Path, list[tuple[int, int]]],
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_shrunk_budget_evicts_at_once(
+    dag: tuple[Path, list[tuple[int, int]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     store, edges = dag
     monkeypatch.setenv(index_reader.MAPPED_ENV, "0")  # the Parquet buckets' cache
     opened = provplug.open(store)
@@ -145,8 +146,9 @@ def test_each_opened_store_has_its_own_cache_and_budget(dag: tuple[Path, list[tu
 
 
 @pytest.mark.parametrize("mapped", ["1", "0"])
-def test_a_tiny_cache_evicts_and_answers_as_an_unbounded_one(dag: tuple[Path, list[tuple[int, int]]], mapped: str,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tiny_cache_evicts_and_answers_as_an_unbounded_one(
+    dag: tuple[Path, list[tuple[int, int]]], mapped: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store, edges = dag
     monkeypatch.setenv(index_reader.MAPPED_ENV, mapped)  # "0": read the Parquet buckets
     queried = _sample(edges, 12, 2)
@@ -216,8 +218,9 @@ def test_by_default_a_query_that_fits_the_machine_stays_on_the_driver(
     assert provplug.open(store).lineage(value_id=value, tau=10**9).stats["path"] == "driver"
 
 
-def test_a_bad_driver_budget_is_one_line(dag: tuple[Path, list[tuple[int, int]]], cli: Any,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bad_driver_budget_is_one_line(
+    dag: tuple[Path, list[tuple[int, int]]], cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store, edges = dag
     monkeypatch.setenv(driver.DRIVER_ENV, "-5")
     result = cli("lineage", store, "--value-id", str(_sample(edges, 1, 6)[0]))
@@ -237,7 +240,9 @@ def test_mapped_files_answer_as_parquet_does_without_reading_parquet_triples(
     monkeypatch.setenv(index_reader.MAPPED_ENV, "0")
     on_parquet = {
         (v, d, m): opened.lineage(value_id=v, method=m, direction=d).to_dict()
-        for v in queried for d in ("up", "down") for m in METHODS
+        for v in queried
+        for d in ("up", "down")
+        for m in METHODS
     }
     monkeypatch.delenv(index_reader.MAPPED_ENV)
     opened = provplug.open(store)  # a new store: nothing read from Parquet is cached
@@ -253,7 +258,8 @@ def test_mapped_files_answer_as_parquet_does_without_reading_parquet_triples(
         assert got["stats"]["triples_scanned"] == expected["stats"]["triples_scanned"]
         assert got["stats"]["sets_read"] == expected["stats"]["sets_read"]
         assert _got(opened.lineage(value_id=value, method=method, direction=direction)) == _expected(
-            edges, value, direction)
+            edges, value, direction
+        )
     generation = IndexReader.current(opened.store).generation
     index_files = [e.size for k, e in index_reader.caches_of(opened.store).files.items.items() if k[0] == generation]
     assert index_files and sum(index_files) <= len(index_files) * index_reader.MAPPED_ENTRY_BYTES

@@ -48,9 +48,20 @@ from conftest import EXAMPLES, REPO, explore_every_way
 README = (REPO / "README.md").read_text()
 # The pages whose blocks are run, in this order, after the README's (docs/cli.md is generated
 # from the parsers and checked by test_cli_reference; ui.md and testing.md show no tour commands).
-PAGES = ("README.md", "docs/capturing.md", "docs/queries.md", "docs/runs.md", "docs/export.md",
-         "docs/capture-semantics.md", "docs/store-format.md", "docs/plugins.md", "docs/architecture.md",
-         "docs/configuration.md", "docs/references.md", "docs/benchmarks.md")
+PAGES = (
+    "README.md",
+    "docs/capturing.md",
+    "docs/queries.md",
+    "docs/runs.md",
+    "docs/export.md",
+    "docs/capture-semantics.md",
+    "docs/store-format.md",
+    "docs/plugins.md",
+    "docs/architecture.md",
+    "docs/configuration.md",
+    "docs/references.md",
+    "docs/benchmarks.md",
+)
 NOT_RUN_PAGES = {"docs/cli.md", "docs/ui.md", "docs/testing.md"}
 MARKER = re.compile(r"<!--\s*(.*?)\s*-->")
 BLOCK_TIMEOUT = 900  # seconds for one block (a Spark or Kedro run on a loaded 2-core machine)
@@ -92,8 +103,11 @@ def readme_blocks(text: str = README, page: str = "README.md") -> list[Block]:
         end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
         before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
         marker = MARKER.fullmatch(before.strip())
-        blocks.append(Block(i + 1, opening.group(1), "\n".join(lines[i + 1:end]) + "\n",
-                            marker.group(1) if marker else "", page))
+        blocks.append(
+            Block(
+                i + 1, opening.group(1), "\n".join(lines[i + 1 : end]) + "\n", marker.group(1) if marker else "", page
+            )
+        )
         i = end + 1
     return blocks
 
@@ -189,8 +203,10 @@ class Session:
     def bash(self, script: str, where: str) -> str:
         """Run ``script`` as the next thing typed; keep its directory and variables."""
         state = self.scratch / "state"
-        epilogue = (f'\npwd > "{state}.pwd"\n'
-                    f'for v in $(compgen -v); do printf "%s=%s\\0" "$v" "${{!v}}"; done > "{state}.vars"\n')
+        epilogue = (
+            f'\npwd > "{state}.pwd"\n'
+            f'for v in $(compgen -v); do printf "%s=%s\\0" "$v" "${{!v}}"; done > "{state}.vars"\n'
+        )
         done = self._run(["bash", "-c", PIP_SHIM + script + epilogue], where)
         self.cwd = Path((state.parent / "state.pwd").read_text().strip())
         for item in (state.parent / "state.vars").read_text().split("\0"):
@@ -208,20 +224,64 @@ class Session:
         env = self.environment()
         executable = shutil.which(argv[0], path=env["PATH"]) or argv[0]
         started = time.perf_counter()
-        done = subprocess.run([executable, *argv[1:]], cwd=self.cwd, env=env, capture_output=True, text=True,
-                              timeout=BLOCK_TIMEOUT, check=False)
+        done = subprocess.run(
+            [executable, *argv[1:]],
+            cwd=self.cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=BLOCK_TIMEOUT,
+            check=False,
+        )
         self.seconds[where] = self.seconds.get(where, 0.0) + time.perf_counter() - started
-        assert done.returncode == 0, (f"{where} failed (exit {done.returncode})\nstdout:\n"
-                                      f"{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}")
+        assert done.returncode == 0, (
+            f"{where} failed (exit {done.returncode})\nstdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
+        )
         return done.stdout
 
 
-SHELL_VARIABLES = {"BASH", "BASHOPTS", "BASHPID", "BASH_ARGC", "BASH_ARGV", "BASH_LINENO", "BASH_SOURCE",
-                   "BASH_VERSINFO", "BASH_VERSION", "DIRSTACK", "EUID", "GROUPS", "HOSTNAME", "HOSTTYPE",
-                   "IFS", "LINENO", "MACHTYPE", "OLDPWD", "OPTERR", "OPTIND", "OSTYPE", "PIPESTATUS", "PPID",
-                   "PS4", "PWD", "RANDOM", "SECONDS", "SHELLOPTS", "SHLVL", "UID", "EPOCHREALTIME",
-                   "EPOCHSECONDS", "SRANDOM", "BASH_COMMAND", "BASH_SUBSHELL", "COLUMNS", "LINES", "HISTCMD",
-                   "README_CHECK_INSTALLED", "PATH"}
+SHELL_VARIABLES = {
+    "BASH",
+    "BASHOPTS",
+    "BASHPID",
+    "BASH_ARGC",
+    "BASH_ARGV",
+    "BASH_LINENO",
+    "BASH_SOURCE",
+    "BASH_VERSINFO",
+    "BASH_VERSION",
+    "DIRSTACK",
+    "EUID",
+    "GROUPS",
+    "HOSTNAME",
+    "HOSTTYPE",
+    "IFS",
+    "LINENO",
+    "MACHTYPE",
+    "OLDPWD",
+    "OPTERR",
+    "OPTIND",
+    "OSTYPE",
+    "PIPESTATUS",
+    "PPID",
+    "PS4",
+    "PWD",
+    "RANDOM",
+    "SECONDS",
+    "SHELLOPTS",
+    "SHLVL",
+    "UID",
+    "EPOCHREALTIME",
+    "EPOCHSECONDS",
+    "SRANDOM",
+    "BASH_COMMAND",
+    "BASH_SUBSHELL",
+    "COLUMNS",
+    "LINES",
+    "HISTCMD",
+    "README_CHECK_INSTALLED",
+    "PATH",
+}
 
 
 def _session_commands(block: Block) -> Iterator[tuple[str, str]]:
@@ -239,8 +299,11 @@ def _session_commands(block: Block) -> Iterator[tuple[str, str]]:
 
 def fresh_clone(destination: Path) -> Path:
     """What a fresh clone holds of what the README uses: the examples, without anything a run made."""
-    shutil.copytree(EXAMPLES, destination / "examples", ignore=shutil.ignore_patterns(
-        "__pycache__", "*.prov", "03_primary", "08_reporting", "09_provenance", "*.log"))
+    shutil.copytree(
+        EXAMPLES,
+        destination / "examples",
+        ignore=shutil.ignore_patterns("__pycache__", "*.prov", "03_primary", "08_reporting", "09_provenance", "*.log"),
+    )
     return destination
 
 
@@ -253,7 +316,7 @@ def run_readme(session: Session, blocks: list[Block]) -> None:
         if kind == "bash":
             previous = session.printed[where] = session.bash(block.text, where)
         elif kind == "python":
-            name = block.marker[len("file:"):].strip() if block.marker.startswith("file:") else ""
+            name = block.marker[len("file:") :].strip() if block.marker.startswith("file:") else ""
             previous = session.printed[where] = session.python(block.text, name, where)
         elif kind == "session":
             for command, shown in _session_commands(block):
@@ -263,8 +326,10 @@ def run_readme(session: Session, blocks: list[Block]) -> None:
         elif kind == "output":
             assert_shows(block.text, previous, session.variables, where)
         elif kind == "unmarked":
-            pytest.fail(f"{where} ({block.lang or 'no language'}) is neither run by this test nor "
-                        "marked <!-- fragment --> / <!-- output --> / <!-- not-run: REASON -->")
+            pytest.fail(
+                f"{where} ({block.lang or 'no language'}) is neither run by this test nor "
+                "marked <!-- fragment --> / <!-- output --> / <!-- not-run: REASON -->"
+            )
 
 
 @pytest.fixture(scope="module")
@@ -315,8 +380,9 @@ def test_blocks_not_run_are_run_by_the_file_their_reason_names(tmp_path: Path) -
         for line in block.text.strip().splitlines():
             for command in (part.strip() for part in line.split("&&")):
                 # the runner may add arguments (a seed), never change the command
-                assert any(r == command or r.startswith(command + " ") for r in runner_lines), \
+                assert any(r == command or r.startswith(command + " ") for r in runner_lines), (
                     f"{reason.group(1)} does not run {command!r}"
+                )
 
 
 def _check_served(block: Block, test_file: Path, scratch: Path) -> None:
@@ -329,8 +395,9 @@ def _check_served(block: Block, test_file: Path, scratch: Path) -> None:
             session.bash(line, block.where)
         else:
             subcommand = _split(line)[1]
-            assert line.startswith("provplug ") and f'cli("{subcommand}"' in source, \
+            assert line.startswith("provplug ") and f'cli("{subcommand}"' in source, (
                 f"{test_file.name} does not run `provplug {subcommand}` ({line!r})"
+            )
 
 
 def test_every_readme_block_runs_as_written_on_a_fresh_clone(readme_run: Session) -> None:
@@ -380,13 +447,20 @@ def test_depends_answers_no_for_mary(readme_run: Session, cli: Any) -> None:
 
 
 def test_the_script_capture_store_can_be_browsed_drawn_and_exported(readme_run: Session, cli: Any) -> None:
-    found = explore_every_way(cli, readme_run.root / "sales.prov", "big_regions", "avg_order", "region = 'north'",
-                              {"write:enriched", "write:by_region", "write:big_regions"})
+    found = explore_every_way(
+        cli,
+        readme_run.root / "sales.prov",
+        "big_regions",
+        "avg_order",
+        "region = 'north'",
+        {"write:enriched", "write:by_region", "write:big_regions"},
+    )
     assert {t["name"] for t in found["tables"]} == {"orders", "customers", "enriched", "by_region", "big_regions"}
 
 
-def test_the_demo_runs_again_replacing_only_its_own_store(readme_run: Session, cli: Any, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_demo_runs_again_replacing_only_its_own_store(
+    readme_run: Session, cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`provplug demo` typed a second time where the README ran it: it says it replaces the
     earlier demo's store and prints the same answer; a store that is not the demo's is refused
     and left as it was."""

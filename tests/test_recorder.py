@@ -81,7 +81,7 @@ def test_triple_writer_buffers_row_groups_rolls_parts_and_counts(tmp_path: Path)
     src = np.arange(1, 26, dtype=np.int64)
     with TripleWriter(out, "t1", row_group_rows=4, file_rows=10) as writer:
         for lo in range(0, 25, 3):  # batches of 3: row groups of 6, parts of 12
-            writer.write(src[lo:lo + 3], src[lo:lo + 3] + 100, 5, dst_table=2, src_table=1)
+            writer.write(src[lo : lo + 3], src[lo : lo + 3] + 100, 5, dst_table=2, src_table=1)
     assert writer.rows == 25
     files = writer.close()
     assert [Path(f.path).name for f in files] == ["t1-00000.parquet", "t1-00001.parquet", "t1-00002.parquet"]
@@ -112,7 +112,9 @@ def test_a_closed_writer_refuses_more(tmp_path: Path) -> None:
 
 def test_triple_writer_casts_a_compatible_table(tmp_path: Path) -> None:
     out = local_destination(tmp_path)
-    loose = pa.table({"dst": [2], "src": [1], "op": [3], "src_table": [1], "dst_table": [1]})  # int64 tables, other order
+    loose = pa.table(
+        {"dst": [2], "src": [1], "op": [3], "src_table": [1], "dst_table": [1]}
+    )  # int64 tables, other order
     with TripleWriter(out) as writer:
         writer.write_table(loose)
     assert _read(out).schema == schema.TRIPLES
@@ -207,8 +209,12 @@ def test_rows_and_triples_through_the_recorder_commit_with_the_run(store: Parque
         op_id = run.new_op_id()
         run.record_op(OpInfo(op_id, "Upper", run.run_id, "udf", (people.table_id,), (out.table_id,)))
         with run.triples_writer() as triples:
-            triples.write([ids.value_id(people.table_id, 0, r) for r in (0, 1)],
-                          [ids.value_id(out.table_id, 0, r) for r in (0, 1)], op_id, dst_table=out.table_id)
+            triples.write(
+                [ids.value_id(people.table_id, 0, r) for r in (0, 1)],
+                [ids.value_id(out.table_id, 0, r) for r in (0, 1)],
+                op_id,
+                dst_table=out.table_id,
+            )
         finished = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
         done = run.finish_op(op_id, triples=triples.rows, finished=finished)
         assert (done.triples, done.finished) == (2, finished)
@@ -286,8 +292,13 @@ def test_row_lineage_and_rules_commit_with_the_run_and_read_back(store: ParquetS
     from provplug.ingest import rowlineage
     from provplug.rowrules import ColumnRule, OpRowRules
 
-    rules = OpRowRules(7, 3, "exact", {"n": ColumnRule("aggregate", function="count_star"),
-                                       "city": ColumnRule("copy", 2, "city")}, {2: ("city",)})
+    rules = OpRowRules(
+        7,
+        3,
+        "exact",
+        {"n": ColumnRule("aggregate", function="count_star"), "city": ColumnRule("copy", 2, "city")},
+        {2: ("city",)},
+    )
 
     def body(run: StagedRun) -> None:
         with run.row_lineage_writer() as writer:
@@ -302,7 +313,10 @@ def test_row_lineage_and_rules_commit_with_the_run_and_read_back(store: ParquetS
     assert dataset is not None
     got = dataset.to_table().sort_by("in_row").to_pylist()
     assert [(r["out_row"], r["member"], r["in_table"], r["in_row"], r["optional"]) for r in got] == [
-        (0, 0, 2, 4, False), (0, 1, 2, 5, False), (1, 0, 2, 6, False)]
+        (0, 0, 2, 4, False),
+        (0, 1, 2, 5, False),
+        (1, 0, 2, 6, False),
+    ]
     assert rowlineage.lineage_of(store, run_ids=["no-such-run"]) is None
 
 

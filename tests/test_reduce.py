@@ -21,8 +21,14 @@ def test_a_spec_names_table_technique_parameters_and_seed() -> None:
     table, r = parse_spec("Weather=sample:ratio=0.33,seed=1")
     assert (table, r.name, dict(r.params), r.seed) == ("Weather", "sample", {"ratio": 0.33}, 1)
     _, k = parse_spec("W=kmeans:attributes=Latitude|Longitude,k=3,variant=eliminate,clusters=2,seed=7")
-    assert dict(k.params) == {"attributes": ["Latitude", "Longitude"], "k": 3, "variant": "eliminate", "ratio": None,
-                              "clusters": [2], "assignment": None}
+    assert dict(k.params) == {
+        "attributes": ["Latitude", "Longitude"],
+        "k": 3,
+        "variant": "eliminate",
+        "ratio": None,
+        "clusters": [2],
+        "assignment": None,
+    }
     _, e = parse_spec("W=equivalence:attribute=Country,variant=eliminate,classes=Australia|Alaska USA")
     assert e.params["classes"] == ["Australia", "Alaska USA"]
 
@@ -34,17 +40,20 @@ def test_sql_parameters_keep_commas_equals_and_bars() -> None:
     assert parse_params("x=true,y=none,z=-2.5e1,w=text") == {"x": True, "y": None, "z": -25.0, "w": "text"}
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ("sample:ratio=0.3", "not TABLE=TECHNIQUE"),
-    ("W=shuffle:ratio=0.3", "unknown reduction 'shuffle'"),
-    ("W=sample:ratio=2", r"ratio must be a number in \(0, 1\]"),
-    ("W=sample:ratio", "not key=value"),
-    ("W=sample:ratio=0.1,ratio=0.2", "given twice"),
-    ("W=sample:ratio=0.1,seed=x", "seed must be an integer"),
-    ("W=sample:fraction=0.1", "unexpected keyword argument 'fraction'"),
-    ("W=kmeans:attributes=a,k=2,variant=eliminate", "needs the clusters to keep or a ratio"),
-    ("W=histogram:attribute=a,width=0", "width must be a positive number"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("sample:ratio=0.3", "not TABLE=TECHNIQUE"),
+        ("W=shuffle:ratio=0.3", "unknown reduction 'shuffle'"),
+        ("W=sample:ratio=2", r"ratio must be a number in \(0, 1\]"),
+        ("W=sample:ratio", "not key=value"),
+        ("W=sample:ratio=0.1,ratio=0.2", "given twice"),
+        ("W=sample:ratio=0.1,seed=x", "seed must be an integer"),
+        ("W=sample:fraction=0.1", "unexpected keyword argument 'fraction'"),
+        ("W=kmeans:attributes=a,k=2,variant=eliminate", "needs the clusters to keep or a ratio"),
+        ("W=histogram:attribute=a,width=0", "width must be a positive number"),
+    ],
+)
 def test_malformed_specs_are_one_line_reduction_errors(spec: str, message: str) -> None:
     with pytest.raises(ReductionError, match=message):
         parse_spec(spec)
@@ -57,11 +66,16 @@ def test_a_table_reduced_twice_is_refused() -> None:
 
 def test_reductions_describe_themselves_as_recorded() -> None:
     r = reduce.histogram("Temperature", 6)
-    assert r.record() == {"technique": "histogram", "seed": 0, "params": {
-        "attribute": "Temperature", "width": 6, "variant": "eliminate", "buckets": None, "ratio": None}}
+    assert r.record() == {
+        "technique": "histogram",
+        "seed": 0,
+        "params": {"attribute": "Temperature", "width": 6, "variant": "eliminate", "buckets": None, "ratio": None},
+    }
     assert str(r) == "histogram(attribute=Temperature, width=6, variant=eliminate, seed=0)"
-    assert reduce.describe_run_reduction({"mode": "thesis", "tables": {"W": reduce.sample(0.5, seed=2).record()}}) \
+    assert (
+        reduce.describe_run_reduction({"mode": "thesis", "tables": {"W": reduce.sample(0.5, seed=2).record()}})
         == "thesis: W=sample(ratio=0.5, seed=2)"
+    )
 
 
 # -- the hook --------------------------------------------------------------------------------
@@ -88,7 +102,9 @@ def _plugins_with(*extra: object) -> Plugins:
 
 def test_a_plugin_technique_is_named_by_spec_strings_like_the_builtins() -> None:
     plugins = _plugins_with(_ThirdParty())
-    assert {"sample", "stratified", "histogram", "kmeans", "equivalence", "keep", "every-other"} <= set(plugins.reductions())
+    assert {"sample", "stratified", "histogram", "kmeans", "equivalence", "keep", "every-other"} <= set(
+        plugins.reductions()
+    )
     table, r = parse_spec("T=every-other:column=id", plugins)
     assert (table, r.name, dict(r.params)) == ("T", "keep", {"where": "id % 2 = 0"})
     with pytest.raises(ReductionError, match="unknown reduction 'every-other'"):
@@ -122,8 +138,12 @@ def test_the_closure_keeps_paths_from_kept_rows_op_by_op(tmp_path: Path) -> None
     with TripleWriter(destination, "op10") as w:
         w.write([_cell(1, 0, r) for r in range(3)], [_cell(2, 0, r) for r in range(3)], 10, dst_table=2)
     with TripleWriter(destination, "op11") as w:
-        w.write([_cell(2, 0, 0), _cell(2, 0, 1), _cell(4, 0, 0), _cell(2, 0, 2)],
-                [_cell(3, 0, 0), _cell(3, 0, 1), _cell(3, 1, 1), _cell(3, 0, 2)], 11, dst_table=3)
+        w.write(
+            [_cell(2, 0, 0), _cell(2, 0, 1), _cell(4, 0, 0), _cell(2, 0, 2)],
+            [_cell(3, 0, 0), _cell(3, 0, 1), _cell(3, 1, 1), _cell(3, 0, 2)],
+            11,
+            dst_table=3,
+        )
     ops = [OpInfo(10, "A", "r", "builtin"), OpInfo(11, "B", "r", "builtin")]
     import numpy as np
 
@@ -132,8 +152,9 @@ def test_the_closure_keeps_paths_from_kept_rows_op_by_op(tmp_path: Path) -> None
     from provplug.store.files import scan
 
     rows = scan(destination.filesystem(), destination.files(), "t").to_pylist()
-    assert sorted((t["src"], t["dst"]) for t in rows) == sorted([
-        (_cell(1, 0, 0), _cell(2, 0, 0)), (_cell(2, 0, 0), _cell(3, 0, 0)), (_cell(4, 0, 0), _cell(3, 1, 1))])
+    assert sorted((t["src"], t["dst"]) for t in rows) == sorted(
+        [(_cell(1, 0, 0), _cell(2, 0, 0)), (_cell(2, 0, 0), _cell(3, 0, 0)), (_cell(4, 0, 0), _cell(3, 1, 1))]
+    )
 
 
 def test_the_thesis_mode_warning_reaches_stderr_without_any_logging_set_up() -> None:
@@ -142,8 +163,10 @@ def test_the_thesis_mode_warning_reaches_stderr_without_any_logging_set_up() -> 
     import subprocess
     import sys
 
-    code = ("from provplug import reduce\nfrom provplug.capture import warn_thesis_mode\n"
-            "warn_thesis_mode({'flights': reduce.sample(0.33, seed=1)})\n")
+    code = (
+        "from provplug import reduce\nfrom provplug.capture import warn_thesis_mode\n"
+        "warn_thesis_mode({'flights': reduce.sample(0.33, seed=1)})\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout == ""
     assert "reduce_mode='thesis'" in done.stderr and "computed from the kept rows only" in done.stderr

@@ -19,8 +19,10 @@ NOW = datetime(2026, 6, 30, 12, 0, tzinfo=timezone.utc)
 
 def _manifests(ages_in_days: list[float]) -> list[dict[str, Any]]:
     """Runs numbered 1.. committed ``age`` days before NOW, oldest first."""
-    return [{"run_id": f"run{n}", "number": n, "committed": (NOW - timedelta(days=age)).isoformat()}
-            for n, age in enumerate(ages_in_days, start=1)]
+    return [
+        {"run_id": f"run{n}", "number": n, "committed": (NOW - timedelta(days=age)).isoformat()}
+        for n, age in enumerate(ages_in_days, start=1)
+    ]
 
 
 def _numbers(runs: list[Any]) -> list[int]:
@@ -52,8 +54,18 @@ def test_a_negative_rule_is_refused(keep_last: int | None, older_than: float | N
 
 def _three_runs(cli: Any, store: Path) -> list[str]:
     for _ in range(3):
-        assert cli("import", store, "--triples", DATA / "paper_table4_triples.csv",
-                   "--values", DATA / "paper_table4_values.csv", "--quiet").code == 0
+        assert (
+            cli(
+                "import",
+                store,
+                "--triples",
+                DATA / "paper_table4_triples.csv",
+                "--values",
+                DATA / "paper_table4_values.csv",
+                "--quiet",
+            ).code
+            == 0
+        )
     return [r["run_id"] for r in json.loads(cli("runs", store, "--json").out)]
 
 

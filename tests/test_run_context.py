@@ -23,9 +23,20 @@ DATA = EXAMPLES / "sales_script" / "data"
 
 
 def _git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                               "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(repo), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+            "HOME": str(repo),
+            "PATH": "/usr/bin:/bin",
+        },
+    )
     return done.stdout.strip()
 
 
@@ -67,8 +78,9 @@ def test_provplug_run_records_the_script_its_arguments_git_label_and_tags(spark:
     head = _git(repo, "rev-parse", "HEAD")
     (repo / "notes.txt").write_text("untracked: the tree stays clean")
     store, out = tmp_path / "sales.prov", tmp_path / "out"
-    result = cli("run", "--store", store, "--label", "daily", "--tag", "prod", "--tag", "eu",
-                 repo / "sales.py", DATA, out)
+    result = cli(
+        "run", "--store", store, "--label", "daily", "--tag", "prod", "--tag", "eu", repo / "sales.py", DATA, out
+    )
     assert result.code == 0, result
     assert "captured run 1 (" in result.err
     (run,) = json.loads(cli("runs", store, "--json").out)
@@ -103,24 +115,30 @@ def test_the_kedro_plugin_records_project_pipeline_env_parameters_and_label(spar
     from provplug_kedro.hooks import ProvplugHooks
 
     settings = {"label": "nightly", "tags": ["kedro"]}
-    catalog = DataCatalog({
-        "numbers": MemoryDataset(spark.createDataFrame([(1,), (2,)], "x int")),
-        "params:provplug": MemoryDataset(settings),
-        "parameters": MemoryDataset({"provplug": settings, "factor": 2}),
-    })
+    catalog = DataCatalog(
+        {
+            "numbers": MemoryDataset(spark.createDataFrame([(1,), (2,)], "x int")),
+            "params:provplug": MemoryDataset(settings),
+            "parameters": MemoryDataset({"provplug": settings, "factor": 2}),
+        }
+    )
     flow = pipeline([node(_doubled, "numbers", "result", name="double")])
     store = tmp_path / "store.prov"
     manager = _create_hook_manager()
     manager.register(ProvplugHooks(store=store))
-    run_params = {"project_path": str(tmp_path), "runner": "SequentialRunner", "pipeline_name": "maths",
-                  "env": "prod"}
+    run_params = {"project_path": str(tmp_path), "runner": "SequentialRunner", "pipeline_name": "maths", "env": "prod"}
     manager.hook.before_pipeline_run(run_params=run_params, pipeline=flow, catalog=catalog)
     result = SequentialRunner().run(flow, catalog, manager)
     manager.hook.after_pipeline_run(run_params=run_params, run_result=result, pipeline=flow, catalog=catalog)
 
     (run,) = provplug.open(store).runs()
-    assert run["entry_point"] == {"type": "kedro", "project": str(tmp_path), "pipeline": "maths", "env": "prod",
-                                  "params": {"factor": 2, "provplug": settings}}
+    assert run["entry_point"] == {
+        "type": "kedro",
+        "project": str(tmp_path),
+        "pipeline": "maths",
+        "env": "prod",
+        "params": {"factor": 2, "provplug": settings},
+    }
     assert (run["label"], run["tags"], run["number"]) == ("nightly", ["kedro"], 1)
 
 
@@ -134,8 +152,13 @@ def ages(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     for age, label in ((30, None), (32, "older")):
         people = [("Steve", "NY", age), ("Mark", "NY", 40), ("Mary", "LA", 20)]
         with provplug.capture(spark, store=store, label=label) as run:
-            average_age(adults(run.source(spark.createDataFrame(people, "Name string, City string, Age int")
-                                          .coalesce(1), "Person1")))
+            average_age(
+                adults(
+                    run.source(
+                        spark.createDataFrame(people, "Name string, City string, Age int").coalesce(1), "Person1"
+                    )
+                )
+            )
     provplug.open(store).index(engine="local")
     return store
 
@@ -162,9 +185,13 @@ def test_diff_of_a_table_no_run_wrote_is_a_one_line_error(ages: Path, cli: Any) 
 def test_whatif_graph_and_export_name_the_run_they_used(ages: Path, cli: Any) -> None:
     whatif = cli("whatif", ages, "--delete", "Person1", "--where", "Name = 'Mark'")
     assert whatif.code == 0, whatif
-    assert whatif.out.splitlines()[0] == "run 2 (label older): the latest of 2 runs that wrote Person1; --run picks another"
-    chosen = json.loads(cli("whatif", ages, "--delete", "Person1", "--where", "Name = 'Mark'", "--run", "1",
-                            "--json").out)
+    assert (
+        whatif.out.splitlines()[0]
+        == "run 2 (label older): the latest of 2 runs that wrote Person1; --run picks another"
+    )
+    chosen = json.loads(
+        cli("whatif", ages, "--delete", "Person1", "--where", "Name = 'Mark'", "--run", "1", "--json").out
+    )
     assert (chosen["run"]["number"], chosen["run"]["chosen"]) == (1, "given")
     graph = cli("graph", ages, "--run", "latest~1")
     assert graph.code == 0 and graph.out.splitlines()[0] == "run 1 of 2 runs"

@@ -91,7 +91,8 @@ def test_the_remaining_import_still_answers_after_the_capture_is_deleted(two: Pa
     store.index(engine="local")
     answer = store.lineage(value_id=103)
     assert sorted((r["value_id"], r["table"], r["column"]) for r in answer.lineage) == [
-        (101, "Person2", "Age"), (102, "Person2", "Age"),
+        (101, "Person2", "Age"),
+        (102, "Person2", "Age"),
     ]
     assert {e["op"] for e in answer.edges} == {"R9"}
 
@@ -191,7 +192,9 @@ def _generation_leftover(store: Path, payload: int) -> str:
     return name
 
 
-def test_gc_removes_dead_writers_staging_and_old_generations_only(two: Path, cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gc_removes_dead_writers_staging_and_old_generations_only(
+    two: Path, cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     dead_bytes = _staging(two, "dead-run", _dead_pid(), 1000)
     _staging(two, "live-run", os.getpid(), 10)
     first = generation.current_generation(open_store(two))
@@ -210,7 +213,10 @@ def test_gc_removes_dead_writers_staging_and_old_generations_only(two: Path, cli
 
     result = cli("gc", two)
     assert result.code == 0, result
-    assert result.out.splitlines()[-1] == f"removed 2 item(s), {(dead_bytes + 500) / 1024:.1f} KB ({dead_bytes + 500:,} bytes) freed"
+    assert (
+        result.out.splitlines()[-1]
+        == f"removed 2 item(s), {(dead_bytes + 500) / 1024:.1f} KB ({dead_bytes + 500:,} bytes) freed"
+    )
     assert sorted(p.name for p in (two / "_staging").iterdir()) == ["live-run"]
     assert sorted(p.name for p in (two / "index").glob("gen-*")) == sorted([first, live])
 

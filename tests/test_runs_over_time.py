@@ -48,8 +48,15 @@ def test_the_readme_query_answers_from_the_latest_run_and_says_so(people_twice: 
     answer = _query(cli, people_twice)
     runs = provplug.open(people_twice).runs()
     assert [r["number"] for r in runs] == [1, 2]
-    assert answer["run"] == {"id": runs[1]["run_id"], "number": 2, "label": None, "table": "AvgAge", "of": 2,
-                             "others": 1, "chosen": "latest"}
+    assert answer["run"] == {
+        "id": runs[1]["run_id"],
+        "number": 2,
+        "label": None,
+        "table": "AvgAge",
+        "of": 2,
+        "others": 1,
+        "chosen": "latest",
+    }
     # The cells queried are run 2's: their table is the AvgAge run 2 wrote.
     tables = {t["table_id"]: t["run_id"] for t in provplug.open(people_twice).tables()}
     assert {tables[q["value_id"] >> TABLE_SHIFT] for q in answer["query"]} == {runs[1]["run_id"]}
@@ -67,11 +74,14 @@ def test_each_way_of_naming_run_1_selects_it(people_twice: Path, cli: Any, how: 
     assert text.out.splitlines()[0] == "run 1 (label first): chosen with --run; 2 runs that wrote AvgAge"
 
 
-@pytest.mark.parametrize(("wanted", "message"), [
-    ("7", "unknown run '7' (runs: 2 numbered 1..2, labels first;"),
-    ("latest~2", "no run 'latest~2': the store has only 2 runs"),
-    ("nope", "unknown run 'nope'"),
-])
+@pytest.mark.parametrize(
+    ("wanted", "message"),
+    [
+        ("7", "unknown run '7' (runs: 2 numbered 1..2, labels first;"),
+        ("latest~2", "no run 'latest~2': the store has only 2 runs"),
+        ("nope", "unknown run 'nope'"),
+    ],
+)
 def test_an_unknown_run_is_a_one_line_error(people_twice: Path, cli: Any, wanted: str, message: str) -> None:
     result = cli(*README_QUERY[:1], people_twice, *README_QUERY[1:], "--run", wanted)
     assert result.code == 2 and message in result.err and result.err.count("\n") == 1
@@ -81,7 +91,9 @@ def test_runs_shows_number_label_entry_point_and_counts(people_twice: Path, cli:
     listed = cli("runs", people_twice, "--json")
     runs = json.loads(listed.out)
     assert [(r["number"], r["label"], r["tags"], r["status"]) for r in runs] == [
-        (1, "first", ["try"], "committed"), (2, None, [], "committed")]
+        (1, "first", ["try"], "committed"),
+        (2, None, [], "committed"),
+    ]
     # Run 1 was captured by this test module, run 2 by provplug.cli.demo: the calling modules.
     assert runs[0]["entry_point"]["type"] == "python" and runs[0]["entry_point"]["module"] == __name__
     assert runs[1]["entry_point"]["module"] == "provplug.cli.demo"
@@ -170,8 +182,10 @@ def test_a_label_that_reads_as_a_number_or_latest_is_refused(spark: Any, tmp_pat
     from provplug.errors import CaptureError
 
     for label in ("12", "latest", "latest~1", "2026-run", ""):
-        with pytest.raises(CaptureError, match="run label"), provplug.capture(spark, store=tmp_path / "s.prov",
-                                                                             label=label):
+        with (
+            pytest.raises(CaptureError, match="run label"),
+            provplug.capture(spark, store=tmp_path / "s.prov", label=label),
+        ):
             pass
     assert not (tmp_path / "s.prov").exists()
 

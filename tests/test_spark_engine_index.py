@@ -219,5 +219,6 @@ def test_commit_keeps_exactly_the_reported_files_and_fills_empty_buckets(tmp_pat
             assert table.schema.equals(spec.schema)
             assert table.num_rows == sum(w["rows"] for w in reported if w["dataset"] == name and w["bucket"] == k)
     assert pq.read_table(tmp_path / "gen" / "setdeps" / "bucket=1").to_pydict() == {
-        "src_csid": [5, 7], "dst_csid": [1, 17]
+        "src_csid": [5, 7],
+        "dst_csid": [1, 17],
     }

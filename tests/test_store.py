@@ -46,6 +46,7 @@ def _assert_valid(path: Path, runs: int) -> None:
 
 # -- item 2 of issue 18: creation racing a failed first write -----------------
 
+
 def test_failed_creator_does_not_remove_a_store_another_writer_is_opening(store_path: Path, monkeypatch) -> None:
     """B creates the store and fails while A has found it but not yet staged a run."""
     store_a, store_b = _store(store_path), _store(store_path)
@@ -135,8 +136,9 @@ def _racing_import(store: str, triples: str, start: object, delay: float) -> Non
     sys.exit(0)
 
 
-def test_a_store_directory_that_vanishes_while_checked_does_not_exist(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_store_directory_that_vanishes_while_checked_does_not_exist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Another process's failed creation may remove the directory between
     seeing it and listing it: that is no store yet, not an error (the race
     below met it once in twenty rounds)."""
@@ -170,8 +172,7 @@ def test_creation_races_failing_imports(tmp_path: Path) -> None:
         start = ctx.Event()
         inputs = [TABLE4, cycle, cycle, cycle]
         procs = [
-            ctx.Process(target=_racing_import, args=(str(store), str(f), start, rng.uniform(0, 0.03)))
-            for f in inputs
+            ctx.Process(target=_racing_import, args=(str(store), str(f), start, rng.uniform(0, 0.03))) for f in inputs
         ]
         for p in procs:
             p.start()
@@ -183,6 +184,7 @@ def test_creation_races_failing_imports(tmp_path: Path) -> None:
 
 
 # -- item 5: a crash inside commit -------------------------------------------
+
 
 def _crash_in_commit(store: str, at: str) -> None:
     """A child process that stages a run and dies (no cleanup) inside commit:
@@ -218,7 +220,11 @@ def test_garbage_collection_removes_a_run_whose_writer_died_in_commit(store_path
     proc.join(60)
     assert proc.exitcode == 9
     (leftover,) = (store_path / "_staging").iterdir()
-    assert sorted(p.name for p in (store_path / "_ids").rglob("*") if p.is_file()) == ["1", "1", "1"]  # a table id, an op id, the run number
+    assert sorted(p.name for p in (store_path / "_ids").rglob("*") if p.is_file()) == [
+        "1",
+        "1",
+        "1",
+    ]  # a table id, an op id, the run number
     store = _store(store_path)
     assert store.runs() == []  # never half visible
     assert store.collect_garbage() == [leftover.name]
@@ -253,6 +259,7 @@ def test_ownerless_staging_folder_is_collected_once_old(store_path: Path) -> Non
 
 
 # -- item 4: damaged store files are one-line errors naming them -------------
+
 
 def _imported(path: Path):
     from provplug.ingest.importer import import_provenance
@@ -347,6 +354,7 @@ def test_missing_catalogue_file(store_path: Path) -> None:
 
 
 # -- item 7: Parquet sources with Arrow view types ---------------------------
+
 
 def _run_with_rows(path: Path, files: dict[str, object]):
     """A run storing the rows of one source table as the given files."""

@@ -29,8 +29,9 @@ def two_partitions(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path
         return t.select(F.col("k"), (F.col("v") * 2).alias("v2"))
 
     with provplug.capture(spark, store=store) as run:
-        source = run.source(spark.createDataFrame([(i, i * 10) for i in range(8)], "k int, v int").repartition(2, "k"),
-                            "Numbers")
+        source = run.source(
+            spark.createDataFrame([(i, i * 10) for i in range(8)], "k int, v int").repartition(2, "k"), "Numbers"
+        )
         doubled(source)
     provplug.open(store).index(engine="local")
     return store

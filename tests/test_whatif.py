@@ -92,21 +92,40 @@ def test_cli_text_and_json(people: Path, cli: Any) -> None:
     assert data["format"] == "provplug-whatif"
     avg = data["tables"][2]
     assert (avg["table"], avg["op"], avg["untouched"]) == ("AvgAge", "R2", 1)
-    assert avg["changed"] == [{"row": 0, "values": {"City": "NY", "Age": 35.0},
-                               "cells": {"Age": {"old": 35.0, "new": 30.0, "known": True}}}]
-    two = cli("whatif", people, "--delete", "Person1", "--where", "Name = 'Mark'",
-              "--delete", "Person1", "--where", "Name = 'Steve'", "--limit", "1")
+    assert avg["changed"] == [
+        {"row": 0, "values": {"City": "NY", "Age": 35.0}, "cells": {"Age": {"old": 35.0, "new": 30.0, "known": True}}}
+    ]
+    two = cli(
+        "whatif",
+        people,
+        "--delete",
+        "Person1",
+        "--where",
+        "Name = 'Mark'",
+        "--delete",
+        "Person1",
+        "--where",
+        "Name = 'Steve'",
+        "--limit",
+        "1",
+    )
     assert "2 rows of Person1" in two.out and "... 1 more (all: --json)" in two.out, two
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--where", "Name = 'x'"], "--where must follow"),
-    (["--delete", "Person1", "--where", "Age > 1", "--where", "Age < 9"], "no row of Person1 satisfies '(Age > 1) AND (Age < 9)'"),
-    (["--delete", "Nope"], "unknown table 'Nope'"),
-    (["--delete", "Person1", "--where", "Age > 100"], "no row of Person1 satisfies"),
-    ([], "nothing to delete"),
-    (["--value-id", str(ids.value_id(99, 0, 0))], "unknown value id"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--where", "Name = 'x'"], "--where must follow"),
+        (
+            ["--delete", "Person1", "--where", "Age > 1", "--where", "Age < 9"],
+            "no row of Person1 satisfies '(Age > 1) AND (Age < 9)'",
+        ),
+        (["--delete", "Nope"], "unknown table 'Nope'"),
+        (["--delete", "Person1", "--where", "Age > 100"], "no row of Person1 satisfies"),
+        ([], "nothing to delete"),
+        (["--value-id", str(ids.value_id(99, 0, 0))], "unknown value id"),
+    ],
+)
 def test_cli_errors_are_one_line(people: Path, cli: Any, args: list[str], message: str) -> None:
     result = cli("whatif", people, *args)
     assert result.code == 2 and message in result.err, result
@@ -129,13 +148,24 @@ def _outer(tmp_path: Path, full: bool) -> Path:
     right = Table("R", RIGHT.columns, [*RIGHT.rows, ("b", "w")]) if full else RIGHT
     rows = [("a1", "a1", "x"), ("a1", "a1", "y"), ("a2", "a2", "z")] + ([(None, "b", "w")] if full else [])
     out = Table("J", ("k", "rk", "v"), rows)
-    records: list[tuple[Any, ...]] = [(0, 0, "L", 0, full), (0, 0, "R", 0, True), (1, 0, "L", 0, full),
-                                      (1, 0, "R", 1, True), (2, 0, "L", 1, full), (2, 0, "R", 2, True)]
+    records: list[tuple[Any, ...]] = [
+        (0, 0, "L", 0, full),
+        (0, 0, "R", 0, True),
+        (1, 0, "L", 0, full),
+        (1, 0, "R", 1, True),
+        (2, 0, "L", 1, full),
+        (2, 0, "R", 2, True),
+    ]
     if full:
         records.append((3, 0, "R", 3, True))
-    step = Step("join", ["L", "R"], "J", records,
-                {"k": ("copy", "L", "k"), "rk": ("copy", "R", "k"), "v": ("copy", "R", "v")},
-                {"L": ["k"], "R": ["k"]})
+    step = Step(
+        "join",
+        ["L", "R"],
+        "J",
+        records,
+        {"k": ("copy", "L", "k"), "rk": ("copy", "R", "k"), "v": ("copy", "R", "v")},
+        {"L": ["k"], "R": ["k"]},
+    )
     path = tmp_path / ("full.prov" if full else "left.prov")
     stage(path, [LEFT, right, out], [step])
     return path
@@ -168,10 +198,18 @@ def test_a_union_copies_each_rows_cell_from_its_own_branch(tmp_path: Path) -> No
     """U = J.v union L.k: a padded J row's v turns null in U too (a computed
     rule could only say "changed, value unknown")."""
     union = Table("U", ("v",), [("x",), ("y",), ("z",), ("a1",), ("a2",)])
-    step = Step("union", ["J", "L"], "U", [(0, 0, "J", 0), (1, 0, "J", 1), (2, 0, "J", 2), (3, 0, "L", 0), (4, 0, "L", 1)],
-                {"v": ("copies", [("J", "v"), ("L", "k")])})
-    stage(tmp_path / "union.prov", [LEFT, RIGHT, Table("J", ("k", "rk", "v"), [("a1", "a1", "x"), ("a1", "a1", "y"),
-          ("a2", "a2", "z")]), union], [_outer_step(full=False), step])
+    step = Step(
+        "union",
+        ["J", "L"],
+        "U",
+        [(0, 0, "J", 0), (1, 0, "J", 1), (2, 0, "J", 2), (3, 0, "L", 0), (4, 0, "L", 1)],
+        {"v": ("copies", [("J", "v"), ("L", "k")])},
+    )
+    stage(
+        tmp_path / "union.prov",
+        [LEFT, RIGHT, Table("J", ("k", "rk", "v"), [("a1", "a1", "x"), ("a1", "a1", "y"), ("a2", "a2", "z")]), union],
+        [_outer_step(full=False), step],
+    )
     store = provplug.open(tmp_path / "union.prov")
     assert _changes(store.whatif("R", "v = 'z'"), "U") == [({"v": "z"}, {"v": ("z", None)})]
     both = store.whatif("R", "k = 'a1'")
@@ -181,10 +219,22 @@ def test_a_union_copies_each_rows_cell_from_its_own_branch(tmp_path: Path) -> No
 
 
 def _outer_step(full: bool) -> Step:
-    records: list[tuple[Any, ...]] = [(0, 0, "L", 0, full), (0, 0, "R", 0, True), (1, 0, "L", 0, full),
-                                      (1, 0, "R", 1, True), (2, 0, "L", 1, full), (2, 0, "R", 2, True)]
-    return Step("join", ["L", "R"], "J", records,
-                {"k": ("copy", "L", "k"), "rk": ("copy", "R", "k"), "v": ("copy", "R", "v")}, {"L": ["k"], "R": ["k"]})
+    records: list[tuple[Any, ...]] = [
+        (0, 0, "L", 0, full),
+        (0, 0, "R", 0, True),
+        (1, 0, "L", 0, full),
+        (1, 0, "R", 1, True),
+        (2, 0, "L", 1, full),
+        (2, 0, "R", 2, True),
+    ]
+    return Step(
+        "join",
+        ["L", "R"],
+        "J",
+        records,
+        {"k": ("copy", "L", "k"), "rk": ("copy", "R", "k"), "v": ("copy", "R", "v")},
+        {"L": ["k"], "R": ["k"]},
+    )
 
 
 def _grouped_join(tmp_path: Path, full: bool) -> Any:
@@ -205,8 +255,15 @@ def _grouped_join(tmp_path: Path, full: bool) -> Any:
     if not full:
         columns = {"k": ("copy", "L", "k"), **columns}
     out = Table("G", tuple(columns), rows)
-    step = Step("joined_groups", ["L", "R"], "G", records, columns, {"L": ["k"], "R": ["k"]},
-                existence="always_one_row" if full else "exact")
+    step = Step(
+        "joined_groups",
+        ["L", "R"],
+        "G",
+        records,
+        columns,
+        {"L": ["k"], "R": ["k"]},
+        existence="always_one_row" if full else "exact",
+    )
     stage(tmp_path / "g.prov", [LEFT, right, out], [step])
     return provplug.open(tmp_path / "g.prov")
 
@@ -229,15 +286,23 @@ def test_a_full_join_member_lives_while_one_of_its_rows_does(tmp_path: Path) -> 
 
 
 SALES_TOTAL: dict[str, tuple[Any, ...]] = {
-    "n": ("aggregate", "count_star"), "n_qty": ("aggregate", "count", "Sales", "qty"),
-    "items": ("aggregate", "count_distinct", "Sales", "item"), "total": ("aggregate", "sum", "Sales", "qty"),
-    "low": ("aggregate", "min", "Sales", "qty"), "mean": ("aggregate", "avg", "Sales", "price"), "one": ("literal",),
+    "n": ("aggregate", "count_star"),
+    "n_qty": ("aggregate", "count", "Sales", "qty"),
+    "items": ("aggregate", "count_distinct", "Sales", "item"),
+    "total": ("aggregate", "sum", "Sales", "qty"),
+    "low": ("aggregate", "min", "Sales", "qty"),
+    "mean": ("aggregate", "avg", "Sales", "price"),
+    "one": ("literal",),
 }
 
 
 def _overall(tmp_path: Path, existence: str) -> Any:
-    out = Table("Overall", tuple(SALES_TOTAL), [(4, 3, 3, 13, 2, 7.0 / 3, 1)],
-                [pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.int32(), pa.float64(), pa.int32()])
+    out = Table(
+        "Overall",
+        tuple(SALES_TOTAL),
+        [(4, 3, 3, 13, 2, 7.0 / 3, 1)],
+        [pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.int32(), pa.float64(), pa.int32()],
+    )
     step = Step("total", ["Sales"], "Overall", [(0, m, "Sales", m) for m in range(4)], SALES_TOTAL, existence=existence)
     stage(tmp_path / f"{existence}.prov", [SALES, out], [step])
     return provplug.open(tmp_path / f"{existence}.prov")
@@ -245,11 +310,24 @@ def _overall(tmp_path: Path, existence: str) -> Any:
 
 def test_a_global_aggregate_keeps_its_one_row_with_no_member_left(tmp_path: Path) -> None:
     store = _overall(tmp_path, "always_one_row")
-    (_, changes), = _changes(store.whatif("Sales", "shop IS NOT NULL"), "Overall")  # every row
-    assert changes == {"n": (4, 0), "n_qty": (3, 0), "items": (3, 0), "total": (13, None), "low": (2, None),
-                       "mean": (7.0 / 3, None)}  # Spark over no row: counts 0, the others null
-    (_, some), = _changes(store.whatif("Sales", "shop = 's1'"), "Overall")
-    assert some == {"n": (4, 1), "n_qty": (3, 1), "items": (3, 1), "total": (13, 7), "low": (2, 7), "mean": (7.0 / 3, 3.0)}
+    ((_, changes),) = _changes(store.whatif("Sales", "shop IS NOT NULL"), "Overall")  # every row
+    assert changes == {
+        "n": (4, 0),
+        "n_qty": (3, 0),
+        "items": (3, 0),
+        "total": (13, None),
+        "low": (2, None),
+        "mean": (7.0 / 3, None),
+    }  # Spark over no row: counts 0, the others null
+    ((_, some),) = _changes(store.whatif("Sales", "shop = 's1'"), "Overall")
+    assert some == {
+        "n": (4, 1),
+        "n_qty": (3, 1),
+        "items": (3, 1),
+        "total": (13, 7),
+        "low": (2, 7),
+        "mean": (7.0 / 3, 3.0),
+    }
     # The same records read as "exact": the row needs a member, so it vanishes.
     exact = _overall(tmp_path, "exact").whatif("Sales", "shop IS NOT NULL")
     assert len(_rows(exact, "Overall", "vanished")) == 1
@@ -262,31 +340,61 @@ def test_row_rules_read_every_existence_and_refuse_others() -> None:
         (rule,) = parse_rules(text, "x")
         assert rule.existence == existence and parse_rules(rules_text([rule]), "x") == [rule]
     assert rule.columns["c"].copies == {3: "a", 4: "b"}
-    old = json.dumps([{"op": 1, "out_table": 2, "existence": "exact", "columns": {"c": {"kind": "copy", "table": 3,
-                                                                                       "column": "a"}}}])
+    old = json.dumps(
+        [{"op": 1, "out_table": 2, "existence": "exact", "columns": {"c": {"kind": "copy", "table": 3, "column": "a"}}}]
+    )
     assert parse_rules(old, "x")[0].columns["c"].copies == {3: "a"}  # a file written before either
     with pytest.raises(DamagedStoreError, match="unknown existence 'sometimes'"):
         parse_rules(json.dumps([{**base, "existence": "sometimes"}]), "x")
 
 
 # -- aggregates ---------------------------------------------------------------------
-SALES = Table("Sales", ("shop", "item", "qty", "price"),
-              [("s1", "a", 2, 1.5), ("s1", "b", None, 2.5), ("s1", "a", 4, None), ("s2", "c", 7, 3.0)],
-              [pa.string(), pa.string(), pa.int32(), pa.float64()])
+SALES = Table(
+    "Sales",
+    ("shop", "item", "qty", "price"),
+    [("s1", "a", 2, 1.5), ("s1", "b", None, 2.5), ("s1", "a", 4, None), ("s2", "c", 7, 3.0)],
+    [pa.string(), pa.string(), pa.int32(), pa.float64()],
+)
 AGG_COLUMNS: dict[str, tuple[Any, ...]] = {
-    "shop": ("copy", "Sales", "shop"), "n": ("aggregate", "count_star"), "n_qty": ("aggregate", "count", "Sales", "qty"),
-    "items": ("aggregate", "count_distinct", "Sales", "item"), "total": ("aggregate", "sum", "Sales", "qty"),
-    "low": ("aggregate", "min", "Sales", "qty"), "high": ("aggregate", "max", "Sales", "qty"),
-    "mean": ("aggregate", "avg", "Sales", "price"), "label": ("computed", [("Sales", "item")]), "one": ("literal",),
+    "shop": ("copy", "Sales", "shop"),
+    "n": ("aggregate", "count_star"),
+    "n_qty": ("aggregate", "count", "Sales", "qty"),
+    "items": ("aggregate", "count_distinct", "Sales", "item"),
+    "total": ("aggregate", "sum", "Sales", "qty"),
+    "low": ("aggregate", "min", "Sales", "qty"),
+    "high": ("aggregate", "max", "Sales", "qty"),
+    "mean": ("aggregate", "avg", "Sales", "price"),
+    "label": ("computed", [("Sales", "item")]),
+    "one": ("literal",),
 }
 
 
 def _shops(tmp_path: Path) -> Path:
-    out = Table("ByShop", tuple(AGG_COLUMNS), [("s1", 3, 2, 2, 6, 2, 4, 2.0, "a,b", 1), ("s2", 1, 1, 1, 7, 7, 7, 3.0, "c", 1)],
-                [pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.int32(), pa.int32(), pa.float64(),
-                 pa.string(), pa.int32()])
-    step = Step("agg", ["Sales"], "ByShop", [(0, 0, "Sales", 0), (0, 1, "Sales", 1), (0, 2, "Sales", 2),
-                                             (1, 0, "Sales", 3)], AGG_COLUMNS, {"Sales": ["shop"]})
+    out = Table(
+        "ByShop",
+        tuple(AGG_COLUMNS),
+        [("s1", 3, 2, 2, 6, 2, 4, 2.0, "a,b", 1), ("s2", 1, 1, 1, 7, 7, 7, 3.0, "c", 1)],
+        [
+            pa.string(),
+            pa.int64(),
+            pa.int64(),
+            pa.int64(),
+            pa.int64(),
+            pa.int32(),
+            pa.int32(),
+            pa.float64(),
+            pa.string(),
+            pa.int32(),
+        ],
+    )
+    step = Step(
+        "agg",
+        ["Sales"],
+        "ByShop",
+        [(0, 0, "Sales", 0), (0, 1, "Sales", 1), (0, 2, "Sales", 2), (1, 0, "Sales", 3)],
+        AGG_COLUMNS,
+        {"Sales": ["shop"]},
+    )
     path = tmp_path / "shops.prov"
     stage(path, [SALES, out], [step])
     return path
@@ -295,13 +403,19 @@ def _shops(tmp_path: Path) -> Path:
 def test_aggregates_are_recomputed_with_sparks_null_rules(tmp_path: Path) -> None:
     store = provplug.open(_shops(tmp_path))
     first = store.whatif("Sales", "qty = 2")
-    (values, changes), = _changes(first, "ByShop")
+    ((values, changes),) = _changes(first, "ByShop")
     assert values["shop"] == "s1"
-    assert changes == {"n": (3, 2), "n_qty": (2, 1), "total": (6, 4), "low": (2, 4), "mean": (2.0, 2.5),
-                       "label": ("a,b", UNKNOWN)}  # items: still a and b; high: still 4
+    assert changes == {
+        "n": (3, 2),
+        "n_qty": (2, 1),
+        "total": (6, 4),
+        "low": (2, 4),
+        "mean": (2.0, 2.5),
+        "label": ("a,b", UNKNOWN),
+    }  # items: still a and b; high: still 4
     assert type(changes["total"][1]) is int and type(changes["mean"][1]) is float
     nulls = store.whatif("Sales", "qty IS NOT NULL AND shop = 's1'")  # only the row without qty is left
-    (_, changes), = _changes(nulls, "ByShop")
+    ((_, changes),) = _changes(nulls, "ByShop")
     assert changes["n_qty"] == (2, 0) and changes["total"] == (6, None) and changes["low"] == (2, None)
     assert changes["items"] == (2, 1) and changes["mean"] == (2.0, 2.5) and changes["n"] == (3, 1)
 
@@ -310,8 +424,14 @@ def test_a_changed_deciding_cell_makes_existence_unknown(tmp_path: Path) -> None
     """AvgAge feeds a filter on Age (R3: Age > 32): when NY's average
     changes, whether its row passes cannot be told from deletions."""
     old = Table("Old", ("City", "Age"), [("NY", 35.0), ("LA", 40.0)])
-    r3 = Step("R3", ["AvgAge"], "Old", [(0, 0, "AvgAge", 0), (1, 0, "AvgAge", 1)],
-              {"City": ("copy", "AvgAge", "City"), "Age": ("copy", "AvgAge", "Age")}, {"AvgAge": ["Age"]})
+    r3 = Step(
+        "R3",
+        ["AvgAge"],
+        "Old",
+        [(0, 0, "AvgAge", 0), (1, 0, "AvgAge", 1)],
+        {"City": ("copy", "AvgAge", "City"), "Age": ("copy", "AvgAge", "Age")},
+        {"AvgAge": ["Age"]},
+    )
     path = tmp_path / "deciding.prov"
     stage(path, [PERSON1, PERSON2, AVGAGE, old], [R1, R2, r3])
     answer = provplug.open(path).whatif("Person1", "Name = 'Mark'")
@@ -324,8 +444,15 @@ def test_a_changed_deciding_cell_makes_existence_unknown(tmp_path: Path) -> None
 
 def test_opaque_ops_and_ops_without_row_lineage_say_unknown(tmp_path: Path) -> None:
     top = Table("Top", ("Name",), [("Mark",), ("Steve",)])
-    limit = Step("Top2", ["Person2"], "Top", [(0, 0, "Person2", 1), (1, 0, "Person2", 0)],
-                 {"Name": ("copy", "Person2", "Name")}, existence="opaque", reason="limit")
+    limit = Step(
+        "Top2",
+        ["Person2"],
+        "Top",
+        [(0, 0, "Person2", 1), (1, 0, "Person2", 0)],
+        {"Name": ("copy", "Person2", "Name")},
+        existence="opaque",
+        reason="limit",
+    )
     after = Table("After", ("Name",), [("Mark",), ("Steve",)])
     blind = Step("Blind", ["Top"], "After", [], {}, row_lineage=False)
     path = tmp_path / "opaque.prov"

@@ -78,14 +78,18 @@ def inventory_bids(requests: Any, counts: Any) -> Any:
     # The dealer's black-box pricing (CalcBid), over the request's fields only; a
     # lambda, so that Spark's workers receive it by value rather than by module.
     calc_bid = F.udf(lambda user, model: "$20K", "string")
-    return requests.join(counts, "Model").select("BidId", "UserId", "Model", calc_bid("UserId", "Model").alias("Amount"))
+    return requests.join(counts, "Model").select(
+        "BidId", "UserId", "Model", calc_bid("UserId", "Model").alias("Amount")
+    )
 
 
 @pytest.fixture(scope="module")
 def dealer(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("lipstick") / "dealer.prov"
     cars = spark.createDataFrame([("C1", "Accord"), ("C2", "Civic"), ("C3", "Civic")], "CarId string, Model string")
-    requests = spark.createDataFrame([("I1", "P1", "B1", "Civic")], "RequestId string, UserId string, BidId string, Model string")
+    requests = spark.createDataFrame(
+        [("I1", "P1", "B1", "Civic")], "RequestId string, UserId string, BidId string, Model string"
+    )
     with provplug.capture(spark, store=path) as run:
         r = run.source(requests, "Requests")
         inventory_bids(r, num_cars_by_model(run.source(cars, "Cars"), r))
@@ -95,7 +99,8 @@ def dealer(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_lipstick_tables_as_in_example_2_3(dealer: Path) -> None:
     store = provplug.open(dealer)
     assert [r["row"] for r in store.records(store.cells(table="NumCarsByModel", column="*"))][:1] == [
-        {"Model": "Civic", "NumCars": 2}]
+        {"Model": "Civic", "NumCars": 2}
+    ]
     bid = store.records(store.cells(table="InventoryBids", column="Amount"))
     assert [r["row"] for r in bid] == [{"BidId": "B1", "UserId": "P1", "Model": "Civic", "Amount": "$20K"}]
 
@@ -111,7 +116,8 @@ def test_lipstick_example_4_4_deleting_request_i1_removes_every_output(dealer: P
     answer = provplug.open(dealer).whatif("Requests", "RequestId = 'I1'")
     assert _rows(answer, "NumCarsByModel", "vanished") == [{"Model": "Civic", "NumCars": 2}]
     assert _rows(answer, "InventoryBids", "vanished") == [
-        {"BidId": "B1", "UserId": "P1", "Model": "Civic", "Amount": "$20K"}]
+        {"BidId": "B1", "UserId": "P1", "Model": "Civic", "Amount": "$20K"}
+    ]
     for table in ("NumCarsByModel", "InventoryBids"):
         effect = answer.table(table)
         assert effect is not None and effect.untouched == 0 and not effect.changed and not effect.unknown
@@ -147,13 +153,16 @@ def undecidable(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     }
     with provplug.capture(spark, store=path) as run:
         src, right = run.source(s, "S"), run.source(r, "R")
-        sums = provplug.step("sums", output="A")(lambda df: df.groupBy("g").agg(F.sum("v").alias("s"), F.count("*").alias("n")))(src)
+        sums = provplug.step("sums", output="A")(
+            lambda df: df.groupBy("g").agg(F.sum("v").alias("s"), F.count("*").alias("n"))
+        )(src)
         for name, fn in steps.items():
             provplug.step(name.lower(), output=name)(fn)(sums, right)
         provplug.step("limit", output="L")(lambda df: df.orderBy("v").limit(2))(src)
         provplug.step("anti", output="N")(lambda df, r: df.join(r, "k", "left_anti"))(src, right)
         provplug.step("padded", output="P")(
-            lambda df, r: df.join(r.select("k", F.col("v").alias("rv")), "k", "left").select("rv").distinct())(src, right)
+            lambda df, r: df.join(r.select("k", F.col("v").alias("rv")), "k", "left").select("rv").distinct()
+        )(src, right)
     return path
 
 
@@ -180,8 +189,14 @@ def test_what_cannot_be_told_is_reported_unknown(undecidable: Path) -> None:
 # -- property test: random pipelines, what-if = re-run, exactly ---------------------
 KINDS = ("filter", "inner", "left", "full", "aggregate", "distinct", "union", "global")
 # Predicate -> the columns it reads.
-PREDICATES = {"k >= 1": {"k"}, "g <> 'b'": {"g"}, "v > 3": {"v"}, "v IS NULL": {"v"}, "k = 2 OR g = 'a'": {"k", "g"},
-              "v <= 5 AND k < 3": {"k", "v"}}
+PREDICATES = {
+    "k >= 1": {"k"},
+    "g <> 'b'": {"g"},
+    "v > 3": {"v"},
+    "v IS NULL": {"v"},
+    "k = 2 OR g = 'a'": {"k", "g"},
+    "v <= 5 AND k < 3": {"k", "v"},
+}
 SCHEMA = "k bigint, g string, v bigint"
 
 
@@ -233,8 +248,15 @@ def _uniform(df: Any, aggregated: bool) -> Any:
 def _aggregates() -> list[Any]:
     from pyspark.sql import functions as F
 
-    return [F.count("*").alias("n"), F.count("v").alias("c"), F.sum("v").alias("s"), F.avg("v").alias("a"),
-            F.min("v").alias("lo"), F.max("v").alias("hi"), F.count_distinct("v").alias("d")]
+    return [
+        F.count("*").alias("n"),
+        F.count("v").alias("c"),
+        F.sum("v").alias("s"),
+        F.avg("v").alias("a"),
+        F.min("v").alias("lo"),
+        F.max("v").alias("hi"),
+        F.count_distinct("v").alias("d"),
+    ]
 
 
 def _step_function(kind: str, rng: random.Random, shapes: list[Shape]) -> tuple[Callable[..., Any], int, Shape] | None:
@@ -264,8 +286,11 @@ def _step_function(kind: str, rng: random.Random, shapes: list[Shape]) -> tuple[
             joined = left.join(right, left[key] == right[f"r{key}"], kind)
             return joined.select(left["k"], left["g"], right["rv"].alias("v"))
 
-        volatile = {"inner": (first & {"k", "g"}) | (shapes[1].volatile & {"v"}),
-                    "left": (first & {"k", "g"}) | {"v"}, "full": {"k", "g", "v"}}[kind]
+        volatile = {
+            "inner": (first & {"k", "g"}) | (shapes[1].volatile & {"v"}),
+            "left": (first & {"k", "g"}) | {"v"},
+            "full": {"k", "g", "v"},
+        }[kind]
         return join, 2, Shape(False, frozenset(volatile))
     if kind in ("aggregate", "global"):
         options = [] if kind == "global" else [k for k in (["k"], ["g"], ["k", "g"]) if not set(k) & first]
@@ -281,16 +306,20 @@ def _step_function(kind: str, rng: random.Random, shapes: list[Shape]) -> tuple[
         if first:
             return None
         return (lambda a: _uniform(a, flags[0]).distinct()), 1, Shape(False, frozenset())
-    return ((lambda a, b: _uniform(a, flags[0]).union(_uniform(b, flags[1]))), 2,
-            Shape(False, first | shapes[1].volatile))
+    return (
+        (lambda a, b: _uniform(a, flags[0]).union(_uniform(b, flags[1]))),
+        2,
+        Shape(False, first | shapes[1].volatile),
+    )
 
 
 def random_pipeline(seed: int) -> Pipeline:
     rng = random.Random(seed)
     sources = {}
     for s in range(rng.randint(2, 3)):
-        sources[f"S{s}"] = [(rng.randint(0, 3), rng.choice("abc"), rng.choice([None, *range(10)]))
-                            for _ in range(rng.randint(3, 7))]
+        sources[f"S{s}"] = [
+            (rng.randint(0, 3), rng.choice("abc"), rng.choice([None, *range(10)])) for _ in range(rng.randint(3, 7))
+        ]
     tables = {name: Shape(False, frozenset()) for name in sources}
     steps = []
     for i in range(rng.randint(2, 4)):
@@ -344,7 +373,9 @@ def _predict(answer: WhatIfAnswer, table: Any, before: dict[int, tuple[Any, ...]
     return after, len(effect.vanished) + len(effect.changed)
 
 
-def _capture(spark: Any, path: Path, pipeline: Pipeline) -> tuple[dict[str, Any], dict[str, dict[int, tuple[Any, ...]]]]:
+def _capture(
+    spark: Any, path: Path, pipeline: Pipeline
+) -> tuple[dict[str, Any], dict[str, dict[int, tuple[Any, ...]]]]:
     """Capture ``pipeline`` into ``path``: its tables (name -> catalog entry) and stored rows."""
     from provplug.query.catalog import catalog_for
 
@@ -356,19 +387,30 @@ def _capture(spark: Any, path: Path, pipeline: Pipeline) -> tuple[dict[str, Any]
     return tables, {name: _stored(store, t) for name, t in tables.items()}
 
 
-def _check_deletion(spark: Any, path: Path, pipeline: Pipeline, tables: dict[str, Any],
-                    before: dict[str, dict[int, tuple[Any, ...]]], doomed: dict[str, set[int]]) -> Counter[str]:
+def _check_deletion(
+    spark: Any,
+    path: Path,
+    pipeline: Pipeline,
+    tables: dict[str, Any],
+    before: dict[str, dict[int, tuple[Any, ...]]],
+    doomed: dict[str, set[int]],
+) -> Counter[str]:
     """The what-if of deleting ``doomed`` (source -> row numbers) equals the re-run, table by table."""
     value_ids = [v for s, rows in doomed.items() for v in store_ids(tables[s], rows)]
     answer = provplug.open(path).whatif(value_id=value_ids)
-    reduced = {s: [row for n, row in sorted(before[s].items()) if n not in doomed.get(s, set())]
-               for s in pipeline.sources}
+    reduced = {
+        s: [row for n, row in sorted(before[s].items()) if n not in doomed.get(s, set())] for s in pipeline.sources
+    }
     rerun = pipeline.rerun(spark, _frames(spark, reduced))
     outcome: Counter[str] = Counter()
     for name, output, _, _ in pipeline.steps:
         predicted, touched = _predict(answer, tables[output], before[output])
         assert Counter(predicted) == Counter(rerun[output]), (
-            doomed, name, sorted(predicted, key=repr), sorted(rerun[output], key=repr))
+            doomed,
+            name,
+            sorted(predicted, key=repr),
+            sorted(rerun[output], key=repr),
+        )
         outcome["tables"] += 1
         outcome["rows vanished or changed"] += touched
     return outcome

@@ -53,8 +53,9 @@ def stage(path: Path, tables: Sequence[Table], steps: Sequence[Step]) -> dict[st
             infos[t.name] = run.new_table(t.name, origin, list(t.columns))
         tid = {name: info.table_id for name, info in infos.items()}
         for t in tables:
-            arrays = [pa.array([r[i] for r in t.rows], type=t.types[i] if t.types else None)
-                      for i in range(len(t.columns))]
+            arrays = [
+                pa.array([r[i] for r in t.rows], type=t.types[i] if t.types else None) for i in range(len(t.columns))
+            ]
             with run.rows_writer(tid[t.name]) as writer:
                 writer.write(pa.Table.from_arrays(arrays, names=list(t.columns)), list(range(len(t.rows))))
             run.record_table(dataclasses.replace(infos[t.name], rows=len(t.rows), stored_rows=True))
@@ -66,13 +67,26 @@ def stage(path: Path, tables: Sequence[Table], steps: Sequence[Step]) -> dict[st
             if s.records:
                 with run.row_lineage_writer() as writer:
                     rec = [(*r, False) if len(r) == 4 else r for r in s.records]
-                    writer.write(op, tid[s.output], [r[0] for r in rec], [r[1] for r in rec],
-                                 [tid[r[2]] for r in rec], [r[3] for r in rec], [r[4] for r in rec])
-            run.record_row_rules(OpRowRules(
-                op, tid[s.output], s.existence,  # type: ignore[arg-type]
-                {c: _rule(rule, tid) for c, rule in s.columns.items()},
-                {tid[t]: tuple(cols) for t, cols in s.deciding.items()},
-                tuple(tid[t] for t in s.opaque_inputs), s.reason))
+                    writer.write(
+                        op,
+                        tid[s.output],
+                        [r[0] for r in rec],
+                        [r[1] for r in rec],
+                        [tid[r[2]] for r in rec],
+                        [r[3] for r in rec],
+                        [r[4] for r in rec],
+                    )
+            run.record_row_rules(
+                OpRowRules(
+                    op,
+                    tid[s.output],
+                    s.existence,  # type: ignore[arg-type]
+                    {c: _rule(rule, tid) for c, rule in s.columns.items()},
+                    {tid[t]: tuple(cols) for t, cols in s.deciding.items()},
+                    tuple(tid[t] for t in s.opaque_inputs),
+                    s.reason,
+                )
+            )
         run.finish()
     return tid
 
@@ -94,15 +108,29 @@ def _rule(spec: tuple[Any, ...], tid: Mapping[str, int]) -> ColumnRule:
     return ColumnRule("literal")
 
 
-PERSON1 = Table("Person1", ("Name", "City", "Age"),
-                [("Steve", "NY", 30), ("Mark", "NY", 40), ("Shane", "LA", 40), ("Mary", "NY", 20)])
+PERSON1 = Table(
+    "Person1",
+    ("Name", "City", "Age"),
+    [("Steve", "NY", 30), ("Mark", "NY", 40), ("Shane", "LA", 40), ("Mary", "NY", 20)],
+)
 PERSON2 = Table("Person2", ("Name", "City", "Age"), [("Steve", "NY", 30), ("Mark", "NY", 40), ("Shane", "LA", 40)])
 AVGAGE = Table("AvgAge", ("City", "Age"), [("NY", 35.0), ("LA", 40.0)])
-R1 = Step("R1", ["Person1"], "Person2", [(0, 0, "Person1", 0), (1, 0, "Person1", 1), (2, 0, "Person1", 2)],
-          {c: ("copy", "Person1", c) for c in ("Name", "City", "Age")}, {"Person1": ["Age"]})
-R2 = Step("R2", ["Person2"], "AvgAge", [(0, 0, "Person2", 0), (0, 1, "Person2", 1), (1, 0, "Person2", 2)],
-          {"City": ("copy", "Person2", "City"), "Age": ("aggregate", "avg", "Person2", "Age")},
-          {"Person2": ["City"]})
+R1 = Step(
+    "R1",
+    ["Person1"],
+    "Person2",
+    [(0, 0, "Person1", 0), (1, 0, "Person1", 1), (2, 0, "Person1", 2)],
+    {c: ("copy", "Person1", c) for c in ("Name", "City", "Age")},
+    {"Person1": ["Age"]},
+)
+R2 = Step(
+    "R2",
+    ["Person2"],
+    "AvgAge",
+    [(0, 0, "Person2", 0), (0, 1, "Person2", 1), (1, 0, "Person2", 2)],
+    {"City": ("copy", "Person2", "City"), "Age": ("aggregate", "avg", "Person2", "Age")},
+    {"Person2": ["City"]},
+)
 
 
 def paper_store(path: Path) -> dict[str, int]:

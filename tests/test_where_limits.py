@@ -32,7 +32,9 @@ def test_the_cli_refuses_unbounded_predicates_in_one_line(
     assert result.err.count("\n") == 1 and f"may not call {function}" in result.err
 
 
-@pytest.mark.parametrize("predicate", ["pg_sleep(1) IS NULL", "lpad(Name, 1000000000, 'x') = ''", "main.REPEAT(Name, 9) = ''"])
+@pytest.mark.parametrize(
+    "predicate", ["pg_sleep(1) IS NULL", "lpad(Name, 1000000000, 'x') = ''", "main.REPEAT(Name, 9) = ''"]
+)
 def test_spellings_and_macros_of_refused_functions_are_refused(
     paper_rows_store: tuple[Path, dict[int, int]], predicate: str
 ) -> None:
@@ -74,8 +76,12 @@ def test_limits_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
     ],
 )
 def test_a_bad_limit_is_a_one_line_error(
-    paper_rows_store: tuple[Path, dict[int, int]], cli: Any, monkeypatch: pytest.MonkeyPatch,
-    variable: str, value: str, message: str,
+    paper_rows_store: tuple[Path, dict[int, int]],
+    cli: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    value: str,
+    message: str,
 ) -> None:
     path, _ = paper_rows_store
     monkeypatch.setenv(variable, value)

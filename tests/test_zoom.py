@@ -78,10 +78,18 @@ def test_the_captured_ops_carry_the_module(people: Path) -> None:
 def test_zoom_out_links_person1_straight_to_avgage_and_zoom_in_restores(people: Path) -> None:
     store = provplug.open(people)
     fine = store.lineage(**NY)
-    assert _cells(fine) == {("Person2", "Age", 30), ("Person2", "Age", 40), ("Person1", "Age", 30), ("Person1", "Age", 40)}
+    assert _cells(fine) == {
+        ("Person2", "Age", 30),
+        ("Person2", "Age", 40),
+        ("Person1", "Age", 30),
+        ("Person1", "Age", 40),
+    }
     coarse = store.zoom_out(fine, ["people"])
     assert _cells(coarse) == {("Person1", "Age", 30), ("Person1", "Age", 40)}
-    assert _edges(coarse) == {(("Person1", 30), ("AvgAge", 35.0), "people"), (("Person1", 40), ("AvgAge", 35.0), "people")}
+    assert _edges(coarse) == {
+        (("Person1", 30), ("AvgAge", 35.0), "people"),
+        (("Person1", 40), ("AvgAge", 35.0), "people"),
+    }
     assert coarse.stats["zoom_out"] == ["people"]
     assert fine.edges and "people" not in {e["op"] for e in fine.edges}  # the fine answer is untouched
     back = store.zoom_in(coarse, ["people"])
@@ -159,8 +167,10 @@ def test_kedro_zoom_out_of_data_processing_hides_the_preprocessed_tables(spacefl
     assert {r["table"] for r in coarse.lineage} == {"model_input_table", "shuttles"}
     assert _edges(coarse) == {
         *((("shuttles", text), ("model_input_table", number), "data_processing") for text, number in PRICES),
-        *((("model_input_table", number), ("price_by_location", 2645.67), "reporting.summarise_by_location_node")
-          for _, number in PRICES),
+        *(
+            (("model_input_table", number), ("price_by_location", 2645.67), "reporting.summarise_by_location_node")
+            for _, number in PRICES
+        ),
     }
     both = store.zoom_out(coarse, ["reporting"])  # zooming out further: every op is a module now
     assert {e["op"] for e in both.edges} == {"data_processing", "reporting"}
@@ -174,6 +184,7 @@ def test_kedro_zoom_out_of_reporting_only_relabels(spaceflights: Path) -> None:
     fine = store.lineage(table="top_shuttles", column="company_rating", where="shuttle_id = 13")
     coarse = store.zoom_out(fine, ["reporting"])
     assert coarse.lineage == fine.lineage  # reporting has no intermediate table
-    assert sorted(e["op"] for e in coarse.edges) == sorted([
-        "reporting", "data_processing.create_model_input_table_node", "data_processing.preprocess_companies_node"])
+    assert sorted(e["op"] for e in coarse.edges) == sorted(
+        ["reporting", "data_processing.create_model_input_table_node", "data_processing.preprocess_companies_node"]
+    )
     assert store.zoom_in(coarse, ["reporting"]) == fine

@@ -86,7 +86,11 @@ def captured_answer() -> LineageAnswer:
         with provplug.capture(spark, store=path) as run:
             s3(run.source(spark.read.parquet(str(flights_data()["flights"])), "flights"))
         provplug.open(path).index()
-    print("provplug lineage", path.relative_to(HERE.parent.parent), "S3_AvgArrDelay.avg_arr_delay --where \"origin = 'LGA'\"")
+    print(
+        "provplug lineage",
+        path.relative_to(HERE.parent.parent),
+        "S3_AvgArrDelay.avg_arr_delay --where \"origin = 'LGA'\"",
+    )
     return provplug.open(path).lineage(table="S3_AvgArrDelay", column="avg_arr_delay", where="origin = 'LGA'")
 
 

@@ -60,7 +60,8 @@ def s1(flights: Any) -> Any:
     return (
         flights
         | "known arr_delay" >> beam.Filter(_known("arr_delay"))
-        | "avg per year, carrier" >> beam.GroupBy("year", "carrier").aggregate_field("arr_delay", MeanCombineFn(), "arr_delay")
+        | "avg per year, carrier"
+        >> beam.GroupBy("year", "carrier").aggregate_field("arr_delay", MeanCombineFn(), "arr_delay")
     )
 
 
@@ -69,7 +70,8 @@ def s2_daily(flights: Any) -> Any:
     return (
         flights
         | "known dep_delay" >> beam.Filter(_known("dep_delay"))
-        | "avg per day" >> beam.GroupBy("year", "month", "day").aggregate_field("dep_delay", MeanCombineFn(), "dep_delay")
+        | "avg per day"
+        >> beam.GroupBy("year", "month", "day").aggregate_field("dep_delay", MeanCombineFn(), "dep_delay")
     )
 
 
@@ -77,7 +79,8 @@ def s2_daily(flights: Any) -> Any:
 def s2_weekday(daily: Any) -> Any:
     return (
         daily
-        | "weekday" >> beam.Map(lambda d: beam.Row(weekday=dt.date(d.year, d.month, d.day).isoweekday(), dep_delay=d.dep_delay))
+        | "weekday"
+        >> beam.Map(lambda d: beam.Row(weekday=dt.date(d.year, d.month, d.day).isoweekday(), dep_delay=d.dep_delay))
         | "avg per weekday" >> beam.GroupBy("weekday").aggregate_field("dep_delay", MeanCombineFn(), "dep_delay")
     )
 
@@ -153,7 +156,9 @@ def run_capture(rows: list[Any], scenario: Callable[[Any], Any]) -> tuple[float,
         shutil.rmtree(store.parent, ignore_errors=True)
 
 
-def profile(rows: list[Any], scenario: Callable[[Any], Any], out: Path, top: int = 25, match: str | None = None) -> None:
+def profile(
+    rows: list[Any], scenario: Callable[[Any], Any], out: Path, top: int = 25, match: str | None = None
+) -> None:
     profiler = cProfile.Profile()
     started = time.perf_counter()
     profiler.enable()
@@ -209,7 +214,9 @@ def main(argv: list[str]) -> int:
         lines.append(f"| {name} | {p:.2f} | {c:.2f} | {c / p:.2f}x | {triples:,} | {records:,} |")
         print(lines[-1], flush=True)
     only = "".join(f" --only {o!r}" for o in args.only or ())
-    command = f"python examples/benchmarks/beam_bench.py --rows {args.rows} --lines {args.lines} --runs {args.runs}{only}"
+    command = (
+        f"python examples/benchmarks/beam_bench.py --rows {args.rows} --lines {args.lines} --runs {args.runs}{only}"
+    )
     args.out.write_text(_report(args.rows, args.lines, args.runs, lines, command))
     print(f"wrote {args.out}")
     return 0

@@ -71,7 +71,11 @@ DATA = HERE / "data"
 # -- flights scenarios ------------------------------------------------------------
 @provplug.step("S1_ArrDelayByYearCarrier", output="S1_AvgArrDelay")
 def s1(flights: DataFrame) -> DataFrame:
-    return flights.filter(F.col("arr_delay").isNotNull()).groupBy("year", "carrier").agg(F.avg("arr_delay").alias("avg_arr_delay"))
+    return (
+        flights.filter(F.col("arr_delay").isNotNull())
+        .groupBy("year", "carrier")
+        .agg(F.avg("arr_delay").alias("avg_arr_delay"))
+    )
 
 
 @provplug.step("S2a_DepDelayPerDay", output="S2_DailyDepDelay")
@@ -91,13 +95,17 @@ def s2b(daily: DataFrame) -> DataFrame:
 
 @provplug.step("S3_ArrDelayByOrigin", output="S3_AvgArrDelay")
 def s3(flights: DataFrame) -> DataFrame:
-    return flights.filter(F.col("arr_delay").isNotNull()).groupBy("origin").agg(F.avg("arr_delay").alias("avg_arr_delay"))
+    return (
+        flights.filter(F.col("arr_delay").isNotNull()).groupBy("origin").agg(F.avg("arr_delay").alias("avg_arr_delay"))
+    )
 
 
 @provplug.step("P_FlightSpeeds", output="P_Speeds")
 def flight_speeds(flights: DataFrame) -> DataFrame:
     return flights.select(
-        "carrier", "flight", F.make_date("year", "month", "day").alias("date"),
+        "carrier",
+        "flight",
+        F.make_date("year", "month", "day").alias("date"),
         (F.col("distance") / F.col("air_time") * 60).alias("speed_mph"),
         (F.col("dep_delay") - F.col("arr_delay")).alias("gain"),
         F.concat_ws("-", "origin", "dest").alias("route"),
@@ -157,14 +165,25 @@ def q3(customer: DataFrame, orders: DataFrame, lineitem: DataFrame) -> DataFrame
 
 
 @provplug.step("Q5_LocalSupplierVolume", output="Q5")
-def q5(customer: DataFrame, orders: DataFrame, lineitem: DataFrame, supplier: DataFrame,
-       nation: DataFrame, region: DataFrame) -> DataFrame:
+def q5(
+    customer: DataFrame,
+    orders: DataFrame,
+    lineitem: DataFrame,
+    supplier: DataFrame,
+    nation: DataFrame,
+    region: DataFrame,
+) -> DataFrame:
     return (
         region.filter(F.col("r_name") == "ASIA")
         .join(nation, F.col("r_regionkey") == F.col("n_regionkey"))
         .join(customer, F.col("n_nationkey") == F.col("c_nationkey"))
-        .join(orders.filter((F.col("o_orderdate") >= F.lit(dt.date(1994, 1, 1))) & (F.col("o_orderdate") < F.lit(dt.date(1995, 1, 1)))),
-              F.col("c_custkey") == F.col("o_custkey"))
+        .join(
+            orders.filter(
+                (F.col("o_orderdate") >= F.lit(dt.date(1994, 1, 1)))
+                & (F.col("o_orderdate") < F.lit(dt.date(1995, 1, 1)))
+            ),
+            F.col("c_custkey") == F.col("o_custkey"),
+        )
         .join(lineitem, F.col("l_orderkey") == F.col("o_orderkey"))
         .join(supplier, (F.col("l_suppkey") == F.col("s_suppkey")) & (F.col("c_nationkey") == F.col("s_nationkey")))
         .groupBy("n_name")
@@ -176,8 +195,12 @@ def q5(customer: DataFrame, orders: DataFrame, lineitem: DataFrame, supplier: Da
 @provplug.step("P_LinePrices", output="P_Prices")
 def line_prices(lineitem: DataFrame) -> DataFrame:
     disc_price = F.col("l_extendedprice") * (1 - F.col("l_discount"))
-    return lineitem.select("l_orderkey", "l_linenumber", disc_price.alias("disc_price"),
-                           (disc_price * (1 + F.col("l_tax"))).alias("charge"))
+    return lineitem.select(
+        "l_orderkey",
+        "l_linenumber",
+        disc_price.alias("disc_price"),
+        (disc_price * (1 + F.col("l_tax"))).alias("charge"),
+    )
 
 
 TPCH_TABLES = ("customer", "orders", "lineitem", "supplier", "nation", "region")
@@ -203,7 +226,9 @@ def tpch_data(scale: float) -> dict[str, Path]:
 
 
 # -- measuring -------------------------------------------------------------------------
-def run_plain(spark: SparkSession, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], out: Path) -> float:
+def run_plain(
+    spark: SparkSession, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], out: Path
+) -> float:
     start = time.perf_counter()
     sources = {name: spark.read.parquet(str(path)) for name, path in files.items()}
     for i, frame in enumerate(pipeline(sources)):
@@ -211,8 +236,15 @@ def run_plain(spark: SparkSession, files: dict[str, Path], pipeline: Callable[..
     return time.perf_counter() - start
 
 
-def run_captured(spark: SparkSession, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], store: Path,
-                 group_joins: str = "global", row_lineage: bool = True, location_lineage: bool = True) -> float:
+def run_captured(
+    spark: SparkSession,
+    files: dict[str, Path],
+    pipeline: Callable[..., list[DataFrame]],
+    store: Path,
+    group_joins: str = "global",
+    row_lineage: bool = True,
+    location_lineage: bool = True,
+) -> float:
     spark.conf.set(GROUP_JOINS_CONF, group_joins)
     spark.conf.set(ROW_LINEAGE_CONF, str(row_lineage).lower())
     try:
@@ -256,15 +288,19 @@ def location_figures(store: Path) -> dict[str, Any]:
     run_dir = Path(s.run_paths("triples")[0]).parent
     files = [p for p in run_dir.rglob("*") if p.is_file() and not p.name.endswith(".crc")]
     return {
-        "stored": stored_triples(store), "edges": len(edges), "edge_triples": sum(e.triple_count for e in edges),
+        "stored": stored_triples(store),
+        "edges": len(edges),
+        "edge_triples": sum(e.triple_count for e in edges),
         "run_bytes": sum(p.stat().st_size for p in files),
         "triple_bytes": sum(p.stat().st_size for p in files if p.parent.name == "triples" and p.suffix == ".parquet"),
-        "aligned_steps": len({e.op for e in edges}), "steps": s.ops().num_rows,
+        "aligned_steps": len({e.op for e in edges}),
+        "steps": s.ops().num_rows,
     }
 
 
-def row_lineage_ab(spark: SparkSession, name: str, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]],
-                   rounds: int) -> str:
+def row_lineage_ab(
+    spark: SparkSession, name: str, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], rounds: int
+) -> str:
     """Capture with and without row lineage, alternating which goes first
     each round (the main table always runs the configurations in one order,
     which favours the later ones); one untimed round first. A table row:
@@ -273,21 +309,32 @@ def row_lineage_ab(spark: SparkSession, name: str, files: dict[str, Path], pipel
     ratios = []
     for r in range(rounds + 1):
         this: dict[bool, float] = {}
-        for on in ((True, False) if r % 2 == 0 else (False, True)):
+        for on in (True, False) if r % 2 == 0 else (False, True):
             with tempfile.TemporaryDirectory(prefix="provplug-bench-") as tmp:
                 this[on] = run_captured(spark, files, pipeline, Path(tmp) / "bench.prov", row_lineage=on)
-        print(f"{name} round {r}{' (not counted)' if r == 0 else ''}: with row lineage {this[True]:.2f}s, "
-              f"without {this[False]:.2f}s", flush=True)
+        print(
+            f"{name} round {r}{' (not counted)' if r == 0 else ''}: with row lineage {this[True]:.2f}s, "
+            f"without {this[False]:.2f}s",
+            flush=True,
+        )
         if r:
             times[True].append(this[True])
             times[False].append(this[False])
             ratios.append(this[True] / this[False])
-    return (f"| {name} | {statistics.median(times[True]):.2f} | {statistics.median(times[False]):.2f} | "
-            f"{statistics.median(ratios):.3f} | {', '.join(f'{x:.2f}' for x in ratios)} |")
+    return (
+        f"| {name} | {statistics.median(times[True]):.2f} | {statistics.median(times[False]):.2f} | "
+        f"{statistics.median(ratios):.3f} | {', '.join(f'{x:.2f}' for x in ratios)} |"
+    )
 
 
-def measure(spark: SparkSession, name: str, files: dict[str, Path], pipeline: Callable[..., list[DataFrame]], runs: int,
-            warmup: int = 0) -> dict[str, Any]:
+def measure(
+    spark: SparkSession,
+    name: str,
+    files: dict[str, Path],
+    pipeline: Callable[..., list[DataFrame]],
+    runs: int,
+    warmup: int = 0,
+) -> dict[str, Any]:
     for i in range(warmup):
         with tempfile.TemporaryDirectory(prefix="provplug-bench-") as tmp:
             w_plain = run_plain(spark, files, pipeline, Path(tmp) / "plain")
@@ -315,22 +362,40 @@ def measure(spark: SparkSession, name: str, files: dict[str, Path], pipeline: Ca
             off_figures = location_figures(Path(tmp) / "off.prov")
             if store_sizes(Path(tmp) / "off.prov")[::3] != sizes[::3]:
                 raise SystemExit(f"{name}: location lineage on and off stand for different triple or record counts")
-        print(f"{name} run {i + 1}: plain {plain[-1]:.2f}s, captured {captured[-1]:.2f}s, "
-              f"captured without row lineage {bare[-1]:.2f}s, "
-              f"captured with group joins {joined[-1]:.2f}s, "
-              f"captured without location lineage {off[-1]:.2f}s", flush=True)
+        print(
+            f"{name} run {i + 1}: plain {plain[-1]:.2f}s, captured {captured[-1]:.2f}s, "
+            f"captured without row lineage {bare[-1]:.2f}s, "
+            f"captured with group joins {joined[-1]:.2f}s, "
+            f"captured without location lineage {off[-1]:.2f}s",
+            flush=True,
+        )
     p, c, j = statistics.median(plain), statistics.median(captured), statistics.median(joined)
     b = statistics.median(bare)
     triples, triple_bytes, run_bytes, records, record_bytes = sizes
     return {
-        "records": records, "bytes_per_record": record_bytes / records if records else 0.0,
-        "pipeline": name, "plain_s": p, "captured_s": c, "ratio": c / p, "triples": triples,
-        "triples_per_s": triples / c, "bytes_per_triple": triple_bytes / triples,
-        "run_bytes_per_triple": run_bytes / triples, "plain_all": plain, "captured_all": captured,
-        "joined_s": j, "joined_ratio": j / p, "joined_all": joined,
-        "bare_s": b, "bare_ratio": b / p, "bare_all": bare,
-        "off_s": statistics.median(off), "off_all": off, "on_over_off": [c_ / o_ for c_, o_ in zip(captured, off, strict=True)],
-        "on": on_figures, "off": off_figures,
+        "records": records,
+        "bytes_per_record": record_bytes / records if records else 0.0,
+        "pipeline": name,
+        "plain_s": p,
+        "captured_s": c,
+        "ratio": c / p,
+        "triples": triples,
+        "triples_per_s": triples / c,
+        "bytes_per_triple": triple_bytes / triples,
+        "run_bytes_per_triple": run_bytes / triples,
+        "plain_all": plain,
+        "captured_all": captured,
+        "joined_s": j,
+        "joined_ratio": j / p,
+        "joined_all": joined,
+        "bare_s": b,
+        "bare_ratio": b / p,
+        "bare_all": bare,
+        "off_s": statistics.median(off),
+        "off_all": off,
+        "on_over_off": [c_ / o_ for c_, o_ in zip(captured, off, strict=True)],
+        "on": on_figures,
+        "off": off_figures,
     }
 
 
@@ -361,19 +426,26 @@ def report(results: list[dict[str, Any]], command: str, scale: float, warmup: in
             f"{r['joined_s']:.2f} | {r['joined_ratio']:.2f}x |"
         )
     lines += location_report(results)
-    lines += ["", "All runs (s): " + "; ".join(
-        f"{r['pipeline']} plain {[round(x, 2) for x in r['plain_all']]} captured {[round(x, 2) for x in r['captured_all']]}"
-        f" captured without row lineage {[round(x, 2) for x in r['bare_all']]}"
-        f" captured with group joins {[round(x, 2) for x in r['joined_all']]}"
-        f" captured without location lineage {[round(x, 2) for x in r['off_all']]}"
-        for r in results)]
+    lines += [
+        "",
+        "All runs (s): "
+        + "; ".join(
+            f"{r['pipeline']} plain {[round(x, 2) for x in r['plain_all']]} captured {[round(x, 2) for x in r['captured_all']]}"
+            f" captured without row lineage {[round(x, 2) for x in r['bare_all']]}"
+            f" captured with group joins {[round(x, 2) for x in r['joined_all']]}"
+            f" captured without location lineage {[round(x, 2) for x in r['off_all']]}"
+            for r in results
+        ),
+    ]
     return "\n".join(lines) + "\n"
 
 
 def location_report(results: list[dict[str, Any]]) -> list[str]:
     """Location lineage on (default) vs off, measured in the same rounds."""
     lines = [
-        "", "Location lineage (issue 15): on (default) vs off (`location_lineage=False`), same rounds:", "",
+        "",
+        "Location lineage (issue 15): on (default) vs off (`location_lineage=False`), same rounds:",
+        "",
         "| pipeline | row-aligned steps | stored triples on / off | edges (triples they stand for) "
         "| triple bytes on / off | run bytes on / off | capture on / off (s) | on/off per round (median) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -396,10 +468,18 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tpch-scale", type=float, default=0.1)
     parser.add_argument("--only", choices=("flights", "tpch"), default=None)
     parser.add_argument("--out", type=Path, default=HERE / "capture.md")
-    parser.add_argument("--without-aligned-step", action="store_true",
-                        help="the original scenarios (S1-S3, Q1/Q3/Q5), without the added row-aligned step P")
-    parser.add_argument("--row-lineage-ab", type=int, metavar="ROUNDS", default=None,
-                        help="only the row-lineage cost: capture with and without it, alternating which goes first")
+    parser.add_argument(
+        "--without-aligned-step",
+        action="store_true",
+        help="the original scenarios (S1-S3, Q1/Q3/Q5), without the added row-aligned step P",
+    )
+    parser.add_argument(
+        "--row-lineage-ab",
+        type=int,
+        metavar="ROUNDS",
+        default=None,
+        help="only the row-lineage cost: capture with and without it, alternating which goes first",
+    )
     args = parser.parse_args(argv)
     aligned = not args.without_aligned_step
     p = "+P" if aligned else ""
@@ -413,8 +493,16 @@ def main(argv: list[str]) -> int:
         if args.only in (None, "flights"):
             results.append(measure(spark, f"flights S1+S2+S3{p}", flights_data(), flights, args.runs, args.warmup))
         if args.only in (None, "tpch"):
-            results.append(measure(spark, f"TPC-H {p[1:]}{'+' if aligned else ''}Q1+Q3+Q5 (sf {args.tpch_scale:g})",
-                                   tpch_data(args.tpch_scale), tpch, args.runs, args.warmup))
+            results.append(
+                measure(
+                    spark,
+                    f"TPC-H {p[1:]}{'+' if aligned else ''}Q1+Q3+Q5 (sf {args.tpch_scale:g})",
+                    tpch_data(args.tpch_scale),
+                    tpch,
+                    args.runs,
+                    args.warmup,
+                )
+            )
     finally:
         spark.stop()
     command = "python examples/benchmarks/capture_bench.py " + " ".join(argv)
@@ -424,21 +512,40 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _row_lineage_ab_main(spark: SparkSession, args: argparse.Namespace, argv: list[str],
-                         flights: Callable[..., list[DataFrame]], tpch: Callable[..., list[DataFrame]], p: str) -> int:
+def _row_lineage_ab_main(
+    spark: SparkSession,
+    args: argparse.Namespace,
+    argv: list[str],
+    flights: Callable[..., list[DataFrame]],
+    tpch: Callable[..., list[DataFrame]],
+    p: str,
+) -> int:
     rows = []
     try:
         if args.only in (None, "flights"):
             rows.append(row_lineage_ab(spark, f"flights S1+S2+S3{p}", flights_data(), flights, args.row_lineage_ab))
         if args.only in (None, "tpch"):
-            rows.append(row_lineage_ab(spark, f"TPC-H Q1+Q3+Q5{p} (sf {args.tpch_scale:g})", tpch_data(args.tpch_scale),
-                                       tpch, args.row_lineage_ab))
+            rows.append(
+                row_lineage_ab(
+                    spark,
+                    f"TPC-H Q1+Q3+Q5{p} (sf {args.tpch_scale:g})",
+                    tpch_data(args.tpch_scale),
+                    tpch,
+                    args.row_lineage_ab,
+                )
+            )
     finally:
         spark.stop()
-    text = "\n".join([
-        "Command: `python examples/benchmarks/capture_bench.py " + " ".join(argv) + "`", "",
-        "| pipeline | with row lineage (s) | without (s) | per-round ratio (median) | per-round ratios |",
-        "|---|---:|---:|---:|---|", *rows, ""])
+    text = "\n".join(
+        [
+            "Command: `python examples/benchmarks/capture_bench.py " + " ".join(argv) + "`",
+            "",
+            "| pipeline | with row lineage (s) | without (s) | per-round ratio (median) | per-round ratios |",
+            "|---|---:|---:|---:|---|",
+            *rows,
+            "",
+        ]
+    )
     args.out.write_text(text)
     print(text)
     return 0

@@ -98,12 +98,18 @@ def child(args: argparse.Namespace) -> int:
     edges = locations_of(store)
     jvm_peak = _jvm_peak_kib(spark)
     spark.stop()
-    print(json.dumps({
-        "variant": args.variant, "seconds": seconds,
-        "python_peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "jvm_peak_mib": jvm_peak / 1024 if jvm_peak else None,
-        "stored_triples": store.triples().count_rows(), "edge_triples": sum(e.triple_count for e in edges),
-    }))
+    print(
+        json.dumps(
+            {
+                "variant": args.variant,
+                "seconds": seconds,
+                "python_peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "jvm_peak_mib": jvm_peak / 1024 if jvm_peak else None,
+                "stored_triples": store.triples().count_rows(),
+                "edge_triples": sum(e.triple_count for e in edges),
+            }
+        )
+    )
     shutil.rmtree(work / f"{args.variant}.prov")
     shutil.rmtree(work / f"warmup-{args.variant}.prov")
     return 0
@@ -131,8 +137,9 @@ def checks_child(args: argparse.Namespace, old: Path) -> int:
 
     spark = local_spark("declared-bench", "local[2]", **{"spark.driver.memory": "2g"})
     work = Path(args.work)
-    spec = importlib.util.spec_from_file_location("provplug_spark._declared_before",
-                                                  old / "provplug_spark" / "declared.py")
+    spec = importlib.util.spec_from_file_location(
+        "provplug_spark._declared_before", old / "provplug_spark" / "declared.py"
+    )
     assert spec is not None and spec.loader is not None
     before = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(before)
@@ -153,7 +160,9 @@ def checks_child(args: argparse.Namespace, old: Path) -> int:
     times: dict[str, list[float]] = {"spark": [], "driver": []}
     for _ in range(args.runs):
         started = time.perf_counter()
-        check(spark, step, edge, declared.written_triples(spark, Destination(folder, folder, folder), "part-"), captured)
+        check(
+            spark, step, edge, declared.written_triples(spark, Destination(folder, folder, folder), "part-"), captured
+        )
         times["spark"].append(time.perf_counter() - started)
         started = time.perf_counter()
         before.check(step, edge, before.read_triples(Destination(folder, folder, folder), files))
@@ -168,7 +177,9 @@ def checks_child(args: argparse.Namespace, old: Path) -> int:
 
 def old_package(before: str, into: Path) -> Path:
     """The Spark adapter as it was at ``before``, extracted under ``into``."""
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", before, PACKAGE], check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", before, PACKAGE], check=True, capture_output=True
+    ).stdout
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
     return into / Path(PACKAGE).parent
@@ -178,7 +189,18 @@ def run_child(variant: str, work: Path, old: Path, runs: int = 1) -> dict[str, A
     env = dict(os.environ)
     if variant == "driver":
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(old), env.get("PYTHONPATH", "")) if p)
-    command = [sys.executable, __file__, "--child", variant, "--work", str(work), "--old", str(old), "--runs", str(runs)]
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        variant,
+        "--work",
+        str(work),
+        "--old",
+        str(old),
+        "--runs",
+        str(runs),
+    ]
     done = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
@@ -197,8 +219,10 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, command: str
         python_peak = max(r["python_peak_mib"] for r in by[v])
         jvm = [r["jvm_peak_mib"] for r in by[v] if r["jvm_peak_mib"] is not None]
         jvm_peak = f"{max(jvm):,.0f}" if jvm else "-"
-        lines.append(f"| {v} | {median[v]:.2f} | {median[v] / median['driver']:.2f}x | {python_peak:,.0f} | {jvm_peak} | "
-                     f"{by[v][0]['stored_triples']:,} | {by[v][0]['edge_triples']:,} |")
+        lines.append(
+            f"| {v} | {median[v]:.2f} | {median[v] / median['driver']:.2f}x | {python_peak:,.0f} | {jvm_peak} | "
+            f"{by[v][0]['stored_triples']:,} | {by[v][0]['edge_triples']:,} |"
+        )
     runs = {v: ", ".join(f"{r['seconds']:.2f}" for r in by[v]) for v in VARIANTS}
     lines += ["", "All runs (s): " + "; ".join(f"{v} [{runs[v]}]" for v in VARIANTS)]
     return "\n".join(lines) + "\n"
@@ -208,17 +232,22 @@ def checks_report(result: dict[str, Any], args: argparse.Namespace, command: str
     times = result["times"]
     spark, driver = (statistics.median(times[v]) for v in ("spark", "driver"))
     runs = {v: ", ".join(f"{t:.2f}" for t in times[v]) for v in ("spark", "driver")}
-    return "\n".join([
-        f"Command: `{command}`; {dt.date.today().isoformat()}, {args.rows:,} input rows "
-        f"({result['triples']:,} triples), {args.runs} run(s) of each check, alternating, one process; medians.",
-        "",
-        "| check | median (s) | vs driver |",
-        "|---|---:|---:|",
-        f"| on Spark (this tree) | {spark:.2f} | {spark / driver:.2f}x |",
-        f"| on the driver ({args.before}) | {driver:.2f} | 1.00x |",
-        "",
-        f"All runs (s): spark [{runs['spark']}]; driver [{runs['driver']}]",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                f"Command: `{command}`; {dt.date.today().isoformat()}, {args.rows:,} input rows "
+                f"({result['triples']:,} triples), {args.runs} run(s) of each check, alternating, one process; medians.",
+                "",
+                "| check | median (s) | vs driver |",
+                "|---|---:|---:|",
+                f"| on Spark (this tree) | {spark:.2f} | {spark / driver:.2f}x |",
+                f"| on the driver ({args.before}) | {driver:.2f} | 1.00x |",
+                "",
+                f"All runs (s): spark [{runs['spark']}]; driver [{runs['driver']}]",
+            ]
+        )
+        + "\n"
+    )
 
 
 def main(argv: list[str]) -> int:

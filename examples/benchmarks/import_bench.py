@@ -48,10 +48,25 @@ REPO = HERE.parent.parent
 SEED = 18
 
 PHASES = (
-    "reading values", "sorting values", "read values", "reading triples", "read triples", "numbering values", "numbered values",
-    "deduplicating triples", "deduplicated triples", "cycle check: table graph", "cycle check: ordering values",
-    "cycle check: ordered values", "cycle check: read earlier imported triples", "writing triples",
-    "wrote triples", "writing values", "wrote values", "committing", "import committed",
+    "reading values",
+    "sorting values",
+    "read values",
+    "reading triples",
+    "read triples",
+    "numbering values",
+    "numbered values",
+    "deduplicating triples",
+    "deduplicated triples",
+    "cycle check: table graph",
+    "cycle check: ordering values",
+    "cycle check: ordered values",
+    "cycle check: read earlier imported triples",
+    "writing triples",
+    "wrote triples",
+    "writing values",
+    "wrote values",
+    "committing",
+    "import committed",
 )
 
 
@@ -156,7 +171,7 @@ def old_is_acyclic(edges: np.ndarray) -> bool:
 
 def new_is_acyclic(edges: np.ndarray) -> bool:
     nodes, dense = _dense_numbers(edges.T.ravel())
-    return topological_order(dense[: len(edges)], dense[len(edges):], len(nodes)).acyclic
+    return topological_order(dense[: len(edges)], dense[len(edges) :], len(nodes)).acyclic
 
 
 @dataclass
@@ -168,8 +183,10 @@ class Comparison:
     new_cpu: float
 
     def row(self) -> str:
-        return (f"| {self.edges:,} | {self.width} x {self.depth:,} | {self.old_cpu:.1f} s | {self.new_cpu:.1f} s "
-                f"| {self.old_cpu / max(self.new_cpu, 0.01):.0f}x |")
+        return (
+            f"| {self.edges:,} | {self.width} x {self.depth:,} | {self.old_cpu:.1f} s | {self.new_cpu:.1f} s "
+            f"| {self.old_cpu / max(self.new_cpu, 0.01):.0f}x |"
+        )
 
 
 def side_by_side(shape: str) -> Comparison:
@@ -192,7 +209,10 @@ def side_by_side(shape: str) -> Comparison:
 
 
 def report(
-    args: argparse.Namespace, rows: int, runs: list[tuple[ImportRun, ImportRun]], compare: list[Comparison],
+    args: argparse.Namespace,
+    rows: int,
+    runs: list[tuple[ImportRun, ImportRun]],
+    compare: list[Comparison],
     load: tuple[float, float],
 ) -> str:
     unique = 2 * args.width * (args.depth - 1)
@@ -200,7 +220,7 @@ def report(
     big = sorted(bigs, key=lambda r: r.wall)[len(bigs) // 2]  # the median run, quoted in full
     return f"""# Import benchmark (deep graph, {rows:,} triples)
 
-Reproduce: `python examples/benchmarks/import_bench.py --width {args.width} --depth {args.depth} --duplicates {args.duplicates} --runs {args.runs} --compare {' '.join(args.compare)}`
+Reproduce: `python examples/benchmarks/import_bench.py --width {args.width} --depth {args.depth} --duplicates {args.duplicates} --runs {args.runs} --compare {" ".join(args.compare)}`
 (from the repository root, venv active).
 
 Machine: 2 cores shared with other work (load average {load[0]:.1f} at the start, {load[1]:.1f} at the end),
@@ -280,8 +300,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=20_000)
     parser.add_argument("--duplicates", type=int, default=1_000)
     parser.add_argument("--runs", type=int, default=3, help="imports timed (the median is quoted)")
-    parser.add_argument("--compare", nargs="*", default=["250x2000", "25x20000"], metavar="WIDTHxDEPTH",
-                        help="ladders on which the old and the new cycle check are timed side by side")
+    parser.add_argument(
+        "--compare",
+        nargs="*",
+        default=["250x2000", "25x20000"],
+        metavar="WIDTHxDEPTH",
+        help="ladders on which the old and the new cycle check are timed side by side",
+    )
     parser.add_argument("--out", type=Path, default=HERE / "import.md")
     args = parser.parse_args(argv)
     load_start = os.getloadavg()[0]

@@ -65,14 +65,26 @@ def ensure_store(size: str, seed: int) -> tuple[Path, float | None]:
         return path, None
     scale, copies = parse_size(size)
     t0 = time.monotonic()
-    cmd = [sys.executable, str(HERE / "paper_trace.py"), str(path), "--scale", f"{scale:g}", "--copies", str(copies), "--seed", str(seed)]
+    cmd = [
+        sys.executable,
+        str(HERE / "paper_trace.py"),
+        str(path),
+        "--scale",
+        f"{scale:g}",
+        "--copies",
+        str(copies),
+        "--seed",
+        str(seed),
+    ]
     subprocess.run(cmd, check=True)
     return path, time.monotonic() - t0
 
 
 def previous_tree(rev: str, into: str) -> str:
     """``provplug`` of ``rev`` unpacked under ``into`` (a PYTHONPATH entry)."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "provplug"], check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "provplug"], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
     return into
 
@@ -83,7 +95,11 @@ def build(store: Path, engine: str, pythonpath: str | None, log: bool) -> dict[s
         env["PYTHONPATH"] = pythonpath
     out = subprocess.run(
         [sys.executable, "-c", BUILD, str(store), engine, "1" if log else "0"],
-        check=True, env=env, cwd=tempfile.gettempdir(), stdout=subprocess.PIPE, text=True,
+        check=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
+        stdout=subprocess.PIPE,
+        text=True,
     )
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
@@ -95,7 +111,9 @@ def data_files(folder: Path) -> list[str]:
 def same_file(a: Path, b: Path) -> bool:
     """Same schema, same rows in the same order, same row groups."""
     ma, mb = pq.ParquetFile(a).metadata, pq.ParquetFile(b).metadata
-    if [ma.row_group(i).num_rows for i in range(ma.num_row_groups)] != [mb.row_group(i).num_rows for i in range(mb.num_row_groups)]:
+    if [ma.row_group(i).num_rows for i in range(ma.num_row_groups)] != [
+        mb.row_group(i).num_rows for i in range(mb.num_row_groups)
+    ]:
         return False
     ta, tb = pq.read_table(a), pq.read_table(b)
     return bool(ta.schema.equals(tb.schema) and ta.equals(tb))
@@ -149,7 +167,9 @@ def bench_size(args: argparse.Namespace, size: str, runs: int, old_path: str | N
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", nargs="+", default=["1"], help="SCALE or SCALExCOPIES (default 1)")
-    parser.add_argument("--runs", nargs="+", type=int, default=[3], help="builds per engine, per size (one number: all)")
+    parser.add_argument(
+        "--runs", nargs="+", type=int, default=[3], help="builds per engine, per size (one number: all)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--previous", metavar="REV", help="also build with this commit's provplug, alternately")
     parser.add_argument("--previous-sizes", nargs="+", metavar="SIZE", help="only at these sizes (default: all)")
@@ -228,9 +248,13 @@ def render(
         trace = f"`--scale {scale:g}" + (f" --copies {copies}`" if copies > 1 else "`")
         common = f"| {trace} | {m:,} | {counts['values']:,} |"
         same = f"{all(r['same'])} ({len(r['same'])} pairs)" if r["same"] else "not compared"
-        lines.append(f"{common} local, this tree | {_times(r['new'])} | {_cpu(r['new'])} | {_peak(r['new'], m)} | {same} |")
+        lines.append(
+            f"{common} local, this tree | {_times(r['new'])} | {_cpu(r['new'])} | {_peak(r['new'], m)} | {same} |"
+        )
         if r["old"]:
-            lines.append(f"{common} local, {args.previous} | {_times(r['old'])} | {_cpu(r['old'])} | {_peak(r['old'], m)} | |")
+            lines.append(
+                f"{common} local, {args.previous} | {_times(r['old'])} | {_cpu(r['old'])} | {_peak(r['old'], m)} | |"
+            )
         if r.get("spark"):
             lines.append(
                 f"{common} Spark (local[2]) | {_times(r['spark'])} | driver only | driver only | "

@@ -142,8 +142,9 @@ def during_build(base: Path, work: Path, files: tuple[Path, Path], value: int) -
     store, stop = work / "during.prov", work / "stop"
     shutil.copytree(base, store)
     import_provenance(open_store(store), *files)
-    querier = subprocess.Popen([sys.executable, "-c", QUERIER, str(store), str(value), str(stop)],
-                               stdout=subprocess.PIPE, text=True)
+    querier = subprocess.Popen(
+        [sys.executable, "-c", QUERIER, str(store), str(value), str(stop)], stdout=subprocess.PIPE, text=True
+    )
     time.sleep(3)  # the querier has started and answered before the build begins
     build_index(store, engine="local")
     stop.touch()
@@ -152,8 +153,9 @@ def during_build(base: Path, work: Path, files: tuple[Path, Path], value: int) -
     return dict(json.loads(out))
 
 
-def repetition(base: Path, work: Path, files: tuple[Path, Path], sample: dict[str, list[int]], i: int
-               ) -> dict[str, Any]:
+def repetition(
+    base: Path, work: Path, files: tuple[Path, Path], sample: dict[str, list[int]], i: int
+) -> dict[str, Any]:
     inc, full = work / f"inc-{i}.prov", work / f"full-{i}.prov"
     for path in (inc, full):
         shutil.copytree(base, path)
@@ -181,7 +183,7 @@ def repetition(base: Path, work: Path, files: tuple[Path, Path], sample: dict[st
         build_index(full, engine="local", full=True)
         timings["full"] = time.perf_counter() - t
 
-    for step in ((incremental, rebuild) if i % 2 == 0 else (rebuild, incremental)):
+    for step in (incremental, rebuild) if i % 2 == 0 else (rebuild, incremental):
         step()
     values = [v for vs in sample.values() for v in vs]
     got, want = answers(inc, values), answers(full, values)
@@ -203,8 +205,9 @@ def repetition(base: Path, work: Path, files: tuple[Path, Path], sample: dict[st
     return result
 
 
-def report(rows: list[dict[str, Any]], during: dict[str, Any], base_triples: int, new_triples: int,
-           args: argparse.Namespace) -> str:
+def report(
+    rows: list[dict[str, Any]], during: dict[str, Any], base_triples: int, new_triples: int, args: argparse.Namespace
+) -> str:
     full = [r["timings"]["full"] for r in rows]
     inc = [r["timings"]["incremental"] for r in rows]
     dele = [r["timings"]["delete-run"] for r in rows]
@@ -226,25 +229,34 @@ def report(rows: list[dict[str, Any]], during: dict[str, Any], base_triples: int
     ]
     for i, r in enumerate(rows, 1):
         t = r["timings"]
-        lines.append(f"| {i} ({'incremental first' if i % 2 == 1 else 'full first'}) | {t['full']:.2f} |"
-                     f" {t['incremental']:.2f} | {t['incremental'] / t['full']:.1%} | {t['delete-run']:.2f} |")
-    lines.append(f"| **median** | **{statistics.median(full):.2f}** | **{statistics.median(inc):.2f}** |"
-                 f" **{statistics.median(inc) / statistics.median(full):.1%}** | {statistics.median(dele):.2f} |")
+        lines.append(
+            f"| {i} ({'incremental first' if i % 2 == 1 else 'full first'}) | {t['full']:.2f} |"
+            f" {t['incremental']:.2f} | {t['incremental'] / t['full']:.1%} | {t['delete-run']:.2f} |"
+        )
+    lines.append(
+        f"| **median** | **{statistics.median(full):.2f}** | **{statistics.median(inc):.2f}** |"
+        f" **{statistics.median(inc) / statistics.median(full):.1%}** | {statistics.median(dele):.2f} |"
+    )
     r0 = rows[0]
     lines += [
         "",
-        "Answers: " + ("every repetition's incremental index answered exactly as its full rebuild"
-                       if all(r["equal"] for r in rows) else "DIFFERENCES: " + str([r["differences"] for r in rows]))
+        "Answers: "
+        + (
+            "every repetition's incremental index answered exactly as its full rebuild"
+            if all(r["equal"] for r in rows)
+            else "DIFFERENCES: " + str([r["differences"] for r in rows])
+        )
         + f" ({r0['answers']} queries each: 5 values (a largest component, other components, the new run) x"
         f" {', '.join(METHODS)} x up, down; ancestor and edge counts compared).",
         "",
         "Queryable throughout:",
         f"- after the commit, before re-indexing: a query about a trace value answered"
-        f" ({r0['before_reindex']['ancestors']:,} ancestors) with the note \"{r0['before_reindex']['note']}\";"
-        f" a query about the new run's value was refused: \"{r0['before_reindex']['new_run_query']}\";",
+        f' ({r0["before_reindex"]["ancestors"]:,} ancestors) with the note "{r0["before_reindex"]["note"]}";'
+        f' a query about the new run\'s value was refused: "{r0["before_reindex"]["new_run_query"]}";',
         f"- during an incremental build (one more, untimed, of the same run), a second process querying a trace"
         f" value in a loop: {during['answered']} queries answered, {len(during['failures'])} failed"
-        + (f" ({during['failures'][:3]})" if during["failures"] else "") + ";",
+        + (f" ({during['failures'][:3]})" if during["failures"] else "")
+        + ";",
         f"- after `delete-run` of the new run: index stale = {[r['delete_stale'] for r in rows]},"
         f" the trace query answered ({r0['after_delete_ancestors']:,} ancestors).",
     ]
@@ -271,8 +283,11 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.runs):
             rows.append(repetition(base, work, (files[0], files[1]), sample, i))
             t = rows[-1]["timings"]
-            print(f"repetition {i + 1}: full {t['full']:.2f}s, incremental {t['incremental']:.2f}s,"
-                  f" delete-run {t['delete-run']:.2f}s, equal {rows[-1]['equal']}", flush=True)
+            print(
+                f"repetition {i + 1}: full {t['full']:.2f}s, incremental {t['incremental']:.2f}s,"
+                f" delete-run {t['delete-run']:.2f}s, equal {rows[-1]['equal']}",
+                flush=True,
+            )
         during = during_build(base, work, (files[0], files[1]), sample["largest components"][0])
     text = report(rows, during, base_triples, new_triples, args)
     args.out.write_text(text)

@@ -78,8 +78,9 @@ def sizes(generation_dir: Path) -> dict[str, int]:
 def child(code: str, args: list[str], source: Path) -> Any:
     env = {**os.environ, "PYTHONPATH": str(source)}
     # Run in ``source``: ``python -c`` puts the working directory first on the path.
-    result = subprocess.run([sys.executable, "-c", code, *args], env=env, cwd=source, capture_output=True, text=True,
-                            check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, cwd=source, capture_output=True, text=True, check=True
+    )
     return json.loads(result.stdout.splitlines()[-1])
 
 
@@ -129,7 +130,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("store", nargs="?", type=Path)
     parser.add_argument("--builds", type=int, default=3)
-    parser.add_argument("--source", type=Path, default=ROOT, help="directory holding the provplug package to build with")
+    parser.add_argument(
+        "--source", type=Path, default=ROOT, help="directory holding the provplug package to build with"
+    )
     parser.add_argument("--label", default="this tree")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"))

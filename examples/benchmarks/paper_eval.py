@@ -71,9 +71,14 @@ CLASSES: dict[str, tuple[str, int, int]] = {
     "LC-LL": ("large", 5_000, 10_000),
 }
 METHODS = ("rq", "ccprov", "csprov")
-LABEL = {"rq": "RQ", "ccprov": "CCProv", "csprov": "CSProv", "duckdb": "DuckDB (recursive CTE)",
-         "csprov_cli": "CSProv, fresh process (CLI)",
-         "csprov_cold": "CSProv, fresh process (CLI), store's pages evicted"}
+LABEL = {
+    "rq": "RQ",
+    "ccprov": "CCProv",
+    "csprov": "CSProv",
+    "duckdb": "DuckDB (recursive CTE)",
+    "csprov_cli": "CSProv, fresh process (CLI)",
+    "csprov_cold": "CSProv, fresh process (CLI), store's pages evicted",
+}
 # The paper's figures (seconds; 000 Tables 10-12, 002 Table XIII), by factor.
 PAPER_RAM = {
     "SC-SL": {"rq": (2.3, 8.9, 10.8, 16.5), "ccprov": (0.3, 0.4, 0.6, 0.9), "csprov": (0.3, 0.4, 0.6, 0.9)},
@@ -149,15 +154,21 @@ def prepare(opts: Options, factor: int, splits: Path | None) -> dict[str, Any]:
     from provplug.store.open import open_store
 
     state_path = opts.state_file(factor)
-    state: dict[str, Any] = load_json(state_path, {"factor": factor, "scale": opts.scale, "seed": opts.seed, "copies": []})
+    state: dict[str, Any] = load_json(
+        state_path, {"factor": factor, "scale": opts.scale, "seed": opts.seed, "copies": []}
+    )
     if (state["scale"], state["seed"]) != (opts.scale, opts.seed):
-        raise SystemExit(f"{opts.store(factor)} holds scale {state['scale']} seed {state['seed']}: delete it and its state file")
+        raise SystemExit(
+            f"{opts.store(factor)} holds scale {state['scale']} seed {state['seed']}: delete it and its state file"
+        )
     path = opts.store(factor)
     runs = [m["run_id"] for m in open_store(path).runs()] if path.exists() else []
     if len(runs) > factor:
         raise SystemExit(f"{path} holds {len(runs)} runs, more than {factor} copies: delete it and its state file")
     known = {c["run_id"] for c in state["copies"]}
-    state["copies"] += [{"copy": i, "run_id": r, "seconds": None, "rss": None} for i, r in enumerate(runs) if r not in known]
+    state["copies"] += [
+        {"copy": i, "run_id": r, "seconds": None, "rss": None} for i, r in enumerate(runs) if r not in known
+    ]
     arrays = None
     for copy in range(len(runs), factor):
         arrays = arrays or paper_trace.generate_arrays(opts.scale, opts.seed)
@@ -171,16 +182,32 @@ def prepare(opts: Options, factor: int, splits: Path | None) -> dict[str, Any]:
         os.remove(vp)
     store = open_store(path)
     meta = read_meta(store)
-    fresh = (meta is not None and set(meta["runs"]) == {m["run_id"] for m in store.runs()}
-             and meta["theta"] == opts.theta and has_mapped_files(store))
+    fresh = (
+        meta is not None
+        and set(meta["runs"]) == {m["run_id"] for m in store.runs()}
+        and meta["theta"] == opts.theta
+        and has_mapped_files(store)
+    )
     if not fresh or (splits is not None and meta is not None and meta["splits"] != json.loads(splits.read_text())):
         print(f"x{factor}: indexing ({opts.engine})", flush=True)
-        cmd = provplug_cmd("index", str(path), "--theta", str(opts.theta), "--engine", opts.engine,
-                           *(["--memory-budget", opts.index_memory] if opts.index_memory else []))
+        cmd = provplug_cmd(
+            "index",
+            str(path),
+            "--theta",
+            str(opts.theta),
+            "--engine",
+            opts.engine,
+            *(["--memory-budget", opts.index_memory] if opts.index_memory else []),
+        )
         seconds, rss = run_child([*cmd, *(["--splits", str(splits)] if splits else [])], opts.log)
         meta = read_meta(open_store(path)) or {}
-        state["index"] = {"wall": round(seconds, 1), "seconds": meta["seconds"], "rss": rss, "engine": meta["engine"],
-                          "generation": meta["generation"]}
+        state["index"] = {
+            "wall": round(seconds, 1),
+            "seconds": meta["seconds"],
+            "rss": rss,
+            "engine": meta["engine"],
+            "generation": meta["generation"],
+        }
         save_json(state_path, state)
     return state
 
@@ -291,12 +318,19 @@ def table9(store: Any, theta: int, tree: list[dict[str, Any]], ccid_below: int |
     large = comps[comps["nodes"] >= theta].sort_values(["nodes", "ccid"], ascending=[False, True])
     for i, comp in enumerate(large.itertuples(), 1):
         mine = sets[sets["ccid"] == comp.ccid]
-        rows += piece_rows(f"LC{i}", int(comp.nodes), int(comp.triples), mine, [t["name"] for t in tree], groups, children)
+        rows += piece_rows(
+            f"LC{i}", int(comp.nodes), int(comp.triples), mine, [t["name"] for t in tree], groups, children
+        )
     return rows
 
 
 def piece_rows(
-    name: str, nodes: int, triples: int, mine: Any, splits: list[str], groups: dict[str, Any],
+    name: str,
+    nodes: int,
+    triples: int,
+    mine: Any,
+    splits: list[str],
+    groups: dict[str, Any],
     children: dict[str, list[str]],
 ) -> list[Row]:
     """The row of one component (or re-partitioned set) ``mine`` over
@@ -308,14 +342,18 @@ def piece_rows(
         if part.empty:
             continue
         piece = groups[split].loc[part["csid"].to_numpy()].to_numpy()
-        sizes = part.groupby(piece).agg(nodes=("nodes", "sum"), triples=("triples", "sum"),
-                                         deeper=("split", lambda s, sp=split: bool((s != sp).any())))
+        sizes = part.groupby(piece).agg(
+            nodes=("nodes", "sum"),
+            triples=("triples", "sum"),
+            deeper=("split", lambda s, sp=split: bool((s != sp).any())),
+        )
         row.cells.append(Cell(split, len(sizes), int((sizes["nodes"] >= BIG_SET).sum()), int(sizes["nodes"].max())))
         for pid, p in sizes[sizes["deeper"]].iterrows():
             child = f"{name}_lc{len(row.parts) + 1}"
             row.parts.append(child)
-            below += piece_rows(child, int(p["nodes"]), int(p["triples"]), part[piece == pid], children[split],
-                                groups, children)
+            below += piece_rows(
+                child, int(p["nodes"]), int(p["triples"]), part[piece == pid], children[split], groups, children
+            )
     return [row, *below]
 
 
@@ -336,8 +374,14 @@ def index_summary(store: Any) -> dict[str, Any]:
     files = meta.get("files", {})
     size = {k: sum(v for p, v in files.items() if p.startswith(k + "/")) for k in ("triples", "setdeps", "value_sets")}
     stored = sum(os.path.getsize(f) for f in store.triple_files())
-    return {"counts": meta["counts"], "bytes": {**size, "store_triples": stored}, "splits": meta["splits"],
-            "split_tree": meta["split_tree"], "seconds": meta["seconds"], "engine": meta["engine"]}
+    return {
+        "counts": meta["counts"],
+        "bytes": {**size, "store_triples": stored},
+        "splits": meta["splits"],
+        "split_tree": meta["split_tree"],
+        "seconds": meta["seconds"],
+        "engine": meta["engine"],
+    }
 
 
 # -- query classes (1x trace, independent BFS) ------------------------------------------
@@ -465,10 +509,18 @@ def pick_queries(store: Any, theta: int, per_class: int, seed: int, direction: s
         # Too few by both counts: top up with values whose lineage values alone
         # are in range (the other reading of "transformations"), marked so.
         picked += values_only[: per_class - len(picked)]
-        out[cls] = {"queries": [asdict(q) for q in picked], "pool": len(pool), "checked": checks, "strict": strict,
-                    "components": sorted({q.component for q in picked})}
-        print(f"{direction} {cls}: {strict} + {len(picked) - strict} queries after {checks:,} of {len(pool):,} "
-              "candidates", flush=True)
+        out[cls] = {
+            "queries": [asdict(q) for q in picked],
+            "pool": len(pool),
+            "checked": checks,
+            "strict": strict,
+            "components": sorted({q.component for q in picked}),
+        }
+        print(
+            f"{direction} {cls}: {strict} + {len(picked) - strict} queries after {checks:,} of {len(pool):,} "
+            "candidates",
+            flush=True,
+        )
     return out
 
 
@@ -488,15 +540,19 @@ def timed(fn: Callable[[], Any], runs: int, warmups: int) -> tuple[float, Any]:
 
 def check_answer(answer: Any, q: Query, where: str) -> None:
     if (len(answer.value_ids), len(answer.edges)) != (q.lineage, q.triples):
-        raise AssertionError(f"{where}: {len(answer.value_ids)} values / {len(answer.edges)} triples, "
-                             f"expected {q.lineage} / {q.triples} (the 1x BFS)")
+        raise AssertionError(
+            f"{where}: {len(answer.value_ids)} values / {len(answer.edges)} triples, "
+            f"expected {q.lineage} / {q.triples} (the 1x BFS)"
+        )
 
 
 def copy_value(q: Query, i: int, factor: int) -> int:
     return q.value + (i % factor) * paper_trace.COPY_STRIDE
 
 
-def duckdb_runner(store: Any, db_path: Path, memory: str, threads: int | None = None) -> tuple[Any, Callable[[int, str], int]]:
+def duckdb_runner(
+    store: Any, db_path: Path, memory: str, threads: int | None = None
+) -> tuple[Any, Callable[[int, str], int]]:
     """DuckDB over the same triples (a database file beside the store, built
     once), the recursive CTE returning the lineage values and their triples.
     ``memory`` "none": no memory limit (DuckDB 2.0.0's recursive CTE over 169M
@@ -513,9 +569,9 @@ def duckdb_runner(store: Any, db_path: Path, memory: str, threads: int | None = 
         con.execute("CREATE TABLE triples AS SELECT src, dst, op FROM read_parquet(?)", [store.triple_files()])
     sql = {
         "up": "WITH RECURSIVE r(id) AS (SELECT ?::BIGINT UNION SELECT t.src FROM triples t JOIN r ON t.dst = r.id) "
-              "SELECT t.src, t.dst, t.op FROM triples t WHERE t.dst IN (SELECT id FROM r)",
+        "SELECT t.src, t.dst, t.op FROM triples t WHERE t.dst IN (SELECT id FROM r)",
         "down": "WITH RECURSIVE r(id) AS (SELECT ?::BIGINT UNION SELECT t.dst FROM triples t JOIN r ON t.src = r.id) "
-                "SELECT t.src, t.dst, t.op FROM triples t WHERE t.src IN (SELECT id FROM r)",
+        "SELECT t.src, t.dst, t.op FROM triples t WHERE t.src IN (SELECT id FROM r)",
     }
 
     def run(value: int, direction: str) -> int:
@@ -579,8 +635,9 @@ class Bench:
                 out[method]["times"].append(t)
                 continue
             spark_path = method != "csprov"
-            query = functools.partial(opened.lineage, value_id=value, method=method, direction=direction,
-                                      spark=self.spark, tau=self.tau)
+            query = functools.partial(
+                opened.lineage, value_id=value, method=method, direction=direction, spark=self.spark, tau=self.tau
+            )
             t, ans = timed(query, 1 if spark_path else self.runs, 1 if spark_path else 2)
             check_answer(ans, q, where)
             record(out[method], t, ans)
@@ -607,10 +664,21 @@ class Bench:
         """Wall seconds of ``provplug lineage`` in a fresh process per query
         (``first``: the index of ``queries[0]`` in its class, for its copy's value)."""
         times = []
-        for i, q in enumerate(queries[:self.cli_queries], start=first):
-            cmd = provplug_cmd("lineage", str(self.path), "--value-id", str(copy_value(q, i, self.factor)),
-                               "--method", "csprov", "--direction", direction, "--json", "-o", os.devnull,
-                               *([] if self.tau is None else ["--tau", str(self.tau)]))
+        for i, q in enumerate(queries[: self.cli_queries], start=first):
+            cmd = provplug_cmd(
+                "lineage",
+                str(self.path),
+                "--value-id",
+                str(copy_value(q, i, self.factor)),
+                "--method",
+                "csprov",
+                "--direction",
+                direction,
+                "--json",
+                "-o",
+                os.devnull,
+                *([] if self.tau is None else ["--tau", str(self.tau)]),
+            )
             if self.evict:
                 evict_pages(self.path)
             t0 = time.perf_counter()
@@ -646,10 +714,14 @@ def record(into: dict[str, Any], seconds: float, answer: Any) -> None:
 def local_spark(memory: str) -> Any:
     from provplug.sparksession import local_spark as start
 
-    return start("provplug-paper-eval", "local[2]", **{"spark.sql.shuffle.partitions": "4", "spark.driver.memory": memory})
+    return start(
+        "provplug-paper-eval", "local[2]", **{"spark.sql.shuffle.partitions": "4", "spark.driver.memory": memory}
+    )
 
 
-def bench_factor(opts: Options, factor: int, picks: dict[str, Any], args: argparse.Namespace, spark: Any) -> dict[str, Any]:
+def bench_factor(
+    opts: Options, factor: int, picks: dict[str, Any], args: argparse.Namespace, spark: Any
+) -> dict[str, Any]:
     from provplug.store.open import open_store
 
     path = opts.store(factor)
@@ -657,10 +729,26 @@ def bench_factor(opts: Options, factor: int, picks: dict[str, Any], args: argpar
     slow = args.slow_queries if factor == 1 else args.big_slow_queries
     slow_methods = tuple(("rq,ccprov,duckdb" if factor == 1 else args.big_methods).split(","))
     con, duck = duckdb_runner(store, opts.data / f"paper-eval-x{factor}.duckdb", args.duckdb_memory)
-    bench = Bench(factor, path, spark, args.runs, slow, duck, args.tau, slow_methods,
-                  args.big_duckdb_runs if factor > 1 else None, args.cli_queries)
-    result: dict[str, Any] = {"slow": slow, "slow_methods": list(slow_methods), "tau": args.tau, "ram": {}, "disk": {},
-                              "cli": {}}
+    bench = Bench(
+        factor,
+        path,
+        spark,
+        args.runs,
+        slow,
+        duck,
+        args.tau,
+        slow_methods,
+        args.big_duckdb_runs if factor > 1 else None,
+        args.cli_queries,
+    )
+    result: dict[str, Any] = {
+        "slow": slow,
+        "slow_methods": list(slow_methods),
+        "tau": args.tau,
+        "ram": {},
+        "disk": {},
+        "cli": {},
+    }
     # Every RAM run first: the disk variant drops the cached triple table RQ keeps.
     try:
         for key in ("ram", "disk", "cli"):
@@ -676,7 +764,10 @@ def bench_factor(opts: Options, factor: int, picks: dict[str, Any], args: argpar
                         result[key][direction][cls] = getattr(bench, key)(cls, queries, direction)
     finally:
         con.close()
-    result["peak_rss"] = {"python": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "jvm": jvm_peak_rss(spark)}
+    result["peak_rss"] = {
+        "python": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "jvm": jvm_peak_rss(spark),
+    }
     result["loadavg"] = os.getloadavg()
     return result
 
@@ -709,13 +800,15 @@ def render(results: dict[str, Any], out: Path) -> None:
     lines += table9_section(results, factors)
     lines += preprocessing_section(results, factors)
     lines += classes_section(results)
-    for variant, title, paper in (("ram", "Tables 10-12: RDDs cached in RAM (warm)", PAPER_RAM),
-                                  ("disk", "Table XIII: cached on disk (cold: caches dropped before every query)", PAPER_DISK)):
+    for variant, title, paper in (
+        ("ram", "Tables 10-12: RDDs cached in RAM (warm)", PAPER_RAM),
+        ("disk", "Table XIII: cached on disk (cold: caches dropped before every query)", PAPER_DISK),
+    ):
         lines += query_tables(results, factors, variant, title, paper)
     lines += scans_section(results, factors)
     lines += targets_section(results, factors)
     old = out.read_text() if out.exists() else ""
-    notes = old[old.index(NOTES):] if NOTES in old else ""  # kept across re-renders
+    notes = old[old.index(NOTES) :] if NOTES in old else ""  # kept across re-renders
     out.write_text("\n".join(lines) + "\n" + notes)
 
 
@@ -730,16 +823,21 @@ def header(results: dict[str, Any]) -> list[str]:
         "",
     ]
     for f, sec in sorted(results["factors"].items(), key=lambda kv: int(kv[0])):
-        lines.append(f"- {f}x: `{sec['command']}` ({sec['when']}, provplug {sec['code']}; load average "
-                     f"{', '.join(f'{x:.1f}' for x in sec['bench']['loadavg'])} at the end)")
+        lines.append(
+            f"- {f}x: `{sec['command']}` ({sec['when']}, provplug {sec['code']}; load average "
+            f"{', '.join(f'{x:.1f}' for x in sec['bench']['loadavg'])} at the end)"
+        )
     lines += ["", f"Machine: {results['machine']}.", ""]
     return lines
 
 
 def trace_section(results: dict[str, Any], factors: list[int]) -> list[str]:
-    lines = ["## The trace and its replicas", "",
-             "| factor | paper | triples | values | components | large components (paper) | sets | set dependencies | bytes: triples / set dependencies (index) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## The trace and its replicas",
+        "",
+        "| factor | paper | triples | values | components | large components (paper) | sets | set dependencies | bytes: triples / set dependencies (index) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     base = results["factors"][str(factors[0])]["index"]["counts"] if factors and factors[0] == 1 else None
     for f in factors:
         sec = results["factors"][str(f)]
@@ -747,19 +845,27 @@ def trace_section(results: dict[str, Any], factors: list[int]) -> list[str]:
         lines.append(
             f"| {f}x | {PAPER_SIZE.get(f, '-')} | {c['triples']:,} | {c['values']:,} | {c['components']:,} | "
             f"{sec['large_components']} ({PAPER_LARGE.get(f, '-')}) | {c['sets']:,} | {c['set_dependencies']:,} | "
-            f"{b['triples'] / 1e6:,.0f} MB / {b['setdeps'] / 1e6:,.1f} MB |")
+            f"{b['triples'] / 1e6:,.0f} MB / {b['setdeps'] / 1e6:,.1f} MB |"
+        )
     lines.append("")
     if base is not None:
         lines.append("Replication (acceptance (a) of the digest): at every factor f the triples, values, components,")
-        lines.append("large components, sets and set dependencies are exactly f times the 1x figures: "
-                     + ", ".join(f"{f}x {'yes' if results['factors'][str(f)].get('replicates') else 'NO'}" for f in factors if f > 1)
-                     + (" (checked by the script)." if len(factors) > 1 else " (only 1x measured so far)."))
+        lines.append(
+            "large components, sets and set dependencies are exactly f times the 1x figures: "
+            + ", ".join(
+                f"{f}x {'yes' if results['factors'][str(f)].get('replicates') else 'NO'}" for f in factors if f > 1
+            )
+            + (" (checked by the script)." if len(factors) > 1 else " (only 1x measured so far).")
+        )
         lines.append("")
     lines += [
-        "Set dependencies against triples (paper: 645,303 set dependencies for 6.4M triples, \"an order of magnitude",
-        "smaller\", 0.03 GB against 1.6 GB on disk): " + "; ".join(
+        'Set dependencies against triples (paper: 645,303 set dependencies for 6.4M triples, "an order of magnitude',
+        'smaller", 0.03 GB against 1.6 GB on disk): '
+        + "; ".join(
             f"{f}x {results['factors'][str(f)]['index']['counts']['set_dependencies'] / results['factors'][str(f)]['index']['counts']['triples']:.2f} per triple"
-            for f in factors) + ".",
+            for f in factors
+        )
+        + ".",
         "",
     ]
     return lines
@@ -770,53 +876,80 @@ def table9_section(results: dict[str, Any], factors: list[int]) -> list[str]:
     rows = [Row(**{**r, "cells": [Cell(**c) for c in r["cells"]]}) for r in first["table9"]]
     splits = ", ".join(f"sp{i}" for i in range(1, len(first["index"]["split_tree"]) + 1))
     lines = [
-        f"## Table 9: sets per large component and split ({factors[0]}x)", "",
+        f"## Table 9: sets per large component and split ({factors[0]}x)",
+        "",
         f"theta = {results['theta']:,} nodes; splits chosen automatically on the 1x store ({splits} at the top level,",
-        "the same splits for every factor):", "", "    " + json.dumps(first["index"]["splits"]), "",
+        "the same splits for every factor):",
+        "",
+        "    " + json.dumps(first["index"]["splits"]),
+        "",
         "Each cell: split: number of sets of W(split, component), sets with >= 1,000 nodes, nodes in the largest.",
         "A set still >= theta is re-partitioned on the split's sub-splits: its row follows (named as the paper's",
         "LC2_lc1); \"final sets\" counts the component's sets in the index, which is each row's sets with every",
-        "re-partitioned set replaced by its row's (acceptance (b), checked by the script).", "",
-        "| component | nodes | triples | final sets | sets per split |", "|---|---|---|---|---|",
+        "re-partitioned set replaced by its row's (acceptance (b), checked by the script).",
+        "",
+        "| component | nodes | triples | final sets | sets per split |",
+        "|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r.name} | {r.nodes:,} | {r.triples:,} | {r.final_sets:,} | {'; '.join(c.text() for c in r.cells)} |")
+        lines.append(
+            f"| {r.name} | {r.nodes:,} | {r.triples:,} | {r.final_sets:,} | {'; '.join(c.text() for c in r.cells)} |"
+        )
     lines.append("")
     for f in factors[1:]:
         same = results["factors"][str(f)].get("table9_same")
-        lines.append(f"{f}x: the rows of copy 0's large components are {'identical to' if same else 'DIFFERENT from'} the 1x rows "
-                     "(the paper: \"Set statistics are same as given in Table 9\").")
-    lines += ["", "The paper's Table 9 for comparison: LC1 sp1 20, 0, 490; sp2 29696, 4, 21734; sp3 219879, 11, 3291 ...",
-              "(3 splits by hand, sp3 with sub-splits sp4, sp5; 590,698 sets, 645,303 set dependencies).", ""]
+        lines.append(
+            f"{f}x: the rows of copy 0's large components are {'identical to' if same else 'DIFFERENT from'} the 1x rows "
+            '(the paper: "Set statistics are same as given in Table 9").'
+        )
+    lines += [
+        "",
+        "The paper's Table 9 for comparison: LC1 sp1 20, 0, 490; sp2 29696, 4, 21734; sp3 219879, 11, 3291 ...",
+        "(3 splits by hand, sp3 with sub-splits sp4, sp5; 590,698 sets, 645,303 set dependencies).",
+        "",
+    ]
     return lines
 
 
 def preprocessing_section(results: dict[str, Any], factors: list[int]) -> list[str]:
-    lines = ["## Preprocessing (components and sets)", "",
-             "| factor | import: copies, total wall, largest peak RSS | index: engine, wall, peak RSS | paper |",
-             "|---|---|---|---|"]
+    lines = [
+        "## Preprocessing (components and sets)",
+        "",
+        "| factor | import: copies, total wall, largest peak RSS | index: engine, wall, peak RSS | paper |",
+        "|---|---|---|---|",
+    ]
     for f in factors:
         st = results["factors"][str(f)]["state"]
         copies = st["copies"]
         wall = sum(c["seconds"] or 0 for c in copies)
         rss = max((c["rss"] or 0 for c in copies), default=0)
         idx = st.get("index", {})
-        lines.append(f"| {f}x | {len(copies)}, {wall:.0f} s, {gib(rss)} | {idx.get('engine', '-')}, {idx.get('wall', 0):.0f} s, "
-                     f"{gib(idx.get('rss'))} | {PAPER_PREPROCESS.get(f, '-')} |")
-    lines += ["", "Wall times of child processes (interpreter start-up included); the index time includes reading the",
-              "triples and writing the layout, the paper's only WCC and sets. A store reused from an earlier run keeps",
-              "the figures measured when it was built.", ""]
+        lines.append(
+            f"| {f}x | {len(copies)}, {wall:.0f} s, {gib(rss)} | {idx.get('engine', '-')}, {idx.get('wall', 0):.0f} s, "
+            f"{gib(idx.get('rss'))} | {PAPER_PREPROCESS.get(f, '-')} |"
+        )
+    lines += [
+        "",
+        "Wall times of child processes (interpreter start-up included); the index time includes reading the",
+        "triples and writing the layout, the paper's only WCC and sets. A store reused from an earlier run keeps",
+        "the figures measured when it was built.",
+        "",
+    ]
     return lines
 
 
 def classes_section(results: dict[str, Any]) -> list[str]:
-    lines = ["## Query classes (picked on the 1x trace)", "",
-             "Rules (000 §4): 10 values per class; SC-SL in a component below theta, LC-SL and LC-LL in large components;",
-             "ancestors and lineage triples (the paper's \"transformations\", read as triples) both in 100-200 (SL) or",
-             "5,000-10,000 (LL). Candidates: values whose path count bounds their lineage from above by at least the",
-             "lower limit, largest components first, random order within; each checked by breadth-first search.", "",
-             "| direction | class | queries (both counts in range + values only) | candidates checked | components | lineage values (min-max) | triples (min-max) | BFS rounds (max) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Query classes (picked on the 1x trace)",
+        "",
+        "Rules (000 §4): 10 values per class; SC-SL in a component below theta, LC-SL and LC-LL in large components;",
+        'ancestors and lineage triples (the paper\'s "transformations", read as triples) both in 100-200 (SL) or',
+        "5,000-10,000 (LL). Candidates: values whose path count bounds their lineage from above by at least the",
+        "lower limit, largest components first, random order within; each checked by breadth-first search.",
+        "",
+        "| direction | class | queries (both counts in range + values only) | candidates checked | components | lineage values (min-max) | triples (min-max) | BFS rounds (max) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for direction, classes in results["queries"].items():
         for cls, found in classes.items():
             qs = found["queries"]
@@ -827,31 +960,46 @@ def classes_section(results: dict[str, Any]) -> list[str]:
             lines.append(
                 f"| {direction} | {cls} | {strict} + {len(qs) - strict} | {found['checked']:,} of {found['pool']:,} | {len(found['components'])} | "
                 f"{min(q['lineage'] for q in qs):,}-{max(q['lineage'] for q in qs):,} | "
-                f"{min(q['triples'] for q in qs):,}-{max(q['triples'] for q in qs):,} | {max(q['rounds'] for q in qs)} |")
-    lines += ["", "Where fewer than 10 values have both counts in range (every candidate checked), the class is topped up",
-              "with values whose lineage values alone are in range, i.e. reading the paper's \"transformations\" as",
-              "distinct ops (the digest, §1.5: the paper does not define it). Their triples are above the range.",
-              "The paper's longest provenance path: 7 (SC-SL, LC-SL), 10 (LC-LL) (002 §V); BFS rounds here are the",
-              "rounds RQ needs (the shortest path to the farthest lineage value).", ""]
+                f"{min(q['triples'] for q in qs):,}-{max(q['triples'] for q in qs):,} | {max(q['rounds'] for q in qs)} |"
+            )
+    lines += [
+        "",
+        "Where fewer than 10 values have both counts in range (every candidate checked), the class is topped up",
+        'with values whose lineage values alone are in range, i.e. reading the paper\'s "transformations" as',
+        "distinct ops (the digest, §1.5: the paper does not define it). Their triples are above the range.",
+        "The paper's longest provenance path: 7 (SC-SL, LC-SL), 10 (LC-LL) (002 §V); BFS rounds here are the",
+        "rounds RQ needs (the shortest path to the farthest lineage value).",
+        "",
+    ]
     return lines
 
 
-def query_tables(results: dict[str, Any], factors: list[int], variant: str, title: str, paper: dict[str, Any]) -> list[str]:
+def query_tables(
+    results: dict[str, Any], factors: list[int], variant: str, title: str, paper: dict[str, Any]
+) -> list[str]:
     lines = [f"## {title}", ""]
     if variant == "ram":
-        lines += ["Mean seconds over a class's queries (the paper's figure); a query's time is the median of its timed",
-                  "runs after one warm-up. Every answer was checked against the 1x BFS (values and triples).", ""]
+        lines += [
+            "Mean seconds over a class's queries (the paper's figure); a query's time is the median of its timed",
+            "runs after one warm-up. Every answer was checked against the 1x BFS (values and triples).",
+            "",
+        ]
     else:
-        lines += ["Mean over the queries of one run each, after dropping provplug's index cache and every cached Spark",
-                  "DataFrame (RQ re-reads the triple table from Parquet). The OS page cache is not dropped (shared",
-                  "machine), so files may still come from memory. CSProv in a fresh process: the CLI's wall time,",
-                  "interpreter start-up included.", ""]
+        lines += [
+            "Mean over the queries of one run each, after dropping provplug's index cache and every cached Spark",
+            "DataFrame (RQ re-reads the triple table from Parquet). The OS page cache is not dropped (shared",
+            "machine), so files may still come from memory. CSProv in a fresh process: the CLI's wall time,",
+            "interpreter start-up included.",
+            "",
+        ]
     for direction in results["queries"]:
         for cls in CLASSES:
             present = [f for f in factors if cls in results["factors"][str(f)]["bench"][variant].get(direction, {})]
             if not present:
                 continue
-            head = " | ".join(f"{f}x ({millions(results['factors'][str(f)]['index']['counts']['triples'])} triples)" for f in present)
+            head = " | ".join(
+                f"{f}x ({millions(results['factors'][str(f)]['index']['counts']['triples'])} triples)" for f in present
+            )
             lines += [f"### {cls} ({direction})", "", f"| method | {head} |", "|---" * (len(present) + 1) + "|"]
             methods = (*METHODS, "duckdb") if variant == "ram" else (*METHODS, "csprov_cli", "csprov_cold")
             for m in methods:
@@ -859,8 +1007,12 @@ def query_tables(results: dict[str, Any], factors: list[int], variant: str, titl
                 lines.append(f"| {LABEL[m]} | {' | '.join(cells)} |")
             if direction == "up" and cls in paper:
                 for m in METHODS:
-                    cells = [f"{paper[cls][m][PAPER_FACTORS.index(f)]:g} s" if f in PAPER_FACTORS else "-" for f in present]
-                    lines.append(f"| paper {LABEL[m]} ({'/'.join(PAPER_SIZE.get(f, '-') for f in present)}) | {' | '.join(cells)} |")
+                    cells = [
+                        f"{paper[cls][m][PAPER_FACTORS.index(f)]:g} s" if f in PAPER_FACTORS else "-" for f in present
+                    ]
+                    lines.append(
+                        f"| paper {LABEL[m]} ({'/'.join(PAPER_SIZE.get(f, '-') for f in present)}) | {' | '.join(cells)} |"
+                    )
             lines.append("")
     return lines
 
@@ -879,14 +1031,18 @@ def targets_section(results: dict[str, Any], factors: list[int]) -> list[str]:
     (faster), and the cold CLI (within 1.5x of 1x)."""
     top = max(factors)
     label = ", ".join(f"{f}x" for f in factors)
-    lines = ["## Targets (medians over a class's queries)", "",
-             f"Warm CSProv median at {top}x against 1x (target: within 2x); DuckDB's median over the queries it ran",
-             "against CSProv's over the same queries, per factor (target: CSProv faster); cold CLI median at",
-             f"{top}x against 1x over the queries every factor ran in a fresh process (target: within 1.5x), with",
-             "the page cache as the earlier queries left it, and with the store's pages evicted before each query.", "",
-             f"| direction | class | CSProv warm ({label}) | {top}x / 1x | DuckDB / CSProv ({label}) | "
-             f"cold CLI ({label}) | {top}x / 1x | cold CLI, pages evicted ({label}) | {top}x / 1x |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Targets (medians over a class's queries)",
+        "",
+        f"Warm CSProv median at {top}x against 1x (target: within 2x); DuckDB's median over the queries it ran",
+        "against CSProv's over the same queries, per factor (target: CSProv faster); cold CLI median at",
+        f"{top}x against 1x over the queries every factor ran in a fresh process (target: within 1.5x), with",
+        "the page cache as the earlier queries left it, and with the store's pages evicted before each query.",
+        "",
+        f"| direction | class | CSProv warm ({label}) | {top}x / 1x | DuckDB / CSProv ({label}) | "
+        f"cold CLI ({label}) | {top}x / 1x | cold CLI, pages evicted ({label}) | {top}x / 1x |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     benches = {f: results["factors"][str(f)]["bench"] for f in factors}
     for direction in results["queries"]:
         for cls in CLASSES:
@@ -894,14 +1050,18 @@ def targets_section(results: dict[str, Any], factors: list[int]) -> list[str]:
             if any(r is None for r in ram.values()) or 1 not in ram:
                 continue
             warm = {f: median_of(r["csprov"]["times"]) for f, r in ram.items()}
-            duck = [ratio(median_of(r["duckdb"]["times"]), median_of(r["csprov"]["times"][:len(r["duckdb"]["times"])]))
-                    for r in ram.values()]
+            duck = [
+                ratio(median_of(r["duckdb"]["times"]), median_of(r["csprov"]["times"][: len(r["duckdb"]["times"])]))
+                for r in ram.values()
+            ]
             cells = []
             for key in ("cli", "cli_evicted"):
                 cli = _shared_medians({f: b.get(key, {}).get(direction, {}).get(cls, []) for f, b in benches.items()})
                 cells += [" / ".join(secs(c) for c in cli.values()), ratio(cli[top], cli[1])]
-            lines.append(f"| {direction} | {cls} | {' / '.join(secs(w) for w in warm.values())} | "
-                         f"{ratio(warm[top], warm[1])} | {' / '.join(duck)} | {' | '.join(cells)} |")
+            lines.append(
+                f"| {direction} | {cls} | {' / '.join(secs(w) for w in warm.values())} | "
+                f"{ratio(warm[top], warm[1])} | {' / '.join(duck)} | {' | '.join(cells)} |"
+            )
     return [*lines, ""]
 
 
@@ -912,7 +1072,11 @@ def _shared_medians(runs: dict[int, list[float]]) -> dict[int, float | None]:
 
 
 def tau_text(tau: int | None) -> str:
-    return "provplug's default (the driver when the triples fit its memory budget)" if tau is None else f"tau = {tau:,} triples"
+    return (
+        "provplug's default (the driver when the triples fit its memory budget)"
+        if tau is None
+        else f"tau = {tau:,} triples"
+    )
 
 
 def method_cell(bench: dict[str, Any], variant: str, direction: str, cls: str, method: str) -> str:
@@ -927,11 +1091,16 @@ def method_cell(bench: dict[str, Any], variant: str, direction: str, cls: str, m
 
 
 def scans_section(results: dict[str, Any], factors: list[int]) -> list[str]:
-    lines = ["## What each method read (RAM variant, means)", "",
-             "Cells: sets read / triples scanned (RQ: the whole triple table). In parentheses after a time above: the",
-             "number of queries it is the mean of (RQ, CCProv and DuckDB run the first queries of each class only",
-             "where the slow-query cap says so) and the execution path (driver below tau, spark above).", "",
-             "| factor | direction | class | CSProv | CCProv | RQ |", "|---|---|---|---|---|---|"]
+    lines = [
+        "## What each method read (RAM variant, means)",
+        "",
+        "Cells: sets read / triples scanned (RQ: the whole triple table). In parentheses after a time above: the",
+        "number of queries it is the mean of (RQ, CCProv and DuckDB run the first queries of each class only",
+        "where the slow-query cap says so) and the execution path (driver below tau, spark above).",
+        "",
+        "| factor | direction | class | CSProv | CCProv | RQ |",
+        "|---|---|---|---|---|---|",
+    ]
     for f in factors:
         bench = results["factors"][str(f)]["bench"]
         for direction, classes in bench["ram"].items():
@@ -944,8 +1113,11 @@ def scans_section(results: dict[str, Any], factors: list[int]) -> list[str]:
     lines.append("")
     caps = ", ".join(f"{f}x: first {results['factors'][str(f)]['bench']['slow']}" for f in factors)
     taus = ", ".join(f"{f}x: {tau_text(results['factors'][str(f)]['bench'].get('tau'))}" for f in factors)
-    lines += [f"Slow-query cap (RQ, CCProv, DuckDB) per factor: {caps} queries of each class; CSProv ran all.",
-              f"Driver or Spark (tau): {taus}.", ""]
+    lines += [
+        f"Slow-query cap (RQ, CCProv, DuckDB) per factor: {caps} queries of each class; CSProv ran all.",
+        f"Driver or Spark (tau): {taus}.",
+        "",
+    ]
     return lines
 
 
@@ -953,11 +1125,15 @@ def scans_section(results: dict[str, Any], factors: list[int]) -> list[str]:
 
 
 def machine() -> str:
-    mem = next((ln.split()[1] for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")), "0")
+    mem = next(
+        (ln.split()[1] for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")), "0"
+    )
     import pyspark
 
-    return (f"{os.cpu_count()} cores, {int(mem) / 2**20:.0f} GiB RAM (shared with other jobs), Python {platform.python_version()}, "
-            f"PySpark {pyspark.__version__}, {platform.system()}; Spark local[2]")
+    return (
+        f"{os.cpu_count()} cores, {int(mem) / 2**20:.0f} GiB RAM (shared with other jobs), Python {platform.python_version()}, "
+        f"PySpark {pyspark.__version__}, {platform.system()}; Spark local[2]"
+    )
 
 
 def code_version() -> str:
@@ -980,37 +1156,73 @@ def replicates(base: dict[str, Any], sec: dict[str, Any], f: int) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--factors", default="1,9,24", help="replication factors to run (1 is always prepared: queries are picked on it)")
+    p.add_argument(
+        "--factors",
+        default="1,9,24",
+        help="replication factors to run (1 is always prepared: queries are picked on it)",
+    )
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--theta", type=int, default=25_000)
     p.add_argument("--engine", choices=("local", "spark", "auto"), default="local", help="index engine (default local)")
-    p.add_argument("--index-memory", metavar="SIZE", help="memory budget of the local index engine, e.g. 8G "
-                   "(default: provplug's, 3/4 of the memory available)")
+    p.add_argument(
+        "--index-memory",
+        metavar="SIZE",
+        help="memory budget of the local index engine, e.g. 8G (default: provplug's, 3/4 of the memory available)",
+    )
     p.add_argument("--data", type=Path, default=HERE / "data")
     p.add_argument("--queries", type=int, default=10, help="queries per class")
-    p.add_argument("--directions", default="up", help="up, or up,down (classes picked by the same rules on descendants)")
-    p.add_argument("--slow-queries", type=int, default=10, help="at 1x: how many queries of a class RQ, CCProv and DuckDB run")
+    p.add_argument(
+        "--directions", default="up", help="up, or up,down (classes picked by the same rules on descendants)"
+    )
+    p.add_argument(
+        "--slow-queries", type=int, default=10, help="at 1x: how many queries of a class RQ, CCProv and DuckDB run"
+    )
     p.add_argument("--big-slow-queries", type=int, default=3, help="the same above 1x")
-    p.add_argument("--big-methods", default="rq,ccprov,duckdb",
-                   help="above 1x, which of rq, ccprov, duckdb run on the slow queries (RQ over 100M+ triples "
-                        "goes to Spark and takes minutes a query)")
-    p.add_argument("--big-duckdb-runs", type=int, default=None,
-                   help="above 1x, timed DuckDB runs per query after its warm-up (default: --runs)")
-    p.add_argument("--cli-queries", type=int, default=None,
-                   help="how many of a class's queries run in a fresh process (the CLI; default: all)")
+    p.add_argument(
+        "--big-methods",
+        default="rq,ccprov,duckdb",
+        help="above 1x, which of rq, ccprov, duckdb run on the slow queries (RQ over 100M+ triples "
+        "goes to Spark and takes minutes a query)",
+    )
+    p.add_argument(
+        "--big-duckdb-runs",
+        type=int,
+        default=None,
+        help="above 1x, timed DuckDB runs per query after its warm-up (default: --runs)",
+    )
+    p.add_argument(
+        "--cli-queries",
+        type=int,
+        default=None,
+        help="how many of a class's queries run in a fresh process (the CLI; default: all)",
+    )
     p.add_argument("--duckdb-threads", type=int, default=None, help="DuckDB's threads (default: its own)")
-    p.add_argument("--cli-only", action="store_true",
-                   help="time only the fresh-process CLI again, factors interleaved query by query (other figures kept)")
-    p.add_argument("--warm-only", action="store_true",
-                   help="time only warm CSProv again on every query (other figures kept)")
-    p.add_argument("--evict-pages", action="store_true",
-                   help="with --cli-only: evict the store's files from the OS page cache before each query (a cold "
-                        "start at every factor; recorded apart from the CLI figures without it)")
-    p.add_argument("--duckdb-only", action="store_true",
-                   help="only time DuckDB on the slow queries of factors already benchmarked (other figures kept)")
-    p.add_argument("--tau", type=int, default=None,
-                   help="triples below which a query recurses on the driver (default: provplug's own choice)")
+    p.add_argument(
+        "--cli-only",
+        action="store_true",
+        help="time only the fresh-process CLI again, factors interleaved query by query (other figures kept)",
+    )
+    p.add_argument(
+        "--warm-only", action="store_true", help="time only warm CSProv again on every query (other figures kept)"
+    )
+    p.add_argument(
+        "--evict-pages",
+        action="store_true",
+        help="with --cli-only: evict the store's files from the OS page cache before each query (a cold "
+        "start at every factor; recorded apart from the CLI figures without it)",
+    )
+    p.add_argument(
+        "--duckdb-only",
+        action="store_true",
+        help="only time DuckDB on the slow queries of factors already benchmarked (other figures kept)",
+    )
+    p.add_argument(
+        "--tau",
+        type=int,
+        default=None,
+        help="triples below which a query recurses on the driver (default: provplug's own choice)",
+    )
     p.add_argument("--runs", type=int, default=3, help="timed runs per driver-path query (Spark paths: 1)")
     p.add_argument("--max-checks", type=int, default=200_000, help="candidates checked per class at most")
     p.add_argument("--driver-memory", default="6g")
@@ -1021,8 +1233,9 @@ def main(argv: list[str] | None = None) -> int:
     factors = sorted({int(f) for f in args.factors.split(",")})
     if not factors or factors[0] < 1:
         p.error("--factors must be positive integers")
-    command = "python " + " ".join([str(Path(__file__).resolve().relative_to(HERE.parent.parent)),
-                                    *(argv if argv is not None else sys.argv[1:])])
+    command = "python " + " ".join(
+        [str(Path(__file__).resolve().relative_to(HERE.parent.parent)), *(argv if argv is not None else sys.argv[1:])]
+    )
     args.data.mkdir(parents=True, exist_ok=True)
     opts = Options(args.data, args.scale, args.seed, args.theta, args.engine, args.index_memory)
     results_path = args.data / "paper-eval-results.json"
@@ -1034,7 +1247,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(opts: Options, factors: list[int], args: argparse.Namespace, command: str, results: dict[str, Any], results_path: Path) -> None:
+def run(
+    opts: Options,
+    factors: list[int],
+    args: argparse.Namespace,
+    command: str,
+    results: dict[str, Any],
+    results_path: Path,
+) -> None:
     from provplug.store.open import open_store
 
     prepare(opts, 1, None)
@@ -1058,8 +1278,10 @@ def run(opts: Options, factors: list[int], args: argparse.Namespace, command: st
         return
     picks_key = f"2:{args.queries}:{args.directions}:{args.max_checks}"
     if results.get("picks_key") != picks_key:
-        results["queries"] = {d: pick_queries(base_store, opts.theta, args.queries, args.seed, d, args.max_checks)
-                              for d in args.directions.split(",")}
+        results["queries"] = {
+            d: pick_queries(base_store, opts.theta, args.queries, args.seed, d, args.max_checks)
+            for d in args.directions.split(",")
+        }
         results["picks_key"] = picks_key
         results["factors"] = {}  # figures of other queries are not comparable
     base_rows = table9(base_store, opts.theta, base_index["split_tree"])
@@ -1074,8 +1296,12 @@ def run(opts: Options, factors: list[int], args: argparse.Namespace, command: st
             rows = base_rows if f == 1 else table9(store, opts.theta, summary["split_tree"], below)
             check_set_counts(rows)
             sec: dict[str, Any] = {
-                "command": command, "when": time.strftime("%Y-%m-%d %H:%M"), "code": code_version(), "index": summary,
-                "state": load_json(opts.state_file(f), {}), "table9": [asdict(r) for r in rows],
+                "command": command,
+                "when": time.strftime("%Y-%m-%d %H:%M"),
+                "code": code_version(),
+                "index": summary,
+                "state": load_json(opts.state_file(f), {}),
+                "table9": [asdict(r) for r in rows],
                 "table9_same": [asdict(r) for r in rows] == [asdict(r) for r in base_rows],
                 "large_components": large_count(store, opts.theta),
             }
@@ -1094,34 +1320,44 @@ def run(opts: Options, factors: list[int], args: argparse.Namespace, command: st
     print(args.out.read_text())
 
 
-def duckdb_only(opts: Options, factors: list[int], args: argparse.Namespace, results: dict[str, Any],
-                results_path: Path) -> None:
+def duckdb_only(
+    opts: Options, factors: list[int], args: argparse.Namespace, results: dict[str, Any], results_path: Path
+) -> None:
     """Time DuckDB on the slow queries of factors already benchmarked (their
     other figures kept), e.g. with settings a large factor needs."""
     from provplug.store.open import open_store
 
     for f in factors:
         sec = results["factors"][str(f)]
-        con, duck = duckdb_runner(open_store(opts.store(f)), opts.data / f"paper-eval-x{f}.duckdb", args.duckdb_memory,
-                                  args.duckdb_threads)
+        con, duck = duckdb_runner(
+            open_store(opts.store(f)), opts.data / f"paper-eval-x{f}.duckdb", args.duckdb_memory, args.duckdb_threads
+        )
         bench = Bench(f, opts.store(f), None, args.runs, sec["bench"]["slow"], duck, duck_runs=args.big_duckdb_runs)
         try:
             for direction, classes in results["queries"].items():
                 for cls, found in classes.items():
-                    queries = [Query(**q) for q in found["queries"]][:bench.slow]
+                    queries = [Query(**q) for q in found["queries"]][: bench.slow]
                     times = []
                     for i, q in enumerate(queries):
-                        t, n = timed(functools.partial(duck, copy_value(q, i, f), direction), bench.duck_runs or bench.runs, 1)
+                        t, n = timed(
+                            functools.partial(duck, copy_value(q, i, f), direction), bench.duck_runs or bench.runs, 1
+                        )
                         if n != q.triples:
-                            raise AssertionError(f"x{f} {direction} {cls} #{i} DuckDB: {n} triples, expected {q.triples}")
+                            raise AssertionError(
+                                f"x{f} {direction} {cls} #{i} DuckDB: {n} triples, expected {q.triples}"
+                            )
                         print(f"  x{f} {direction} {cls} #{i} duckdb: {t * 1000:.1f} ms", flush=True)
                         times.append(t)
                     if queries:
                         sec["bench"]["ram"][direction][cls]["duckdb"]["times"] = times
         finally:
             con.close()
-        sec["bench"]["duckdb_settings"] = {"memory": args.duckdb_memory, "threads": args.duckdb_threads,
-                                           "command": " ".join(sys.argv), "loadavg": os.getloadavg()}
+        sec["bench"]["duckdb_settings"] = {
+            "memory": args.duckdb_memory,
+            "threads": args.duckdb_threads,
+            "command": " ".join(sys.argv),
+            "loadavg": os.getloadavg(),
+        }
         save_factor(results_path, results, f, sec, args.out)
 
 
@@ -1135,16 +1371,21 @@ def save_factor(results_path: Path, results: dict[str, Any], factor: int, sec: d
 
 def rerun_settings() -> dict[str, Any]:
     """What a re-timing run records beside its figures."""
-    return {"command": " ".join(["python", *sys.argv]), "when": time.strftime("%Y-%m-%d %H:%M"),
-            "code": code_version(), "loadavg": os.getloadavg()}
+    return {
+        "command": " ".join(["python", *sys.argv]),
+        "when": time.strftime("%Y-%m-%d %H:%M"),
+        "code": code_version(),
+        "loadavg": os.getloadavg(),
+    }
 
 
 def no_duckdb(value: int, direction: str) -> int:
     raise AssertionError("DuckDB does not run when only CSProv is re-timed")
 
 
-def warm_only(opts: Options, factors: list[int], args: argparse.Namespace, results: dict[str, Any],
-              results_path: Path) -> None:
+def warm_only(
+    opts: Options, factors: list[int], args: argparse.Namespace, results: dict[str, Any], results_path: Path
+) -> None:
     """Time warm CSProv again on every query of factors already benchmarked
     (their other figures kept; every answer checked against the 1x BFS)."""
     for f in factors:
@@ -1159,18 +1400,21 @@ def warm_only(opts: Options, factors: list[int], args: argparse.Namespace, resul
         save_factor(results_path, results, f, sec, args.out)
 
 
-def cli_only(opts: Options, factors: list[int], args: argparse.Namespace, results: dict[str, Any],
-             results_path: Path) -> None:
+def cli_only(
+    opts: Options, factors: list[int], args: argparse.Namespace, results: dict[str, Any], results_path: Path
+) -> None:
     """Time the fresh-process CLI again for factors already benchmarked (their
     other figures kept), the factors interleaved query by query so that the
     ratios between them are measured side by side."""
-    benches = {f: Bench(f, opts.store(f), None, args.runs, 0, no_duckdb, args.tau, cli_queries=1, evict=args.evict_pages)
-               for f in factors}
+    benches = {
+        f: Bench(f, opts.store(f), None, args.runs, 0, no_duckdb, args.tau, cli_queries=1, evict=args.evict_pages)
+        for f in factors
+    }
     key = "cli_evicted" if args.evict_pages else "cli"
     fresh: dict[int, dict[str, dict[str, list[float]]]] = {f: {} for f in factors}
     for direction, classes in results["queries"].items():
         for cls, found in classes.items():
-            queries = [Query(**q) for q in found["queries"]][:args.cli_queries]
+            queries = [Query(**q) for q in found["queries"]][: args.cli_queries]
             for i, q in enumerate(queries):
                 for f, bench in benches.items():
                     (t,) = bench.cli([q], direction, first=i)

@@ -231,7 +231,9 @@ def replicate(arrays: Arrays, copy: int) -> Arrays:
     if copy == 0:
         return arrays
     if len(values["value_id"]) and int(values["value_id"].max()) >= COPY_STRIDE:
-        raise ValueError(f"trace ids reach {int(values['value_id'].max()):,}: too large to replicate (stride {COPY_STRIDE:,})")
+        raise ValueError(
+            f"trace ids reach {int(values['value_id'].max()):,}: too large to replicate (stride {COPY_STRIDE:,})"
+        )
     shift = np.int64(copy) * COPY_STRIDE
     return (
         {"src": triples["src"] + shift, "dst": triples["dst"] + shift, "op": triples["op"]},
@@ -259,7 +261,9 @@ def write_files(
         tp,
     )
     pq.write_table(
-        pa.table({"value_id": values["value_id"], "table": pa.DictionaryArray.from_arrays(values["table"], pa.array(names))}),
+        pa.table(
+            {"value_id": values["value_id"], "table": pa.DictionaryArray.from_arrays(values["table"], pa.array(names))}
+        ),
         vp,
     )
     return tp, vp
@@ -286,8 +290,16 @@ def generate(
         runs.append(result["run_id"])
         triples += int(result["triples"])
         duplicates += int(result["duplicates"])
-    return {"store": os.fspath(path), "scale": scale, "seed": seed, "copies": copies, "run_id": runs[0],
-            "run_ids": runs, "triples": triples, "duplicates": duplicates}
+    return {
+        "store": os.fspath(path),
+        "scale": scale,
+        "seed": seed,
+        "copies": copies,
+        "run_id": runs[0],
+        "run_ids": runs,
+        "triples": triples,
+        "duplicates": duplicates,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -119,8 +119,11 @@ def pick_queries(path: Path, per_class: int, seed: int) -> dict[str, list[int]]:
     gen = current_dir(store)
     comps = pads.dataset(f"{gen}/components.parquet").to_table().to_pandas()
     sets = pads.dataset(f"{gen}/sets.parquet").to_table(columns=["csid", "ccid"]).to_pandas()
-    values = pads.dataset(f"{gen}/value_sets", format="parquet", partitioning="hive").to_table(
-        columns=["value_id", "ccid"]).to_pandas()
+    values = (
+        pads.dataset(f"{gen}/value_sets", format="parquet", partitioning="hive")
+        .to_table(columns=["value_id", "ccid"])
+        .to_pandas()
+    )
     largest = int(comps.sort_values("nodes", ascending=False).iloc[0]["ccid"])
     single_set = set(sets.groupby("ccid").size().loc[lambda s: s == 1].index)
     small = comps[(comps["nodes"] >= 900) & comps["ccid"].isin(single_set)]["ccid"]
@@ -206,7 +209,14 @@ def bench_warm(path: Path, queries: dict[str, list[int]], runs: int, spark: Any,
     results: dict[str, dict[str, Any]] = {}
     for cls, values in queries.items():
         per: dict[str, list[float]] = {"auto": [], "csprov": [], "ccprov": [], "rq": [], "duckdb": []}
-        detail: dict[str, Any] = {"ancestors": [], "sets_read": [], "csprov_triples": [], "ccprov_triples": [], "paths": {}, "csprov_of_slow": []}
+        detail: dict[str, Any] = {
+            "ancestors": [],
+            "sets_read": [],
+            "csprov_triples": [],
+            "ccprov_triples": [],
+            "paths": {},
+            "csprov_of_slow": [],
+        }
         for i, v in enumerate(values):
             expected = None
             for method in ("auto", "csprov", "ccprov", "rq"):
@@ -229,7 +239,11 @@ def bench_warm(path: Path, queries: dict[str, list[int]], runs: int, spark: Any,
             assert expected is not None, (cls, v, "no method answered")
             assert n == len(expected), (cls, v, "duckdb", n, len(expected))
             per["duckdb"].append(t)
-            print(f"  {cls} value {v}: {len(expected)} ancestors, " + ", ".join(f"{m} {per[m][-1]*1000:.1f} ms" for m in per if len(per[m]) == i + 1), flush=True)
+            print(
+                f"  {cls} value {v}: {len(expected)} ancestors, "
+                + ", ".join(f"{m} {per[m][-1] * 1000:.1f} ms" for m in per if len(per[m]) == i + 1),
+                flush=True,
+            )
         detail["paths"] = {m: sorted(p) for m, p in detail["paths"].items()}
         # Ratios on the same queries: RQ's median over its queries vs CSProv's over those.
         slow = detail.pop("csprov_of_slow")
@@ -271,10 +285,16 @@ def bench_directions(path: Path, queries: dict[str, list[int]], runs: int) -> di
                 per["duckdb"].append(t)
                 sizes.append(len(expected))
             with_mapped(True)
-            out[f"{cls} {direction}"] = {"median_s": {m: statistics.median(ts) for m, ts in per.items()},
-                                         "lineage": int(statistics.median(sizes)), "paths": sorted(paths)}
-            print(f"  {cls} {direction}: " + ", ".join(f"{m} {statistics.median(ts) * 1000:.1f} ms" for m, ts in per.items()),
-                  flush=True)
+            out[f"{cls} {direction}"] = {
+                "median_s": {m: statistics.median(ts) for m, ts in per.items()},
+                "lineage": int(statistics.median(sizes)),
+                "paths": sorted(paths),
+            }
+            print(
+                f"  {cls} {direction}: "
+                + ", ".join(f"{m} {statistics.median(ts) * 1000:.1f} ms" for m, ts in per.items()),
+                flush=True,
+            )
     out["cache"] = index_reader.cache_usage(opened.store)
     return out
 
@@ -290,8 +310,11 @@ def bench_cold(path: Path, queries: dict[str, list[int]], runs: int) -> dict[str
                 times = []
                 for v in values[:runs]:
                     t0 = time.perf_counter()
-                    subprocess.run([str(exe), "lineage", str(path), "--value-id", str(v), "--direction", direction,
-                                    "--json"], check=True, stdout=subprocess.DEVNULL)
+                    subprocess.run(
+                        [str(exe), "lineage", str(path), "--value-id", str(v), "--direction", direction, "--json"],
+                        check=True,
+                        stdout=subprocess.DEVNULL,
+                    )
                     times.append(time.perf_counter() - t0)
                 out[f"{mode} {cls} {direction}"] = statistics.median(times)
     with_mapped(True)
@@ -309,8 +332,12 @@ def bench_largest_set(path: Path, spark: Any, spark_runs: int, unit: str = "set"
     sets = pads.dataset(f"{gen}/{table}.parquet").to_table(columns=[key, "triples"]).to_pandas()
     big = sets.sort_values("triples", ascending=False).iloc[0]
     csid, triples = int(big[key]), int(big["triples"])
-    values = pads.dataset(f"{gen}/value_sets", format="parquet", partitioning="hive").to_table(
-        columns=["value_id"], filter=pads.field(key) == csid).column("value_id").to_numpy()
+    values = (
+        pads.dataset(f"{gen}/value_sets", format="parquet", partitioning="hive")
+        .to_table(columns=["value_id"], filter=pads.field(key) == csid)
+        .column("value_id")
+        .to_numpy()
+    )
     children = Ancestry(store, "down")
     best: tuple[int, int] | None = None
     for v in np.random.default_rng(0).permutation(values)[:20_000].tolist():
@@ -329,12 +356,38 @@ def bench_largest_set(path: Path, spark: Any, spark_runs: int, unit: str = "set"
     driver_t, ans = timed(lambda: opened.lineage(value_id=value, direction="down", method=method), 3, warmups=1)
     assert len(ans.value_ids) == n and first.value_ids == ans.value_ids, (value, n, len(ans.value_ids))
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "provplug", "lineage", str(path), "--value-id", str(value), "--direction",
-                    "down", "--method", method, "--json"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "provplug",
+            "lineage",
+            str(path),
+            "--value-id",
+            str(value),
+            "--direction",
+            "down",
+            "--method",
+            method,
+            "--json",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     cli_t = time.perf_counter() - t0
-    result: dict[str, Any] = {"unit": unit, "method": method, "csid": csid, "set_triples": triples, "value": value,
-                              "descendants": n, "driver_s": driver_t, "driver_first_s": first_t, "cli_s": cli_t,
-                              "driver_path": ans.stats["path"], "triples_scanned": ans.stats["triples_scanned"]}
+    result: dict[str, Any] = {
+        "unit": unit,
+        "method": method,
+        "csid": csid,
+        "set_triples": triples,
+        "value": value,
+        "descendants": n,
+        "driver_s": driver_t,
+        "driver_first_s": first_t,
+        "cli_s": cli_t,
+        "driver_path": ans.stats["path"],
+        "triples_scanned": ans.stats["triples_scanned"],
+    }
     if spark_runs:
         times = []
         for _ in range(spark_runs):
@@ -343,17 +396,21 @@ def bench_largest_set(path: Path, spark: Any, spark_runs: int, unit: str = "set"
             times.append(time.perf_counter() - t0)
             assert on_spark.value_ids == ans.value_ids and on_spark.stats["path"] == "spark"
         result["spark_s"] = statistics.median(times)
-    print(f"  largest {unit} {csid} ({triples:,} triples), {method}: value {value}, {n} descendants, "
-          f"{ans.stats['triples_scanned']:,} triples scanned: {ans.stats['path']} {driver_t:.2f} s warm median "
-          f"({first_t:.2f} s first call, cold CLI {cli_t:.2f} s), spark {result.get('spark_s', float('nan')):.2f} s",
-          flush=True)
+    print(
+        f"  largest {unit} {csid} ({triples:,} triples), {method}: value {value}, {n} descendants, "
+        f"{ans.stats['triples_scanned']:,} triples scanned: {ans.stats['path']} {driver_t:.2f} s warm median "
+        f"({first_t:.2f} s first call, cold CLI {cli_t:.2f} s), spark {result.get('spark_s', float('nan')):.2f} s",
+        flush=True,
+    )
     return result
 
 
 def local_spark() -> Any:
     from provplug.sparksession import local_spark as start
 
-    return start("provplug-query-bench", "local[2]", **{"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "6g"})
+    return start(
+        "provplug-query-bench", "local[2]", **{"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "6g"}
+    )
 
 
 def ms(x: float) -> str:
@@ -381,7 +438,8 @@ def warm_table(sec: dict[str, Any]) -> list[str]:
             f"| {cls} | {median_of(r['ancestors'])} | {ms(m['auto'])} | {ms(m['csprov'])} | {ms(cc) if cc else '-'} | "
             f"{ms(rq) if rq else '-'} | {ms(m['duckdb'])} | {ratio} | {m['duckdb'] / m['csprov']:.1f}x | "
             f"{median_of(r['sets_read'])} | {median_of(r['csprov_triples'])} / {median_of(r['ccprov_triples'])} | "
-            + ", ".join(f"{k}: {'/'.join(v)}" for k, v in r["paths"].items()) + " |"
+            + ", ".join(f"{k}: {'/'.join(v)}" for k, v in r["paths"].items())
+            + " |"
         )
     return lines
 
@@ -421,8 +479,10 @@ def cold_table(sec: dict[str, Any]) -> list[str]:
     for key, t in cold.items():
         mode, cls, direction = key.split(" ")
         if mode == "mapped":
-            lines.append(f"| {cls} | {'ancestors' if direction == 'up' else 'descendants'} | {t:.2f} | "
-                         f"{cold.get(f'parquet {cls} {direction}', float('nan')):.2f} |")
+            lines.append(
+                f"| {cls} | {'ancestors' if direction == 'up' else 'descendants'} | {t:.2f} | "
+                f"{cold.get(f'parquet {cls} {direction}', float('nan')):.2f} |"
+            )
     return lines
 
 
@@ -458,8 +518,7 @@ def report(sections: list[dict[str, Any]], command: str, out: Path) -> None:
     ]
     for sec in sections:
         counts = sec["meta"].get("counts", {})
-        mapped = (f", mapped files {sec['mapped_s']} s ({sec['mapped_bytes'] / 1e9:.2f} GB)"
-                  if "mapped_s" in sec else "")
+        mapped = f", mapped files {sec['mapped_s']} s ({sec['mapped_bytes'] / 1e9:.2f} GB)" if "mapped_s" in sec else ""
         lines += [
             f"## {counts.get('triples', 0):,} triples (scale {sec['scale']})",
             "",
@@ -490,9 +549,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-write-mapped", action="store_true", help="do not add mapped files to a store without them")
     p.add_argument("--out", type=Path, default=HERE / "query.md")
-    p.add_argument("--largest-only", metavar="STORE", type=Path,
-                   help="only the largest set's and largest component's 2-descendant queries on this indexed "
-                        "store, printed (the report is not rewritten)")
+    p.add_argument(
+        "--largest-only",
+        metavar="STORE",
+        type=Path,
+        help="only the largest set's and largest component's 2-descendant queries on this indexed "
+        "store, printed (the report is not rewritten)",
+    )
     args = p.parse_args(argv)
     spark = local_spark()
     if args.largest_only:
@@ -511,8 +574,11 @@ def main(argv: list[str] | None = None) -> int:
         for scale, n_queries, n_slow in plan:
             path = args.data / f"query-trace-{scale:g}.prov"
             print(f"trace scale {scale} at {path}", flush=True)
-            sec: dict[str, Any] = {"scale": scale, "slow": n_slow,
-                                   **prepare(path, scale, args.seed, args.theta, not args.no_write_mapped)}
+            sec: dict[str, Any] = {
+                "scale": scale,
+                "slow": n_slow,
+                **prepare(path, scale, args.seed, args.theta, not args.no_write_mapped),
+            }
             queries = pick_queries(path, n_queries, args.seed)
             print("queries:", json.dumps(queries), flush=True)
             sec["queries"] = queries

@@ -55,23 +55,42 @@ def techniques(ratio: float) -> list[tuple[str, str, Any]]:
         ("random sampling", "thesis", reduce.sample(ratio, seed=SEED)),
         ("random sampling", "production", reduce.sample(ratio, seed=SEED)),
         ("stratified (origin)", "thesis", reduce.stratified("origin", ratio, seed=SEED)),
-        ("histogram (arr_delay, width 15), eliminate", "thesis",
-         reduce.histogram("arr_delay", 15, variant="eliminate", ratio=ratio, seed=SEED)),
-        ("histogram (arr_delay, width 15), sample within", "thesis",
-         reduce.histogram("arr_delay", 15, variant="sample", ratio=ratio, seed=SEED)),
-        ("k-means (month, day; k=6), eliminate", "thesis",
-         reduce.kmeans(["month", "day"], 6, variant="eliminate", ratio=ratio, seed=SEED)),
-        ("k-means (month, day; k=6), sample within", "thesis",
-         reduce.kmeans(["month", "day"], 6, variant="sample", ratio=ratio, seed=SEED)),
-        ("equivalence (carrier), eliminate", "thesis",
-         reduce.equivalence("carrier", variant="eliminate", ratio=ratio, seed=SEED)),
-        ("equivalence (carrier), sample within", "thesis",
-         reduce.equivalence("carrier", variant="sample", ratio=ratio, seed=SEED)),
+        (
+            "histogram (arr_delay, width 15), eliminate",
+            "thesis",
+            reduce.histogram("arr_delay", 15, variant="eliminate", ratio=ratio, seed=SEED),
+        ),
+        (
+            "histogram (arr_delay, width 15), sample within",
+            "thesis",
+            reduce.histogram("arr_delay", 15, variant="sample", ratio=ratio, seed=SEED),
+        ),
+        (
+            "k-means (month, day; k=6), eliminate",
+            "thesis",
+            reduce.kmeans(["month", "day"], 6, variant="eliminate", ratio=ratio, seed=SEED),
+        ),
+        (
+            "k-means (month, day; k=6), sample within",
+            "thesis",
+            reduce.kmeans(["month", "day"], 6, variant="sample", ratio=ratio, seed=SEED),
+        ),
+        (
+            "equivalence (carrier), eliminate",
+            "thesis",
+            reduce.equivalence("carrier", variant="eliminate", ratio=ratio, seed=SEED),
+        ),
+        (
+            "equivalence (carrier), sample within",
+            "thesis",
+            reduce.equivalence("carrier", variant="sample", ratio=ratio, seed=SEED),
+        ),
     ]
 
 
-def run_capture(spark: SparkSession, files: dict[str, Path], store: Path, reduction: Any = None,
-                mode: str = "thesis") -> float:
+def run_capture(
+    spark: SparkSession, files: dict[str, Path], store: Path, reduction: Any = None, mode: str = "thesis"
+) -> float:
     options: dict[str, Any] = {} if reduction is None else {"reduce": {"flights": reduction}, "reduce_mode": mode}
     start = time.perf_counter()
     with provplug.capture(spark, store=store, **options) as run:
@@ -103,15 +122,23 @@ def measure(spark: SparkSession, files: dict[str, Path], runs: int, tmp: Path) -
     out = []
     for i, (ratio, name, mode, reduction) in enumerate(cases):
         metrics = compare(open_store(stores[0]), open_store(stores[i]), RESULTS)
-        out.append({
-            "technique": name, "mode": mode, "ratio": ratio, "spec": str(reduction) if reduction else "-",
-            "time_s": statistics.median(times[i]), "time_ratio": statistics.median(times[i]) / full_time,
-            "all_s": times[i],
-            "kept": (kept_rows(stores[i]) if mode == "thesis" else _selected(spark, files, reduction)) / full_rows,
-            "metrics": metrics,
-        })
-        print(f"{name} {mode} {ratio}: PPM " + ", ".join(f"{t['table']} {t['ppm']:.3f}" for t in metrics["tables"]),
-              flush=True)
+        out.append(
+            {
+                "technique": name,
+                "mode": mode,
+                "ratio": ratio,
+                "spec": str(reduction) if reduction else "-",
+                "time_s": statistics.median(times[i]),
+                "time_ratio": statistics.median(times[i]) / full_time,
+                "all_s": times[i],
+                "kept": (kept_rows(stores[i]) if mode == "thesis" else _selected(spark, files, reduction)) / full_rows,
+                "metrics": metrics,
+            }
+        )
+        print(
+            f"{name} {mode} {ratio}: PPM " + ", ".join(f"{t['table']} {t['ppm']:.3f}" for t in metrics["tables"]),
+            flush=True,
+        )
     return out
 
 
@@ -153,12 +180,19 @@ def report(results: list[dict[str, Any]], command: str, runs: int) -> str:
         lines.append(
             f"| {r['technique']} | {r['mode']} | {ratio} | {r['kept']:.1%} | {r['time_s']:.2f} | {r['time_ratio']:.2f}x | "
             f"{m['reduced']['triples']:,} | {m['size_ratio']['triples']:.1%} | {m['reduced']['triple_bytes']:,} | "
-            + " | ".join(cells) + " |"
+            + " | ".join(cells)
+            + " |"
         )
-    lines += ["", "Reductions as recorded on the runs: " + "; ".join(
-        f"{r['technique']} {r['mode']} {r['ratio'] or ''}: `{r['spec']}`" for r in results if r["ratio"]),
-        "", "All capture times (s): " + "; ".join(
-        f"{r['technique']} {r['mode']} {r['ratio'] or ''}: {[round(x, 2) for x in r['all_s']]}" for r in results)]
+    lines += [
+        "",
+        "Reductions as recorded on the runs: "
+        + "; ".join(f"{r['technique']} {r['mode']} {r['ratio'] or ''}: `{r['spec']}`" for r in results if r["ratio"]),
+        "",
+        "All capture times (s): "
+        + "; ".join(
+            f"{r['technique']} {r['mode']} {r['ratio'] or ''}: {[round(x, 2) for x in r['all_s']]}" for r in results
+        ),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -173,7 +207,9 @@ def main(argv: list[str]) -> int:
             results = measure(spark, flights_data(), args.runs, Path(tmp))
     finally:
         spark.stop()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
+    ).stdout.strip()
     command = ("python examples/benchmarks/reduction_bench.py " + " ".join(argv)).strip()
     text = report(results, command, args.runs) + f"\nMeasured at commit {commit}.\n"
     args.out.write_text(text)

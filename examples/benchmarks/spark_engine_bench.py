@@ -90,8 +90,10 @@ def same_content(a: dict[str, pa.Table], b: dict[str, pa.Table]) -> dict[str, bo
     result = {}
     for name in DATASETS:
         x, y = a[name], b[name]
-        result[name] = x.column_names == y.column_names and x.num_rows == y.num_rows and all(
-            x.column(c).cast(y.column(c).type).equals(y.column(c)) for c in x.column_names
+        result[name] = (
+            x.column_names == y.column_names
+            and x.num_rows == y.num_rows
+            and all(x.column(c).cast(y.column(c).type).equals(y.column(c)) for c in x.column_names)
         )
     return result
 
@@ -189,12 +191,16 @@ def run_queries(path: Path, value: int, warm: int, master: str, memory: str, cod
         env["PYTHONPATH"] = f"{code}{os.pathsep}{env.get('PYTHONPATH', '')}"
     proc = subprocess.run(
         [sys.executable, "-c", QUERY_SCRIPT, str(path), str(value), str(warm), master, memory],
-        env=env, capture_output=True, text=True, cwd=tempfile.gettempdir(), check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+        check=False,
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode or not lines:
         raise SystemExit(f"query run failed ({code or 'this tree'}):\n{proc.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
     return result
 
 
@@ -310,9 +316,13 @@ def main(argv: list[str] | None = None) -> int:
         queries = {"value": value, "csid": csid, "set_triples": set_triples, "runs": {}}
         if args.query_base:
             base = checkout(args.query_base)
-            queries["runs"][f"before ({args.query_base})"] = run_queries(path, value, args.warm, args.master, args.driver_memory, base)
+            queries["runs"][f"before ({args.query_base})"] = run_queries(
+                path, value, args.warm, args.master, args.driver_memory, base
+            )
             shutil.rmtree(base, ignore_errors=True)
-        queries["runs"]["after (this tree)"] = run_queries(path, value, args.warm, args.master, args.driver_memory, None)
+        queries["runs"]["after (this tree)"] = run_queries(
+            path, value, args.warm, args.master, args.driver_memory, None
+        )
     report = render(args, command.strip(), build, queries)
     Path(args.out).write_text(report + RUNNING_ON_A_CLUSTER)
     print(report)

@@ -34,8 +34,15 @@ sys.path.insert(0, str(HERE))
 import provplug  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
-BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run"]
+BROWSER_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def trace_question(scale: float, seed: int, ancestors: int) -> tuple[Path, list[int]]:
@@ -50,8 +57,9 @@ def trace_question(scale: float, seed: int, ancestors: int) -> tuple[Path, list[
 @contextmanager
 def explorer(path: Path) -> Iterator[str]:
     """``provplug ui PATH --port 0`` in a process of its own (as a user starts it); yields its URL."""
-    server = subprocess.Popen([sys.executable, "-m", "provplug", "ui", str(path), "--port", "0"],
-                              stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "provplug", "ui", str(path), "--port", "0"], stderr=subprocess.PIPE, text=True
+    )
     try:
         assert server.stderr is not None
         line = server.stderr.readline()
@@ -67,8 +75,20 @@ def explorer(path: Path) -> Iterator[str]:
 def cli_summary(path: Path, values: list[int]) -> float:
     """Seconds of ``provplug lineage PATH --value-id ... --summary --json``: the same question, a new process."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "provplug", "lineage", str(path), *(f"--value-id={v}" for v in values),
-                    "--summary", "--json"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "provplug",
+            "lineage",
+            str(path),
+            *(f"--value-id={v}" for v in values),
+            "--summary",
+            "--json",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return time.perf_counter() - started
 
 
@@ -85,8 +105,9 @@ print(time.perf_counter() - started)
 def query_alone(path: Path, values: list[int]) -> float:
     """Seconds of the lineage query alone, the first in a new process (what a
     cold open pays before any summary or page): store opened, clock started."""
-    done = subprocess.run([sys.executable, "-c", QUERY_ALONE, str(path), *map(str, values)],
-                          check=True, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", QUERY_ALONE, str(path), *map(str, values)], check=True, capture_output=True, text=True
+    )
     return float(done.stdout.strip())
 
 
@@ -116,8 +137,17 @@ def measure(path: Path, values: list[int], rounds: int) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     answer = provplug.open(path).lineage(value_id=values)  # its size, and a warm store for the server's first query
-    figures: dict[str, Any] = {"ancestors": len(answer.lineage), "triples": len(answer.edges), "queried": len(values),
-                               "cold": [], "warm": [], "expand": [], "page_ms": [], "query": [], "alone": []}
+    figures: dict[str, Any] = {
+        "ancestors": len(answer.lineage),
+        "triples": len(answer.edges),
+        "queried": len(values),
+        "cold": [],
+        "warm": [],
+        "expand": [],
+        "page_ms": [],
+        "query": [],
+        "alone": [],
+    }
     query = "&".join(f"value_id={v}" for v in values)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
@@ -148,23 +178,25 @@ def report(figures: dict[str, Any], command: str, out: Path) -> str:
         f"The answer: {figures['ancestors']:,} ancestors of {figures['queried']} queried values, "
         f"{figures['triples']:,} triples (the paper-shaped trace, the largest hubs together as `answer_size.py` picks them).",
         "The page opens it summarised per table and column (more than 1,500 cells); "
-        f"\"expand table\" on the largest table ({table}) lists its first {rows} cells.",
+        f'"expand table" on the largest table ({table}) lists its first {rows} cells.',
         "Wall seconds in Chromium (headless, Playwright), median of "
         f"{len(figures['cold'])} rounds, each with a new `provplug ui` process:",
         "",
         "| step | median s | each round s |",
         "| --- | ---: | --- |",
         f"| open to the summary, query run by the server (cold answer) | {med(figures['cold']):.2f} | "
-        + ", ".join(f"{x:.2f}" for x in figures["cold"]) + " |",
+        + ", ".join(f"{x:.2f}" for x in figures["cold"])
+        + " |",
         f"| open to the summary, answer in the server's cache (warm) | {med(figures['warm']):.2f} | "
-        + ", ".join(f"{x:.2f}" for x in figures["warm"]) + " |",
+        + ", ".join(f"{x:.2f}" for x in figures["warm"])
+        + " |",
         f"| the same question on the command line (`provplug lineage ... --summary --json`, a new process) | "
-        f"{med(figures['query']):.2f} | "
-        + ", ".join(f"{x:.2f}" for x in figures["query"]) + " |",
+        f"{med(figures['query']):.2f} | " + ", ".join(f"{x:.2f}" for x in figures["query"]) + " |",
         f"| the lineage query alone, first in a new process (`store.lineage`, no summary, no page) | "
         f"{med(figures['alone']):.2f} | " + ", ".join(f"{x:.2f}" for x in figures["alone"]) + " |",
         f"| expand the largest table to its first cells | {med(figures['expand']):.2f} | "
-        + ", ".join(f"{x:.2f}" for x in figures["expand"]) + " |",
+        + ", ".join(f"{x:.2f}" for x in figures["expand"])
+        + " |",
         "",
         "Open times run from navigation to the summary cards drawn (page load, the summary request, drawing); "
         "a cold open is the server's first query (catalogue and index read cold) plus the summary of its answer "
@@ -173,7 +205,8 @@ def report(figures: dict[str, Any], command: str, out: Path) -> str:
         "Opening a lineage page starts its summary on the server at once, so the query runs while the browser "
         "loads the page and its script. "
         "The page's own figure (script start to drawn, warm) was "
-        + ", ".join(f"{x} ms" for x in figures["page_ms"]) + ".",
+        + ", ".join(f"{x} ms" for x in figures["page_ms"])
+        + ".",
         "",
     ]
     text = "\n".join(lines)

@@ -77,11 +77,20 @@ def measure(store_path: Path, size: int, runs: int, table_id: int, rows: list[in
         answer = provplug.open(store_path).whatif(value_id=value_ids)
         times.append(time.perf_counter() - start)
     assert answer is not None
-    effects = {t.table: (len(t.vanished), len(t.changed), len(t.unknown), t.untouched, t.rows_may_appear is not None)
-               for t in answer.tables if t.op}
+    effects = {
+        t.table: (len(t.vanished), len(t.changed), len(t.unknown), t.untouched, t.rows_may_appear is not None)
+        for t in answer.tables
+        if t.op
+    }
     print(f"{size:>6} rows: whatif {[round(t, 3) for t in times]} s; {effects}", flush=True)
-    return {"size": size, "times": times, "median": statistics.median(times), "effects": effects,
-            "stats": answer.stats, "doomed": doomed}
+    return {
+        "size": size,
+        "times": times,
+        "median": statistics.median(times),
+        "effects": effects,
+        "stats": answer.stats,
+        "doomed": doomed,
+    }
 
 
 def report(results: list[dict[str, Any]], command: str, scale: float, capture_s: float) -> str:
@@ -114,7 +123,8 @@ def report(results: list[dict[str, Any]], command: str, scale: float, capture_s:
         lines.append(
             f"| {r['size']:,} | {r['median']:.3f} | {[round(t, 3) for t in r['times']]} | {r['rerun']:.2f} | "
             f"{r['rerun'] / r['median']:.0f}x | {r['stats']['lineage_records_read']:,} | "
-            f"{r['stats']['stored_rows_read']:,} | {' | '.join(cells)} |")
+            f"{r['stats']['stored_rows_read']:,} | {' | '.join(cells)} |"
+        )
     lines += [
         "",
         "Q3 ends in `limit(10)`: its existence is opaque (rows below the top 10 may move up), so the rows a",
@@ -131,8 +141,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tpch-scale", type=float, default=0.1)
     parser.add_argument("--sizes", default="1,100,10000", help="numbers of lineitem rows to delete")
     parser.add_argument("--out", type=Path, default=HERE / "whatif.md")
-    parser.add_argument("--store", type=Path, default=None,
-                        help="keep the captured store here and reuse it when it exists (default: a temporary one)")
+    parser.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        help="keep the captured store here and reuse it when it exists (default: a temporary one)",
+    )
     args = parser.parse_args(argv)
     files = tpch_data(args.tpch_scale)
     spark = local_spark("provplug-whatif-bench", "local[2]", **{"spark.driver.memory": "4g"})

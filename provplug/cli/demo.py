@@ -48,8 +48,13 @@ def capture_people(spark: Any, store: str) -> None:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("demo", help="capture, index and query the paper's running example (local Spark)")
-    p.add_argument("store", metavar="STORE", nargs="?", default=DEFAULT_STORE,
-                   help=f"a new store directory, or one an earlier demo wrote, which is replaced (default: {DEFAULT_STORE})")
+    p.add_argument(
+        "store",
+        metavar="STORE",
+        nargs="?",
+        default=DEFAULT_STORE,
+        help=f"a new store directory, or one an earlier demo wrote, which is replaced (default: {DEFAULT_STORE})",
+    )
     p.set_defaults(func=_cmd_demo)
 
 
@@ -91,7 +96,8 @@ def _replace_earlier_demo(store: Any, name: str) -> None:
     that holds the demo's one run is removed, so no other data is ever lost.
     """
     if not getattr(store, "local", False) or not _is_earlier_demo(store):
-        raise StoreError(f"{name} already exists and is not a store of an earlier provplug demo; "
-                         "give the demo a new store path")
+        raise StoreError(
+            f"{name} already exists and is not a store of an earlier provplug demo; give the demo a new store path"
+        )
     print(f"provplug demo: replacing {name}, the store of an earlier provplug demo", file=sys.stderr)
     shutil.rmtree(store.root)

@@ -21,10 +21,18 @@ def add_parser(sub: Any) -> None:
     p.add_argument("store", metavar="STORE")
     p.add_argument("a", metavar="A", help=f"the cells whose rows are deleted: a value id, or {TARGET_HELP}")
     p.add_argument("b", metavar="B", help="the later cells: a value id or TABLE.COLUMN, as A")
-    p.add_argument("--a-where", metavar="PREDICATE", action="append",
-                   help="A's rows: an SQL boolean expression over its table (repeatable: the rows where all hold)")
-    p.add_argument("--b-where", metavar="PREDICATE", action="append",
-                   help="B's rows: an SQL boolean expression over its table (repeatable: the rows where all hold)")
+    p.add_argument(
+        "--a-where",
+        metavar="PREDICATE",
+        action="append",
+        help="A's rows: an SQL boolean expression over its table (repeatable: the rows where all hold)",
+    )
+    p.add_argument(
+        "--b-where",
+        metavar="PREDICATE",
+        action="append",
+        help="B's rows: an SQL boolean expression over its table (repeatable: the rows where all hold)",
+    )
     p.add_argument("--run", metavar="RUN", help="the tables of run RUN (when several runs wrote a table name)")
     p.add_argument("--json", action="store_true", help="the answer as JSON")
     p.set_defaults(func=_cmd_depends)
@@ -38,7 +46,12 @@ def _cmd_depends(args: argparse.Namespace) -> int:
     from provplug.api import open as open_store
     from provplug.cli.output import combined_where, print_answer
 
-    answer = open_store(args.store).depends(_side(args.a), _side(args.b), a_where=combined_where(args.a_where),
-                                            b_where=combined_where(args.b_where), run=args.run)
+    answer = open_store(args.store).depends(
+        _side(args.a),
+        _side(args.b),
+        a_where=combined_where(args.a_where),
+        b_where=combined_where(args.b_where),
+        run=args.run,
+    )
     print_answer(answer, args.json)
     return 0

@@ -21,14 +21,26 @@ def add_parser(sub: Any) -> None:
         "that wrote it.",
     )
     p.add_argument("store", metavar="STORE")
-    p.add_argument("operands", nargs="*", metavar="[RUN_A RUN_B] [TABLE[.COLUMN]]",
-                   help="the earlier and the later run (a number, latest, latest~N, a label or an id prefix; "
-                   "default: the two latest runs that wrote TABLE), and the cells to compare. " + TARGET_HELP)
-    p.add_argument("--where", metavar="PREDICATE", action="append",
-                   help="an SQL boolean expression over TABLE's columns (repeatable: the rows where all hold)")
-    p.add_argument("--key", metavar="COLUMN", action="append",
-                   help="a column that identifies a row (repeatable; default: see above). "
-                   "Deprecated: several columns in one --key, comma-separated")
+    p.add_argument(
+        "operands",
+        nargs="*",
+        metavar="[RUN_A RUN_B] [TABLE[.COLUMN]]",
+        help="the earlier and the later run (a number, latest, latest~N, a label or an id prefix; "
+        "default: the two latest runs that wrote TABLE), and the cells to compare. " + TARGET_HELP,
+    )
+    p.add_argument(
+        "--where",
+        metavar="PREDICATE",
+        action="append",
+        help="an SQL boolean expression over TABLE's columns (repeatable: the rows where all hold)",
+    )
+    p.add_argument(
+        "--key",
+        metavar="COLUMN",
+        action="append",
+        help="a column that identifies a row (repeatable; default: see above). "
+        "Deprecated: several columns in one --key, comma-separated",
+    )
     p.add_argument("--json", action="store_true", help="the differences as one JSON object")
     p.set_defaults(func=_cmd_diff)
 
@@ -48,8 +60,15 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     if target:
         table, column = parse_target(target[0]) if "." in target[0] else (target[0], None)
     run_a, run_b = runs or (None, None)
-    result = diff_runs(open_store(args.store), run_a, run_b, table=table, column=column,
-                       where=combined_where(args.where), key=_key_columns(args))
+    result = diff_runs(
+        open_store(args.store),
+        run_a,
+        run_b,
+        table=table,
+        column=column,
+        where=combined_where(args.where),
+        key=_key_columns(args),
+    )
     print_answer(Printed(result, lambda: render(result)), args.json)
     return 0
 

@@ -40,8 +40,13 @@ class _FormatOption(argparse.Action):
     def help(self, value: object) -> None:
         """Ignored: the help is always the registry's."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
         setattr(namespace, self.dest, values)
 
 
@@ -55,13 +60,27 @@ def add_parser(sub: Any) -> None:
         "--value-id N: that lineage answer. PROV lists every value only for runs of at most 100,000 values.",
     )
     p.add_argument("store", metavar="STORE")
-    p.add_argument("target", metavar="TABLE.COLUMN", nargs="?", help=f"export the lineage of these cells. {TARGET_HELP}")
-    p.add_argument("--where", metavar="PREDICATE", action="append",
-                   help="an SQL boolean expression over TABLE's columns (repeatable: the rows where all hold)")
-    p.add_argument("--value-id", metavar="N", type=int, action="append", help="export this value's lineage (repeatable)")
-    p.add_argument("--run", metavar="RUN", help="one run (a number, latest, latest~N, a label or an id prefix); "
-                   "default: the whole store, or for TABLE the latest run that wrote it")
-    p.add_argument("--direction", choices=("up", "down"), default="up", help="with a target: ancestors (default) or descendants")
+    p.add_argument(
+        "target", metavar="TABLE.COLUMN", nargs="?", help=f"export the lineage of these cells. {TARGET_HELP}"
+    )
+    p.add_argument(
+        "--where",
+        metavar="PREDICATE",
+        action="append",
+        help="an SQL boolean expression over TABLE's columns (repeatable: the rows where all hold)",
+    )
+    p.add_argument(
+        "--value-id", metavar="N", type=int, action="append", help="export this value's lineage (repeatable)"
+    )
+    p.add_argument(
+        "--run",
+        metavar="RUN",
+        help="one run (a number, latest, latest~N, a label or an id prefix); "
+        "default: the whole store, or for TABLE the latest run that wrote it",
+    )
+    p.add_argument(
+        "--direction", choices=("up", "down"), default="up", help="with a target: ancestors (default) or descendants"
+    )
     p.add_argument("--format", required=True, metavar="FORMAT", action=_FormatOption)
     p.add_argument("--namespace", help="OpenLineage namespace (default: provplug:// and the store's path)")
     p.add_argument("-o", "--output", metavar="FILE", help="write here (whole, or not at all) instead of stdout")

@@ -14,13 +14,21 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("gc", help="remove crashed writers' staging, old index generations, interrupted deletions")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
-    p.add_argument("--now", action="store_true",
-                   help="also the previous index generation, at once, unless a query holds it "
-                        "(default: kept 10 min after a re-index)")
-    p.add_argument("--keep-last", type=int, metavar="N",
-                   help="first delete every run but the N latest (with --older-than: a run goes when both let it)")
-    p.add_argument("--older-than", type=float, metavar="DAYS",
-                   help="first delete the runs committed more than DAYS days ago")
+    p.add_argument(
+        "--now",
+        action="store_true",
+        help="also the previous index generation, at once, unless a query holds it "
+        "(default: kept 10 min after a re-index)",
+    )
+    p.add_argument(
+        "--keep-last",
+        type=int,
+        metavar="N",
+        help="first delete every run but the N latest (with --older-than: a run goes when both let it)",
+    )
+    p.add_argument(
+        "--older-than", type=float, metavar="DAYS", help="first delete the runs committed more than DAYS days ago"
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_gc)
 
@@ -33,10 +41,14 @@ def _cmd_gc(args: argparse.Namespace) -> int:
     runs = retire(store, args.keep_last, args.older_than, dry_run=args.dry_run)
     garbage = collect_garbage(store, dry_run=args.dry_run, now=args.now)
     verb = "would remove" if args.dry_run else "removed"
-    lines = [f"{'would delete' if args.dry_run else 'deleted'} run {r['number']} ({r['run_id']}, committed "
-             f"{r['committed']})" for r in runs]
+    lines = [
+        f"{'would delete' if args.dry_run else 'deleted'} run {r['number']} ({r['run_id']}, committed {r['committed']})"
+        for r in runs
+    ]
     if any(r.get("index_stale") for r in runs):
-        lines.append(f"the index still holds deleted runs' triples: queries refuse it until `provplug index {args.store}`")
+        lines.append(
+            f"the index still holds deleted runs' triples: queries refuse it until `provplug index {args.store}`"
+        )
     lines += [f"{verb} {g['kind']} {g['name']} ({size_text(g['bytes'])})" for g in garbage["removed"]]
     lines += [f"skipped {s}" for s in garbage["skipped"]]
     total = f"{len(garbage['removed'])} item(s), {size_text(garbage['bytes'])}"

@@ -19,10 +19,18 @@ def add_parser(sub: Any) -> None:
         description="Draw the store's workflow graph (G_wf, inferred from the ops and triples).",
     )
     p.add_argument("store", metavar="STORE")
-    p.add_argument("--run", metavar="RUN", help="only the tables and ops of run RUN (a number, latest, latest~N, "
-                   "a label or an id prefix; default: every run)")
-    p.add_argument("--format", choices=FORMATS, default="text",
-                   help="text (default), svg, html or dot (svg/html need provplug[export])")
+    p.add_argument(
+        "--run",
+        metavar="RUN",
+        help="only the tables and ops of run RUN (a number, latest, latest~N, "
+        "a label or an id prefix; default: every run)",
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="text (default), svg, html or dot (svg/html need provplug[export])",
+    )
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     p.set_defaults(func=_cmd_graph)
 

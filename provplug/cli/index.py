@@ -13,26 +13,41 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("index", help="build the lineage index (components, splits, connected sets)")
     p.add_argument("store", metavar="STORE")
     p.add_argument(
-        "--theta", type=whole_number(1, "values"), default=DEFAULT_THETA, metavar="N",
+        "--theta",
+        type=whole_number(1, "values"),
+        default=DEFAULT_THETA,
+        metavar="N",
         help=f"components of at least N values are partitioned into sets (default {DEFAULT_THETA:,})",
     )
     p.add_argument(
-        "--splits", metavar="FILE",
-        help='JSON list of splits, each a list of table names; a nested list is a sub-split '
-        '(default: chosen automatically from the workflow graph)',
+        "--splits",
+        metavar="FILE",
+        help="JSON list of splits, each a list of table names; a nested list is a sub-split "
+        "(default: chosen automatically from the workflow graph)",
     )
     engine = p.add_mutually_exclusive_group()
-    engine.add_argument("--engine", choices=("auto", "local", "spark"), default="auto",
-                        help="local (NumPy, out of core) or spark (default auto: local when the memory budget "
-                        "holds its per-value arrays, spark otherwise)")
+    engine.add_argument(
+        "--engine",
+        choices=("auto", "local", "spark"),
+        default="auto",
+        help="local (NumPy, out of core) or spark (default auto: local when the memory budget "
+        "holds its per-value arrays, spark otherwise)",
+    )
     engine.add_argument("--local", dest="engine", action="store_const", const="local", help="same as --engine local")
     engine.add_argument("--spark", dest="engine", action="store_const", const="spark", help="same as --engine spark")
-    p.add_argument("--memory-budget", type=_size, metavar="SIZE",
-                   help="memory the local engine's data may use, e.g. 6G or 512M (default: 3/4 of the memory "
-                   "available; the interpreter's ~0.25 GiB come on top)")
-    p.add_argument("--full", action="store_true",
-                   help="rebuild from all triples (default: when only runs were added since the live index, or "
-                   "runs it added incrementally deleted, extend it with them; the answers are the same)")
+    p.add_argument(
+        "--memory-budget",
+        type=_size,
+        metavar="SIZE",
+        help="memory the local engine's data may use, e.g. 6G or 512M (default: 3/4 of the memory "
+        "available; the interpreter's ~0.25 GiB come on top)",
+    )
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="rebuild from all triples (default: when only runs were added since the live index, or "
+        "runs it added incrementally deleted, extend it with them; the answers are the same)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output (the new generation's metadata)")
     p.set_defaults(func=_cmd_index)
 
@@ -54,8 +69,13 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
     with Progress(enabled=not args.quiet) as progress:  # closed (a failed stage crossed) before the summary
         meta = build_index(
-            open_store(args.store), theta=args.theta, splits=args.splits, engine=args.engine,
-            progress=progress, memory_budget=args.memory_budget, full=args.full,
+            open_store(args.store),
+            theta=args.theta,
+            splits=args.splits,
+            engine=args.engine,
+            progress=progress,
+            memory_budget=args.memory_budget,
+            full=args.full,
         )
     if args.json:
         print_json(meta)

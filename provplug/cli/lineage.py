@@ -28,40 +28,79 @@ def add_parser(sub: Any) -> None:
     p.add_argument("store", metavar="STORE")
     p.add_argument("target", metavar="TABLE.COLUMN", nargs="?", help=TARGET_HELP)
     p.add_argument(
-        "--where", metavar="PREDICATE", action="append",
+        "--where",
+        metavar="PREDICATE",
+        action="append",
         help="an SQL boolean expression over TABLE's columns selecting its rows, e.g. \"City = 'NY'\" "
         "(repeatable: the rows where all hold)",
     )
     p.add_argument("--value-id", metavar="N", type=int, action="append", help="a value id (repeatable)")
-    p.add_argument("--direction", choices=("up", "down"), default="up", help="up: ancestors (default); down: descendants")
+    p.add_argument(
+        "--direction", choices=("up", "down"), default="up", help="up: ancestors (default); down: descendants"
+    )
     p.add_argument("--method", default="auto", help="auto (default), csprov, ccprov, rq, or a plugin's method")
-    p.add_argument("--tau", type=whole_number(0, "triples"), metavar="TRIPLES",
-                   help="recurse on the driver below this many triples, on Spark above (0: always Spark); "
-                   "default: on the driver whenever the query's triples fit its memory "
-                   "(half the available memory, or PROVPLUG_QUERY_DRIVER_MB)")
-    p.add_argument("--run", metavar="RUN", help="query the tables of run RUN: a number, latest, latest~N, a label "
-                   "or an id prefix (default: the latest run that wrote the table)")
-    p.add_argument("--subgraph", action="store_true",
-                   help="ancestors, descendants and the other parents of each descendant, as one answer")
+    p.add_argument(
+        "--tau",
+        type=whole_number(0, "triples"),
+        metavar="TRIPLES",
+        help="recurse on the driver below this many triples, on Spark above (0: always Spark); "
+        "default: on the driver whenever the query's triples fit its memory "
+        "(half the available memory, or PROVPLUG_QUERY_DRIVER_MB)",
+    )
+    p.add_argument(
+        "--run",
+        metavar="RUN",
+        help="query the tables of run RUN: a number, latest, latest~N, a label "
+        "or an id prefix (default: the latest run that wrote the table)",
+    )
+    p.add_argument(
+        "--subgraph",
+        action="store_true",
+        help="ancestors, descendants and the other parents of each descendant, as one answer",
+    )
     zoom = p.add_argument_group("modules (a view: stored triples never change)")
-    zoom.add_argument("--zoom-out", metavar="MODULE", action="append", default=[],
-                      help="see MODULE as one step: its intermediate tables vanish, its outputs link to its "
-                      "inputs (repeatable; * = every module)")
-    zoom.add_argument("--zoom-in", metavar="MODULE", action="append", default=[],
-                      help="see MODULE's steps again (undoes --zoom-out MODULE, or one module of --zoom-out '*')")
+    zoom.add_argument(
+        "--zoom-out",
+        metavar="MODULE",
+        action="append",
+        default=[],
+        help="see MODULE as one step: its intermediate tables vanish, its outputs link to its "
+        "inputs (repeatable; * = every module)",
+    )
+    zoom.add_argument(
+        "--zoom-in",
+        metavar="MODULE",
+        action="append",
+        default=[],
+        help="see MODULE's steps again (undoes --zoom-out MODULE, or one module of --zoom-out '*')",
+    )
     view = p.add_argument_group("what to show (applied in this order)")
-    view.add_argument("--depth", type=whole_number(0, "triples"), metavar="N",
-                      help="only the lineage within N triples of the queried values")
-    view.add_argument("--sources-only", action="store_true",
-                      help="only the lineage's ends: the source cells (with --direction down: the final cells)")
-    view.add_argument("--summary", action="store_true",
-                      help="counts per table, column and op, and the source rows once each")
+    view.add_argument(
+        "--depth",
+        type=whole_number(0, "triples"),
+        metavar="N",
+        help="only the lineage within N triples of the queried values",
+    )
+    view.add_argument(
+        "--sources-only",
+        action="store_true",
+        help="only the lineage's ends: the source cells (with --direction down: the final cells)",
+    )
+    view.add_argument(
+        "--summary", action="store_true", help="counts per table, column and op, and the source rows once each"
+    )
     out = p.add_argument_group("output")
-    out.add_argument("--format", choices=FORMATS, help="text (default), json, svg, html (svg/html need provplug[export])")
+    out.add_argument(
+        "--format", choices=FORMATS, help="text (default), json, svg, html (svg/html need provplug[export])"
+    )
     out.add_argument("--json", action="store_true", help="the answer as JSON (same as --format json)")
     out.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
-    out.add_argument("--max-cells", type=whole_number(1, "cells"), metavar="N",
-                     help="svg/html: summarise (a box per table column) above N cells (default 2000)")
+    out.add_argument(
+        "--max-cells",
+        type=whole_number(1, "cells"),
+        metavar="N",
+        help="svg/html: summarise (a box per table column) above N cells (default 2000)",
+    )
     p.set_defaults(func=_cmd_lineage)
 
 

@@ -22,12 +22,26 @@ Command = Callable[[argparse.Namespace], int]
 
 # One module per command, in the order ``provplug --help`` lists them; each adds its own sub-parser.
 COMMAND_MODULES = (
-    "provplug.cli.plugins", "provplug.cli.import_", "provplug.cli.stats", "provplug.cli.index",
-    "provplug.cli.lineage", "provplug.cli.demo", "provplug.cli.runs", "provplug.cli.tables", "provplug.cli.show",
-    "provplug.cli.delete_run", "provplug.cli.gc", "provplug.cli.graph", "provplug.cli.export", "provplug.cli.diff",
-    "provplug.cli.run", "provplug.cli.metrics", "provplug.cli.depends", "provplug.cli.whatif", "provplug.cli.ui",
+    "provplug.cli.plugins",
+    "provplug.cli.import_",
+    "provplug.cli.stats",
+    "provplug.cli.index",
+    "provplug.cli.lineage",
+    "provplug.cli.demo",
+    "provplug.cli.runs",
+    "provplug.cli.tables",
+    "provplug.cli.show",
+    "provplug.cli.delete_run",
+    "provplug.cli.gc",
+    "provplug.cli.graph",
+    "provplug.cli.export",
+    "provplug.cli.diff",
+    "provplug.cli.run",
+    "provplug.cli.metrics",
+    "provplug.cli.depends",
+    "provplug.cli.whatif",
+    "provplug.cli.ui",
 )
-
 
 
 class _Parser(argparse.ArgumentParser):
@@ -96,11 +110,17 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     taken = parser._option_string_actions  # argparse keeps no public list of option strings
     group = parser.add_argument_group("common options").add_mutually_exclusive_group()
     if "--quiet" not in taken:
-        group.add_argument("--quiet", action="store_true",
-                           help="no progress display and no notes on stderr (results and errors still print)")
+        group.add_argument(
+            "--quiet",
+            action="store_true",
+            help="no progress display and no notes on stderr (results and errors still print)",
+        )
     if "--verbose" not in taken:
-        group.add_argument("--verbose", action="store_true",
-                           help="also log what provplug does (INFO messages of the provplug.* loggers) to stderr")
+        group.add_argument(
+            "--verbose",
+            action="store_true",
+            help="also log what provplug does (INFO messages of the provplug.* loggers) to stderr",
+        )
 
 
 class _Version(argparse.Action):
@@ -109,8 +129,13 @@ class _Version(argparse.Action):
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, **kwargs)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         from importlib.metadata import version
 
         print(f"provplug {version('provplug')}")
@@ -127,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         # Parsed: only the command's own options count (a script's `--json` under `run` does not).
         as_json = bool(getattr(args, "json", False)) or getattr(args, "format", None) == "json"
-        with _logging_for(args), (silenced() if getattr(args, "quiet", False) else nullcontext()):
+        with _logging_for(args), silenced() if getattr(args, "quiet", False) else nullcontext():
             status = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below, not at exit
         return status

@@ -21,10 +21,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("full", metavar="FULL_STORE", help="the store of the run with full provenance")
     p.add_argument("reduced", metavar="REDUCED_STORE", help="the store of the reduced run (may be FULL_STORE)")
     p.add_argument("tables", nargs="*", metavar="T", help="output tables (default: every output of the full run)")
-    p.add_argument("--run-full", metavar="RUN", help="run of FULL_STORE: a number, latest~N, a label or an id "
-                   "prefix (default: its latest capture)")
-    p.add_argument("--run-reduced", metavar="RUN", help="run of REDUCED_STORE (the same forms; default: its latest "
-                   "capture)")
+    p.add_argument(
+        "--run-full",
+        metavar="RUN",
+        help="run of FULL_STORE: a number, latest~N, a label or an id prefix (default: its latest capture)",
+    )
+    p.add_argument(
+        "--run-reduced", metavar="RUN", help="run of REDUCED_STORE (the same forms; default: its latest capture)"
+    )
     p.add_argument("--key", action="append", metavar="COLUMN", help="a column rows are matched by (repeatable)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_metrics)
@@ -40,8 +44,10 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     reduced = open_store(args.reduced)
     reduced.check()
     result = compare(full, reduced, args.tables, run_full=args.run_full, run_reduced=args.run_reduced, keys=args.key)
-    lines = [_say_run(result["full"], full, "full", args.run_full), _say_run(result["reduced"], reduced, "reduced",
-                                                                             args.run_reduced)]
+    lines = [
+        _say_run(result["full"], full, "full", args.run_full),
+        _say_run(result["reduced"], reduced, "reduced", args.run_reduced),
+    ]
     print_answer(Printed(result, lambda: "\n".join([*lines, render(result)])), args.json)
     return 0
 

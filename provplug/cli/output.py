@@ -122,7 +122,6 @@ def note(args: argparse.Namespace, text: str) -> None:
         print(text, file=sys.stderr)
 
 
-
 def write_whole(path: str, data: str | bytes) -> None:
     """Write ``path`` through a file beside it and a rename: never half written."""
     folder = os.path.dirname(os.path.abspath(path))

@@ -20,17 +20,31 @@ def add_parser(sub: Any) -> None:
         epilog="Deprecated form, still accepted: provplug run --store STORE SCRIPT [ARGS].",
     )
     p.add_argument("store", metavar="STORE", help="store directory or URI (created if missing)")
-    p.add_argument("--store", dest="store_option", metavar="STORE",
-                   help="deprecated: the store as an option (provplug run --store STORE SCRIPT [ARGS])")
+    p.add_argument(
+        "--store",
+        dest="store_option",
+        metavar="STORE",
+        help="deprecated: the store as an option (provplug run --store STORE SCRIPT [ARGS])",
+    )
     p.add_argument("--no-rows", action="store_true", help="keep only value ids, not the rows of the tables")
-    p.add_argument("--reduce", action="append", metavar="SPEC", default=[],
-                   help="keep provenance for some rows of a source only: TABLE=TECHNIQUE:key=value,... "
-                   "(e.g. flights=sample:ratio=0.33,seed=1; repeatable). Production mode: every row is "
-                   "computed, only the kept rows' triples are stored")
+    p.add_argument(
+        "--reduce",
+        action="append",
+        metavar="SPEC",
+        default=[],
+        help="keep provenance for some rows of a source only: TABLE=TECHNIQUE:key=value,... "
+        "(e.g. flights=sample:ratio=0.33,seed=1; repeatable). Production mode: every row is "
+        "computed, only the kept rows' triples are stored",
+    )
     p.add_argument("--label", metavar="LABEL", help="name the run (see `provplug runs`; --run LABEL picks it)")
     p.add_argument("--tag", action="append", default=[], metavar="TAG", help="tag the run (repeatable)")
-    p.add_argument("script_line", nargs=argparse.REMAINDER, action=_ScriptLine, metavar="SCRIPT [ARGS]",
-                   help="the PySpark script to run and its own arguments")
+    p.add_argument(
+        "script_line",
+        nargs=argparse.REMAINDER,
+        action=_ScriptLine,
+        metavar="SCRIPT [ARGS]",
+        help="the PySpark script to run and its own arguments",
+    )
     p.set_defaults(func=_cmd_run)
 
 
@@ -41,8 +55,13 @@ class _ScriptLine(argparse.Action):
 
     _reparsing = False
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         line = list(values)
         if self._reparsing:  # SCRIPT is in namespace.store; these are its arguments
             setattr(namespace, self.dest, line)
@@ -54,8 +73,9 @@ class _ScriptLine(argparse.Action):
             parser.error("SCRIPT is missing: provplug run STORE SCRIPT [ARGS]")
         setattr(namespace, self.dest, line)
 
-    def _options_then_script(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                             line: list[str]) -> list[str]:
+    def _options_then_script(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, line: list[str]
+    ) -> list[str]:
         """Parse ``OPTIONS SCRIPT ARGS`` into ``namespace``; return ``[SCRIPT, *ARGS]``."""
         store = namespace.store
         self._reparsing = True
@@ -86,8 +106,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     store, script, script_args = _store_script_args(args)
     reduce = parse_specs(args.reduce)  # a malformed spec fails before the script runs
-    status, run = run_script(script, script_args, store, store_rows=not args.no_rows, reduce=reduce,
-                             label=args.label, tags=args.tag)
+    status, run = run_script(
+        script, script_args, store, store_rows=not args.no_rows, reduce=reduce, label=args.label, tags=args.tag
+    )
     if status != 0:
         print(f"provplug: the script exited with status {status}; nothing captured", file=sys.stderr)
     elif run is None:
@@ -96,6 +117,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         writes = sum(1 for op in run.txn.ops if op.name.startswith("write:"))
         tables = {t for op in run.txn.ops for t in (*op.inputs, *op.outputs)}
         number = getattr(run.txn, "number", None)
-        note(args, f"provplug: captured run {number if number is not None else '?'} ({run.run_id}; "
-                   f"{writes} writes, {len(tables)} tables) into {store}")
+        note(
+            args,
+            f"provplug: captured run {number if number is not None else '?'} ({run.run_id}; "
+            f"{writes} writes, {len(tables)} tables) into {store}",
+        )
     return status

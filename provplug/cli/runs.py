@@ -10,8 +10,11 @@ from provplug.cli.stores import opened, store_and_json
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("runs", help="list the committed runs (captures and imports) by number: label, entry point, "
-                       "git commit, status, start time, counts")
+    p = sub.add_parser(
+        "runs",
+        help="list the committed runs (captures and imports) by number: label, entry point, "
+        "git commit, status, start time, counts",
+    )
     store_and_json(p)
     p.set_defaults(func=_cmd_runs)
 

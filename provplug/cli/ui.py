@@ -23,8 +23,12 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("store", metavar="STORE")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=whole_number(0, "a port"), default=8765,
-                   help="port to listen on (default 8765; 0: any free port)")
+    p.add_argument(
+        "--port",
+        type=whole_number(0, "a port"),
+        default=8765,
+        help="port to listen on (default 8765; 0: any free port)",
+    )
     p.add_argument("--open", action="store_true", help="open the explorer in the default web browser")
     p.set_defaults(func=_cmd_ui)
 

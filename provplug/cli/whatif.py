@@ -11,8 +11,13 @@ from typing import Any
 class _Delete(argparse.Action):
     """``--delete T``: a new deletion of table T (every row until a --where follows)."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         namespace.deletions = [*(namespace.deletions or []), [values, None]]
 
 
@@ -20,8 +25,13 @@ class _Where(argparse.Action):
     """``--where P``: the rows of the last ``--delete`` table to delete
     (several: the rows where all hold)."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         deletions: Sequence[list[Any]] = namespace.deletions or []
         if not deletions:
             parser.error("--where must follow the --delete TABLE whose rows it selects")
@@ -42,17 +52,43 @@ def add_parser(sub: Any) -> None:
         "--value-id may be repeated; each --where belongs to the --delete before it.",
     )
     p.add_argument("store", metavar="STORE")
-    p.add_argument("--delete", metavar="TABLE", action=_Delete, dest="deletions", default=[],
-                   help="delete rows of TABLE (all of them unless --where follows)")
-    p.add_argument("--where", metavar="PREDICATE", action=_Where,
-                   help="the rows of the last --delete TABLE: an SQL boolean expression over its columns "
-                   "(repeatable: the rows where all hold)")
-    p.add_argument("--value-id", metavar="N", type=whole_number(0, "a value id"), action="append", default=[],
-                   dest="value_ids", help="delete the row of the cell with value id N")
-    p.add_argument("--run", metavar="RUN", help="the tables of run RUN: a number, latest, latest~N, a label or an "
-                   "id prefix (default: the latest run that wrote each table)")
-    p.add_argument("--limit", metavar="N", type=whole_number(1, "rows"), default=10,
-                   help="rows listed per table and kind in the text (default 10; --json lists all)")
+    p.add_argument(
+        "--delete",
+        metavar="TABLE",
+        action=_Delete,
+        dest="deletions",
+        default=[],
+        help="delete rows of TABLE (all of them unless --where follows)",
+    )
+    p.add_argument(
+        "--where",
+        metavar="PREDICATE",
+        action=_Where,
+        help="the rows of the last --delete TABLE: an SQL boolean expression over its columns "
+        "(repeatable: the rows where all hold)",
+    )
+    p.add_argument(
+        "--value-id",
+        metavar="N",
+        type=whole_number(0, "a value id"),
+        action="append",
+        default=[],
+        dest="value_ids",
+        help="delete the row of the cell with value id N",
+    )
+    p.add_argument(
+        "--run",
+        metavar="RUN",
+        help="the tables of run RUN: a number, latest, latest~N, a label or an "
+        "id prefix (default: the latest run that wrote each table)",
+    )
+    p.add_argument(
+        "--limit",
+        metavar="N",
+        type=whole_number(1, "rows"),
+        default=10,
+        help="rows listed per table and kind in the text (default 10; --json lists all)",
+    )
     p.add_argument("--json", action="store_true", help="the answer as JSON")
     p.set_defaults(func=_cmd_whatif)
 

@@ -161,11 +161,17 @@ def _writers(store: Store, catalog: Catalog, entry: TableEntry) -> list[OpRecord
     tables; an import's ops do not, so its triples say (scanned for this table only)."""
     ops = store.ops().filter(pc.equal(pc.field("run_id"), entry.run_id)).to_pylist()
     if entry.origin != "imported":
-        return [_op_record(o, [catalog.tables[i].name for i in o["inputs"] if i in catalog.tables])
-                for o in ops if entry.table_id in o["outputs"]]
+        return [
+            _op_record(o, [catalog.tables[i].name for i in o["inputs"] if i in catalog.tables])
+            for o in ops
+            if entry.table_id in o["outputs"]
+        ]
     inputs = _imported_inputs(store, entry)
-    return [_op_record(o, sorted({catalog.tables[t].name for t in inputs[o["op_id"]] if t in catalog.tables}))
-            for o in ops if o["op_id"] in inputs]
+    return [
+        _op_record(o, sorted({catalog.tables[t].name for t in inputs[o["op_id"]] if t in catalog.tables}))
+        for o in ops
+        if o["op_id"] in inputs
+    ]
 
 
 def _imported_inputs(store: Store, entry: TableEntry) -> dict[int, set[int]]:
@@ -198,7 +204,10 @@ def _sample(store: Store, entry: TableEntry, limit: int) -> list[SampleRow]:
         return []
     numbers = rows.column(schema.ROW_COLUMN).to_pylist()
     cells = rows.drop_columns([schema.ROW_COLUMN]).to_pylist()
-    sample = [SampleRow(row=int(n), values={k: jsonable(v) for k, v in c.items()}) for n, c in zip(numbers, cells, strict=True)]
+    sample = [
+        SampleRow(row=int(n), values={k: jsonable(v) for k, v in c.items()})
+        for n, c in zip(numbers, cells, strict=True)
+    ]
     return sorted(sample, key=lambda r: r["row"])
 
 
@@ -228,8 +237,19 @@ def render_runs(runs: Sequence[RunRecord]) -> str:
     keys = RUN_COUNTS
     table = aligned(
         ("#", "LABEL", "ENTRY POINT", "GIT", "STATUS", "STARTED", "ID", *(k.upper() for k in keys)),
-        [(r["number"], r["label"], entry_point_text(r), _git_text(r["git"]), r["status"], r["started"], r["run_id"],
-          *(r[k] for k in keys)) for r in runs],  # type: ignore[literal-required]
+        [
+            (
+                r["number"],
+                r["label"],
+                entry_point_text(r),
+                _git_text(r["git"]),
+                r["status"],
+                r["started"],
+                r["run_id"],
+                *(r[k] for k in keys),  # type: ignore[literal-required]
+            )
+            for r in runs
+        ],
         (True, *(False,) * 6, *(True,) * len(keys)),
     )
     return "\n".join([table, *_reduction_lines(runs)])

@@ -19,8 +19,12 @@ from provplug.plugin.protocols import Store
 from provplug.store.runs import Manifest, numbered
 
 
-def retired_runs(manifests: Sequence[Manifest], keep_last: int | None = None, older_than_days: float | None = None,
-                 now: datetime | None = None) -> list[Manifest]:
+def retired_runs(
+    manifests: Sequence[Manifest],
+    keep_last: int | None = None,
+    older_than_days: float | None = None,
+    now: datetime | None = None,
+) -> list[Manifest]:
     """The runs the rules let go, oldest first (``now``: the time the age is measured at)."""
     if keep_last is not None and keep_last < 0:
         raise RetentionError(f"--keep-last must be 0 or more, not {keep_last}")
@@ -29,7 +33,7 @@ def retired_runs(manifests: Sequence[Manifest], keep_last: int | None = None, ol
     if keep_last is None and older_than_days is None:
         return []
     runs = numbered(list(manifests))
-    kept_latest = {m["run_id"] for m in runs[len(runs) - keep_last:]} if keep_last else set()
+    kept_latest = {m["run_id"] for m in runs[len(runs) - keep_last :]} if keep_last else set()
     cutoff = None if older_than_days is None else (now or utc_now()) - timedelta(days=older_than_days)
     return [m for m in runs if m["run_id"] not in kept_latest and (cutoff is None or _committed(m) < cutoff)]
 
@@ -38,17 +42,26 @@ def _committed(manifest: Manifest) -> datetime:
     return datetime.fromisoformat(str(manifest["committed"]))
 
 
-def retire(store: Store, keep_last: int | None = None, older_than_days: float | None = None,
-           dry_run: bool = False) -> list[dict[str, Any]]:
+def retire(
+    store: Store, keep_last: int | None = None, older_than_days: float | None = None, dry_run: bool = False
+) -> list[dict[str, Any]]:
     """Delete (unless ``dry_run``) the runs the rules let go; what each was."""
     chosen = retired_runs(store.runs(), keep_last, older_than_days)
     if dry_run:
-        return [{"run_id": m["run_id"], "number": m["number"], "committed": m["committed"], "deleted": False}
-                for m in chosen]
+        return [
+            {"run_id": m["run_id"], "number": m["number"], "committed": m["committed"], "deleted": False}
+            for m in chosen
+        ]
     return [_deleted(store, m) for m in chosen]
 
 
 def _deleted(store: Store, manifest: Manifest) -> dict[str, Any]:
     done: DeletedRun = delete_run(store, str(manifest["run_id"]))
-    return {"run_id": done["run_id"], "number": manifest["number"], "committed": done["committed"],
-            "deleted": True, "bytes": done["bytes"], "index_stale": done["index_stale"]}
+    return {
+        "run_id": done["run_id"],
+        "number": manifest["number"],
+        "committed": done["committed"],
+        "deleted": True,
+        "bytes": done["bytes"],
+        "index_stale": done["index_stale"],
+    }

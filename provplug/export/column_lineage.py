@@ -117,7 +117,7 @@ def column_pairs(
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
         o, code = int(op[start]), int(pair[start])
         (st, sc), (dt, dc) = _column_of(code >> _CODE_BITS), _column_of(code & ((1 << _CODE_BITS) - 1))
-        fan_in = bool((dst[start + 1:end] == dst[start:end - 1]).any())  # an output cell with several inputs
+        fan_in = bool((dst[start + 1 : end] == dst[start : end - 1]).any())  # an output cell with several inputs
         identical = None
         if kinds.get(o, {}).get("kind") == "builtin":
             identical = values.identical((st, sc, src_r[start:end]), (dt, dc, dst_r[start:end]))
@@ -163,8 +163,9 @@ def _classified(
             continue
         op = ops.get(o, {})
         joins = any("join" in name.lower() for name in op.get("operations", ()))
-        field, dataset = _transformation(op.get("kind", "imported"), fan_in, identical,
-                                         joins and len(feeders.get((o, dt, dc), ())) > 1)
+        field, dataset = _transformation(
+            op.get("kind", "imported"), fan_in, identical, joins and len(feeders.get((o, dt, dc), ())) > 1
+        )
         src, dst = tables[st], tables[dt]
         if sc >= len(src.columns) or dc >= len(dst.columns):
             continue
@@ -182,8 +183,7 @@ def _transformation(
     if merged_join_key:
         return Transformation("DIRECT", "IDENTITY", "join key"), Transformation("INDIRECT", "JOIN", "join key")
     if identical and fan_in:
-        return (Transformation("DIRECT", "IDENTITY", "group key"),
-                Transformation("INDIRECT", "GROUP_BY", "group key"))
+        return (Transformation("DIRECT", "IDENTITY", "group key"), Transformation("INDIRECT", "GROUP_BY", "group key"))
     if identical:
         return Transformation("DIRECT", "IDENTITY", "copied"), None
     if fan_in:
@@ -253,4 +253,3 @@ class _ValueCache:
         order = np.argsort(numbers, kind="stable")
         data = rows.select(list(table.columns))
         return numbers[order], order, data
-

@@ -68,7 +68,9 @@ def _edges_table(selection: ExportSelection) -> object:
     import pyarrow as pa
 
     src, dst, op = zip(*selection.edges, strict=True) if selection.edges else ((), (), ())
-    return pa.table({"src": pa.array(src, pa.int64()), "dst": pa.array(dst, pa.int64()), "op": pa.array(op, pa.int64())})
+    return pa.table(
+        {"src": pa.array(src, pa.int64()), "dst": pa.array(dst, pa.int64()), "op": pa.array(op, pa.int64())}
+    )
 
 
 BUILTIN_FORMATS: tuple[ExportFormat, ...] = (

@@ -40,7 +40,11 @@ def namespace_of(store: Store) -> str:
 
 
 def events(
-    store: Store, selection: ExportSelection, all_tables: dict[int, Table], namespace: str | None = None, triples: Any = None
+    store: Store,
+    selection: ExportSelection,
+    all_tables: dict[int, Table],
+    namespace: str | None = None,
+    triples: Any = None,
 ) -> list[dict[str, Any]]:
     """The events of the selection's ops, as JSON-ready dicts."""
     from openlineage.client.serde import Serde
@@ -48,13 +52,16 @@ def events(
     namespace = namespace or namespace_of(store)
     pairs = column_pairs(store, selection.ops, all_tables, triples)
     return [
-        Serde.to_dict(_event(store, namespace, op, all_tables, pairs.get(int(op["op_id"]), [])))
-        for op in selection.ops
+        Serde.to_dict(_event(store, namespace, op, all_tables, pairs.get(int(op["op_id"]), []))) for op in selection.ops
     ]
 
 
 def events_json(
-    store: Store, selection: ExportSelection, all_tables: dict[int, Table], namespace: str | None = None, triples: Any = None
+    store: Store,
+    selection: ExportSelection,
+    all_tables: dict[int, Table],
+    namespace: str | None = None,
+    triples: Any = None,
 ) -> str:
     return json.dumps(events(store, selection, all_tables, namespace, triples), indent=1, sort_keys=True)
 
@@ -76,12 +83,14 @@ def _event(store: Store, namespace: str, op: dict[str, Any], tables: dict[int, T
         job=Job(
             namespace=namespace,
             name=op["name"],
-            facets={"jobType": job_type_job.JobTypeJobFacet(processingType="BATCH", integration="PROVPLUG",
-                                                            jobType="STEP")},
+            facets={
+                "jobType": job_type_job.JobTypeJobFacet(processingType="BATCH", integration="PROVPLUG", jobType="STEP")
+            },
         ),
         inputs=[
             InputDataset(namespace=namespace, name=tables[t].name, facets={"schema": _schema(store, tables[t])})
-            for t in _tables_read(op, pairs) if t in tables
+            for t in _tables_read(op, pairs)
+            if t in tables
         ],
         outputs=[
             OutputDataset(
@@ -92,7 +101,8 @@ def _event(store: Store, namespace: str, op: dict[str, Any], tables: dict[int, T
                     "columnLineage": _column_lineage(namespace, tables, [p for p in pairs if p.dst_table == t]),
                 },
             )
-            for t in _tables_written(op, pairs) if t in tables
+            for t in _tables_written(op, pairs)
+            if t in tables
         ],
     )
 

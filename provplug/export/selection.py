@@ -161,7 +161,9 @@ def _triples_of(store: Store, op_ids: list[int]) -> list[tuple[int, int, int]]:
         return []
     # The stored triples and the location edges' (provplug.store.triples), of these ops only.
     data = triple_table(store, ["src", "dst", "op"], TripleFilter.of(ops=op_ids))
-    return list(zip(data.column("src").to_pylist(), data.column("dst").to_pylist(), data.column("op").to_pylist(), strict=True))
+    return list(
+        zip(data.column("src").to_pylist(), data.column("dst").to_pylist(), data.column("op").to_pylist(), strict=True)
+    )
 
 
 def _with_locations(catalog: Any, records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -39,4 +39,5 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
+
 __all__ = ["DEFAULT_THETA", "build_index", "current_dir", "current_generation", "read_meta"]

@@ -101,8 +101,14 @@ def build_index(
     runs = [m["run_id"] for m in store.runs()]
     had_index = store.fs.get_file_info(index_root(store)).type == pafs.FileType.Directory
     t0 = time.monotonic()
-    logger.info("indexing %s: %d runs, %d tables, theta %d, engine %s", store.uri, len(runs), len(catalogue.names),
-                theta, engine)
+    logger.info(
+        "indexing %s: %d runs, %d tables, theta %d, engine %s",
+        store.uri,
+        len(runs),
+        len(catalogue.names),
+        theta,
+        engine,
+    )
     try:
         with build_lock(store):
             if not full:
@@ -152,8 +158,16 @@ def _build(
         store.fs.delete_dir(gen_dir)
         raise
     progress.done(f"index {name} published", counts["sets"], "sets")
-    logger.info("published index generation %s of %s (%s engine, splits from %s): %d triples, %d sets, %.1f s",
-                name, store.uri, engine.name, source, counts.get("triples", 0), counts["sets"], meta["seconds"])
+    logger.info(
+        "published index generation %s of %s (%s engine, splits from %s): %d triples, %d sets, %.1f s",
+        name,
+        store.uri,
+        engine.name,
+        source,
+        counts.get("triples", 0),
+        counts["sets"],
+        meta["seconds"],
+    )
     return meta
 
 
@@ -211,8 +225,11 @@ def _load(
         try:
             return local, local.load()
         except TooManyValues as exc:
-            logger.info("more than %d values exceed the local memory budget (%d bytes): indexing on Spark",
-                        exc.args[0], choice.memory_budget)
+            logger.info(
+                "more than %d values exceed the local memory budget (%d bytes): indexing on Spark",
+                exc.args[0],
+                choice.memory_budget,
+            )
             progress.done(
                 f"more than {exc.args[0]:,} values: beyond the local memory budget "
                 f"({choice.memory_budget / 2**30:.1f} GiB), indexing on Spark"

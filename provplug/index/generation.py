@@ -196,8 +196,10 @@ def pending_runs(indexed: set[str], manifests: Iterable[dict[str, Any]]) -> list
 
 def not_indexed_note(pending: list[str]) -> str:
     """The one line an answer from a generation that lacks ``pending`` carries."""
-    return (f"{len(pending)} newer run(s) are not indexed yet (the answer covers the runs indexed); "
-            "run `provplug index STORE` to include them")
+    return (
+        f"{len(pending)} newer run(s) are not indexed yet (the answer covers the runs indexed); "
+        "run `provplug index STORE` to include them"
+    )
 
 
 # -- garbage ----------------------------------------------------------------------------

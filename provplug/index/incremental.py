@@ -163,8 +163,10 @@ def update(store: Store, change: Change, catalogue: TableCatalogue, progress: Pr
     except BaseException:
         store.fs.delete_dir(gen_dir)
         raise
-    progress.done(f"index {name} published (incremental: {len(change.added)} run(s) added, "
-                  f"{len(change.dropped_layers)} layer(s) dropped)")
+    progress.done(
+        f"index {name} published (incremental: {len(change.added)} run(s) added, "
+        f"{len(change.dropped_layers)} layer(s) dropped)"
+    )
     return meta
 
 
@@ -229,15 +231,21 @@ def resolve(ccids: np.ndarray, aliases: dict[int, int]) -> np.ndarray:
     return np.where(hit, merged[pos], ccids)
 
 
-def _lookup(store: Store, live_dir: str, meta: dict[str, Any], layers: Iterable[str], values: np.ndarray,
-            aliases: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+def _lookup(
+    store: Store,
+    live_dir: str,
+    meta: dict[str, Any],
+    layers: Iterable[str],
+    values: np.ndarray,
+    aliases: dict[int, int],
+) -> tuple[np.ndarray, np.ndarray]:
     """``(ccid, csid)`` of each of the sorted ``values`` in the kept layers (-1: new)."""
     ccid = np.full(len(values), -1, np.int64)
     csid = np.full(len(values), -1, np.int64)
     for layer in layers:
         root = f"{live_dir}/{layer}".rstrip("/")
         prefix = f"{layer}/" if layer else ""
-        files = {p[len(prefix):]: s for p, s in meta[integrity.FILES].items() if p.startswith(prefix)}
+        files = {p[len(prefix) :]: s for p, s in meta[integrity.FILES].items() if p.startswith(prefix)}
         found_c, found_s = _layer_lookup(store, root, files, values, _value_buckets(meta, layer))
         hit = found_s >= 0
         ccid[hit], csid[hit] = found_c[hit], found_s[hit]
@@ -249,8 +257,9 @@ def _value_buckets(meta: dict[str, Any], layer: str) -> int:
     return int(entry.get("buckets", meta["buckets"])["value_sets"])
 
 
-def _layer_lookup(store: Store, root: str, files: dict[str, int], values: np.ndarray, buckets: int
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def _layer_lookup(
+    store: Store, root: str, files: dict[str, int], values: np.ndarray, buckets: int
+) -> tuple[np.ndarray, np.ndarray]:
     """One layer's ``value_sets`` rows of ``values``: from its mapped files
     (binary search over the mapping) or, without them, a filtered scan."""
     from provplug.index.mapped import bucket_file, map_sorted
@@ -271,8 +280,13 @@ def _layer_lookup(store: Store, root: str, files: dict[str, int], values: np.nda
         parts = [f"{root}/{p}" for p in files if p.startswith(f"value_sets/bucket={b}/") and integrity.is_data_file(p)]
         if not parts:
             continue
-        table = storefiles.scan(store.fs, parts, parts[0], columns=["value_id", "ccid", "csid"],
-                                filter=pc.field("value_id").isin(pa.array(values[at].tolist(), pa.int64())))
+        table = storefiles.scan(
+            store.fs,
+            parts,
+            parts[0],
+            columns=["value_id", "ccid", "csid"],
+            filter=pc.field("value_id").isin(pa.array(values[at].tolist(), pa.int64())),
+        )
         pos = np.searchsorted(values, _ints(table, "value_id"))
         ccid[pos], csid[pos] = _ints(table, "ccid"), _ints(table, "csid")
     return ccid, csid
@@ -296,8 +310,14 @@ class Layer:
     new_components: int  # components after the layer less those before (new ones less merged ones)
 
 
-def _build_layer(triples: pa.Table, old: tuple[np.ndarray, np.ndarray], aliases: dict[int, int],
-                 meta: dict[str, Any], catalogue: TableCatalogue, theta: int) -> Layer:
+def _build_layer(
+    triples: pa.Table,
+    old: tuple[np.ndarray, np.ndarray],
+    aliases: dict[int, int],
+    meta: dict[str, Any],
+    catalogue: TableCatalogue,
+    theta: int,
+) -> Layer:
     src, dst = _ints(triples, "src"), _ints(triples, "dst")
     ends = np.unique(np.concatenate([src, dst]))
     old_ccid, old_csid = old
@@ -317,9 +337,16 @@ def _build_layer(triples: pa.Table, old: tuple[np.ndarray, np.ndarray], aliases:
     end_csid[new] = value_csid
     at_src, at_dst = np.searchsorted(ends, src), np.searchsorted(ends, dst)
     return Layer(
-        triples=triples, ccid=end_ccid[at_dst], src_csid=end_csid[at_src], dst_csid=end_csid[at_dst],
-        values=values, value_ccid=end_ccid[new], value_csid=value_csid, set_split=set_split,
-        aliases=aliases, touched=len(np.unique(root)),
+        triples=triples,
+        ccid=end_ccid[at_dst],
+        src_csid=end_csid[at_src],
+        dst_csid=end_csid[at_dst],
+        values=values,
+        value_ccid=end_ccid[new],
+        value_csid=value_csid,
+        set_split=set_split,
+        aliases=aliases,
+        touched=len(np.unique(root)),
         new_components=len(np.unique(root)) - int(np.count_nonzero(np.isin(nodes, old_ccid[~new]))),
     )
 
@@ -333,8 +360,15 @@ def _merge_aliases(aliases: dict[int, int], merged: dict[int, int], touched_old:
     return {a: b for a, b in out.items() if a != b}
 
 
-def _new_sets(values: np.ndarray, src: np.ndarray, dst: np.ndarray, triples: pa.Table, meta: dict[str, Any],
-              catalogue: TableCatalogue, theta: int) -> tuple[np.ndarray, dict[int, str | None]]:
+def _new_sets(
+    values: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    triples: pa.Table,
+    meta: dict[str, Any],
+    catalogue: TableCatalogue,
+    theta: int,
+) -> tuple[np.ndarray, dict[int, str | None]]:
     """``csid`` of each new value: the weakly connected components of the new
     triples between new values; one of at least ``theta`` values is split
     by the depth-0 split of its values' tables (Algorithm 3's first round)."""
@@ -357,8 +391,14 @@ def _new_sets(values: np.ndarray, src: np.ndarray, dst: np.ndarray, triples: pa.
     return csid, split_of
 
 
-def _split_keys(values: np.ndarray, src: np.ndarray, dst: np.ndarray, triples: pa.Table, meta: dict[str, Any],
-                catalogue: TableCatalogue) -> tuple[np.ndarray, list[str | None]]:
+def _split_keys(
+    values: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    triples: pa.Table,
+    meta: dict[str, Any],
+    catalogue: TableCatalogue,
+) -> tuple[np.ndarray, list[str | None]]:
     """Per new value, the index of its table's depth-0 split (by name, in the
     live generation's split tree; a table it names not gets its own key)."""
     tree = meta.get("split_tree", [])
@@ -383,12 +423,16 @@ LAYER_BUCKET_ROWS = 1 << 18
 
 def layer_buckets(triples: int) -> dict[str, int]:
     """Bucket counts of a layer of ``triples`` triples (meta.json ``layers[i].buckets``)."""
+
     def count(full: int) -> int:
         return int(min(full, max(1, -(-triples // LAYER_BUCKET_ROWS))))
 
-    return {"triples": count(layout.TRIPLE_BUCKETS), "setdeps": count(layout.SETDEP_BUCKETS),
-            "rsetdeps": count(layout.SETDEP_BUCKETS), "value_sets": count(layout.VALUE_BUCKETS)}
-
+    return {
+        "triples": count(layout.TRIPLE_BUCKETS),
+        "setdeps": count(layout.SETDEP_BUCKETS),
+        "rsetdeps": count(layout.SETDEP_BUCKETS),
+        "value_sets": count(layout.VALUE_BUCKETS),
+    }
 
 
 def _write_layer(store: Store, layer_dir: str, built: Layer) -> dict[str, int]:
@@ -397,8 +441,12 @@ def _write_layer(store: Store, layer_dir: str, built: Layer) -> dict[str, int]:
     fs = store.fs
     t = built.triples
     indexed = pa.table(
-        [*(t.column(c).cast(layout.INDEXED_TRIPLES.field(c).type) for c in TRIPLE_COLUMNS),
-         pa.array(built.ccid), pa.array(built.src_csid), pa.array(built.dst_csid)],
+        [
+            *(t.column(c).cast(layout.INDEXED_TRIPLES.field(c).type) for c in TRIPLE_COLUMNS),
+            pa.array(built.ccid),
+            pa.array(built.src_csid),
+            pa.array(built.dst_csid),
+        ],
         schema=layout.INDEXED_TRIPLES,
     )
     buckets = layer_buckets(indexed.num_rows)
@@ -408,15 +456,22 @@ def _write_layer(store: Store, layer_dir: str, built: Layer) -> dict[str, int]:
     deps = pa.table([pa.array(pairs[:, 0]), pa.array(pairs[:, 1])], schema=layout.SETDEPS)
     _write_buckets(fs, layer_dir, "setdeps", deps, pairs[:, 1], buckets["setdeps"])
     _write_buckets(fs, layer_dir, "rsetdeps", deps, pairs[:, 0], buckets["rsetdeps"])
-    values = pa.table([pa.array(built.values), pa.array(built.value_ccid), pa.array(built.value_csid)],
-                      schema=layout.VALUE_SETS)
+    values = pa.table(
+        [pa.array(built.values), pa.array(built.value_ccid), pa.array(built.value_csid)], schema=layout.VALUE_SETS
+    )
     _write_buckets(fs, layer_dir, "value_sets", values, built.values, buckets["value_sets"])
     sets = _set_rows(built)
     _write_one(fs, f"{layer_dir}/sets.parquet", sets)
     _write_one(fs, f"{layer_dir}/components.parquet", _component_rows(built))
     write_mapped(fs, layer_dir, buckets)
-    return {"buckets": buckets, "triples": indexed.num_rows, "values": len(built.values), "sets": len(np.unique(built.value_csid)),
-            "set_dependencies": len(pairs), "components": built.new_components}
+    return {
+        "buckets": buckets,
+        "triples": indexed.num_rows,
+        "values": len(built.values),
+        "sets": len(np.unique(built.value_csid)),
+        "set_dependencies": len(pairs),
+        "components": built.new_components,
+    }
 
 
 def _write_buckets(fs: Any, layer_dir: str, dataset: str, table: pa.Table, key: np.ndarray, buckets: int) -> None:
@@ -446,8 +501,16 @@ def _set_rows(built: Layer) -> pa.Table:
     ccid[np.searchsorted(csids, built.dst_csid)] = built.ccid
     ccid[np.searchsorted(csids, built.value_csid)] = built.value_ccid
     split = [built.set_split.get(int(c)) for c in csids.tolist()]
-    return pa.table([pa.array(csids), pa.array(ccid), pa.array(split, pa.string()), pa.array(nodes.astype(np.int64)),
-                     pa.array(triples.astype(np.int64))], schema=layout.SETS)
+    return pa.table(
+        [
+            pa.array(csids),
+            pa.array(ccid),
+            pa.array(split, pa.string()),
+            pa.array(nodes.astype(np.int64)),
+            pa.array(triples.astype(np.int64)),
+        ],
+        schema=layout.SETS,
+    )
 
 
 def _component_rows(built: Layer) -> pa.Table:
@@ -455,8 +518,10 @@ def _component_rows(built: Layer) -> pa.Table:
     ccids = np.unique(np.concatenate([built.value_ccid, built.ccid]))
     nodes = np.bincount(np.searchsorted(ccids, built.value_ccid), minlength=len(ccids))
     triples = np.bincount(np.searchsorted(ccids, built.ccid), minlength=len(ccids))
-    return pa.table([pa.array(ccids), pa.array(nodes.astype(np.int64)), pa.array(triples.astype(np.int64))],
-                    schema=layout.COMPONENTS)
+    return pa.table(
+        [pa.array(ccids), pa.array(nodes.astype(np.int64)), pa.array(triples.astype(np.int64))],
+        schema=layout.COMPONENTS,
+    )
 
 
 def _write_aliases(store: Store, gen_dir: str, aliases: dict[int, int]) -> None:

@@ -120,7 +120,9 @@ class LocalEngine:
             self.progress.update("reading triples: endpoints", self.edges.rows, "triples", total=self.triple_rows)
         self.edges.close()
         self.node_table = node_table
-        per_table = np.bincount(node_table, minlength=len(self.catalogue.names)) if len(node_table) else np.zeros(0, int)
+        per_table = (
+            np.bincount(node_table, minlength=len(self.catalogue.names)) if len(node_table) else np.zeros(0, int)
+        )
         return per_table, pair_counts
 
     # -- components and sets ---------------------------------------------------
@@ -166,7 +168,9 @@ class LocalEngine:
             flatten(labels, self.chunk_rows)
             split_id[active] = key[active]
             del key
-            self.progress.done(f"sets at split depth {depth + 1}", int(np.count_nonzero(active[self._roots(labels)])), "sets")
+            self.progress.done(
+                f"sets at split depth {depth + 1}", int(np.count_nonzero(active[self._roots(labels)])), "sets"
+            )
             if depth + 1 < splits.depth:
                 large = self._group_sizes(labels, active) >= theta  # by set root
                 active &= large[labels]
@@ -199,7 +203,8 @@ class LocalEngine:
     def _roots(self, labels: np.ndarray) -> np.ndarray:
         """Indices ``r`` with ``labels[r] == r``, ascending."""
         parts = [
-            lo + np.flatnonzero(labels[lo : lo + self.chunk_rows] == np.arange(lo, min(lo + self.chunk_rows, len(labels))))
+            lo
+            + np.flatnonzero(labels[lo : lo + self.chunk_rows] == np.arange(lo, min(lo + self.chunk_rows, len(labels))))
             for lo in range(0, len(labels), self.chunk_rows)
         ]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
@@ -224,7 +229,9 @@ class LocalEngine:
             "set_dependencies": n_deps,
         }
 
-    def _write_triples(self, comp: np.ndarray, labels: np.ndarray, out_dir: str) -> tuple[np.ndarray, np.ndarray, BucketSpill]:
+    def _write_triples(
+        self, comp: np.ndarray, labels: np.ndarray, out_dir: str
+    ) -> tuple[np.ndarray, np.ndarray, BucketSpill]:
         """Pass 3: every triple with its ids into its bucket's spill (in scan
         order), then one Parquet file per bucket. Returns the triples per set
         and per component (by root index) and the spilled cross-set pairs."""

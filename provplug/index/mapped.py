@@ -160,8 +160,9 @@ class MappedRows(SortedRows):
         start = lo + np.maximum(STEP * (probes - 1) + 1, 0)  # rows from lo to here are before the boundary
         return start + self._count(keys, before, start, hi, 1, STEP - 1)
 
-    def _count(self, keys: np.ndarray, before: np.ufunc, start: NDArray[np.int64], end: np.ndarray, step: int, n: int
-               ) -> NDArray[np.int64]:
+    def _count(
+        self, keys: np.ndarray, before: np.ufunc, start: NDArray[np.int64], end: np.ndarray, step: int, n: int
+    ) -> NDArray[np.int64]:
         """How many of rows ``start, start + step, ...`` (``n`` of them, below ``end``) are before each key."""
         rows = start[:, None] + step * np.arange(n)
         values = self.key[np.minimum(rows, len(self.key) - 1)]
@@ -256,8 +257,10 @@ def map_sorted(fs: pafs.FileSystem, path: str, key: str, size: int, fences: np.n
             raise pa.ArrowInvalid(f"{reader.num_record_batches} record batches, not 1")
         batch = reader.get_batch(0)
         arrays = {name: _view(batch.column(i), path) for i, name in enumerate(batch.schema.names)}
-        offsets = {name: batch.column(i).buffers()[1].address - base + batch.column(i).offset * 8
-                   for i, name in enumerate(batch.schema.names)}
+        offsets = {
+            name: batch.column(i).buffers()[1].address - base + batch.column(i).offset * 8
+            for i, name in enumerate(batch.schema.names)
+        }
     known = np.zeros(-(-size // mmap.PAGESIZE), dtype=bool)
     return MappedRows(arrays.pop(key), arrays, path, key, offsets, fences, known)
 
@@ -279,7 +282,9 @@ def read_fences(fs: pafs.FileSystem, path: str, size: int, starts: list[int]) ->
     will_need(path, np.array([0]), np.array([size]))  # read it in one go, not page by page
     fences = np.array(map_sorted(fs, path, "key", size).key)  # a copy: small, and kept
     if len(starts) < 1 or starts[-1] != len(fences):
-        raise DamagedStoreError(f"damaged store file {path}: {len(fences)} fences where the manifest says {starts[-1:]}")
+        raise DamagedStoreError(
+            f"damaged store file {path}: {len(fences)} fences where the manifest says {starts[-1:]}"
+        )
     return [fences[a:b] for a, b in itertools.pairwise(starts)]
 
 
@@ -322,8 +327,12 @@ def write_mapped(fs: pafs.FileSystem, gen_dir: str, buckets: Mapping[str, int] |
 
 
 def default_buckets() -> dict[str, int]:
-    return {"triples": layout.TRIPLE_BUCKETS, "setdeps": layout.SETDEP_BUCKETS,
-            "rsetdeps": layout.SETDEP_BUCKETS, "value_sets": layout.VALUE_BUCKETS}
+    return {
+        "triples": layout.TRIPLE_BUCKETS,
+        "setdeps": layout.SETDEP_BUCKETS,
+        "rsetdeps": layout.SETDEP_BUCKETS,
+        "value_sets": layout.VALUE_BUCKETS,
+    }
 
 
 def _read_bucket(fs: pafs.FileSystem, directory: str, columns: list[str]) -> pa.Table:

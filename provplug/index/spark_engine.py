@@ -222,7 +222,9 @@ class SparkEngine:
         shared = self.spark.sparkContext.broadcast((table.column("node").to_numpy(), table.column("label").to_numpy()))
         self._broadcasts.append(shared)
         source, keys, partitions = self.source, self.keys, self.partitions
-        sent = self._each_group().mapInArrow(lambda b: _send_triples(source, shared.value, keys, partitions, b), BLOB_DDL)
+        sent = self._each_group().mapInArrow(
+            lambda b: _send_triples(source, shared.value, keys, partitions, b), BLOB_DDL
+        )
         return shuffled(sent, partitions).mapInArrow(lambda b: index.run(receive(b)), FILE_DDL)
 
     def _index_through_rows(
@@ -236,8 +238,10 @@ class SparkEngine:
         triples = attach(tagged, "r", labels, rows, "ccid").drop("r")
         in_task = triples.where(~F.col("ccid").isin(huge)) if huge else triples
         # The component id only routes the rows: the tasks find the components again.
-        files = in_task.repartition(self.partitions, "ccid").drop("ccid").mapInArrow(
-            lambda b: index.run(concat_batches(b)), FILE_DDL
+        files = (
+            in_task.repartition(self.partitions, "ccid")
+            .drop("ccid")
+            .mapInArrow(lambda b: index.run(concat_batches(b)), FILE_DDL)
         )
         if huge:
             names, output = index.names, index.output
@@ -281,8 +285,12 @@ class SparkEngine:
         the components above the task limit, as the index step's rows."""
         codes = self.spark.createDataFrame(sorted(self.catalogue.code_of_id.items()), "table_id int, code int")
         triples = triples.join(
-            F.broadcast(codes.select(F.col("table_id").alias("src_table"), F.col("code").alias("src_code"))), "src_table"
-        ).join(F.broadcast(codes.select(F.col("table_id").alias("dst_table"), F.col("code").alias("dst_code"))), "dst_table")
+            F.broadcast(codes.select(F.col("table_id").alias("src_table"), F.col("code").alias("src_code"))),
+            "src_table",
+        ).join(
+            F.broadcast(codes.select(F.col("table_id").alias("dst_table"), F.col("code").alias("dst_code"))),
+            "dst_table",
+        )
         triples = self._keep(triples)
         ends = triples.select(F.col("src").alias("v"), F.col("src_code").alias("tcode"), "ccid").unionByName(
             triples.select(F.col("dst").alias("v"), F.col("dst_code").alias("tcode"), "ccid")
@@ -290,7 +298,11 @@ class SparkEngine:
         state = ends.groupBy("v").agg(F.min("tcode").alias("tcode"), F.min("ccid").alias("ccid"))
         sizes = state.groupBy("ccid").agg(F.count("*").alias("cc_nodes"))
         state = state.join(sizes, "ccid").select(
-            "v", "tcode", "ccid", F.col("ccid").alias("label"), F.lit(-1).alias("split_id"),
+            "v",
+            "tcode",
+            "ccid",
+            F.col("ccid").alias("label"),
+            F.lit(-1).alias("split_id"),
             (F.col("cc_nodes") >= plan.theta).alias("active"),
         )
         state = self._keep(self._partition(state.localCheckpoint(), triples.select("src", "dst"), plan))
@@ -309,7 +321,9 @@ class SparkEngine:
             keyed = state.join(keys, "tcode", "left")
             act = keyed.where("active").select("v", "label", "key")
             kept = (
-                edges.join(act.select(F.col("v").alias("src"), F.col("label").alias("sl"), F.col("key").alias("sk")), "src")
+                edges.join(
+                    act.select(F.col("v").alias("src"), F.col("label").alias("sl"), F.col("key").alias("sk")), "src"
+                )
                 .join(act.select(F.col("v").alias("dst"), F.col("label").alias("dl"), F.col("key").alias("dk")), "dst")
                 .where((F.col("sl") == F.col("dl")) & (F.col("sk") == F.col("dk")))
                 .select("src", "dst")
@@ -318,12 +332,21 @@ class SparkEngine:
             inner = spark_wcc(kept, self.partitions, on_round=self._on_round(what))
             moved = _move(keyed, inner)
             set_sizes = moved.where("active").groupBy("label").agg(F.count("*").alias("set_nodes"))
-            state = moved.join(set_sizes, "label", "left").select(
-                "v", "tcode", "ccid", "label", "split_id",
-                (F.col("active") & (F.col("set_nodes") >= plan.theta) & F.col("deeper")).alias("active"),
-            ).localCheckpoint()
+            state = (
+                moved.join(set_sizes, "label", "left")
+                .select(
+                    "v",
+                    "tcode",
+                    "ccid",
+                    "label",
+                    "split_id",
+                    (F.col("active") & (F.col("set_nodes") >= plan.theta) & F.col("deeper")).alias("active"),
+                )
+                .localCheckpoint()
+            )
             self.progress.done(what)
         return state
+
 
 # -- tasks (run in Spark's Python workers) -------------------------------------------
 def _send_nodes(
@@ -344,12 +367,29 @@ def _send_nodes(
         local = np.searchsorted(nodes, roots)  # dense index of each node's root
         root_triples = np.bincount(local[si], minlength=len(nodes))
         pairs = table.group_by(["src_table", "dst_table"]).aggregate([([], "count_all")])
-        rows = pa.concat_tables([
-            _columns({"k": np.full(len(nodes), VALUE_ROW, np.int8), "v": nodes, "r": roots, "t": tcode,
-                      "n": root_triples}, NODES_COLUMNS),
-            _columns({"k": np.full(pairs.num_rows, PAIR_ROW, np.int8), "v": pairs.column("src_table"),
-                      "r": pairs.column("dst_table"), "n": pairs.column("count_all")}, NODES_COLUMNS),
-        ])
+        rows = pa.concat_tables(
+            [
+                _columns(
+                    {
+                        "k": np.full(len(nodes), VALUE_ROW, np.int8),
+                        "v": nodes,
+                        "r": roots,
+                        "t": tcode,
+                        "n": root_triples,
+                    },
+                    NODES_COLUMNS,
+                ),
+                _columns(
+                    {
+                        "k": np.full(pairs.num_rows, PAIR_ROW, np.int8),
+                        "v": pairs.column("src_table"),
+                        "r": pairs.column("dst_table"),
+                        "n": pairs.column("count_all"),
+                    },
+                    NODES_COLUMNS,
+                ),
+            ]
+        )
         yield from send(rows, spread(rows.column("v").to_numpy(), len(keys)), keys)
 
 
@@ -413,8 +453,12 @@ def _merge_partition(table: pa.Table | None) -> Iterator[pa.RecordBatch]:
     codes = np.flatnonzero(per_table)
     root = n > 0
     pair_key = (pairs.column("v").to_numpy() << 32) | pairs.column("r").to_numpy()
-    rows = ((LINK, u, m), (TABLE_VALUES, codes, per_table[codes]), (ROOT_TRIPLES, r[root], n[root]),
-            (PAIR, pair_key, pairs.column("n").to_numpy()))
+    rows = (
+        (LINK, u, m),
+        (TABLE_VALUES, codes, per_table[codes]),
+        (ROOT_TRIPLES, r[root], n[root]),
+        (PAIR, pair_key, pairs.column("n").to_numpy()),
+    )
     for kind, a, b in rows:
         yield from _batches({"kind": np.full(len(a), kind, np.int8), "a": a, "b": b}, MERGE_COLUMNS)
 
@@ -449,20 +493,41 @@ def _index_components(
     labels, split_id = set_labels(comp, comp_nodes, theta, paths, node_table, si, di)
     ccid, csid = nodes[comp], nodes[labels]
     src_csid, dst_csid = csid[si], csid[di]
-    written = list(output.bucketed("triples", table.append_column("ccid", pa.array(ccid[di])).append_column(
-        "src_csid", pa.array(src_csid)).append_column("dst_csid", pa.array(dst_csid))))
+    written = list(
+        output.bucketed(
+            "triples",
+            table.append_column("ccid", pa.array(ccid[di]))
+            .append_column("src_csid", pa.array(src_csid))
+            .append_column("dst_csid", pa.array(dst_csid)),
+        )
+    )
     del table, src, dst
     written += output.bucketed("value_sets", pa.table({"value_id": nodes, "ccid": ccid, "csid": csid}))
     set_nodes = np.bincount(labels, minlength=n)
     roots = np.flatnonzero(set_nodes)
-    written += output.part("sets", pa.table({
-        "csid": nodes[roots], "ccid": ccid[roots], "split": split_names(names, split_id[roots]),
-        "nodes": set_nodes[roots], "triples": np.bincount(labels[di], minlength=n)[roots],
-    }))
+    written += output.part(
+        "sets",
+        pa.table(
+            {
+                "csid": nodes[roots],
+                "ccid": ccid[roots],
+                "split": split_names(names, split_id[roots]),
+                "nodes": set_nodes[roots],
+                "triples": np.bincount(labels[di], minlength=n)[roots],
+            }
+        ),
+    )
     croots = np.flatnonzero(comp_nodes)
-    written += output.part("components", pa.table({
-        "ccid": nodes[croots], "nodes": comp_nodes[croots], "triples": np.bincount(comp[di], minlength=n)[croots],
-    }))
+    written += output.part(
+        "components",
+        pa.table(
+            {
+                "ccid": nodes[croots],
+                "nodes": comp_nodes[croots],
+                "triples": np.bincount(comp[di], minlength=n)[croots],
+            }
+        ),
+    )
     cross = src_csid != dst_csid
     written += _write_setdeps(output, *_distinct_pairs(src_csid[cross], dst_csid[cross]))
     yield from file_batches(written)
@@ -487,7 +552,13 @@ def _write_rows(names: list[str], output: TaskOutput, batches: Iterator[pa.Recor
         return
     kinds = table.column("kind").to_numpy()
     written: list[dict[str, Any]] = []
-    for kind, name in ((TRIPLE, "triples"), (VALUE, "value_sets"), (SET, "sets"), (COMPONENT, "components"), (SETDEP, "setdeps")):
+    for kind, name in (
+        (TRIPLE, "triples"),
+        (VALUE, "value_sets"),
+        (SET, "sets"),
+        (COMPONENT, "components"),
+        (SETDEP, "setdeps"),
+    ):
         rows = table.filter(pa.array(kinds == kind))
         of_kind = pa.table({layout_name: rows.column(c) for layout_name, c in COLUMN_OF[kind].items()})
         if kind == VALUE:
@@ -497,7 +568,9 @@ def _write_rows(names: list[str], output: TaskOutput, batches: Iterator[pa.Recor
             written += _write_setdeps(output, *(of_kind.column(c).to_numpy()[order] for c in ("src_csid", "dst_csid")))
         elif kind == SET:
             sid = np.asarray(of_kind.column("split_id").to_numpy(), dtype=np.int64)
-            written += output.part(name, of_kind.drop_columns(["split_id"]).append_column("split", split_names(names, sid)))
+            written += output.part(
+                name, of_kind.drop_columns(["split_id"]).append_column("split", split_names(names, sid))
+            )
         elif kind == COMPONENT:
             written += output.part(name, of_kind)
         else:
@@ -505,9 +578,7 @@ def _write_rows(names: list[str], output: TaskOutput, batches: Iterator[pa.Recor
     yield from file_batches(written)
 
 
-def _merge_singles(
-    fs: pafs.FileSystem, generation: str, parts: dict[str, list[str]]
-) -> Iterator[pa.RecordBatch]:
+def _merge_singles(fs: pafs.FileSystem, generation: str, parts: dict[str, list[str]]) -> Iterator[pa.RecordBatch]:
     counts = {name: merge_parts(fs, generation, name, paths) for name, paths in parts.items()}
     yield pa.RecordBatch.from_pydict({"dataset": list(counts), "rows": list(counts.values())})
 
@@ -555,8 +626,14 @@ NODES_COLUMNS = pa.schema(
     [("k", pa.int8()), ("v", pa.int64()), ("r", pa.int64()), ("t", pa.int32()), ("n", pa.int64())]
 )
 TAGGED_COLUMNS = pa.schema(
-    [("src", pa.int64()), ("dst", pa.int64()), ("op", pa.int64()), ("src_table", pa.int32()),
-     ("dst_table", pa.int32()), ("r", pa.int64())]
+    [
+        ("src", pa.int64()),
+        ("dst", pa.int64()),
+        ("op", pa.int64()),
+        ("src_table", pa.int32()),
+        ("dst_table", pa.int32()),
+        ("r", pa.int64()),
+    ]
 )
 MERGE_COLUMNS = pa.schema([("kind", pa.int8()), ("a", pa.int64()), ("b", pa.int64())])
 
@@ -572,8 +649,11 @@ def _batches(columns: dict[str, Any], schema_: pa.Schema) -> Iterator[pa.RecordB
             if col is None:
                 arrays.append(pa.nulls(size, f.type))
             else:
-                arrays.append(pa.array(col[start : start + size], type=f.type) if isinstance(col, np.ndarray)
-                              else col.slice(start, size).cast(f.type).combine_chunks())
+                arrays.append(
+                    pa.array(col[start : start + size], type=f.type)
+                    if isinstance(col, np.ndarray)
+                    else col.slice(start, size).cast(f.type).combine_chunks()
+                )
         yield pa.RecordBatch.from_arrays(arrays, schema=schema_)
 
 
@@ -600,14 +680,26 @@ def _rows_from_labels(triples: DataFrame, state: DataFrame) -> DataFrame:
     parts = [
         _kind(TRIPLE, indexed.select("src", "dst", "op", "src_table", "dst_table", "ccid", "src_csid", "dst_csid")),
         _kind(VALUE, state.select(F.col("v").alias("value_id"), "ccid", F.col("label").alias("csid"))),
-        _kind(SET, state.groupBy("label").agg(
-            F.min("ccid").alias("ccid"), F.max("split_id").alias("split_id"), F.count("*").alias("nodes")
-        ).join(set_triples, "label", "left").select(
-            F.col("label").alias("csid"), "ccid", "split_id", "nodes", F.coalesce("triples", F.lit(0)).alias("triples")
-        )),
-        _kind(COMPONENT, state.groupBy("ccid").agg(F.count("*").alias("nodes")).join(comp_triples, "ccid", "left").select(
-            "ccid", "nodes", F.coalesce("triples", F.lit(0)).alias("triples")
-        )),
+        _kind(
+            SET,
+            state.groupBy("label")
+            .agg(F.min("ccid").alias("ccid"), F.max("split_id").alias("split_id"), F.count("*").alias("nodes"))
+            .join(set_triples, "label", "left")
+            .select(
+                F.col("label").alias("csid"),
+                "ccid",
+                "split_id",
+                "nodes",
+                F.coalesce("triples", F.lit(0)).alias("triples"),
+            ),
+        ),
+        _kind(
+            COMPONENT,
+            state.groupBy("ccid")
+            .agg(F.count("*").alias("nodes"))
+            .join(comp_triples, "ccid", "left")
+            .select("ccid", "nodes", F.coalesce("triples", F.lit(0)).alias("triples")),
+        ),
         _kind(SETDEP, indexed.where(F.col("src_csid") != F.col("dst_csid")).select("src_csid", "dst_csid").distinct()),
     ]
     out = parts[0]

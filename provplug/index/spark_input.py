@@ -134,8 +134,11 @@ def _file_rows(files: list[tuple[str, list[int]]], lo: int, hi: int) -> list[Pie
                 first = max(lo, rg_start) - rg_start
                 last = min(hi, rg_end) - rg_start
                 previous = pieces[-1] if pieces else None
-                if isinstance(previous, FileRows) and previous.path == path and previous.row_groups[-1] == i - 1 and (
-                    previous.stop == _rows_in(sizes, previous.row_groups) and first == 0
+                if (
+                    isinstance(previous, FileRows)
+                    and previous.path == path
+                    and previous.row_groups[-1] == i - 1
+                    and (previous.stop == _rows_in(sizes, previous.row_groups) and first == 0)
                 ):  # runs on from the previous row group: one read
                     pieces[-1] = FileRows(path, (*previous.row_groups, i), previous.start, previous.stop + last)
                 else:

@@ -88,7 +88,9 @@ class TaskOutput:
             return
         schema = SINGLE[name][0]
         path = f"{self.parts}/{name}/part-{uuid.uuid4().hex}.parquet"
-        pq.write_table(table.select(schema.names).cast(schema), path, filesystem=self.fs, **layout.parquet_options(schema))
+        pq.write_table(
+            table.select(schema.names).cast(schema), path, filesystem=self.fs, **layout.parquet_options(schema)
+        )
         yield {"dataset": name, "bucket": -1, "path": path, "rows": table.num_rows}
 
 
@@ -135,6 +137,10 @@ def commit(fs: pafs.FileSystem, generation: str, written: list[dict[str, Any]]) 
         filled = {int(w["bucket"]) for w in written if w["dataset"] == name}
         for k in range(spec.buckets):
             if k not in filled:
-                pq.write_table(spec.schema.empty_table(), f"{folder}/bucket={k}/part-empty.parquet", filesystem=fs,
-                               **layout.parquet_options(spec.schema))
+                pq.write_table(
+                    spec.schema.empty_table(),
+                    f"{folder}/bucket={k}/part-empty.parquet",
+                    filesystem=fs,
+                    **layout.parquet_options(spec.schema),
+                )
     return rows

@@ -70,7 +70,9 @@ def send(table: pa.Table, owner: np.ndarray, keys: list[int]) -> Iterator[pa.Rec
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, part.schema) as writer:
                 writer.write_table(part)
-            yield pa.RecordBatch.from_arrays([pa.array([keys[j]], pa.int32()), _one_blob(sink.getvalue())], schema=BLOB_SCHEMA)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([keys[j]], pa.int32()), _one_blob(sink.getvalue())], schema=BLOB_SCHEMA
+            )
 
 
 def _one_blob(data: pa.Buffer) -> pa.Array:

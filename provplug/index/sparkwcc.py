@@ -236,9 +236,7 @@ def _large_star(e: DataFrame) -> DataFrame:
 def _small_star(e: DataFrame) -> DataFrame:
     smallest = e.groupBy("u").agg(F.min("v").alias("m"))
     attached = (
-        e.join(smallest, "u")
-        .where(F.col("v") != F.col("m"))
-        .select(F.col("v").alias("u"), F.col("m").alias("v"))
+        e.join(smallest, "u").where(F.col("v") != F.col("m")).select(F.col("v").alias("u"), F.col("m").alias("v"))
     )
     return attached.unionByName(smallest.select("u", F.col("m").alias("v"))).distinct()
 

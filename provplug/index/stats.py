@@ -70,10 +70,19 @@ def table9(sets: pa.Table, components: pa.Table, theta: int) -> list[dict[str, A
     sizes = dict(zip(large["ccid"].to_pylist(), large["nodes"].to_pylist(), strict=True))
     part = sets.filter(pc.is_in(sets["ccid"], value_set=large["ccid"])) if large.num_rows else sets.slice(0, 0)
     rows: dict[tuple[int, str], dict[str, Any]] = {}
-    for ccid, split, nodes in zip(part["ccid"].to_pylist(), part["split"].to_pylist(), part["nodes"].to_pylist(), strict=True):
+    for ccid, split, nodes in zip(
+        part["ccid"].to_pylist(), part["split"].to_pylist(), part["nodes"].to_pylist(), strict=True
+    ):
         row = rows.setdefault(
             (ccid, split or ""),
-            {"ccid": ccid, "component_nodes": sizes[ccid], "split": split, "sets": 0, "sets_ge_1000": 0, "largest_set": 0},
+            {
+                "ccid": ccid,
+                "component_nodes": sizes[ccid],
+                "split": split,
+                "sets": 0,
+                "sets_ge_1000": 0,
+                "largest_set": 0,
+            },
         )
         row["sets"] += 1
         row["sets_ge_1000"] += nodes >= BIG_SET

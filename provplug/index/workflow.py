@@ -110,9 +110,7 @@ def weak_pieces(members: set[str], adj: dict[str, set[str]]) -> list[list[str]]:
     return pieces
 
 
-def infer_workflow(
-    store: Store, catalogue: TableCatalogue, triple_pairs: Iterable[tuple[int, int]]
-) -> WorkflowGraph:
+def infer_workflow(store: Store, catalogue: TableCatalogue, triple_pairs: Iterable[tuple[int, int]]) -> WorkflowGraph:
     """``G_wf`` from the ops' inputs/outputs and the triples' table-code pairs."""
     names = catalogue.names
     edges: set[tuple[str, str]] = set()

@@ -55,14 +55,25 @@ class ActiveRun(StagedRun):
     methods of :class:`~provplug.ingest.recorder.StagedRun`)."""
 
     def __init__(
-        self, store: Store[Transaction], txn: Transaction, info: RunInfo, plugins: Plugins, store_rows: bool,
-        engine: object = None, reduce: Mapping[str, Reduction] | None = None, reduce_mode: str = "production",
+        self,
+        store: Store[Transaction],
+        txn: Transaction,
+        info: RunInfo,
+        plugins: Plugins,
+        store_rows: bool,
+        engine: object = None,
+        reduce: Mapping[str, Reduction] | None = None,
+        reduce_mode: str = "production",
         location_lineage: bool = True,
     ) -> None:
         # Production-mode reduction filters the stored triples to paths from
         # kept rows: every step keeps its triples for it (no location edges).
-        super().__init__(store, txn, store_rows=store_rows,
-                         location_lineage=location_lineage and not (reduce and reduce_mode == "production"))
+        super().__init__(
+            store,
+            txn,
+            store_rows=store_rows,
+            location_lineage=location_lineage and not (reduce and reduce_mode == "production"),
+        )
         self.info = info
         self.plugins = plugins
         self.session: AdapterSession | None = None
@@ -70,8 +81,9 @@ class ActiveRun(StagedRun):
         self.reductions = dict(reduce or {})
         self.reduce_mode = reduce_mode
         if self.reductions:
-            self.record_reduction({"mode": reduce_mode,
-                                   "tables": {t: r.record() for t, r in sorted(self.reductions.items())}})
+            self.record_reduction(
+                {"mode": reduce_mode, "tables": {t: r.record() for t, r in sorted(self.reductions.items())}}
+            )
 
     # -- user API ------------------------------------------------------------
     def source(self, data: Any, name: str) -> Any:
@@ -94,8 +106,10 @@ class ActiveRun(StagedRun):
         filtered to the paths from them; then finish the run."""
         missing = sorted(set(self.reductions) - set(self.sources))
         if missing:
-            raise CaptureError(f"reduce names {', '.join(map(repr, missing))}, which the run never registered "
-                               f"as a source (sources: {', '.join(sorted(self.sources)) or 'none'})")
+            raise CaptureError(
+                f"reduce names {', '.join(map(repr, missing))}, which the run never registered "
+                f"as a source (sources: {', '.join(sorted(self.sources)) or 'none'})"
+            )
         if self.reductions and self.reduce_mode == "production":
             from provplug.reduce.production import kept_row_numbers
 
@@ -103,12 +117,18 @@ class ActiveRun(StagedRun):
             for name, reduction in self.reductions.items():
                 table = self.sources[name]
                 kept[table.table_id] = kept_row_numbers(
-                    self.engine, self.rows_destination(table.table_id), table.columns, reduction)  # type: ignore[arg-type]
+                    self.engine,  # type: ignore[arg-type]
+                    self.rows_destination(table.table_id),
+                    table.columns,
+                    reduction,
+                )
             self.keep_source_rows(kept)
         super().finish()
 
     # -- called by @step -----------------------------------------------------
-    def call_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+    def call_step(
+        self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> Any:
         assert self.session is not None
         step = _in_module(step)
         logger.info("step %s started", step.name)
@@ -204,7 +224,9 @@ def warn_thesis_mode(reductions: Mapping[str, Reduction]) -> None:
     reduce_logger.warning(
         "provplug: reduce_mode='thesis': the pipeline runs on the kept rows of %s only, so its outputs are "
         "computed from the kept rows only and differ from an unreduced run; reduce_mode='production' (the "
-        "default) keeps every result", ", ".join(sorted(reductions)))
+        "default) keeps every result",
+        ", ".join(sorted(reductions)),
+    )
 
 
 @contextlib.contextmanager
@@ -246,8 +268,9 @@ def capture(
     reductions = reductions_from(reduce, plugins)
     adapter = plugins.adapter_for(engine)
     if reductions and not getattr(adapter, "reduces", False):
-        raise CaptureError(f"provenance reduction needs an adapter that reduces (Spark's); the {adapter.name} "
-                           "adapter cannot reduce")
+        raise CaptureError(
+            f"provenance reduction needs an adapter that reduces (Spark's); the {adapter.name} adapter cannot reduce"
+        )
     if reductions and reduce_mode == "thesis":
         warn_thesis_mode(reductions)
     label, tags = checked_label(label, tags)

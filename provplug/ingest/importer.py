@@ -80,9 +80,7 @@ def import_provenance(
 ) -> dict[str, int | str]:
     """Import one triples file (its value mapping, its row lineage) as one atomic run."""
     triples = _open_input(os.fspath(triples_path), {"src": "int", "dst": "int", "op": "any"}, "triples")
-    mapping = (
-        _load_mapping(os.fspath(values_path), progress) if values_path is not None else ValueMapping.empty()
-    )
+    mapping = _load_mapping(os.fspath(values_path), progress) if values_path is not None else ValueMapping.empty()
     rows = _open_row_lineage(row_lineage, row_rules, mapping)
     store.exists()  # fails early on a store path that is a regular file
     with observed_run(store, plugins or get_plugins(), "import", "import") as (txn, _):
@@ -97,8 +95,14 @@ def import_provenance(
         written = _RunWriter(StagedRun(store, txn, store_rows=False), mapping, progress).write(graph, node_tables, rows)
         progress.update("committing", written, "triples", force=True)
     progress.done("import committed", written, "triples")
-    logger.info("imported %s into %s as run %s: %d triples (%d duplicates dropped)", os.fspath(triples_path),
-                store.uri, txn.run_id, written, read - written)
+    logger.info(
+        "imported %s into %s as run %s: %d triples (%d duplicates dropped)",
+        os.fspath(triples_path),
+        store.uri,
+        txn.run_id,
+        written,
+        read - written,
+    )
     return {"run_id": txn.run_id, "triples": written, "duplicates": read - written}
 
 
@@ -143,7 +147,7 @@ def _arrow_message(exc: BaseException, path: str | None = None) -> str:
     """The informative tail of an Arrow error, on one line, naming CSV columns."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     marker = "Invalid: "
-    text = text[text.rindex(marker) + len(marker):] if marker in text else text
+    text = text[text.rindex(marker) + len(marker) :] if marker in text else text
     found = re.search(r"CSV column #(\d+)", text)
     if found and path and _input_format(path) == "csv":
         with open(path, newline="") as f:
@@ -225,8 +229,9 @@ def _load_mapping(path: str, progress: Progress) -> ValueMapping:
     if len(dup):
         raise ImportInputError(f"values file {path}: value id {sorted_ids[dup[0]]} is listed more than once")
     progress.done("read values", len(sorted_ids), "values")
-    return ValueMapping(sorted_ids, table_codes[order], column_codes[order], table_names, columns,
-                        None if rows is None else rows[order])
+    return ValueMapping(
+        sorted_ids, table_codes[order], column_codes[order], table_names, columns, None if rows is None else rows[order]
+    )
 
 
 def _value_rows(table: pa.Table, path: str) -> np.ndarray:
@@ -253,7 +258,9 @@ def _read_values(path: str, progress: Progress) -> pa.Table:
     return pa.Table.from_batches(batches, schema=pa.schema([dataset.schema.field(c) for c in columns]))
 
 
-def _column_codes(column: pa.ChunkedArray, table_codes: np.ndarray, n_tables: int) -> tuple[np.ndarray, list[list[str]]]:
+def _column_codes(
+    column: pa.ChunkedArray, table_codes: np.ndarray, n_tables: int
+) -> tuple[np.ndarray, list[list[str]]]:
     """Index of each value's column within its own table's column list (in
     order of first appearance), -1 for no column; and those lists."""
     encoded = column.dictionary_encode().combine_chunks()
@@ -435,9 +442,7 @@ def _unique_by_key(
     return src_u.astype(src.dtype), dst_u.astype(dst.dtype), op_u.astype(op.dtype)
 
 
-def _unique_by_lexsort(
-    src: np.ndarray, dst: np.ndarray, op: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _unique_by_lexsort(src: np.ndarray, dst: np.ndarray, op: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For value counts whose keys would not fit 63 bits."""
     order = np.lexsort((op, dst, src))
     src, dst, op = src[order], dst[order], op[order]
@@ -618,9 +623,9 @@ def _check_no_cycle_with_earlier_runs(store: Store[Transaction], graph: _Graph, 
     nodes, dense = _dense_numbers(np.concatenate([earlier_src, earlier_dst, graph.nodes]), progress, stage)
     n_earlier = len(earlier_src)
     del earlier_src, earlier_dst
-    new_index = dense[2 * n_earlier:]
+    new_index = dense[2 * n_earlier :]
     src = np.concatenate([new_index[graph.src], dense[:n_earlier]])
-    dst = np.concatenate([new_index[graph.dst], dense[n_earlier:2 * n_earlier]])
+    dst = np.concatenate([new_index[graph.dst], dense[n_earlier : 2 * n_earlier]])
     del dense, new_index
     ordering = topological_order(src, dst, len(nodes), progress, "cycle check: ordering values with earlier runs")
     progress.done("cycle check: ordered values with earlier runs", ordering.ordered, "values")
@@ -671,8 +676,11 @@ def _earlier_runs_share_a_value(
         if _shares_a_value(nodes, np.concatenate([src, dst])):
             progress.done("cycle check: earlier runs share values", read, "triples read")
             return True
-    progress.done("cycle check: earlier runs share no value", read,
-                  f"triples read ({len(candidates):,} of {len(fragments):,} row groups in range)")
+    progress.done(
+        "cycle check: earlier runs share no value",
+        read,
+        f"triples read ({len(candidates):,} of {len(fragments):,} row groups in range)",
+    )
     return False
 
 
@@ -748,14 +756,22 @@ class _RunWriter:
                 rows = slice(first, min(first + BATCH_ROWS, graph.size))
                 src, dst = graph.src[rows], graph.dst[rows]
                 writer.write(
-                    graph.nodes[src], graph.nodes[dst], op_ids[graph.op[rows]],
-                    src_table=node_tables[src], dst_table=node_tables[dst],
+                    graph.nodes[src],
+                    graph.nodes[dst],
+                    op_ids[graph.op[rows]],
+                    src_table=node_tables[src],
+                    dst_table=node_tables[dst],
                 )
                 self.progress.update("writing triples", rows.stop, "triples", total=graph.size)
         self.progress.done("wrote triples", graph.size, "triples")
 
-    def _write_catalogue(self, graph: _Graph, table_ids: np.ndarray, op_ids: np.ndarray,
-                         op_tables: dict[int, tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
+    def _write_catalogue(
+        self,
+        graph: _Graph,
+        table_ids: np.ndarray,
+        op_ids: np.ndarray,
+        op_tables: dict[int, tuple[tuple[int, ...], tuple[int, ...]]],
+    ) -> None:
         txn, m = self.txn, self.mapping
         for code, name in enumerate(m.tables):
             txn.add_table(TableInfo(int(table_ids[code]), name, txn.run_id, "imported", tuple(m.columns[code])))
@@ -765,7 +781,9 @@ class _RunWriter:
         counts = np.bincount(graph.op, minlength=len(graph.op_names)).tolist()
         for name, op_id, n in zip(graph.op_names, op_ids.tolist(), counts, strict=True):
             inputs, outputs = op_tables.get(op_id, ((), ()))
-            txn.add_op(OpInfo(op_id, name, txn.run_id, "imported", inputs, outputs, started=now, finished=now, triples=n))
+            txn.add_op(
+                OpInfo(op_id, name, txn.run_id, "imported", inputs, outputs, started=now, finished=now, triples=n)
+            )
 
     def _write_values(self, unlisted: np.ndarray, table_ids: np.ndarray) -> None:
         m = self.mapping
@@ -781,8 +799,9 @@ class _RunWriter:
             },
             schema=schema.VALUES,
         )
-        pq.write_table(values, self.txn.path("values.parquet"), filesystem=self.run.store.fs,
-                       row_group_size=VALUES_ROW_GROUP)
+        pq.write_table(
+            values, self.txn.path("values.parquet"), filesystem=self.run.store.fs, row_group_size=VALUES_ROW_GROUP
+        )
         self.txn.mark_dataset("values.parquet")
         self.txn.values_count = values.num_rows
         if m.rows is not None:
@@ -811,8 +830,9 @@ class RowLineageInput:
         if unknown:
             raise ImportInputError(f"row lineage {self.path}: op {unknown[0]!r} is not an op of the triples")
 
-    def write(self, run: StagedRun, op_names: list[str], op_ids: np.ndarray,
-              table_ids: np.ndarray) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
+    def write(
+        self, run: StagedRun, op_names: list[str], op_ids: np.ndarray, table_ids: np.ndarray
+    ) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
         """Write records and rules; return op id -> (input tables, output tables)."""
         from provplug.rowrules import OpRowRules
 
@@ -821,11 +841,18 @@ class RowLineageInput:
         with run.row_lineage_writer("part") as writer:
             for key, group in _groups(self.records, ["op", "out_table"]):
                 op, out = op_id[key[0]], int(table_ids[key[1]])
-                writer.write(op, out, group.column("out_row").to_numpy(), group.column("member").to_numpy(),
-                             table_ids[group.column("in_table").to_numpy()], group.column("in_row").to_numpy(),
-                             group.column("optional").to_numpy(zero_copy_only=False))
+                writer.write(
+                    op,
+                    out,
+                    group.column("out_row").to_numpy(),
+                    group.column("member").to_numpy(),
+                    table_ids[group.column("in_table").to_numpy()],
+                    group.column("in_row").to_numpy(),
+                    group.column("optional").to_numpy(zero_copy_only=False),
+                )
                 tables.setdefault(op, (set(), set()))[0].update(
-                    int(table_ids[t]) for t in group.column("in_table").unique().to_pylist())
+                    int(table_ids[t]) for t in group.column("in_table").unique().to_pylist()
+                )
         for rule in self.rules:
             data = _with_ids(rule, op_id, table_ids)
             run.record_row_rules(OpRowRules.from_json(data))
@@ -845,39 +872,53 @@ def _groups(table: pa.Table, keys: list[str]) -> Iterator[tuple[tuple[Any, ...],
         yield tuple(combo[k] for k in keys), table.filter(mask)
 
 
-def _open_row_lineage(lineage_path: str | os.PathLike[str] | None, rules_path: str | os.PathLike[str] | None,
-                      mapping: ValueMapping) -> RowLineageInput | None:
+def _open_row_lineage(
+    lineage_path: str | os.PathLike[str] | None, rules_path: str | os.PathLike[str] | None, mapping: ValueMapping
+) -> RowLineageInput | None:
     """Read and check the row-lineage files (names resolved against the values file)."""
     if lineage_path is None and rules_path is None:
         return None
     if lineage_path is None or rules_path is None:
         raise ImportInputError("--row-lineage and --row-rules go together: give both files")
     path = os.fspath(lineage_path)
-    dataset = _open_input(path, {"op": "any", "out_table": "any", "out_row": "int", "in_table": "any",
-                                 "in_row": "int"}, "row-lineage")
-    columns = [c for c in ("op", "out_table", "out_row", "member", "in_table", "in_row", "optional")
-               if c in dataset.schema.names]
-    data = pa.Table.from_batches(list(_batches(dataset, columns, "row-lineage")),
-                                 schema=pa.schema([dataset.schema.field(c) for c in columns]))
+    dataset = _open_input(
+        path, {"op": "any", "out_table": "any", "out_row": "int", "in_table": "any", "in_row": "int"}, "row-lineage"
+    )
+    columns = [
+        c
+        for c in ("op", "out_table", "out_row", "member", "in_table", "in_row", "optional")
+        if c in dataset.schema.names
+    ]
+    data = pa.Table.from_batches(
+        list(_batches(dataset, columns, "row-lineage")), schema=pa.schema([dataset.schema.field(c) for c in columns])
+    )
     for name in columns:
         if data.column(name).null_count:
             raise ImportInputError(f"row-lineage file {path}: '{name}' is empty in some row")
     code = {name: i for i, name in enumerate(mapping.tables)}
-    records = pa.table({
-        "op": data.column("op").cast(pa.string()),
-        "out_table": _table_codes_of(data.column("out_table"), code, path),
-        "out_row": _rows_of(data.column("out_row"), path, "out_row"),
-        "member": data.column("member").cast(pa.int32()) if "member" in columns else pa.array(np.zeros(len(data), np.int32)),
-        "in_table": _table_codes_of(data.column("in_table"), code, path),
-        "in_row": _rows_of(data.column("in_row"), path, "in_row"),
-        "optional": data.column("optional").cast(pa.bool_()) if "optional" in columns else pa.array(np.zeros(len(data), bool)),
-    })
+    records = pa.table(
+        {
+            "op": data.column("op").cast(pa.string()),
+            "out_table": _table_codes_of(data.column("out_table"), code, path),
+            "out_row": _rows_of(data.column("out_row"), path, "out_row"),
+            "member": data.column("member").cast(pa.int32())
+            if "member" in columns
+            else pa.array(np.zeros(len(data), np.int32)),
+            "in_table": _table_codes_of(data.column("in_table"), code, path),
+            "in_row": _rows_of(data.column("in_row"), path, "in_row"),
+            "optional": data.column("optional").cast(pa.bool_())
+            if "optional" in columns
+            else pa.array(np.zeros(len(data), bool)),
+        }
+    )
     rules = _read_rules(os.fspath(rules_path), code)
     covered = {(r["op"], r["out_table"]) for r in rules}
     for pair in records.group_by(["op", "out_table"]).aggregate([]).to_pylist():
         if (pair["op"], pair["out_table"]) not in covered:
-            raise ImportInputError(f"row-rules file {rules_path}: no rules for op {pair['op']!r} writing "
-                                   f"{mapping.tables[pair['out_table']]!r}, which the row lineage names")
+            raise ImportInputError(
+                f"row-rules file {rules_path}: no rules for op {pair['op']!r} writing "
+                f"{mapping.tables[pair['out_table']]!r}, which the row lineage names"
+            )
     return RowLineageInput(records, rules, path)
 
 
@@ -892,8 +933,10 @@ def _table_codes_of(column: pa.ChunkedArray, code: dict[str, int], path: str) ->
 def _rows_of(column: pa.ChunkedArray, path: str, name: str) -> pa.Array:
     rows = column.cast(pa.int64()).to_numpy()
     if len(rows) and (rows.min() < 0 or rows.max() >= ids.MAX_ROWS):
-        raise ImportInputError(f"row-lineage file {path}: '{name}' {rows.min() if rows.min() < 0 else rows.max()} "
-                               f"outside 0..{ids.MAX_ROWS - 1}")
+        raise ImportInputError(
+            f"row-lineage file {path}: '{name}' {rows.min() if rows.min() < 0 else rows.max()} "
+            f"outside 0..{ids.MAX_ROWS - 1}"
+        )
     return pa.array(rows, pa.int64())
 
 
@@ -929,6 +972,7 @@ def _rule_error(exc: BaseException) -> str:
 
 def _with_codes(item: dict[str, Any], code: dict[str, int]) -> dict[str, Any]:
     """A rule with table names replaced by codes (unknown names: ValueError)."""
+
     def table(name: Any) -> int:
         if name not in code:
             raise ValueError(f"table {name!r} is not a table of the values file")
@@ -941,18 +985,34 @@ def _with_codes(item: dict[str, Any], code: dict[str, int]) -> dict[str, Any]:
             rule["table"] = table(rule["table"])
         rule["references"] = [[table(t), c] for t, c in rule.get("references", [])]
         columns[name] = rule
-    return {"op": str(item["op"]), "out_table": table(item["out_table"]), "existence": item["existence"],
-            "columns": columns, "deciding": {str(table(t)): cols for t, cols in item.get("deciding", {}).items()},
-            "opaque_inputs": [table(t) for t in item.get("opaque_inputs", [])], "reason": item.get("reason", "")}
+    return {
+        "op": str(item["op"]),
+        "out_table": table(item["out_table"]),
+        "existence": item["existence"],
+        "columns": columns,
+        "deciding": {str(table(t)): cols for t, cols in item.get("deciding", {}).items()},
+        "opaque_inputs": [table(t) for t in item.get("opaque_inputs", [])],
+        "reason": item.get("reason", ""),
+    }
 
 
 def _with_ids(rule: dict[str, Any], op_id: dict[str, int], table_ids: np.ndarray) -> dict[str, Any]:
     def tid(c: Any) -> int:
         return int(table_ids[int(c)])
 
-    columns = {name: {**r, **({"table": tid(r["table"])} if r.get("table") is not None else {}),
-                      "references": [[tid(t), c] for t, c in r.get("references", [])]}
-               for name, r in rule["columns"].items()}
-    return {**rule, "op": op_id[rule["op"]], "out_table": tid(rule["out_table"]), "columns": columns,
-            "deciding": {tid(t): cols for t, cols in rule["deciding"].items()},
-            "opaque_inputs": [tid(t) for t in rule["opaque_inputs"]]}
+    columns = {
+        name: {
+            **r,
+            **({"table": tid(r["table"])} if r.get("table") is not None else {}),
+            "references": [[tid(t), c] for t, c in r.get("references", [])],
+        }
+        for name, r in rule["columns"].items()
+    }
+    return {
+        **rule,
+        "op": op_id[rule["op"]],
+        "out_table": tid(rule["out_table"]),
+        "columns": columns,
+        "deciding": {tid(t): cols for t, cols in rule["deciding"].items()},
+        "opaque_inputs": [tid(t) for t in rule["opaque_inputs"]],
+    }

@@ -45,8 +45,9 @@ logger = logging.getLogger(__name__)
 class StagedRun:
     """A run being staged in ``store`` through ``txn`` (implements RunRecorder)."""
 
-    def __init__(self, store: Store[Transaction], txn: Transaction, *, store_rows: bool = True,
-                 location_lineage: bool = True) -> None:
+    def __init__(
+        self, store: Store[Transaction], txn: Transaction, *, store_rows: bool = True, location_lineage: bool = True
+    ) -> None:
         self.store = store
         self.txn = txn
         self._store_rows = store_rows
@@ -167,8 +168,9 @@ class StagedRun:
     def record_location_edge(self, edge: LocationEdge) -> None:
         """Store ``edge`` (:mod:`provplug.location`) in place of the triples it
         stands for; the run's edges are written once, as ``locations.json``."""
-        if any((e.op, e.src_table, e.dst_table) == (edge.op, edge.src_table, edge.dst_table)
-               for e in self._location_edges):
+        if any(
+            (e.op, e.src_table, e.dst_table) == (edge.op, edge.src_table, edge.dst_table) for e in self._location_edges
+        ):
             raise CaptureError(f"op {edge.op}: a location edge {edge.src_table} -> {edge.dst_table} recorded twice")
         self._location_edges.append(edge)
 
@@ -235,8 +237,12 @@ class StagedRun:
 
         assert self._kept_rows is not None
         logger.info("run %s: keeping the triples on paths from the kept rows", self.run_id)
-        kept = filter_triples(self.triples_destination(), list(self.txn.ops), self._kept_rows,
-                              {t.table_id for t in self._sources.values()})
+        kept = filter_triples(
+            self.triples_destination(),
+            list(self.txn.ops),
+            self._kept_rows,
+            {t.table_id for t in self._sources.values()},
+        )
         for i, op in enumerate(self.txn.ops):
             if op.op_id in kept:
                 self.txn.ops[i] = dataclasses.replace(op, triples=kept[op.op_id])

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
     from provplug.plugin.protocols import Store
 
+
 # -- reading a store ---------------------------------------------------------------
 def rules_of(store: Store[Any], run_ids: Sequence[str] | None = None) -> dict[int, OpRowRules]:
     """The row rules of the committed runs (or of ``run_ids``), by output
@@ -90,9 +91,11 @@ def _parquet_files(store: Store[Any], folder: str) -> list[str]:
 
     infos = store.fs.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))
     return sorted(
-        i.path for i in infos
-        if i.type == pafs.FileType.File and i.path.endswith(".parquet")
-        and not any(part.startswith(("_", ".")) for part in i.path[len(folder) + 1:].split("/"))
+        i.path
+        for i in infos
+        if i.type == pafs.FileType.File
+        and i.path.endswith(".parquet")
+        and not any(part.startswith(("_", ".")) for part in i.path[len(folder) + 1 :].split("/"))
     )
 
 

@@ -48,8 +48,14 @@ def _git(folder: str, *args: str) -> str | None:
     """The output of ``git -C folder ARGS``, or None when git is missing,
     fails (not a repository, no commit yet) or takes too long."""
     try:
-        done = subprocess.run(["git", "-C", folder, *args], capture_output=True, text=True,
-                              timeout=GIT_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            ["git", "-C", folder, *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired):  # no git executable, or a hung one: no commit recorded
         return None
     return done.stdout.strip() if done.returncode == 0 else None
@@ -66,8 +72,10 @@ def checked_label(label: str | None, tags: Iterable[str] | None) -> tuple[str | 
     """The label and tags a user gave, checked: a :class:`CaptureError` for a
     label that could be read as a run number, id or ``latest``."""
     if label is not None and (not isinstance(label, str) or not valid_label(label)):
-        raise CaptureError(f"a run label starts with a letter and holds letters, digits and _.:@+- "
-                           f"(and is not latest or latest~N), not {label!r}")
+        raise CaptureError(
+            f"a run label starts with a letter and holds letters, digits and _.:@+- "
+            f"(and is not latest or latest~N), not {label!r}"
+        )
     tag_list = [tags] if isinstance(tags, str) else list(tags or ())
     for tag in tag_list:
         if not isinstance(tag, str) or not tag.strip():
@@ -79,8 +87,9 @@ def script_entry(path: str, args: Sequence[str]) -> dict[str, Any]:
     return {"type": "script", "path": os.path.abspath(path), "args": list(args)}
 
 
-def kedro_entry(project: str | None, pipeline: str | None, env: str | None,
-                params: Mapping[str, Any] | None) -> dict[str, Any]:
+def kedro_entry(
+    project: str | None, pipeline: str | None, env: str | None, params: Mapping[str, Any] | None
+) -> dict[str, Any]:
     # Parameters may hold any YAML value: kept as JSON text where JSON has no type for them.
     plain = json.loads(json.dumps(dict(params or {}), default=str, sort_keys=True))
     return {"type": "kedro", "project": project, "pipeline": pipeline or "__default__", "env": env, "params": plain}
@@ -103,8 +112,9 @@ def entry_folder(entry: Mapping[str, Any]) -> str:
     return str(place) if place and os.path.exists(str(place)) else os.getcwd()
 
 
-def run_context(engine_name: str, engine: object, entry: Mapping[str, Any],
-                label: str | None, tags: Sequence[str]) -> dict[str, Any]:
+def run_context(
+    engine_name: str, engine: object, entry: Mapping[str, Any], label: str | None, tags: Sequence[str]
+) -> dict[str, Any]:
     """The manifest entries of a run's context (see the module docstring)."""
     context: dict[str, Any] = {"engine": engine_name, "entry_point": dict(entry)}
     git = git_state(entry_folder(entry))
@@ -117,4 +127,3 @@ def run_context(engine_name: str, engine: object, entry: Mapping[str, Any],
         context["label"] = label
     context["tags"] = list(tags)
     return context
-

@@ -38,9 +38,15 @@ class WriteCapture:
     """One capture run of writes, started by the first write (:attr:`run`
     stays None while nothing has been written)."""
 
-    def __init__(self, store: str | os.PathLike[str], store_rows: bool, plugins: Plugins | None,
-                 engine: object | None, reduce: Mapping[str, Any] | None = None,
-                 context: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        store: str | os.PathLike[str],
+        store_rows: bool,
+        plugins: Plugins | None,
+        engine: object | None,
+        reduce: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> None:
         self.store, self.store_rows, self.plugins = store, store_rows, plugins
         self.context = dict(context or {})  # capture()'s label, tags and entry_point
         self.engine = engine
@@ -56,8 +62,15 @@ class WriteCapture:
         if self.run is None:
             if self.engine is not None and engine is not self.engine:
                 raise CaptureError("a write inside capture_writes comes from another SparkSession than the one given")
-            opened = capture(engine, self.store, store_rows=self.store_rows, plugins=self.plugins,
-                             reduce=self.reduce, reduce_mode="production", **self.context)
+            opened = capture(
+                engine,
+                self.store,
+                store_rows=self.store_rows,
+                plugins=self.plugins,
+                reduce=self.reduce,
+                reduce_mode="production",
+                **self.context,
+            )
             self.run = self._context.run(self._stack.enter_context, opened)
         return self.run
 
@@ -95,11 +108,14 @@ def capture_writes(
 
     label, tags = checked_label(label, tags)  # a bad label fails before anything runs
     entry = dict(entry_point) if entry_point is not None else python_entry(sys._getframe(1))
-    writes = WriteCapture(store, store_rows, plugins, spark, reduce,
-                          {"label": label, "tags": tags, "entry_point": entry})
+    writes = WriteCapture(
+        store, store_rows, plugins, spark, reduce, {"label": label, "tags": tags, "entry_point": entry}
+    )
     interceptors = (plugins or get_plugins()).write_interceptors()
     if not interceptors:
-        raise CaptureError("no plugin intercepts writes: install a capture adapter that does (provplug's Spark adapter)")
+        raise CaptureError(
+            "no plugin intercepts writes: install a capture adapter that does (provplug's Spark adapter)"
+        )
     with contextlib.ExitStack() as intercepting:
         for interceptor in interceptors:
             intercepting.enter_context(interceptor.intercept(writes.start))
@@ -120,9 +136,16 @@ class _ScriptFailed(Exception):
         self.status, self.error = status, error
 
 
-def run_script(script: str, args: Sequence[str], store: str | os.PathLike[str], *,
-               store_rows: bool = True, reduce: Mapping[str, Any] | None = None,
-               label: str | None = None, tags: Sequence[str] = ()) -> tuple[int, ActiveRun | None]:
+def run_script(
+    script: str,
+    args: Sequence[str],
+    store: str | os.PathLike[str],
+    *,
+    store_rows: bool = True,
+    reduce: Mapping[str, Any] | None = None,
+    label: str | None = None,
+    tags: Sequence[str] = (),
+) -> tuple[int, ActiveRun | None]:
     """Run ``script`` with ``args`` as ``python script ARGS`` would
     (``sys.argv``, ``__name__ == "__main__"``, its directory first on
     ``sys.path``), capturing its writes into ``store``. Returns the script's
@@ -139,9 +162,18 @@ def run_script(script: str, args: Sequence[str], store: str | os.PathLike[str], 
     from provplug.progress import Progress, logs_shown
 
     try:
-        with logs_shown(Progress()), _as_main(path, args), \
-                capture_writes(store=store, store_rows=store_rows, reduce=reduce, label=label, tags=tags,
-                               entry_point=script_entry(path, args)) as writes:
+        with (
+            logs_shown(Progress()),
+            _as_main(path, args),
+            capture_writes(
+                store=store,
+                store_rows=store_rows,
+                reduce=reduce,
+                label=label,
+                tags=tags,
+                entry_point=script_entry(path, args),
+            ) as writes,
+        ):
             logger.info("running %s; its first DataFrame write starts the capture run", script)
             status, error = _execute(path)
             if status != 0:

@@ -21,9 +21,7 @@ from provplug.location.rates import Rates
 from provplug.location.rows import RowRuns
 
 
-def check_rates(
-    step: str, rates: Rates, src: RowRuns, dst: RowRuns, observed_src: Any, observed_dst: Any
-) -> None:
+def check_rates(step: str, rates: Rates, src: RowRuns, dst: RowRuns, observed_src: Any, observed_dst: Any) -> None:
     """Raise unless output row ``observed_dst[i]`` depending on input row
     ``observed_src[i]`` (for every ``i``) is exactly the dependency ``rates``
     give between the positions of ``src`` and of ``dst``."""

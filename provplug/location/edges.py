@@ -96,9 +96,7 @@ def check_sizes(rates: Rates, inputs: int, outputs: int, what: str) -> None:
     """An output of ``outputs`` tokens is whole firings, fed by at most ``inputs`` tokens."""
     firings, partial = divmod(outputs, rates.production)
     if partial or firings * rates.consumption > inputs:
-        raise LocationError(
-            f"{what}: {rates.describe()} cannot turn {inputs} input rows into {outputs} output rows"
-        )
+        raise LocationError(f"{what}: {rates.describe()} cannot turn {inputs} input rows into {outputs} output rows")
 
 
 def row_pairs(
@@ -121,7 +119,7 @@ def row_pairs(
         dst_pos = np.repeat(block, widths)
         src_pos = np.repeat(low - (ends - widths), widths) + np.arange(total, dtype=np.int64)
         for at in range(0, total, limit):  # one position alone can exceed the limit (dynamic buffering)
-            yield src.rows_at(src_pos[at:at + limit]), dst.rows_at(dst_pos[at:at + limit])
+            yield src.rows_at(src_pos[at : at + limit]), dst.rows_at(dst_pos[at : at + limit])
         k += take
 
 
@@ -165,7 +163,7 @@ def expand_positions(
         src = (src_bases[:, None] + src_rows[None, :]).ravel()
         dst = (dst_bases[:, None] + dst_rows[None, :]).ravel()
         for at in range(0, len(src), chunk_rows):
-            yield _batch(src[at:at + chunk_rows], dst[at:at + chunk_rows], edge, wanted)
+            yield _batch(src[at : at + chunk_rows], dst[at : at + chunk_rows], edge, wanted)
 
 
 def triples_per_position(edge: LocationEdge) -> int:

@@ -119,8 +119,10 @@ def rates_of(record: Any, what: str = "rates") -> Rates:
     if isinstance(record, Rates):
         return record
     if not isinstance(record, Mapping):
-        raise LocationError(f"{what} are a provplug.location.Rates or a mapping of consumption, production, buffer, "
-                            f"dynamic, not {record!r}")
+        raise LocationError(
+            f"{what} are a provplug.location.Rates or a mapping of consumption, production, buffer, "
+            f"dynamic, not {record!r}"
+        )
     try:
         return Rates(**record)
     except TypeError as exc:

@@ -39,7 +39,12 @@ class RowRuns:
         if len(self.firsts) != len(self.counts):
             raise LocationError(f"{len(self.firsts)} run starts for {len(self.counts)} run lengths")
         for first, count in zip(self.firsts, self.counts, strict=True):
-            if not isinstance(first, int) or not isinstance(count, int) or isinstance(first, bool) or isinstance(count, bool):
+            if (
+                not isinstance(first, int)
+                or not isinstance(count, int)
+                or isinstance(first, bool)
+                or isinstance(count, bool)
+            ):
                 raise LocationError(f"a run of row numbers holds integers, not {first!r}, {count!r}")
             if count < 1 or first < 0 or first + count > ids.MAX_ROWS:
                 raise LocationError(f"rows {first}..{first + count - 1} are not a run of row numbers")

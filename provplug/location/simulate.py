@@ -53,7 +53,8 @@ class _Firing:
         self.read = {i.container: 0 for i in actor.inputs}
         self.kept: dict[str, deque[int]] = {
             i.container: deque(maxlen=i.buffer) if i.buffer is not None else deque()
-            for i in actor.inputs if i.buffer is not None or i.dynamic
+            for i in actor.inputs
+            if i.buffer is not None or i.dynamic
         }
         self.count = 0
 

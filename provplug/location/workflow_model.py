@@ -137,7 +137,10 @@ def workflow(actors: Iterable[Actor], initial: Mapping[str, int] | None = None) 
 def _check_actor(actor: Actor, producer: dict[str, Actor]) -> None:
     if not actor.inputs:
         raise LocationError(f"actor {actor.name!r} has no input: it could fire without end")
-    for side, names in (("inputs", [i.container for i in actor.inputs]), ("outputs", [o.container for o in actor.outputs])):
+    for side, names in (
+        ("inputs", [i.container for i in actor.inputs]),
+        ("outputs", [o.container for o in actor.outputs]),
+    ):
         if len(set(names)) != len(names):
             raise LocationError(f"actor {actor.name!r} names a container twice among its {side}")
     for source in actor.inputs:

@@ -31,14 +31,15 @@ BLOCK_ENV = "PROVPLUG_BLOCK_PLUGINS"
 
 # Core behaviour, registered through the same hookimpl path as any plugin.
 BUILTIN_PLUGINS: tuple[str, ...] = (
-    "provplug.store.parquet", "provplug.query.methods", "provplug.index.autosplit", "provplug.reduce.techniques",
+    "provplug.store.parquet",
+    "provplug.query.methods",
+    "provplug.index.autosplit",
+    "provplug.reduce.techniques",
     "provplug.export.formats",
 )
 
 
-def make_plugin_manager(
-    *, autoload: bool | None = None, blocked: Iterable[str] | None = None
-) -> pluggy.PluginManager:
+def make_plugin_manager(*, autoload: bool | None = None, blocked: Iterable[str] | None = None) -> pluggy.PluginManager:
     """Build a manager: built-ins, then ``provplug`` entry points, then check.
 
     ``autoload`` defaults to true unless ``PROVPLUG_DISABLE_PLUGIN_AUTOLOAD=1``;
@@ -117,8 +118,9 @@ class Plugins:
 
     def reductions(self) -> dict[str, ReductionTechnique]:
         """The registered reduction techniques by name."""
-        techniques: list[ReductionTechnique] = _unique(self._registered("provplug_register_reductions"),
-                                                        "reduction technique")
+        techniques: list[ReductionTechnique] = _unique(
+            self._registered("provplug_register_reductions"), "reduction technique"
+        )
         return {t.name: t for t in techniques}
 
     def export_formats(self) -> dict[str, ExportFormat]:
@@ -191,9 +193,7 @@ class Plugins:
                     "name": name,
                     "module": getattr(plugin, "__name__", type(plugin).__name__),
                     "distribution": f"{dist.project_name} {dist.version}" if dist else "provplug (built-in)",
-                    "hooks": ", ".join(
-                        sorted(h.name for h in self.pm.get_hookcallers(plugin) or [])
-                    ),
+                    "hooks": ", ".join(sorted(h.name for h in self.pm.get_hookcallers(plugin) or [])),
                 }
             )
         return rows

@@ -75,9 +75,7 @@ class AdapterSession(Protocol):
         downstream (possibly wrapped so later steps can trace it)."""
         ...
 
-    def run_step(
-        self, step: StepInfo, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]
-    ) -> Any:
+    def run_step(self, step: StepInfo, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         """Run ``func(*args, **kwargs)`` as ``step``, stage its outputs' rows,
         its op and its triples, and return its result as ``func`` would."""
         ...
@@ -220,8 +218,9 @@ class CaptureRun(RunRecorder, Protocol):
 
     session: AdapterSession | None
 
-    def call_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any],
-                  kwargs: Mapping[str, Any]) -> Any: ...
+    def call_step(
+        self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> Any: ...
 
 
 class WriteInterceptor(Protocol):

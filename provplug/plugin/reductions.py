@@ -48,8 +48,11 @@ class Reduction:
 
     def record(self) -> dict[str, Any]:
         """The reduction as a run's manifest records it (JSON data)."""
-        return {"technique": self.name, "params": json.loads(json.dumps(dict(self.params), default=str)),
-                "seed": self.seed}
+        return {
+            "technique": self.name,
+            "params": json.loads(json.dumps(dict(self.params), default=str)),
+            "seed": self.seed,
+        }
 
     def __str__(self) -> str:
         return describe(self.record())
@@ -98,7 +101,9 @@ def check_ratio(ratio: Any, what: str = "ratio") -> float:
 
 def check_variant(variant: Any) -> str:
     if variant not in VARIANTS:
-        raise ReductionError(f"variant must be 'eliminate' (drop whole groups) or 'sample' (sample within groups), not {variant!r}")
+        raise ReductionError(
+            f"variant must be 'eliminate' (drop whole groups) or 'sample' (sample within groups), not {variant!r}"
+        )
     return str(variant)
 
 

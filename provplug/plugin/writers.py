@@ -202,7 +202,11 @@ def triples_table(
     n = len(src_ids)
     if len(dst_ids) != n:
         raise ValueError(f"dst has {len(dst_ids)} items for {n} src ids")
-    sources = (src_ids >> ids.TABLE_SHIFT).astype(np.int32) if src_table is None else _column(src_table, n, np.int32, "src_table")
+    sources = (
+        (src_ids >> ids.TABLE_SHIFT).astype(np.int32)
+        if src_table is None
+        else _column(src_table, n, np.int32, "src_table")
+    )
     return pa.Table.from_arrays(
         [
             pa.array(src_ids, pa.int64()),
@@ -293,9 +297,7 @@ class PartWriter:
     def __enter__(self: WriterT) -> WriterT:
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         # On an error the parts are closed all the same (a failed run's
         # staging directory is discarded as a whole).
         self.close()
@@ -345,8 +347,9 @@ class TripleWriter(PartWriter):
         self.write_table(triples_table(src, dst, op, dst_table=dst_table, src_table=src_table))
 
 
-def lineage_table(op: int, out_table: int, out_row: Any, member: Any, in_table: Any, in_row: Any,
-                  optional: Any = False) -> pa.Table:
+def lineage_table(
+    op: int, out_table: int, out_row: Any, member: Any, in_table: Any, in_row: Any, optional: Any = False
+) -> pa.Table:
     """Records of :data:`provplug.schema.ROW_LINEAGE` from arrays (scalars broadcast)."""
     rows = np.asarray(out_row, dtype=np.int64)
     n = len(rows)
@@ -356,9 +359,15 @@ def lineage_table(op: int, out_table: int, out_row: Any, member: Any, in_table: 
         return np.full(n, arr, dtype=dtype) if arr.ndim == 0 else arr
 
     return pa.Table.from_arrays(
-        [pa.array(column(op, np.int64)), pa.array(column(out_table, np.int32)), pa.array(rows),
-         pa.array(column(member, np.int32)), pa.array(column(in_table, np.int32)),
-         pa.array(column(in_row, np.int64)), pa.array(column(optional, np.bool_))],
+        [
+            pa.array(column(op, np.int64)),
+            pa.array(column(out_table, np.int32)),
+            pa.array(rows),
+            pa.array(column(member, np.int32)),
+            pa.array(column(in_table, np.int32)),
+            pa.array(column(in_row, np.int64)),
+            pa.array(column(optional, np.bool_)),
+        ],
         schema=schema.ROW_LINEAGE,
     )
 
@@ -374,8 +383,9 @@ class RowLineageWriter(PartWriter):
     default_schema = schema.ROW_LINEAGE
     default_options = ROW_LINEAGE_ENCODING
 
-    def write(self, op: int, out_table: int, out_row: Any, member: Any, in_table: Any, in_row: Any,
-              optional: Any = False) -> None:
+    def write(
+        self, op: int, out_table: int, out_row: Any, member: Any, in_table: Any, in_row: Any, optional: Any = False
+    ) -> None:
         self.write_table(lineage_table(op, out_table, out_row, member, in_table, in_row, optional))
 
 
@@ -397,10 +407,12 @@ class RowsWriter(PartWriter):
             raise ValueError(f"{len(numbers)} row numbers for {data.num_rows} rows")
         if schema.ROW_COLUMN in data.schema.names:
             raise CaptureError(f"a table has a column named {schema.ROW_COLUMN}, which provplug reserves")
-        self.write_table(pa.Table.from_arrays(
-            [*data.columns, pa.array(numbers, pa.int64())],
-            schema=pa.schema([*data.schema, ROW_FIELD]),
-        ))
+        self.write_table(
+            pa.Table.from_arrays(
+                [*data.columns, pa.array(numbers, pa.int64())],
+                schema=pa.schema([*data.schema, ROW_FIELD]),
+            )
+        )
 
     def write_table(self, table: pa.Table | pa.RecordBatch) -> None:
         if schema.ROW_COLUMN not in table.schema.names:
@@ -422,8 +434,10 @@ def copy_positional(destination: Destination, files: Iterable[tuple[Any, str, in
         if rows == 0:
             continue  # no row to number; two files must not share an offset
         pafs.copy_files(
-            path, destination.file(schema.positional_name(offset)),
-            source_filesystem=source_fs, destination_filesystem=destination.filesystem(),
+            path,
+            destination.file(schema.positional_name(offset)),
+            source_filesystem=source_fs,
+            destination_filesystem=destination.filesystem(),
         )
         offset += rows
     if offset > ids.MAX_ROWS:

@@ -296,7 +296,9 @@ def _summary_text(s: dict[str, Any], max_rows: int) -> str:
     word = {"up": "ancestors", "down": "descendants"}.get(s["direction"], "subgraph cells")
     ends = {"up": "source", "down": "final"}.get(s["direction"], "source and final")
     queried = sorted({f"{q['table']}.{q['column']}" if q["column"] else q["table"] for q in s["query"]})
-    lines = [f"{s['cells']:,} {word} of {len(s['query']):,} queried value(s) ({', '.join(queried)}), {s['triples']:,} triples"]
+    lines = [
+        f"{s['cells']:,} {word} of {len(s['query']):,} queried value(s) ({', '.join(queried)}), {s['triples']:,} triples"
+    ]
     if s["tables"]:
         width = max(len(t["table"]) for t in s["tables"])
         lines.append(f"{'table':<{width}}  {'cells':>9}  {'rows':>9}  columns (cells)")
@@ -340,17 +342,28 @@ def _subgraph_text(answer: LineageAnswer, max_lines: int, max_siblings: int) -> 
     up, down, _ = answer.subgraph_parts()
     records = {r["value_id"]: r for r in [*answer.query, *answer.lineage]}
     inside = {q["value_id"] for q in answer.query} | down.value_ids
-    into = sorted((e for e in answer.edges if e["dst"] in down.value_ids and e["src"] not in inside),
-                  key=lambda e: (e["dst"], e["op"], e["src"]))
+    into = sorted(
+        (e for e in answer.edges if e["dst"] in down.value_ids and e["src"] not in inside),
+        key=lambda e: (e["dst"], e["op"], e["src"]),
+    )
     counts = answer.stats.get("subgraph", {})
-    lines = ["ancestors:", up._body(max_lines // 2, max_siblings), "", "descendants:",
-             down._body(max_lines // 2, max_siblings), "", f"other parents of the descendants ({len(into)} triples):"]
+    lines = [
+        "ancestors:",
+        up._body(max_lines // 2, max_siblings),
+        "",
+        "descendants:",
+        down._body(max_lines // 2, max_siblings),
+        "",
+        f"other parents of the descendants ({len(into)} triples):",
+    ]
     for e in into[:max_lines]:
         lines.append(f"  {_label(records[e['dst']])}\n    <- {e['op']} from {_label(records[e['src']])}")
     if len(into) > max_lines:
         lines.append(f"  ... {len(into) - max_lines:,} more (all: --format json)")
-    lines.append(f"subgraph: {counts.get('ancestors', 0)} ancestors, {counts.get('descendants', 0)} descendants, "
-                 f"{counts.get('other_parents', 0)} other parents, {len(answer.edges)} triples")
+    lines.append(
+        f"subgraph: {counts.get('ancestors', 0)} ancestors, {counts.get('descendants', 0)} descendants, "
+        f"{counts.get('other_parents', 0)} other parents, {len(answer.edges)} triples"
+    )
     return "\n".join(lines)
 
 
@@ -457,7 +470,7 @@ class _TreeRenderer:
 
     def members(self, rows: list[list[int]], indent: str, table: str) -> None:
         shown_rows = rows[: self.max_siblings]
-        hidden = rows[self.max_siblings:]
+        hidden = rows[self.max_siblings :]
         for ri, group in enumerate(shown_rows):
             last = ri == len(shown_rows) - 1 and not hidden
             seen = all(v in self.shown for v in group)
@@ -518,5 +531,7 @@ def _reduction_note(stats: dict[str, Any]) -> str:
     """A line per reduced run the answer reaches: its provenance is partial."""
     from provplug.plugin.reductions import describe_run_reduction
 
-    return "".join(f"\nreduced provenance: run {run} kept only some source rows' ({describe_run_reduction(r)})"
-                   for run, r in sorted(stats.get("reduction", {}).items()))
+    return "".join(
+        f"\nreduced provenance: run {run} kept only some source rows' ({describe_run_reduction(r)})"
+        for run, r in sorted(stats.get("reduction", {}).items())
+    )

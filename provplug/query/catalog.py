@@ -158,8 +158,11 @@ class Catalog:
             if not paths:
                 return _EMPTY_MAPPING
             data = storefiles.scan(self.store.fs, paths, f"value mapping of {self.store.uri}", schema=schema.VALUES)
-            return _sorted_mapping(data.column("value_id").to_numpy(), data.column("table_id").to_numpy(),
-                                   data.column("column_id").fill_null(-1).to_numpy())
+            return _sorted_mapping(
+                data.column("value_id").to_numpy(),
+                data.column("table_id").to_numpy(),
+                data.column("column_id").fill_null(-1).to_numpy(),
+            )
         found = [_rows_of(self._value_group(group), wanted) for group in self._groups_holding(wanted)]
         if not found:
             return _EMPTY_MAPPING
@@ -181,17 +184,20 @@ class Catalog:
         """Every row group of every run's ``values.parquet`` with its value_id
         range (footers read once per opened store)."""
         if self._groups is None:
-            self._groups = [group for path in self.store.run_paths("values.parquet")
-                            for group in _row_groups(self.store.fs, path)]
+            self._groups = [
+                group for path in self.store.run_paths("values.parquet") for group in _row_groups(self.store.fs, path)
+            ]
         return self._groups
 
     def _value_group(self, group: _ValueGroup) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         def load() -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], int]:
             with storefiles.damage_reported(group.path), self.store.fs.open_input_file(group.path) as source:
                 data = pq.ParquetFile(source, metadata=group.metadata).read_row_group(group.index)
-            arrays = _sorted_mapping(data.column("value_id").to_numpy().astype(np.int64, copy=False),
-                                     data.column("table_id").to_numpy().astype(np.int64, copy=False),
-                                     data.column("column_id").fill_null(-1).to_numpy().astype(np.int64, copy=False))
+            arrays = _sorted_mapping(
+                data.column("value_id").to_numpy().astype(np.int64, copy=False),
+                data.column("table_id").to_numpy().astype(np.int64, copy=False),
+                data.column("column_id").fill_null(-1).to_numpy().astype(np.int64, copy=False),
+            )
             return arrays, sum(a.nbytes for a in arrays)
 
         return cached(self.store, ("values", group.path, group.index), load)
@@ -290,8 +296,9 @@ def _row_groups(fs: Any, path: str) -> list[_ValueGroup]:
     return groups
 
 
-def _rows_of(group: tuple[np.ndarray, np.ndarray, np.ndarray], wanted: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _rows_of(
+    group: tuple[np.ndarray, np.ndarray, np.ndarray], wanted: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The rows of a (sorted) group whose value_id is in ``wanted``."""
     ids_ = group[0]
     if len(ids_) == 0:
@@ -301,7 +308,9 @@ def _rows_of(group: tuple[np.ndarray, np.ndarray, np.ndarray], wanted: np.ndarra
     return ids_[at], group[1][at], group[2][at]
 
 
-def _sorted_mapping(ids_: np.ndarray, tables: np.ndarray, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _sorted_mapping(
+    ids_: np.ndarray, tables: np.ndarray, columns: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     order = np.argsort(ids_, kind="stable")
     return ids_[order], tables[order], columns[order]
 

@@ -104,7 +104,7 @@ def walk(triples: Edges, seeds: np.ndarray, direction: Direction) -> Walk:
     if len(triples) == 0 or len(seeds) == 0:
         return Walk(np.empty(0, np.int64), Edges.empty())
     nodes, inverse = np.unique(np.concatenate([triples.src, triples.dst]), return_inverse=True)
-    src_i, dst_i = inverse[: len(triples)], inverse[len(triples):]
+    src_i, dst_i = inverse[: len(triples)], inverse[len(triples) :]
     # Walking up follows an edge from its dst to its src; down the other way.
     from_i, to_i = (dst_i, src_i) if direction == "up" else (src_i, dst_i)
     order = np.argsort(from_i, kind="stable")

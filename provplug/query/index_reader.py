@@ -87,6 +87,7 @@ MAPPED_ENTRY_BYTES = 4096
 # Opening the live generation retries when gc --now removed the one CURRENT named.
 _RESOLVE_ATTEMPTS = 3
 
+
 def arrow_ids(values: np.ndarray) -> pa.Array:
     """An Arrow-owned int64 array of ``values`` for scan filters. Not a
     zero-copy view of NumPy memory: a scan thread that frees such a buffer
@@ -332,8 +333,11 @@ class IndexReader:
             if generation not in checked:
                 check_generation(store, generation, meta)
                 checked.add(generation)
-            reader = LayeredIndexReader(store, generation, meta) if meta.get(LAYERS) or ALIASES in meta.get(
-                integrity.FILES, {}) else cls(store, generation, meta)
+            reader = (
+                LayeredIndexReader(store, generation, meta)
+                if meta.get(LAYERS) or ALIASES in meta.get(integrity.FILES, {})
+                else cls(store, generation, meta)
+            )
             reader.hold = held
             indexed = reader.indexed_runs()
             if indexed is not None:
@@ -362,7 +366,7 @@ class IndexReader:
         """Data files of ``directory``: from the generation's record, or (a
         generation without one) a listing of a folder the layout guarantees."""
         if self._recorded is not None:
-            return [f"{self.root}/{p}" for p in self._recorded.get(directory[len(self.root) + 1:], ())]
+            return [f"{self.root}/{p}" for p in self._recorded.get(directory[len(self.root) + 1 :], ())]
         with self._damage():
             infos = self.fs.get_file_info(pafs.FileSelector(directory))
         return sorted(i.path for i in infos if i.type == pafs.FileType.File and integrity.is_data_file(i.path))
@@ -372,7 +376,9 @@ class IndexReader:
 
     def _scan(self, files: list[str], **to_table: Any) -> pa.Table:
         with self._damage():
-            return storefiles.scan(self.fs, files, files[0] if len(files) == 1 else f"{files[0]} (or a sibling)", **to_table)
+            return storefiles.scan(
+                self.fs, files, files[0] if len(files) == 1 else f"{files[0]} (or a sibling)", **to_table
+            )
 
     def _read(self, directory: str, columns: list[str]) -> pa.Table:
         files = self._files(directory)
@@ -385,7 +391,7 @@ class IndexReader:
         recorded = self.meta.get(integrity.FILES)
         if self._recorded is None or not isinstance(recorded, dict):
             return None
-        return sum(int(recorded[p]) for p in self._recorded.get(directory[len(self.root) + 1:], ()))
+        return sum(int(recorded[p]) for p in self._recorded.get(directory[len(self.root) + 1 :], ()))
 
     # -- mapped files ----------------------------------------------------------
     def _mapped_manifest(self) -> Manifest | None:
@@ -403,8 +409,10 @@ class IndexReader:
                     manifest = storefiles.read_json(self.fs, path)
                 if isinstance(manifest, dict) and manifest.get("format") == MAPPED_FORMAT:
                     fences = manifest.get(FENCES, {})  # none in generations written before fences
-                    found = ({str(k): int(v) for k, v in manifest.get("files", {}).items()},
-                             {str(k): [int(i) for i in v] for k, v in fences.items()} if isinstance(fences, dict) else {})
+                    found = (
+                        {str(k): int(v) for k, v in manifest.get("files", {}).items()},
+                        {str(k): [int(i) for i in v] for k, v in fences.items()} if isinstance(fences, dict) else {},
+                    )
             manifests[key] = found
         return manifests[key]
 
@@ -442,19 +450,25 @@ class IndexReader:
 
         return self._cache.get((*self._key, "fences", dataset), load)[bucket]
 
-    def _open_buckets(self, dataset: str, key: str, columns: list[str], buckets: Iterable[int]) -> dict[int, SortedRows]:
+    def _open_buckets(
+        self, dataset: str, key: str, columns: list[str], buckets: Iterable[int]
+    ) -> dict[int, SortedRows]:
         """The buckets a lookup reads; the mapped files not open yet have the
         pages opening them reads asked for first, together."""
         buckets = list(buckets)
         if self._has_mapped(dataset, key, columns):
-            closed = [bucket_file(dataset, b) for b in buckets
-                      if self._cache.peek((*self._key, bucket_file(dataset, b))) is None]
+            closed = [
+                bucket_file(dataset, b)
+                for b in buckets
+                if self._cache.peek((*self._key, bucket_file(dataset, b))) is None
+            ]
             with self._damage():
                 will_need_heads((f"{self.root}/{r}", self.mapped_size(r)) for r in closed if r in (self.mapped or {}))
         return {b: self._sorted_bucket(dataset, b, key, columns) for b in buckets}
 
-    def _lookup(self, dataset: str, key: str, columns: list[str], wanted: np.ndarray, buckets: int
-                ) -> list[tuple[SortedRows, np.ndarray, np.ndarray, np.ndarray]]:
+    def _lookup(
+        self, dataset: str, key: str, columns: list[str], wanted: np.ndarray, buckets: int
+    ) -> list[tuple[SortedRows, np.ndarray, np.ndarray, np.ndarray]]:
         """``(bucket rows, keys, starts, ends)`` of the rows of every key in
         ``wanted``, per bucket, with the pages of ``columns`` on those rows
         asked for: in phases over all the buckets (see :mod:`.mapped`)."""
@@ -495,8 +509,13 @@ class IndexReader:
         {"generation", "not_indexed_runs", "note"}}``, or {} when it has them all."""
         if not self.pending:
             return {}
-        return {"index": {"generation": self.generation, "not_indexed_runs": list(self.pending),
-                          "note": not_indexed_note(self.pending)}}
+        return {
+            "index": {
+                "generation": self.generation,
+                "not_indexed_runs": list(self.pending),
+                "note": not_indexed_note(self.pending),
+            }
+        }
 
     def refuse_pending(self, values: np.ndarray, csid: np.ndarray) -> None:
         """:class:`NotIndexedError` if a queried value's lineage is in a run
@@ -547,8 +566,9 @@ class IndexReader:
         unique = np.unique(values)
         ccid = np.full(len(unique), -1, dtype=np.int64)
         csid = np.full(len(unique), -1, dtype=np.int64)
-        for part, keys, starts, ends in self._lookup("value_sets", "value_id", ["ccid", "csid"], unique,
-                                                     self.value_buckets):
+        for part, keys, starts, ends in self._lookup(
+            "value_sets", "value_id", ["ccid", "csid"], unique, self.value_buckets
+        ):
             hit = ends > starts  # a value's one row, when it is on a triple
             at = np.searchsorted(unique, keys[hit])
             ccid[at] = part.cols["ccid"][starts[hit]]
@@ -622,8 +642,10 @@ class IndexReader:
 
     def _set_step(self, frontier: np.ndarray, dataset: str, key: str, other: str) -> np.ndarray:
         """The sets one set dependency away from ``frontier`` (distinct)."""
-        found = [part.cols[other][gather_ranges(starts, ends)]
-                 for part, _, starts, ends in self._lookup(dataset, key, [other], frontier, self.setdep_buckets)]
+        found = [
+            part.cols[other][gather_ranges(starts, ends)]
+            for part, _, starts, ends in self._lookup(dataset, key, [other], frontier, self.setdep_buckets)
+        ]
         return np.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
 
     # -- triples ---------------------------------------------------------------
@@ -633,17 +655,25 @@ class IndexReader:
         csids = np.unique(np.asarray(csids, dtype=np.int64))
         columns = ["src", "dst", "op"]
         if self._has_mapped("triples", "dst_csid", columns):
-            return Edges.concat([Edges(*(part.cols[c][rows] for c in columns))
-                                 for part, _, starts, ends in self._lookup("triples", "dst_csid", columns, csids,
-                                                                           self.triple_buckets)
-                                 for rows in [gather_ranges(starts, ends)]])
+            return Edges.concat(
+                [
+                    Edges(*(part.cols[c][rows] for c in columns))
+                    for part, _, starts, ends in self._lookup(
+                        "triples", "dst_csid", columns, csids, self.triple_buckets
+                    )
+                    for rows in [gather_ranges(starts, ends)]
+                ]
+            )
         parts = []
         buckets = csids % self.triple_buckets
         for b in np.unique(buckets).tolist():
             wanted = csids[buckets == b]
             part = self._held_triples(b)
-            parts.append(self._filtered_triples(b, wanted) if part is None
-                         else Edges(*(part.cols[c][part.ranges(wanted)] for c in columns)))
+            parts.append(
+                self._filtered_triples(b, wanted)
+                if part is None
+                else Edges(*(part.cols[c][part.ranges(wanted)] for c in columns))
+            )
         return Edges.concat(parts)
 
     def _held_triples(self, bucket: int) -> SortedRows | None:
@@ -695,10 +725,13 @@ class LayeredIndexReader(IndexReader):
 
     def __init__(self, store: Store, generation: str, meta: dict[str, Any] | None = None) -> None:
         super().__init__(store, generation, meta)
-        self.layers: list[IndexReader] = [self, *(
-            IndexReader(store, generation, _layer_meta(self.meta, str(e["path"])), str(e["path"]))
-            for e in self.meta.get(LAYERS, [])
-        )]
+        self.layers: list[IndexReader] = [
+            self,
+            *(
+                IndexReader(store, generation, _layer_meta(self.meta, str(e["path"])), str(e["path"]))
+                for e in self.meta.get(LAYERS, [])
+            ),
+        ]
         self._aliases = self._read_aliases()
 
     def _read_aliases(self) -> dict[int, int]:
@@ -750,5 +783,8 @@ def _layer_meta(meta: dict[str, Any], layer: str) -> dict[str, Any]:
     prefix = f"{layer}/"
     files = meta.get(integrity.FILES, {})
     entry = next(e for e in meta.get(LAYERS, []) if e["path"] == layer)
-    return {**meta, "buckets": entry.get("buckets", meta.get("buckets")),
-            integrity.FILES: {p[len(prefix):]: size for p, size in files.items() if p.startswith(prefix)}}
+    return {
+        **meta,
+        "buckets": entry.get("buckets", meta.get("buckets")),
+        integrity.FILES: {p[len(prefix) :]: size for p, size in files.items() if p.startswith(prefix)},
+    }

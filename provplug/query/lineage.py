@@ -50,8 +50,16 @@ class LineageQueries:
     ) -> LineageAnswer:
         """The lineage query :meth:`provplug.api.ProvenanceStore.lineage` documents."""
         if subgraph or zoom_out:
-            query = {"value_id": value_id, "table": table, "column": column, "where": where, "method": method,
-                     "tau": tau, "spark": spark, "run": run}
+            query = {
+                "value_id": value_id,
+                "table": table,
+                "column": column,
+                "where": where,
+                "method": method,
+                "tau": tau,
+                "spark": spark,
+                "run": run,
+            }
             answer = _subgraph(self, query) if subgraph else self.lineage(**query, direction=direction)
             return self.zoom_out(answer, zoom_out) if zoom_out else answer
         started = time.perf_counter()
@@ -76,7 +84,7 @@ class LineageQueries:
             query=records[: len(seeds)],
             method=method,
             direction=direction,
-            lineage=records[len(seeds):],
+            lineage=records[len(seeds) :],
             edges=[
                 {"src": s, "dst": d, "op": catalog.op_name(o)}
                 for s, d, o in zip(edges.src.tolist(), edges.dst.tolist(), edges.op.tolist(), strict=True)
@@ -150,16 +158,15 @@ class LineageQueries:
                 f"table {table!r} has no column {column!r} (columns: {', '.join(entry.columns) or 'none recorded'})"
             )
         if entry.origin == "imported" or not entry.stored_rows:
-            raise LineageQueryError(
-                f"table {table!r} has no stored rows to select from: query a value with --value-id"
-            )
+            raise LineageQueryError(f"table {table!r} has no stored rows to select from: query a value with --value-id")
         rows = catalog.read_rows(entry)
         selected = select_rows(rows, where, schema.ROW_COLUMN) if where else rows.column(schema.ROW_COLUMN).to_pylist()
         if not selected:
             raise LineageQueryError(f"no row of {table} satisfies {where!r}" if where else f"table {table} has no rows")
         columns = range(len(entry.columns)) if column == ALL_COLUMNS else [entry.columns.index(column)]
-        return np.unique(np.array([ids.value_id(entry.table_id, c, int(r)) for r in selected for c in columns],
-                                  dtype=np.int64))
+        return np.unique(
+            np.array([ids.value_id(entry.table_id, c, int(r)) for r in selected for c in columns], dtype=np.int64)
+        )
 
     def zoom_out(self, answer: LineageAnswer, modules: Iterable[str]) -> LineageAnswer:
         """``answer`` at module level for ``modules`` (see :mod:`provplug.query.zoom`)."""

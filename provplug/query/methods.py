@@ -195,7 +195,9 @@ class AutoQuery(ConnectedSetQuery):
     component's), so it is the default; memory (or tau) then picks driver or Spark."""
 
     name = "auto"
-    description = "CSProv, on the driver when it fits the driver's memory (or below --tau triples), else on Spark (default)"
+    description = (
+        "CSProv, on the driver when it fits the driver's memory (or below --tau triples), else on Spark (default)"
+    )
 
 
 BUILTIN_METHODS: tuple[QueryMethod, ...] = (RecursiveQuery(), ComponentQuery(), ConnectedSetQuery(), AutoQuery())

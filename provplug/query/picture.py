@@ -39,9 +39,7 @@ def graphviz_module() -> Any:
     try:
         import graphviz
     except ImportError:
-        raise PictureError(
-            "pictures need the graphviz Python package: pip install 'provplug[export]'"
-        ) from None
+        raise PictureError("pictures need the graphviz Python package: pip install 'provplug[export]'") from None
     return graphviz
 
 
@@ -83,12 +81,12 @@ def html_page(title: str, legend: str, svg: str) -> str:
     """A page with nothing external: title, legend and the SVG inline."""
     inline = re.sub(r"^.*?(?=<svg)", "", svg, count=1, flags=re.S)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{html.escape(title)}</title>\n"
         "<style>body{font-family:Helvetica,Arial,sans-serif;margin:1.5em}"
         ".legend{color:#333;max-width:60em}.legend span{padding:0 .4em;border:1px solid #999}"
         "svg{max-width:100%;height:auto}</style>\n</head>\n<body>\n"
-        f"<h1>{html.escape(title)}</h1>\n<p class=\"legend\">{legend}</p>\n{inline}\n</body>\n</html>\n"
+        f'<h1>{html.escape(title)}</h1>\n<p class="legend">{legend}</p>\n{inline}\n</body>\n</html>\n'
     )
 
 
@@ -209,7 +207,9 @@ def _row_label(node: _RowNode) -> str:
     if len(shown) < len(columns):
         head.append('<td><font point-size="9">…</font></td>')
         body.append(f'<td><font point-size="9">{len(columns) - len(shown)} more</font></td>')
-    return f'<<table border="0" cellborder="1" cellspacing="0"><tr>{"".join(head)}</tr><tr>{"".join(body)}</tr></table>>'
+    return (
+        f'<<table border="0" cellborder="1" cellspacing="0"><tr>{"".join(head)}</tr><tr>{"".join(body)}</tr></table>>'
+    )
 
 
 def summary_graph(answer: LineageAnswer, title: str) -> graphviz.Digraph:

@@ -40,7 +40,11 @@ def _to_arrow(frame: Any) -> pa.Table:
 
 
 def walk_spark(
-    spark: Any, triples: Any, seeds: np.ndarray, direction: Direction, cached: bool = False,
+    spark: Any,
+    triples: Any,
+    seeds: np.ndarray,
+    direction: Direction,
+    cached: bool = False,
     progress: Progress | None = None,
 ) -> Walk:
     """Semi-naive recursion over ``triples`` (a DataFrame with src, dst, op);

@@ -92,6 +92,5 @@ def _stats(up: LineageAnswer, down: LineageAnswer, other_parents: int) -> dict[s
     stats = {**up.stats}
     for key in ("sets_read", "triples_scanned", "seconds"):
         stats[key] = round(up.stats[key] + down.stats[key], 6)
-    stats["subgraph"] = {"ancestors": len(up.lineage), "descendants": len(down.lineage),
-                         "other_parents": other_parents}
+    stats["subgraph"] = {"ancestors": len(up.lineage), "descendants": len(down.lineage), "other_parents": other_parents}
     return stats

@@ -8,7 +8,7 @@ from provplug.errors import LineageQueryError
 
 TARGET_HELP = (
     "the column whose cells to trace. Split at the last dot (sales.orders.amount is table "
-    'sales.orders, column amount); a name holding a dot or a quote goes in double quotes, as in SQL, '
+    "sales.orders, column amount); a name holding a dot or a quote goes in double quotes, as in SQL, "
     'with "" for a quote inside: "a.b"."c.d", T."c.d", "say ""hi""".C'
 )
 

@@ -63,7 +63,18 @@ _REFUSED_FUNCTIONS = {
     "sleep_ms": "it sleeps",
     "pg_sleep": "it sleeps",
     **dict.fromkeys(
-        ("range", "generate_series", "repeat", "lpad", "rpad", "list_resize", "array_resize", "printf", "format", "bar"),
+        (
+            "range",
+            "generate_series",
+            "repeat",
+            "lpad",
+            "rpad",
+            "list_resize",
+            "array_resize",
+            "printf",
+            "format",
+            "bar",
+        ),
         "it builds a value of any size its arguments ask for",
     ),
 }
@@ -201,7 +212,9 @@ def _checked_query(con: Any, text: str, row_column: str) -> str:
         raise WherePredicateError(f"bad --where predicate {text!r}: {message}")
     statements = tree["statements"]
     if len(statements) != 1:
-        raise WherePredicateError(f"--where must be one boolean expression; {text!r} holds {len(statements)} statements")
+        raise WherePredicateError(
+            f"--where must be one boolean expression; {text!r} holds {len(statements)} statements"
+        )
     node = statements[0]["node"]
     # The same prefix gives the same parse positions: only the WHERE clause may differ.
     template = _parse(con, _query(row_column, "TRUE"))["statements"][0]
@@ -211,7 +224,9 @@ def _checked_query(con: Any, text: str, row_column: str) -> str:
             f"--where must be one boolean expression; {text!r} adds to the query (a set operation, ORDER BY, LIMIT, ...)"
         )
     if _holds_subquery(node["where_clause"]):
-        raise WherePredicateError(f"--where must be one boolean expression over the table's columns; {text!r} holds a subquery")
+        raise WherePredicateError(
+            f"--where must be one boolean expression over the table's columns; {text!r} holds a subquery"
+        )
     for name in sorted(_called_functions(node["where_clause"])):
         if name in _REFUSED_FUNCTIONS:
             raise WhereLimitError(f"--where may not call {name}(): {_REFUSED_FUNCTIONS[name]} (predicate {text!r})")

@@ -119,7 +119,8 @@ def zoom_out(answer: LineageAnswer, modules: Modules, names: Iterable[str]) -> L
         table = hidden[_table(inside[0]["value_id"])]
         raise LineageQueryError(
             f"the queried {inside[0]['table']} lies inside module {table!r} (an intermediate table): "
-            f"zoom out of it to query its inputs or outputs instead")
+            f"zoom out of it to query its inputs or outputs instead"
+        )
     return replace(
         fine,
         lineage=[r for r in fine.lineage if r["value_id"] not in removed],
@@ -136,14 +137,18 @@ def zoom_in(answer: LineageAnswer, modules: Modules, names: Iterable[str]) -> Li
     names = list(names)
     if not answer.zoomed:
         if "zoom_out" in answer.stats:
-            raise LineageQueryError("this answer was read back without its fine-grained triples: query again to zoom in")
+            raise LineageQueryError(
+                "this answer was read back without its fine-grained triples: query again to zoom in"
+            )
         return answer
     assert answer.fine is not None
     zoomed = set(answer.zoomed)
     chosen = zoomed if EVERY_MODULE in names else set(names)
     unknown = chosen - zoomed
     if unknown:
-        raise LineageQueryError(f"module {sorted(unknown)[0]!r} is not zoomed out (zoomed out: {', '.join(sorted(zoomed))})")
+        raise LineageQueryError(
+            f"module {sorted(unknown)[0]!r} is not zoomed out (zoomed out: {', '.join(sorted(zoomed))})"
+        )
     left = zoomed - chosen
     return zoom_out(answer.fine, modules, left) if left else answer.fine
 
@@ -152,10 +157,12 @@ def _table(value_id: int) -> int:
     return value_id >> ids.TABLE_SHIFT if ids.is_packed(value_id) else -1
 
 
-def _contracted(edges: list[dict[str, Any]], removed: set[int], modules: Modules,
-                zoomed: set[str]) -> list[dict[str, Any]]:
+def _contracted(
+    edges: list[dict[str, Any]], removed: set[int], modules: Modules, zoomed: set[str]
+) -> list[dict[str, Any]]:
     """The triples among kept cells, with paths through removed cells made
     one triple, labelled by the zoomed module of their op."""
+
     def label(e: dict[str, Any]) -> str:
         op = modules.op_of_edge(e["dst"], e["op"])
         return (modules.covering(op, zoomed) if op else None) or e["op"]

@@ -75,10 +75,15 @@ class RunProvenance:
         run_dir = self.store.path("runs", self.run_id)
         infos = fs.get_file_info(pafs.FileSelector(run_dir, recursive=True))
         run_bytes = sum(i.size or 0 for i in infos if i.type == pafs.FileType.File)
-        return {"store": self.store.uri, "run": self.run_id, "reduction": self.manifest.get("reduction"),
-                "triples": int(self.manifest["counts"].get("triples", 0)), "triple_bytes": int(triple_bytes),
-                "location_triples": int(self.manifest["counts"].get("location_triples", 0)),
-                "run_bytes": int(run_bytes)}
+        return {
+            "store": self.store.uri,
+            "run": self.run_id,
+            "reduction": self.manifest.get("reduction"),
+            "triples": int(self.manifest["counts"].get("triples", 0)),
+            "triple_bytes": int(triple_bytes),
+            "location_triples": int(self.manifest["counts"].get("location_triples", 0)),
+            "run_bytes": int(run_bytes),
+        }
 
     def triples_into(self, table_id: int) -> int:
         return sum(int(o["triples"] or 0) for o in self.ops if table_id in o["outputs"])
@@ -165,8 +170,12 @@ def _counts(pairs: pd.DataFrame | None, by: str) -> pd.Series:
     """|prov| per row number (``by="row"``) or per cell id (``by="cell"``)."""
     if pairs is None or pairs.empty:
         return pd.Series(dtype="int64")
-    keyed = pd.DataFrame({by: pairs["cell"].to_numpy() & ROW_MASK if by == "row" else pairs["cell"].to_numpy(),
-                          "srow": pairs["srow"].to_numpy()})
+    keyed = pd.DataFrame(
+        {
+            by: pairs["cell"].to_numpy() & ROW_MASK if by == "row" else pairs["cell"].to_numpy(),
+            "srow": pairs["srow"].to_numpy(),
+        }
+    )
     return keyed.drop_duplicates().groupby(by).size()
 
 
@@ -178,6 +187,7 @@ def default_keys(rows: pd.DataFrame, columns: Sequence[str]) -> list[str]:
 
 def _matched(full: pd.DataFrame, reduced: pd.DataFrame, keys: list[str]) -> pd.Series:
     """For each full row number, the matched reduced row number (NaN: none)."""
+
     def numbered(rows: pd.DataFrame) -> pd.DataFrame:
         rows = rows.sort_values(schema.ROW_COLUMN)
         out = rows[[*keys, schema.ROW_COLUMN]].copy()
@@ -190,7 +200,11 @@ def _matched(full: pd.DataFrame, reduced: pd.DataFrame, keys: list[str]) -> pd.S
 
 def _classify(p: np.ndarray, q: np.ndarray) -> dict[str, int]:
     q = np.minimum(q, p)
-    return {"full": int((q == p).sum()), "partial": int(((q > 0) & (q < p)).sum()), "none": int(((q == 0) & (p > 0)).sum())}
+    return {
+        "full": int((q == p).sum()),
+        "partial": int(((q > 0) & (q < p)).sum()),
+        "none": int(((q == 0) & (p > 0)).sum()),
+    }
 
 
 def _ppm(p: np.ndarray, q: np.ndarray) -> float:
@@ -198,8 +212,14 @@ def _ppm(p: np.ndarray, q: np.ndarray) -> float:
     return 1.0 if total == 0 else 1.0 - float((p - np.minimum(q, p)).sum()) / total
 
 
-def table_metrics(full: RunProvenance, reduced: RunProvenance, name: str, full_pairs: pd.DataFrame | None,
-                  reduced_pairs: pd.DataFrame | None, keys: Sequence[str] | None) -> dict[str, Any]:
+def table_metrics(
+    full: RunProvenance,
+    reduced: RunProvenance,
+    name: str,
+    full_pairs: pd.DataFrame | None,
+    reduced_pairs: pd.DataFrame | None,
+    keys: Sequence[str] | None,
+) -> dict[str, Any]:
     """Metrics 1-3 for output table ``name``."""
     f_info = full.table_named(name)
     r_info = reduced.table_named(name)
@@ -218,7 +238,9 @@ def table_metrics(full: RunProvenance, reduced: RunProvenance, name: str, full_p
     row_numbers = match.index.to_numpy()
     p = f_count.reindex(row_numbers, fill_value=0).to_numpy()
     matched = match.to_numpy()
-    q = np.where(pd.isna(matched), 0, r_count.reindex(pd.Series(matched).fillna(-1).astype("int64"), fill_value=0).to_numpy())
+    q = np.where(
+        pd.isna(matched), 0, r_count.reindex(pd.Series(matched).fillna(-1).astype("int64"), fill_value=0).to_numpy()
+    )
     # Cells: the same per (row, column).
     f_cells = _counts(full_pairs, "cell")
     r_cells = _counts(reduced_pairs, "cell")
@@ -242,8 +264,12 @@ def table_metrics(full: RunProvenance, reduced: RunProvenance, name: str, full_p
         "key": key,
         "rows": len(f_rows),
         "reduced_rows": len(r_rows),
-        "rows_full": rows["full"], "rows_partial": rows["partial"], "rows_none": rows["none"],
-        "cells_full": cells["full"], "cells_partial": cells["partial"], "cells_none": cells["none"],
+        "rows_full": rows["full"],
+        "rows_partial": rows["partial"],
+        "rows_none": rows["none"],
+        "cells_full": cells["full"],
+        "cells_partial": cells["partial"],
+        "cells_none": cells["none"],
         "prov": int(p.sum()),
         "prov_reduced": int(np.minimum(q, p).sum()),
         "ppm": round(_ppm(p, q), 6),
@@ -252,8 +278,15 @@ def table_metrics(full: RunProvenance, reduced: RunProvenance, name: str, full_p
     }
 
 
-def compare(full_store: Store, reduced_store: Store, tables: Sequence[str] = (), *, run_full: str | None = None,
-            run_reduced: str | None = None, keys: Sequence[str] | None = None) -> dict[str, Any]:
+def compare(
+    full_store: Store,
+    reduced_store: Store,
+    tables: Sequence[str] = (),
+    *,
+    run_full: str | None = None,
+    run_reduced: str | None = None,
+    keys: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """The three metrics of a reduced run against a full run, per output table
     (``tables``: these, default every output table of the full run)."""
     full = open_run(full_store, run_full)
@@ -262,7 +295,9 @@ def compare(full_store: Store, reduced_store: Store, tables: Sequence[str] = (),
     chosen = list(tables) or outputs
     for name in chosen:
         if name not in outputs:
-            raise LineageQueryError(f"run {full.run_id} has no output table {name!r} (outputs: {', '.join(outputs) or 'none'})")
+            raise LineageQueryError(
+                f"run {full.run_id} has no output table {name!r} (outputs: {', '.join(outputs) or 'none'})"
+            )
     f_ids = {full.table_named(n)["table_id"] for n in chosen}  # type: ignore[index]
     r_ids = {t["table_id"] for n in chosen if (t := reduced.table_named(n)) is not None}
     f_pairs = full.cell_sources(f_ids)
@@ -271,14 +306,18 @@ def compare(full_store: Store, reduced_store: Store, tables: Sequence[str] = (),
     for name in chosen:
         f_id = full.table_named(name)["table_id"]  # type: ignore[index]
         r_info = reduced.table_named(name)
-        per_table.append(table_metrics(full, reduced, name, f_pairs.get(f_id),
-                                       r_pairs.get(r_info["table_id"]) if r_info else None, keys))
+        per_table.append(
+            table_metrics(
+                full, reduced, name, f_pairs.get(f_id), r_pairs.get(r_info["table_id"]) if r_info else None, keys
+            )
+        )
     f_size, r_size = full.sizes(), reduced.sizes()
     return {
         "full": f_size,
         "reduced": r_size,
-        "size_ratio": {k: round(r_size[k] / f_size[k], 6) if f_size[k] else None
-                       for k in ("triples", "triple_bytes", "run_bytes")},
+        "size_ratio": {
+            k: round(r_size[k] / f_size[k], 6) if f_size[k] else None for k in ("triples", "triple_bytes", "run_bytes")
+        },
         "tables": per_table,
     }
 
@@ -292,15 +331,31 @@ def render(result: dict[str, Any]) -> str:
     for side in ("full", "reduced"):
         s = result[side]
         how = describe_run_reduction(s["reduction"]) if s.get("reduction") else "no reduction"
-        lines.append(f"{side:<8} {s['run']} in {s['store']} ({how}): {s['triples']:,} triples, "
-                     f"{s['triple_bytes']:,} bytes of triples, {s['run_bytes']:,} bytes in all")
+        lines.append(
+            f"{side:<8} {s['run']} in {s['store']} ({how}): {s['triples']:,} triples, "
+            f"{s['triple_bytes']:,} bytes of triples, {s['run_bytes']:,} bytes in all"
+        )
     ratio = result["size_ratio"]
-    lines.append("size     reduced/full: " + ", ".join(
-        f"{k} {v:.2%}" if v is not None else f"{k} -" for k, v in ratio.items()))
+    lines.append(
+        "size     reduced/full: " + ", ".join(f"{k} {v:.2%}" if v is not None else f"{k} -" for k, v in ratio.items())
+    )
     lines.append("")
     headers = ("TABLE", "ROWS", "FULL", "PARTIAL", "NONE", "CELLS F/P/N", "PPM", "PROV", "PROV'", "TRIPLES", "TRIPLES'")
-    body = [(t["table"], t["rows"], t["rows_full"], t["rows_partial"], t["rows_none"],
-             f"{t['cells_full']}/{t['cells_partial']}/{t['cells_none']}", f"{t['ppm']:.4f}", t["prov"],
-             t["prov_reduced"], t["triples"], t["triples_reduced"]) for t in result["tables"]]
+    body = [
+        (
+            t["table"],
+            t["rows"],
+            t["rows_full"],
+            t["rows_partial"],
+            t["rows_none"],
+            f"{t['cells_full']}/{t['cells_partial']}/{t['cells_none']}",
+            f"{t['ppm']:.4f}",
+            t["prov"],
+            t["prov_reduced"],
+            t["triples"],
+            t["triples_reduced"],
+        )
+        for t in result["tables"]
+    ]
     lines.append(aligned(headers, body, (False, *(True,) * (len(headers) - 1))))
     return "\n".join(lines)

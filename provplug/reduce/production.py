@@ -52,7 +52,9 @@ def stored_rows_frame(spark: SparkSession, rows: Destination) -> DataFrame:
     return frame.withColumn(schema.ROW_COLUMN, number)
 
 
-def kept_row_numbers(spark: SparkSession, rows: Destination, columns: Sequence[str], reduction: Reduction) -> np.ndarray:
+def kept_row_numbers(
+    spark: SparkSession, rows: Destination, columns: Sequence[str], reduction: Reduction
+) -> np.ndarray:
     """The sorted row numbers of the rows ``reduction`` keeps of a staged table."""
     kept = reduction.select(stored_rows_frame(spark, rows), columns).select(schema.ROW_COLUMN)
     numbers = kept.toArrow().column(0).to_numpy(zero_copy_only=False)
@@ -103,8 +105,9 @@ def _ops_in(files: Sequence[str], fs: Any) -> dict[str, set[int]]:
     return found
 
 
-def filter_triples(triples: Destination, ops: Sequence[OpInfo], kept_rows: Mapping[int, np.ndarray],
-                   sources: set[int]) -> dict[int, int]:
+def filter_triples(
+    triples: Destination, ops: Sequence[OpInfo], kept_rows: Mapping[int, np.ndarray], sources: set[int]
+) -> dict[int, int]:
     """Keep only the staged triples on paths from kept source cells (see the
     module docstring); return the kept triples per op id."""
     fs = triples.filesystem()
@@ -118,10 +121,12 @@ def filter_triples(triples: Destination, ops: Sequence[OpInfo], kept_rows: Mappi
         counts[op.op_id] = 0
         for f in (f for f in files if op.op_id in holds[f]):
             start = 0
-            for batch in pq.ParquetFile(f, filesystem=fs).iter_batches(BATCH_ROWS, columns=["src", "dst", "op", "src_table", "dst_table"]):
+            for batch in pq.ParquetFile(f, filesystem=fs).iter_batches(
+                BATCH_ROWS, columns=["src", "dst", "op", "src_table", "dst_table"]
+            ):
                 column = {name: batch.column(name).to_numpy(zero_copy_only=False) for name in batch.schema.names}
                 keep = (column["op"] == op.op_id) & closure.keeps(column["src"], column["src_table"])
-                masks[f][start:start + batch.num_rows] |= keep
+                masks[f][start : start + batch.num_rows] |= keep
                 reached.append((column["dst"][keep], column["dst_table"][keep]))
                 counts[op.op_id] += int(keep.sum())
                 start += batch.num_rows

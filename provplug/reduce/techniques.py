@@ -64,9 +64,15 @@ def sample_within(grouped: DataFrame, ratio: float, seed: int, columns: Sequence
 
     window = Window.partitionBy(GROUP)
     ranked = grouped.withColumn(HASH, uniform(seed, columns))
-    ranked = ranked.withColumns({"_provplug_rank": F.row_number().over(window.orderBy(HASH)),
-                                 "_provplug_wanted": F.floor(F.count(F.lit(1)).over(window) * ratio + 0.5)})
-    return ranked.filter(F.col("_provplug_rank") <= F.col("_provplug_wanted")).drop("_provplug_rank", "_provplug_wanted", HASH)
+    ranked = ranked.withColumns(
+        {
+            "_provplug_rank": F.row_number().over(window.orderBy(HASH)),
+            "_provplug_wanted": F.floor(F.count(F.lit(1)).over(window) * ratio + 0.5),
+        }
+    )
+    return ranked.filter(F.col("_provplug_rank") <= F.col("_provplug_wanted")).drop(
+        "_provplug_rank", "_provplug_wanted", HASH
+    )
 
 
 def group_sizes(grouped: DataFrame) -> list[tuple[Any, int]]:
@@ -89,6 +95,7 @@ def groups_until(sizes: Sequence[tuple[Any, int]], ratio: float, order: Callable
 
 def seeded_order(seed: int) -> Callable[[tuple[Any, int]], Any]:
     """A seeded, reproducible order of groups (by a hash of their value)."""
+
     def key(item: tuple[Any, int]) -> Any:
         return hashlib.sha256(f"{seed}:{item[0]!r}".encode()).hexdigest()
 
@@ -126,8 +133,9 @@ class Keep(Reduction):
         try:
             return frame.filter(F.expr(str(self.params["where"])))
         except PySparkException as exc:
-            raise ReductionError(f"keep: where={self.params['where']!r} is not a predicate on the table: "
-                                 f"{str(exc).splitlines()[0]}") from None
+            raise ReductionError(
+                f"keep: where={self.params['where']!r} is not a predicate on the table: {str(exc).splitlines()[0]}"
+            ) from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,13 +233,16 @@ class KMeansClusters(Grouped):
         from pyspark.ml.feature import VectorAssembler
 
         attributes = list(self.params["attributes"])
-        features = frame.withColumns({f"_provplug_f{i}": F.coalesce(quoted(a).cast("double"), F.lit(0.0))
-                                      for i, a in enumerate(attributes)})
-        assembler = VectorAssembler(inputCols=[f"_provplug_f{i}" for i in range(len(attributes))],
-                                    outputCol="_provplug_features")
+        features = frame.withColumns(
+            {f"_provplug_f{i}": F.coalesce(quoted(a).cast("double"), F.lit(0.0)) for i, a in enumerate(attributes)}
+        )
+        assembler = VectorAssembler(
+            inputCols=[f"_provplug_f{i}" for i in range(len(attributes))], outputCol="_provplug_features"
+        )
         vectors = assembler.transform(features)
-        model = KMeans(k=int(self.params["k"]), seed=self.seed, featuresCol="_provplug_features",
-                       predictionCol="_provplug_cluster").fit(vectors)
+        model = KMeans(
+            k=int(self.params["k"]), seed=self.seed, featuresCol="_provplug_features", predictionCol="_provplug_cluster"
+        ).fit(vectors)
         # Cluster ids numbered by their centres (sorted): the same clusters get
         # the same ids however the rows are partitioned.
         centres = [tuple(float(x) for x in c) for c in model.clusterCenters()]
@@ -264,12 +275,20 @@ def sample(ratio: float, seed: int = 0) -> Reduction:
 
 def stratified(attribute: str, ratio: float, seed: int = 0) -> Reduction:
     """Stratified sampling: ``round(ratio * n)`` rows of each stratum (value of ``attribute``)."""
-    return Stratified("stratified", {"attribute": attribute, "ratio": check_ratio(ratio), "variant": "sample"},
-                      check_seed(seed))
+    return Stratified(
+        "stratified", {"attribute": attribute, "ratio": check_ratio(ratio), "variant": "sample"}, check_seed(seed)
+    )
 
 
-def histogram(attribute: str, width: float, *, variant: str = "eliminate", buckets: int | None = None,
-              ratio: float | None = None, seed: int = 0) -> Reduction:
+def histogram(
+    attribute: str,
+    width: float,
+    *,
+    variant: str = "eliminate",
+    buckets: int | None = None,
+    ratio: float | None = None,
+    seed: int = 0,
+) -> Reduction:
     """Histogram buckets of ``width`` over ``attribute``. ``variant="eliminate"``
     keeps the ``buckets`` most frequent buckets (default 1, the thesis's), or
     with ``ratio`` the most frequent ones until ``ratio`` of the rows;
@@ -287,8 +306,16 @@ def histogram(attribute: str, width: float, *, variant: str = "eliminate", bucke
     return Histogram("histogram", params, check_seed(seed))
 
 
-def kmeans(attributes: Sequence[str] | str, k: int, *, variant: str = "sample", ratio: float | None = None,
-           clusters: Sequence[int] | None = None, assignment: str | None = None, seed: int = 0) -> Reduction:
+def kmeans(
+    attributes: Sequence[str] | str,
+    k: int,
+    *,
+    variant: str = "sample",
+    ratio: float | None = None,
+    clusters: Sequence[int] | None = None,
+    assignment: str | None = None,
+    seed: int = 0,
+) -> Reduction:
     """K-means clusters of the rows on ``attributes``; ``variant="eliminate"``
     keeps the ``clusters`` named (cluster ids) or, with ``ratio``, clusters in a
     seeded order until ``ratio`` of the rows; ``variant="sample"`` keeps
@@ -301,20 +328,31 @@ def kmeans(attributes: Sequence[str] | str, k: int, *, variant: str = "sample", 
         raise ReductionError("k-means needs at least one attribute")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ReductionError(f"k must be a positive number of clusters, not {k!r}")
-    params = {"attributes": names, "k": k, "variant": variant, "ratio": ratio,
-              "clusters": _as_list(clusters), "assignment": assignment}
+    params = {
+        "attributes": names,
+        "k": k,
+        "variant": variant,
+        "ratio": ratio,
+        "clusters": _as_list(clusters),
+        "assignment": assignment,
+    }
     return KMeansClusters("kmeans", params, check_seed(seed))
 
 
-def equivalence(attribute: str, *, variant: str = "sample", ratio: float | None = None,
-                classes: Sequence[Any] | None = None, seed: int = 0) -> Reduction:
+def equivalence(
+    attribute: str,
+    *,
+    variant: str = "sample",
+    ratio: float | None = None,
+    classes: Sequence[Any] | None = None,
+    seed: int = 0,
+) -> Reduction:
     """Equivalence classes by the value of ``attribute``; ``variant="eliminate"``
     keeps the ``classes`` named (values) or, with ``ratio``, classes in a seeded
     order until ``ratio`` of the rows; ``variant="sample"`` keeps ``ratio`` of every class."""
     check_variant(variant)
     _eliminate_or_ratio(variant, ratio, classes, "classes")
-    params = {"attribute": attribute, "variant": variant, "ratio": ratio,
-              "classes": _as_list(classes)}
+    params = {"attribute": attribute, "variant": variant, "ratio": ratio, "classes": _as_list(classes)}
     return Equivalence("equivalence", params, check_seed(seed))
 
 
@@ -347,12 +385,21 @@ class Technique:
 BUILTIN = (
     Technique("sample", "simple random sampling: ratio", sample),
     Technique("stratified", "stratified sampling: attribute, ratio", stratified),
-    Technique("histogram", "histogram buckets: attribute, width, variant=eliminate (buckets|ratio) or sample (ratio)",
-              histogram),
-    Technique("kmeans", "k-means clusters: attributes, k, variant=eliminate (clusters|ratio) or sample (ratio), "
-              "assignment", kmeans),
-    Technique("equivalence", "equivalence classes: attribute, variant=eliminate (classes|ratio) or sample (ratio)",
-              equivalence),
+    Technique(
+        "histogram",
+        "histogram buckets: attribute, width, variant=eliminate (buckets|ratio) or sample (ratio)",
+        histogram,
+    ),
+    Technique(
+        "kmeans",
+        "k-means clusters: attributes, k, variant=eliminate (clusters|ratio) or sample (ratio), assignment",
+        kmeans,
+    ),
+    Technique(
+        "equivalence",
+        "equivalence classes: attribute, variant=eliminate (classes|ratio) or sample (ratio)",
+        equivalence,
+    ),
     Technique("keep", "an explicit selection: where (a SQL predicate)", keep),
 )
 

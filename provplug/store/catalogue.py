@@ -34,8 +34,15 @@ class TableEntry:
     @classmethod
     def of(cls, record: dict[str, Any]) -> TableEntry:
         """From a row of the store's ``tables`` dataset."""
-        return cls(int(record["table_id"]), record["name"], record["run_id"], record["origin"],
-                   tuple(record["columns"] or ()), record["rows"], bool(record["stored_rows"]))
+        return cls(
+            int(record["table_id"]),
+            record["name"],
+            record["run_id"],
+            record["origin"],
+            tuple(record["columns"] or ()),
+            record["rows"],
+            bool(record["stored_rows"]),
+        )
 
 
 @dataclasses.dataclass(frozen=True)

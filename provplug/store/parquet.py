@@ -425,7 +425,7 @@ class ParquetStore:
         found = [Garbage("staging", run_id, info.path, self._size(info.path)) for info, run_id in self._dead_staging()]
         for info in self._listing(self.path("runs")):
             if info.type == pafs.FileType.Directory and info.base_name.startswith(DELETED_PREFIX):
-                name = info.base_name[len(DELETED_PREFIX):]
+                name = info.base_name[len(DELETED_PREFIX) :]
                 found.append(Garbage("deleted-run", name, info.path, self._size(info.path)))
         return found
 
@@ -538,7 +538,7 @@ class ParquetStore:
         """The error for a file or folder of a committed run that is not there:
         the run was deleted while we read it (a retry sees it gone), or damage."""
         runs = self.path("runs") + "/"
-        run = path[len(runs):].split("/", 1)[0] if path.startswith(runs) else None
+        run = path[len(runs) :].split("/", 1)[0] if path.startswith(runs) else None
         if run and self._info(self.path("runs", run)).type == pafs.FileType.NotFound:
             return StoreError(f"run {run} of {self.uri} was deleted while this command read it: run it again")
         return DamagedStoreError(f"damaged store {self.uri}: {path} is missing")
@@ -564,11 +564,7 @@ class ParquetStore:
 
     def run_paths(self, dataset: str) -> list[str]:
         """Paths of ``dataset`` (e.g. ``"triples"``) in every committed run that has it."""
-        return [
-            self.path("runs", m["run_id"], dataset)
-            for m in self.runs()
-            if dataset in m.get("datasets", ())
-        ]
+        return [self.path("runs", m["run_id"], dataset) for m in self.runs() if dataset in m.get("datasets", ())]
 
     def _concat(self, dataset: str, arrow_schema: pa.Schema) -> pa.Table:
         paths = self.run_paths(dataset)
@@ -606,7 +602,7 @@ class ParquetStore:
             for f in self._listing(folder, recursive=True)
             if f.type == pafs.FileType.File
             and f.path.endswith(".parquet")
-            and not any(part.startswith(("_", ".")) for part in f.path[len(folder) + 1:].split("/"))
+            and not any(part.startswith(("_", ".")) for part in f.path[len(folder) + 1 :].split("/"))
         ]
 
     def triples(self) -> TripleScan:
@@ -827,7 +823,8 @@ class RunTransaction:
             **self._location_counts(),
         }
         number = self.number = self.store.reserve_run_number(
-            self.run_id, announce=lambda c: self._log_reserved((RUN_NUMBERS, c)))
+            self.run_id, announce=lambda c: self._log_reserved((RUN_NUMBERS, c))
+        )
         self.reserved.append((RUN_NUMBERS, number))  # released if the commit fails before the rename
         ended = utc_now().isoformat()  # after the number: commit times follow the numbers
         manifest = {
@@ -923,4 +920,3 @@ def _ops_table(ops: Sequence[OpInfo]) -> pa.Table:
         ],
         schema=schema.OPS,
     )
-

@@ -44,8 +44,9 @@ def numbered(manifests: Iterable[Manifest]) -> list[dict[str, Any]]:
     2, … in commit order (they are older than every numbered run, whose
     numbers start above them)."""
     runs = [dict(m) for m in manifests]
-    legacy = sorted((m for m in runs if not isinstance(m.get("number"), int)),
-                    key=lambda m: (m["committed"], m["run_id"]))
+    legacy = sorted(
+        (m for m in runs if not isinstance(m.get("number"), int)), key=lambda m: (m["committed"], m["run_id"])
+    )
     for i, manifest in enumerate(legacy, start=1):
         manifest["number"] = i
     return sorted(runs, key=lambda m: (int(m["number"]), m["run_id"]))

@@ -161,12 +161,24 @@ def triple_table(store: Store[Any], columns: Sequence[str] = COLUMNS, where: Tri
     _check_columns(columns)
     selected = pa.schema([schema.TRIPLES.field(c) for c in columns])
     files = stored_triple_files(store, where)
-    parts = [
-        storefiles.scan(store.fs, files, f"triples of {store.uri}", schema.TRIPLES,
-                        columns=list(columns), filter=where.expression())
-    ] if files else []
+    parts = (
+        [
+            storefiles.scan(
+                store.fs,
+                files,
+                f"triples of {store.uri}",
+                schema.TRIPLES,
+                columns=list(columns),
+                filter=where.expression(),
+            )
+        ]
+        if files
+        else []
+    )
     expanded = [
-        batch for edge in edges_of(store, where) for batch in expand_positions(edge, 1, edge.dst_rows.size, columns=columns)
+        batch
+        for edge in edges_of(store, where)
+        for batch in expand_positions(edge, 1, edge.dst_rows.size, columns=columns)
     ]
     if expanded:
         parts.append(pa.Table.from_batches(expanded, schema=selected))

@@ -79,11 +79,15 @@ def _check_rows(got: StoreContents, dense_rows: bool) -> None:
             continue
         _require(rows is not None, f"table {table['name']!r} says it stores rows but has none")
         assert rows is not None
-        _require(len(rows) == table["rows"],
-                 f"table {table['name']!r} stores {len(rows)} rows, its catalogue entry says {table['rows']}")
+        _require(
+            len(rows) == table["rows"],
+            f"table {table['name']!r} stores {len(rows)} rows, its catalogue entry says {table['rows']}",
+        )
         if dense_rows:
-            _require(sorted(rows) == list(range(len(rows))),
-                     f"table {table['name']!r}: row numbers are not 0..{len(rows) - 1}")
+            _require(
+                sorted(rows) == list(range(len(rows))),
+                f"table {table['name']!r}: row numbers are not 0..{len(rows) - 1}",
+            )
 
 
 def _check_triples(got: StoreContents, catalogue: Mapping[int, Mapping[str, Any]], dense_rows: bool) -> None:
@@ -98,12 +102,16 @@ def _check_triples(got: StoreContents, catalogue: Mapping[int, Mapping[str, Any]
         for end, allowed in (("src", op["inputs"]), ("dst", op["outputs"])):
             tid = _check_value(got, catalogue, t[end], dense_rows, f"the {end} of triple {t}")
             _require(t[f"{end}_table"] == tid, f"triple {t}: {end}_table is not the table its id names")
-            _require(tid in allowed, f"triple {t}: op {op['name']!r} does not {'read' if end == 'src' else 'write'} "
-                                     f"table {catalogue[tid]['name']!r}")
+            _require(
+                tid in allowed,
+                f"triple {t}: op {op['name']!r} does not {'read' if end == 'src' else 'write'} "
+                f"table {catalogue[tid]['name']!r}",
+            )
 
 
-def _check_value(got: StoreContents, catalogue: Mapping[int, Mapping[str, Any]], vid: int, dense_rows: bool,
-                 what: str) -> int:
+def _check_value(
+    got: StoreContents, catalogue: Mapping[int, Mapping[str, Any]], vid: int, dense_rows: bool, what: str
+) -> int:
     """The table of value ``vid``, after checking that it names a stored cell."""
     _require(ids.is_packed(vid), f"{what}: {vid} is not a captured value id")
     tid, column, row = ids.unpack(vid)
@@ -122,8 +130,10 @@ def _check_counts(got: StoreContents, store: Store[Any]) -> None:
     per_op = collections.Counter(t["op"] for t in got.triples)
     for op in got.ops_by_id.values():
         if op["triples"] is not None:
-            _require(op["triples"] == per_op[op["op_id"]],
-                     f"op {op['name']!r} records {op['triples']} triples, the store holds {per_op[op['op_id']]}")
+            _require(
+                op["triples"] == per_op[op["op_id"]],
+                f"op {op['name']!r} records {op['triples']} triples, the store holds {per_op[op['op_id']]}",
+            )
     for manifest in store.runs():
         if got.run_id is not None and manifest["run_id"] != got.run_id:
             continue
@@ -132,13 +142,16 @@ def _check_counts(got: StoreContents, store: Store[Any]) -> None:
         ops = sum(1 for o in got.ops_by_id.values() if o["run_id"] == run_id)
         triples = sum(n for op_id, n in per_op.items() if got.ops_by_id[op_id]["run_id"] == run_id)
         counted = counts.get("triples", 0) + counts.get("location_triples", 0)
-        _require((counts["tables"], counts["ops"], counted) == (tables, ops, triples),
-                 f"run {run_id}: manifest counts {counts['tables']} tables, {counts['ops']} ops, {counted} triples; "
-                 f"the store holds {tables}, {ops}, {triples}")
+        _require(
+            (counts["tables"], counts["ops"], counted) == (tables, ops, triples),
+            f"run {run_id}: manifest counts {counts['tables']} tables, {counts['ops']} ops, {counted} triples; "
+            f"the store holds {tables}, {ops}, {triples}",
+        )
 
 
-def assert_outputs_match(store: StoreLike, produced: Mapping[str, Iterable[Mapping[str, Any]]],
-                         run: str | None = None) -> None:
+def assert_outputs_match(
+    store: StoreLike, produced: Mapping[str, Iterable[Mapping[str, Any]]], run: str | None = None
+) -> None:
     """Each table ``name`` of ``produced`` stores exactly the rows the pipeline
     produced for it (compared as multisets: an engine need not keep order).
     ``produced`` maps table names to the rows read back by the engine's own
@@ -154,12 +167,16 @@ def assert_outputs_match(store: StoreLike, produced: Mapping[str, Iterable[Mappi
         assert stored is not None
         want = collections.Counter(freeze(dict(r)) for r in rows)
         have = collections.Counter(freeze(r) for r in stored.values())
-        _require(have == want, f"table {name!r}: stored rows differ from the pipeline's: "
-                               f"missing {list((want - have).elements())[:3]}, extra {list((have - want).elements())[:3]}")
+        _require(
+            have == want,
+            f"table {name!r}: stored rows differ from the pipeline's: "
+            f"missing {list((want - have).elements())[:3]}, extra {list((have - want).elements())[:3]}",
+        )
 
 
-def assert_run_is_atomic(store: str | Path, attempt: Callable[[], object],
-                         error: type[BaseException] = Exception) -> BaseException:
+def assert_run_is_atomic(
+    store: str | Path, attempt: Callable[[], object], error: type[BaseException] = Exception
+) -> BaseException:
     """A run commits whole or not at all: ``attempt()`` runs a capture into
     the local store ``store`` that fails (raises ``error``, which is returned);
     afterwards no store exists if none did, or the store holds the same runs
@@ -203,8 +220,10 @@ def assert_registered_through_entry_point(adapter: str) -> CaptureAdapter:
     _require(adapter in owners, f"no plugin registers an adapter named {adapter!r} (adapters: {sorted(owners)})")
     plugin_name, registered = owners[adapter]
     from_entry_points = {id(plugin) for plugin, _ in pm.list_plugin_distinfo()}
-    _require(id(pm.get_plugin(plugin_name)) in from_entry_points,
-             f"adapter {adapter!r} is registered by {plugin_name!r}, which was not loaded from the entry point group")
+    _require(
+        id(pm.get_plugin(plugin_name)) in from_entry_points,
+        f"adapter {adapter!r} is registered by {plugin_name!r}, which was not loaded from the entry point group",
+    )
     if not isinstance(registered, CaptureAdapter):
         raise ContractViolation(f"adapter {adapter!r} lacks what CaptureAdapter requires")
     try:
@@ -260,13 +279,18 @@ def assert_lineage_matches_oracle(
         for method in chosen:
             for value in queried:
                 got = _answered(facade.lineage(value_id=value, method=method, direction=direction))
-                _require(got == oracle.answer([value], direction),
-                         f"method {method!r}, {direction} from {value}: answer differs from the oracle's")
+                _require(
+                    got == oracle.answer([value], direction),
+                    f"method {method!r}, {direction} from {value}: answer differs from the oracle's",
+                )
             if spark is not None:
-                got = _answered(facade.lineage(value_id=queried, method=method, direction=direction, tau=0,
-                                               spark=spark))
-                _require(got == oracle.answer(queried, direction),
-                         f"method {method!r} on Spark, {direction} from {len(queried)} values: differs from the oracle")
+                got = _answered(
+                    facade.lineage(value_id=queried, method=method, direction=direction, tau=0, spark=spark)
+                )
+                _require(
+                    got == oracle.answer(queried, direction),
+                    f"method {method!r} on Spark, {direction} from {len(queried)} values: differs from the oracle",
+                )
 
 
 def _sample(oracle: TripleOracle, size: int, seed: int) -> list[int]:
@@ -277,5 +301,6 @@ def _sample(oracle: TripleOracle, size: int, seed: int) -> list[int]:
 def _answered(answer: Any) -> OracleAnswer:
     data = answer.to_dict()
     triples = frozenset((e["src"], e["dst"], e["op"]) for e in data["edges"])
-    return OracleAnswer(frozenset(r["value_id"] for r in data["lineage"]),
-                        frozenset((s, d) for s, d, _ in triples), triples)
+    return OracleAnswer(
+        frozenset(r["value_id"] for r in data["lineage"]), frozenset((s, d) for s, d, _ in triples), triples
+    )

@@ -130,8 +130,9 @@ class AdapterContract:
 
     def test_failed_run_leaves_no_store(self, new_engine: EngineFactory, tmp_path: Path) -> None:
         store = tmp_path / "failed.prov"
-        raised = assert_run_is_atomic(store, lambda: self.capture(new_engine(), store, self.failing_pipeline),
-                                      self.failure)
+        raised = assert_run_is_atomic(
+            store, lambda: self.capture(new_engine(), store, self.failing_pipeline), self.failure
+        )
         assert isinstance(raised, self.failure)
 
     def test_failed_run_leaves_earlier_runs_as_they_were(self, new_engine: EngineFactory, tmp_path: Path) -> None:

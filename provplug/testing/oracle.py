@@ -94,7 +94,9 @@ class TripleOracle:
         opened = _opened(store)
         where = TripleFilter.of(runs=[_run_id(opened, run)]) if run is not None else TripleFilter()
         table = triple_table(opened, ("src", "dst", "op"), where)
-        names = dict(zip(opened.ops().column("op_id").to_pylist(), opened.ops().column("name").to_pylist(), strict=True))
+        names = dict(
+            zip(opened.ops().column("op_id").to_pylist(), opened.ops().column("name").to_pylist(), strict=True)
+        )
         ops = [names[o] for o in table.column("op").to_pylist()]
         return cls(zip(table.column("src").to_pylist(), table.column("dst").to_pylist(), ops, strict=True))
 

@@ -86,9 +86,13 @@ class Params:
 
     def question(self) -> LineageQuestion:
         return LineageQuestion(
-            table=self.text("table"), column=self.text("column"), where=self.text("where"),
-            value_ids=tuple(self.numbers("value_id")), direction=self.choice("direction", ("up", "down"), "up"),
-            run=self.text("run"), method=self.text("method") or "auto",
+            table=self.text("table"),
+            column=self.text("column"),
+            where=self.text("where"),
+            value_ids=tuple(self.numbers("value_id")),
+            direction=self.choice("direction", ("up", "down"), "up"),
+            run=self.text("run"),
+            method=self.text("method") or "auto",
         )
 
 
@@ -145,16 +149,16 @@ def prefetch_summary(store: ProvenanceStore, caches: Caches, p: Params) -> threa
 
 def api_routes(store: ProvenanceStore, caches: Caches) -> list[Route]:
     def lineage(p: Params) -> Any:
-        return lineage_view(store, caches, p.question(),
-                            (p.number("depth"), p.flag("sources_only"), p.flag("summary")))
+        return lineage_view(store, caches, p.question(), (p.number("depth"), p.flag("sources_only"), p.flag("summary")))
 
     def lineage_slice(p: Params) -> Any:
         answer = documents.lineage_answer(store, p.question(), caches)
         of_table = p.text("of_table")
         if of_table is None:
             raise BadParameter("of_table is required: the table whose cells to list")
-        return documents.lineage_slice(answer, of_table, p.text("of_column"), p.number("offset", 0) or 0,
-                                       p.number("limit", 200, minimum=1) or 200)
+        return documents.lineage_slice(
+            answer, of_table, p.text("of_column"), p.number("offset", 0) or 0, p.number("limit", 200, minimum=1) or 200
+        )
 
     def whatif(p: Params) -> Any:
         tables, wheres = p.texts("delete"), p.texts("where")
@@ -177,8 +181,14 @@ def api_routes(store: ProvenanceStore, caches: Caches) -> list[Route]:
         "/api/tables": lambda p: store.tables(p.text("run")),
         "/api/show": lambda p: store.show(_required(p, "table"), p.text("run"), p.number("limit", 10) or 0),
         "/api/stats": lambda p: store.stats(),
-        "/api/rows": lambda p: documents.rows_document(store, _required(p, "table"), p.text("run"), p.text("where"),
-                                                       p.number("offset", 0) or 0, p.number("limit", 50, 1) or 50),
+        "/api/rows": lambda p: documents.rows_document(
+            store,
+            _required(p, "table"),
+            p.text("run"),
+            p.text("where"),
+            p.number("offset", 0) or 0,
+            p.number("limit", 50, 1) or 50,
+        ),
         "/api/lineage": lineage,
         "/api/lineage/slice": lineage_slice,
         "/api/whatif": whatif,
@@ -231,6 +241,8 @@ def create_app(store: ProvenanceStore, allowed_hosts: list[str] | None = None) -
         Route("/favicon.ico", lambda request: Response(status_code=204)),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts),
-                  Middleware(BaseHTTPMiddleware, dispatch=_security_headers)]
+    middleware = [
+        Middleware(TrustedHostMiddleware, allowed_hosts=hosts),
+        Middleware(BaseHTTPMiddleware, dispatch=_security_headers),
+    ]
     return Starlette(routes=routes, middleware=middleware)

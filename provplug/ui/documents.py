@@ -118,15 +118,31 @@ def lineage_slice(answer: LineageAnswer, table: str, column: str | None, offset:
     ``limit`` from ``offset``, as the answer's own document holds them (the
     query, those cells, their stored rows and the triples that touch them)."""
     chosen = [r for r in answer.lineage if r["table"] == table and (column is None or r["column"] == column)]
-    page = chosen[offset: offset + _page(limit)]
+    page = chosen[offset : offset + _page(limit)]
     kept = {r["value_id"] for r in page}
     # The page as an answer of its own: its cells and rows serialise exactly as the whole answer's would.
-    part = LineageAnswer(answer.query, answer.method, answer.direction, page,
-                         [e for e in answer.edges if e["src"] in kept or e["dst"] in kept], answer.stats)
+    part = LineageAnswer(
+        answer.query,
+        answer.method,
+        answer.direction,
+        page,
+        [e for e in answer.edges if e["src"] in kept or e["dst"] in kept],
+        answer.stats,
+    )
     document = part.to_dict()
-    return {"format": SLICE_FORMAT, "version": VERSION, "table": table, "column": column, "total": len(chosen),
-            "offset": offset, "limit": _page(limit), "query": document["query"], "lineage": document["lineage"],
-            "edges": document["edges"], "rows": document["rows"]}
+    return {
+        "format": SLICE_FORMAT,
+        "version": VERSION,
+        "table": table,
+        "column": column,
+        "total": len(chosen),
+        "offset": offset,
+        "limit": _page(limit),
+        "query": document["query"],
+        "lineage": document["lineage"],
+        "edges": document["edges"],
+        "rows": document["rows"],
+    }
 
 
 def _page(limit: int) -> int:
@@ -135,8 +151,9 @@ def _page(limit: int) -> int:
     return min(limit, MAX_PAGE)
 
 
-def rows_document(store: ProvenanceStore, table: str, run: str | None, where: str | None,
-                  offset: int, limit: int) -> dict[str, Any]:
+def rows_document(
+    store: ProvenanceStore, table: str, run: str | None, where: str | None, offset: int, limit: int
+) -> dict[str, Any]:
     """A page of the stored rows of ``table`` where ``where`` holds (the
     ``--where`` of the CLI), each with the value id of each of its cells."""
     catalog = catalog_for(store.store)
@@ -146,18 +163,32 @@ def rows_document(store: ProvenanceStore, table: str, run: str | None, where: st
     if offset < 0:
         raise LineageQueryError(f"offset must be a non-negative number of rows, not {offset}")
     rows = catalog.read_rows(entry)
-    numbers = select_rows(rows, where, schema.ROW_COLUMN) if where else sorted(rows.column(schema.ROW_COLUMN).to_pylist())
-    page = numbers[offset: offset + _page(limit)]
+    numbers = (
+        select_rows(rows, where, schema.ROW_COLUMN) if where else sorted(rows.column(schema.ROW_COLUMN).to_pylist())
+    )
+    page = numbers[offset : offset + _page(limit)]
     by_number = _rows_by_number(rows, set(page))
     columns = list(entry.columns)
     packed = entry.origin != "imported"
     return {
-        "format": ROWS_FORMAT, "version": VERSION, "table": entry.name, "run_id": entry.run_id,
-        "table_id": entry.table_id, "columns": columns, "where": where, "total": len(numbers),
-        "offset": offset, "limit": _page(limit),
-        "rows": [{"row": n, "values": by_number.get(n, {}),
-                  "value_ids": {c: ids.value_id(entry.table_id, i, n) for i, c in enumerate(columns)} if packed else None}
-                 for n in page],
+        "format": ROWS_FORMAT,
+        "version": VERSION,
+        "table": entry.name,
+        "run_id": entry.run_id,
+        "table_id": entry.table_id,
+        "columns": columns,
+        "where": where,
+        "total": len(numbers),
+        "offset": offset,
+        "limit": _page(limit),
+        "rows": [
+            {
+                "row": n,
+                "values": by_number.get(n, {}),
+                "value_ids": {c: ids.value_id(entry.table_id, i, n) for i, c in enumerate(columns)} if packed else None,
+            }
+            for n in page
+        ],
     }
 
 
@@ -178,17 +209,22 @@ def workflow_document(store: ProvenanceStore, run: str | None) -> dict[str, Any]
 
     wf = workflow_of(store.store, run)
     return {
-        "format": WORKFLOW_FORMAT, "version": VERSION, "run": run,
+        "format": WORKFLOW_FORMAT,
+        "version": VERSION,
+        "run": run,
         "tables": [{"name": t, "rows": list(wf.tables[t]), "rows_text": wf.rows_text(t)} for t in sorted(wf.tables)],
-        "ops": [{"name": o, "triples": wf.op_triples[o], "runs": sorted(wf.op_runs.get(o, ()))}
-                for o in sorted(wf.op_triples)],
+        "ops": [
+            {"name": o, "triples": wf.op_triples[o], "runs": sorted(wf.op_runs.get(o, ()))}
+            for o in sorted(wf.op_triples)
+        ],
         "reads": [{"table": t, "op": o, "triples": n} for (t, o), n in sorted(wf.reads.items())],
         "writes": [{"op": o, "table": t, "triples": n} for (o, t), n in sorted(wf.writes.items())],
     }
 
 
-def whatif_document(store: ProvenanceStore, deletions: list[tuple[str, str | None]], value_ids: list[int],
-                    run: str | None) -> dict[str, Any]:
+def whatif_document(
+    store: ProvenanceStore, deletions: list[tuple[str, str | None]], value_ids: list[int], run: str | None
+) -> dict[str, Any]:
     """What ``provplug whatif ... --json`` prints (with the run deleted from, as the CLI finds it)."""
     from provplug.whatif.query import run_used  # the CLI's function too, so that both name the same run
 
@@ -198,13 +234,21 @@ def whatif_document(store: ProvenanceStore, deletions: list[tuple[str, str | Non
     return {**answer.to_dict(), "run": run_used(store, answer, run)}
 
 
-def diff_document(store: ProvenanceStore, run_a: str, run_b: str, target: Mapping[str, str | None],
-                  key: tuple[str, ...] | None) -> dict[str, Any]:
+def diff_document(
+    store: ProvenanceStore, run_a: str, run_b: str, target: Mapping[str, str | None], key: tuple[str, ...] | None
+) -> dict[str, Any]:
     """What ``provplug diff ... --json`` prints."""
     from provplug.diff import diff_runs
 
     if target.get("where") is not None and target.get("table") is None:
         raise LineageQueryError("where needs table and column")
-    result = diff_runs(store.store, run_a, run_b, table=target.get("table"), column=target.get("column"),
-                       where=target.get("where"), key=key)
+    result = diff_runs(
+        store.store,
+        run_a,
+        run_b,
+        table=target.get("table"),
+        column=target.get("column"),
+        where=target.get("where"),
+        key=key,
+    )
     return cast(dict[str, Any], finite(result))

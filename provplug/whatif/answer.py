@@ -28,11 +28,15 @@ class RowEffect:
     reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"row": self.row, "values": None if self.values is None else
-                               {k: shown(v) for k, v in self.values.items()}}
+        out: dict[str, Any] = {
+            "row": self.row,
+            "values": None if self.values is None else {k: shown(v) for k, v in self.values.items()},
+        }
         if self.changes:
-            out["cells"] = {c: {"old": shown(old), "new": shown(new), "known": new is not UNKNOWN}
-                            for c, (old, new) in self.changes.items()}
+            out["cells"] = {
+                c: {"old": shown(old), "new": shown(new), "known": new is not UNKNOWN}
+                for c, (old, new) in self.changes.items()
+            }
         if self.reason:
             out["reason"] = self.reason
         return out
@@ -71,19 +75,34 @@ class TableEffect:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "table": self.table, "table_id": self.table_id, "run_id": self.run_id, "op": self.op,
-            "rows": self.rows, "untouched": self.untouched,
-            **{kind: [r.to_dict() for r in getattr(self, kind)] for kind in ("deleted", "vanished", "changed", "unknown")},
-            "every_row_unknown": self.every_row_unknown, "rows_may_appear": self.rows_may_appear,
+            "table": self.table,
+            "table_id": self.table_id,
+            "run_id": self.run_id,
+            "op": self.op,
+            "rows": self.rows,
+            "untouched": self.untouched,
+            **{
+                kind: [r.to_dict() for r in getattr(self, kind)]
+                for kind in ("deleted", "vanished", "changed", "unknown")
+            },
+            "every_row_unknown": self.every_row_unknown,
+            "rows_may_appear": self.rows_may_appear,
         }
 
     def render(self, limit: int) -> list[str]:
         name = f"{self.table} ({self.op})" if self.op else self.table
         if self.every_row_unknown:
             return [f"{name}: every row unknown: {self.every_row_unknown}"]
-        counts = [f"{len(rows)} {_plural(len(rows), verb)}" for verb, rows in
-                  (("deleted", self.deleted), ("vanishes", self.vanished), ("changes", self.changed),
-                   ("unknown", self.unknown)) if rows]
+        counts = [
+            f"{len(rows)} {_plural(len(rows), verb)}"
+            for verb, rows in (
+                ("deleted", self.deleted),
+                ("vanishes", self.vanished),
+                ("changes", self.changed),
+                ("unknown", self.unknown),
+            )
+            if rows
+        ]
         if self.untouched is not None:
             counts.append(f"{self.untouched:,} untouched")
         lines = [f"{name}: {', '.join(counts) or 'nothing changes'}"]
@@ -109,8 +128,17 @@ class WhatIfAnswer:
         return next((t for t in self.tables if t.table == name), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return cast(dict[str, Any], finite({"format": JSON_FORMAT, "version": JSON_VERSION,
-                                            "tables": [t.to_dict() for t in self.tables], "stats": self.stats}))
+        return cast(
+            dict[str, Any],
+            finite(
+                {
+                    "format": JSON_FORMAT,
+                    "version": JSON_VERSION,
+                    "tables": [t.to_dict() for t in self.tables],
+                    "stats": self.stats,
+                }
+            ),
+        )
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)

@@ -71,10 +71,23 @@ class DependsAnswer:
         return {"yes": True, "no": False}.get(self.answer)
 
     def to_dict(self) -> dict[str, Any]:
-        return cast(dict[str, Any], finite({
-            "format": JSON_FORMAT, "version": JSON_VERSION, "depends": self.depends, "answer": self.answer,
-            "reason": self.reason, "a": self.a, "b": self.b, "path": self.path, "ops": self.ops, "stats": self.stats,
-        }))
+        return cast(
+            dict[str, Any],
+            finite(
+                {
+                    "format": JSON_FORMAT,
+                    "version": JSON_VERSION,
+                    "depends": self.depends,
+                    "answer": self.answer,
+                    "reason": self.reason,
+                    "a": self.a,
+                    "b": self.b,
+                    "path": self.path,
+                    "ops": self.ops,
+                    "stats": self.stats,
+                }
+            ),
+        )
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
@@ -107,28 +120,39 @@ def _step_text(step: Record) -> str:
     if effect == "changes":
         cells = step.get("cells", {})
         shown_cells = {step["column"]: cells[step["column"]]} if step.get("column") in cells else cells
-        effect = "changes " + "; ".join(f"{c} to {v['new']!r}" if v["known"] else f"{c} (value unknown)"
-                                        for c, v in shown_cells.items())
+        effect = "changes " + "; ".join(
+            f"{c} to {v['new']!r}" if v["known"] else f"{c} (value unknown)" for c, v in shown_cells.items()
+        )
     elif effect == "unknown":
         effect = f"unknown: {step.get('reason', '')}"
     return f"{where}: {effect}"
 
 
-def depends(store: Queries, a: Cells, b: Cells, *, a_where: str | None = None,
-            b_where: str | None = None, run: str | None = None) -> DependsAnswer:
+def depends(
+    store: Queries,
+    a: Cells,
+    b: Cells,
+    *,
+    a_where: str | None = None,
+    b_where: str | None = None,
+    run: str | None = None,
+) -> DependsAnswer:
     """See :meth:`ProvenanceStore.depends`."""
     a_ids = store.cells(**_selection(a, a_where, run, "A"))
     b_ids = store.cells(**_selection(b, b_where, run, "B"))
     shared = set(a_ids) & set(b_ids)
     if shared:
-        raise LineageQueryError(f"A and B share {len(shared)} cell(s) (value {min(shared)}): a cell is not its own ancestor")
+        raise LineageQueryError(
+            f"A and B share {len(shared)} cell(s) (value {min(shared)}): a cell is not its own ancestor"
+        )
     what = store.whatif(value_id=a_ids)
     b_records = store.records(b_ids)
     tables, columns, rows = cell_rows(what.propagation.catalog, np.array(b_ids, dtype=np.int64))
     cells = list(zip(tables.tolist(), columns.tolist(), rows.tolist(), strict=True))
     verdicts = [(_verdict(what.propagation, cell), cell, rec) for cell, rec in zip(cells, b_records, strict=True)]
     chosen = next((v for v in verdicts if v[0][0] == "yes"), None) or next(
-        (v for v in verdicts if v[0][0] == "unknown"), None)
+        (v for v in verdicts if v[0][0] == "unknown"), None
+    )
     stats = {**what.stats, "b_cells": len(b_ids)}
     a_records = store.records(a_ids)
     if chosen is None:
@@ -196,8 +220,11 @@ def _step(what: WhatIfAnswer, table: int, row: int) -> tuple[Record, tuple[int, 
     state = what.propagation.states[table]
     old = what.propagation.old.get(table, {}).get(row)
     effect = next((t for t in what.tables if t.table_id == table), None)
-    step: Record = {"table": effect.table if effect else str(table), "row_number": row,
-                    "row": None if old is None else {k: shown(v) for k, v in old.items()}}
+    step: Record = {
+        "table": effect.table if effect else str(table),
+        "row_number": row,
+        "row": None if old is None else {k: shown(v) for k, v in old.items()},
+    }
     if row in state.dead:
         cause = state.dead[row]
         step["effect"] = "deleted" if cause is None else "vanishes"
@@ -207,8 +234,13 @@ def _step(what: WhatIfAnswer, table: int, row: int) -> tuple[Record, tuple[int, 
     else:
         cause = state.changed_cause.get(row)
         cells = state.changed.get(row, {})
-        step.update(effect="changes", cells={
-            c: {"old": shown((old or {}).get(c)), "new": shown(v), "known": v is not UNKNOWN} for c, v in cells.items()})
+        step.update(
+            effect="changes",
+            cells={
+                c: {"old": shown((old or {}).get(c)), "new": shown(v), "known": v is not UNKNOWN}
+                for c, v in cells.items()
+            },
+        )
     return step, cause
 
 

@@ -118,8 +118,12 @@ class Engine:
                 old[out] = {**shown, **old.get(out, {})}
         for t, rows in deleted.items():  # after the ops: a table they read whole is read once
             old[t] = {**self._deleted_rows(t, rows), **old.get(t, {})}
-        stats = {"seconds": round(time.perf_counter() - started, 6), "lineage_records_read": self.lineage.records_read,
-                 "lineage_scans": self.lineage.scans, "stored_rows_read": self.values.rows_read}
+        stats = {
+            "seconds": round(time.perf_counter() - started, 6),
+            "lineage_records_read": self.lineage.records_read,
+            "lineage_scans": self.lineage.scans,
+            "stored_rows_read": self.values.rows_read,
+        }
         columns = {t: self.catalog.tables[t].columns for t in states if t in self.catalog.tables}
         return Propagation(states, old, {o.op_id: o for o in ops}, stats, columns, self.catalog)
 
@@ -130,8 +134,10 @@ class Engine:
         if entry is not None and entry.stored_rows:
             missing = sorted(set(rows.tolist()) - set(found))
             if missing:
-                raise LineageQueryError(f"{entry.name} has no row {missing[0]} (value id "
-                                        f"{ids.value_id(table, 0, missing[0])} names no cell of this store)")
+                raise LineageQueryError(
+                    f"{entry.name} has no row {missing[0]} (value id "
+                    f"{ids.value_id(table, 0, missing[0])} names no cell of this store)"
+                )
         return found
 
     # -- one op ------------------------------------------------------------------
@@ -159,12 +165,18 @@ class Engine:
                 return f"{rules.reason or op.name} needs {self.name(t)}, whose rows its row lineage does not name"
         return None
 
-    def _opaque(self, op: Op, rules: OpRowRules, inputs: dict[int, TableState]) -> tuple[TableState, dict[int, dict[str, Any]]]:
+    def _opaque(
+        self, op: Op, rules: OpRowRules, inputs: dict[int, TableState]
+    ) -> tuple[TableState, dict[int, dict[str, Any]]]:
         reason = f"{op.name}: {rules.reason or 'existence not derivable from deletions'}"
         records = self.lineage.touching(rules, {t: s.touched_rows() for t, s in inputs.items()})
         state = TableState(rules.out_table, may_appear=reason, op=op.op_id)
-        causes = zip(records.column("out_row").to_pylist(), records.column("in_table").to_pylist(),
-                     records.column("in_row").to_pylist(), strict=True)
+        causes = zip(
+            records.column("out_row").to_pylist(),
+            records.column("in_table").to_pylist(),
+            records.column("in_row").to_pylist(),
+            strict=True,
+        )
         for row, t, r in causes:
             state.maybe.setdefault(int(row), (reason, (int(t), int(r))))
         rows = np.fromiter(state.maybe, dtype=np.int64)
@@ -229,14 +241,19 @@ class _OpStep:
     def _existence(self, m: Members) -> None:
         member_row = m.out_row[m.starts]  # sorted
         live = (m.member_status == ALIVE) | (m.member_status == PADDED)
-        first = np.flatnonzero(np.concatenate([[True], member_row[1:] != member_row[:-1]])) if len(member_row) \
+        first = (
+            np.flatnonzero(np.concatenate([[True], member_row[1:] != member_row[:-1]]))
+            if len(member_row)
             else np.zeros(0, dtype=np.int64)
+        )
         rows = member_row[first]
         n_live = np.add.reduceat(live.astype(np.int64), first)
         n_maybe = np.add.reduceat((m.member_status == MAYBE).astype(np.int64), first)
         n_members = np.diff(np.append(first, len(member_row)))
-        self.summary = {int(r): (int(a), int(b), int(c)) for r, a, b, c in
-                        zip(rows.tolist(), n_live.tolist(), n_maybe.tolist(), n_members.tolist(), strict=True)}
+        self.summary = {
+            int(r): (int(a), int(b), int(c))
+            for r, a, b, c in zip(rows.tolist(), n_live.tolist(), n_maybe.tolist(), n_members.tolist(), strict=True)
+        }
         cause = self._causes(m)
         doubts = self._doubts(m, live)
         one_row = self.rules.existence == "always_one_row"  # no member left: the row stays, aggregates over none
@@ -311,11 +328,18 @@ class _OpStep:
         notes: dict[int, list[tuple[int, int, int, int]]] = {}
         for i in np.flatnonzero((m.status != ALIVE) & live[m.group]).tolist():
             notes.setdefault(int(m.out_row[i]), []).append(
-                (int(m.group[i]), int(m.in_table[i]), int(m.in_row[i]), int(m.status[i])))
+                (int(m.group[i]), int(m.in_table[i]), int(m.in_row[i]), int(m.status[i]))
+            )
         return notes
 
-    def _column(self, column: str, rule: ColumnRule, rows: list[int], notes: dict[int, list[tuple[int, int, int, int]]],
-                m: Members) -> dict[int, Any]:
+    def _column(
+        self,
+        column: str,
+        rule: ColumnRule,
+        rows: list[int],
+        notes: dict[int, list[tuple[int, int, int, int]]],
+        m: Members,
+    ) -> dict[int, Any]:
         """New values of ``column`` in ``rows`` where they may differ."""
         if rule.kind == "literal":
             return {}
@@ -323,8 +347,12 @@ class _OpStep:
             return {r: v for r in rows if (v := self._copied(rule, notes.get(r, []), self.summary[r][0])) is not _SAME}
         if rule.kind == "computed":
             refs = set(rule.references)
-            return {r: UNKNOWN for r in rows if self.summary[r][0] != self.summary[r][2]
-                    or any(self._touches(note, refs) for note in notes.get(r, []))}
+            return {
+                r: UNKNOWN
+                for r in rows
+                if self.summary[r][0] != self.summary[r][2]
+                or any(self._touches(note, refs) for note in notes.get(r, []))
+            }
         return self._aggregated(column, rule, rows, notes, m)
 
     def _touches(self, note: tuple[int, int, int, int], refs: set[tuple[int, str]]) -> bool:
@@ -353,20 +381,30 @@ class _OpStep:
         first = next(iter(values.values()))
         return first if all(same(v, first) for v in values.values()) else UNKNOWN
 
-    def _aggregated(self, column: str, rule: ColumnRule, rows: list[int],
-                    notes: dict[int, list[tuple[int, int, int, int]]], m: Members) -> dict[int, Any]:
+    def _aggregated(
+        self,
+        column: str,
+        rule: ColumnRule,
+        rows: list[int],
+        notes: dict[int, list[tuple[int, int, int, int]]],
+        m: Members,
+    ) -> dict[int, Any]:
         """Aggregates of the rows whose members or member values changed:
         unknown, a count of members, or queued for :meth:`_recompute`."""
         out: dict[int, Any] = {}
         redo = []
         for r in rows:
             alive, maybe, total = self.summary[r]
-            hit = [n for n in notes.get(r, []) if n[1] == rule.table and
-                   (n[3] == DEAD or str(rule.column) in self.inputs[n[1]].changed.get(n[2], {}))]
+            hit = [
+                n
+                for n in notes.get(r, [])
+                if n[1] == rule.table and (n[3] == DEAD or str(rule.column) in self.inputs[n[1]].changed.get(n[2], {}))
+            ]
             if alive == total and not hit:
                 continue
-            if maybe or any(n[3] == CHANGED and self.inputs[n[1]].changed[n[2]][str(rule.column)] is UNKNOWN
-                            for n in hit):
+            if maybe or any(
+                n[3] == CHANGED and self.inputs[n[1]].changed[n[2]][str(rule.column)] is UNKNOWN for n in hit
+            ):
                 out[r] = UNKNOWN
             elif rule.function == "count_star":
                 out[r] = alive
@@ -407,8 +445,9 @@ class _OpStep:
         """Spark's aggregates over no value: counts 0, the others null."""
         return dict.fromkeys(rows.tolist(), 0 if rule.function in ("count", "count_distinct") else None)
 
-    def _aggregate(self, column: str, rule: ColumnRule, rows: np.ndarray, at: np.ndarray, stored: pa.Table,
-                   m: Members) -> dict[int, Any]:
+    def _aggregate(
+        self, column: str, rule: ColumnRule, rows: np.ndarray, at: np.ndarray, stored: pa.Table, m: Members
+    ) -> dict[int, Any]:
         assert rule.column is not None and rule.function is not None
         in_rows = m.in_row[at]
         numbers = stored.column(schema.ROW_COLUMN).to_numpy()
@@ -421,8 +460,9 @@ class _OpStep:
         empty = None if rule.function not in ("count", "count_distinct") else 0
         return {r: result.get(r, empty) for r in rows.tolist()}
 
-    def _patched(self, values: pa.Array | pa.ChunkedArray, rule: ColumnRule, in_rows: np.ndarray,
-                 status: np.ndarray) -> pa.Array:
+    def _patched(
+        self, values: pa.Array | pa.ChunkedArray, rule: ColumnRule, in_rows: np.ndarray, status: np.ndarray
+    ) -> pa.Array:
         """Stored member values with the new values upstream, null where padded."""
         values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
         patch = np.flatnonzero(status != ALIVE)
@@ -433,7 +473,9 @@ class _OpStep:
         items = values.to_pylist()
         for i in patch.tolist():
             r = int(in_rows[i])
-            items[i] = None if status[i] == DEAD else changed[r].get(rule.column, items[i]) if r in changed else items[i]
+            items[i] = (
+                None if status[i] == DEAD else changed[r].get(rule.column, items[i]) if r in changed else items[i]
+            )
         return pa.array(items, type=values.type)
 
 

@@ -25,8 +25,15 @@ if TYPE_CHECKING:
     from provplug.plugin.protocols import Store
 
 COLUMNS = ["out_row", "member", "in_table", "in_row", "optional"]
-EMPTY = pa.schema([("out_row", pa.int64()), ("member", pa.int32()), ("in_table", pa.int32()),
-                   ("in_row", pa.int64()), ("optional", pa.bool_())]).empty_table()
+EMPTY = pa.schema(
+    [
+        ("out_row", pa.int64()),
+        ("member", pa.int32()),
+        ("in_table", pa.int32()),
+        ("in_row", pa.int64()),
+        ("optional", pa.bool_()),
+    ]
+).empty_table()
 
 
 class RowLineage:
@@ -56,8 +63,11 @@ class RowLineage:
     def touching(self, rules: OpRowRules, rows: Mapping[int, np.ndarray]) -> pa.Table:
         """The records of ``rules``' op whose input row is one of ``rows``
         (input table -> row numbers)."""
-        wanted = [(pc.field("in_table") == t) & pc.field("in_row").isin(pa.array(r, pa.int64()))
-                  for t, r in rows.items() if len(r)]
+        wanted = [
+            (pc.field("in_table") == t) & pc.field("in_row").isin(pa.array(r, pa.int64()))
+            for t, r in rows.items()
+            if len(r)
+        ]
         if not wanted:
             return EMPTY
         return self._scan(self._of_op(rules) & functools.reduce(operator.or_, wanted))

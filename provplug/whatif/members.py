@@ -66,9 +66,11 @@ class TableState:
     def status(self, rows: np.ndarray) -> np.ndarray:
         """The status of each of ``rows``: ALIVE, CHANGED, MAYBE or DEAD."""
         if self._arrays is None:
-            self._arrays = (np.sort(np.fromiter(self.dead, dtype=np.int64)),
-                            np.sort(np.fromiter(self.maybe, dtype=np.int64)),
-                            np.sort(np.fromiter(self.changed, dtype=np.int64)))
+            self._arrays = (
+                np.sort(np.fromiter(self.dead, dtype=np.int64)),
+                np.sort(np.fromiter(self.maybe, dtype=np.int64)),
+                np.sort(np.fromiter(self.changed, dtype=np.int64)),
+            )
         dead, maybe, changed = self._arrays
         out = np.zeros(len(rows), dtype=np.int8)
         out[member_of(rows, changed)] = CHANGED
@@ -107,8 +109,17 @@ class Members:
         new_member[1:] = (out_row[1:] != out_row[:-1]) | (member[1:] != member[:-1])
         starts = np.flatnonzero(new_member)
         group = np.cumsum(new_member) - 1
-        members = cls(out_row, member, in_table, in_row, optional.astype(bool), status, group, starts,
-                      np.zeros(len(starts), dtype=np.int8))
+        members = cls(
+            out_row,
+            member,
+            in_table,
+            in_row,
+            optional.astype(bool),
+            status,
+            group,
+            starts,
+            np.zeros(len(starts), dtype=np.int8),
+        )
         members.member_status = members._member_status()
         return members
 
@@ -141,8 +152,9 @@ class Members:
         return {(int(self.in_table[i]), int(self.in_row[i])) for i in self.records_of(m)}
 
     def survivors(self, m: int) -> frozenset[tuple[int, int]]:
-        return frozenset((int(self.in_table[i]), int(self.in_row[i]))
-                         for i in self.records_of(m) if self.status[i] != DEAD)
+        return frozenset(
+            (int(self.in_table[i]), int(self.in_row[i])) for i in self.records_of(m) if self.status[i] != DEAD
+        )
 
     def key(self, m: int) -> tuple[int, int]:
         i = int(self.starts[m])
@@ -168,8 +180,12 @@ class Members:
             s = self.survivors(m)
             anchor = min(s)
             others = [o for o in holders.get(anchor, []) if o != m and s <= self.rows_of(o)]
-            alive = [o for o in others if self.member_status[o] == ALIVE
-                     or (self.member_status[o] == PADDED and o in kept.values() and s <= self.survivors(o))]
+            alive = [
+                o
+                for o in others
+                if self.member_status[o] == ALIVE
+                or (self.member_status[o] == PADDED and o in kept.values() and s <= self.survivors(o))
+            ]
             if alive or s in kept:
                 self.member_status[m] = DEAD
             elif any(self.member_status[o] == MAYBE for o in others):

@@ -18,29 +18,45 @@ from provplug.whatif.select import Deletion, deleted_rows
 logger = logging.getLogger(__name__)  # what a what-if was asked and found
 
 
-def whatif(store: Store[Any], deletions: Sequence[Deletion] = (), value_ids: Iterable[int] = (),
-           run: str | None = None) -> WhatIfAnswer:
+def whatif(
+    store: Store[Any], deletions: Sequence[Deletion] = (), value_ids: Iterable[int] = (), run: str | None = None
+) -> WhatIfAnswer:
     """What deleting the rows ``deletions`` and the rows of ``value_ids``
     would do downstream; nothing is re-run or written."""
     started = time.perf_counter()
     catalog = catalog_for(store)
     rows = deleted_rows(catalog, deletions, value_ids, run)
-    logger.info("what-if on %s: deleting %d rows of %d tables", store.uri, sum(len(r) for r in rows.values()), len(rows))
+    logger.info(
+        "what-if on %s: deleting %d rows of %d tables", store.uri, sum(len(r) for r in rows.values()), len(rows)
+    )
     answer = answer_of(catalog, Engine(store, catalog).propagate(rows), rows, started)
-    logger.info("what-if on %s: %d tables affected in %.3f s (%s)", store.uri, len(answer.tables),
-                answer.stats["seconds"], {k: v for k, v in answer.stats.items() if k != "seconds"})
+    logger.info(
+        "what-if on %s: %d tables affected in %.3f s (%s)",
+        store.uri,
+        len(answer.tables),
+        answer.stats["seconds"],
+        {k: v for k, v in answer.stats.items() if k != "seconds"},
+    )
     return answer
 
 
-def answer_of(catalog: Catalog, propagation: Propagation, deleted: dict[int, np.ndarray], started: float) -> WhatIfAnswer:
+def answer_of(
+    catalog: Catalog, propagation: Propagation, deleted: dict[int, np.ndarray], started: float
+) -> WhatIfAnswer:
     tables = []
     for table_id, state in propagation.states.items():
         entry = catalog.tables.get(table_id)
         op = propagation.ops.get(state.op) if state.op is not None else None
         old = propagation.old.get(table_id, {})
-        effect = TableEffect(entry.name if entry else str(table_id), table_id, entry.run_id if entry else "",
-                             op.name if op else None, entry.rows if entry else None,
-                             every_row_unknown=state.whole, rows_may_appear=state.may_appear)
+        effect = TableEffect(
+            entry.name if entry else str(table_id),
+            table_id,
+            entry.run_id if entry else "",
+            op.name if op else None,
+            entry.rows if entry else None,
+            every_row_unknown=state.whole,
+            rows_may_appear=state.may_appear,
+        )
         seeds = set(deleted.get(table_id, np.empty(0, np.int64)).tolist())
         for r in sorted(state.dead):
             (effect.deleted if r in seeds else effect.vanished).append(RowEffect(r, old.get(r)))
@@ -52,8 +68,11 @@ def answer_of(catalog: Catalog, propagation: Propagation, deleted: dict[int, np.
             effect.changed.append(RowEffect(r, values, {c: (before.get(c), new) for c, new in cells.items()}))
         if effect.deleted or effect.vanished or effect.changed or effect.unknown or state.whole or state.may_appear:
             tables.append(effect)
-    stats = {**propagation.stats, "seconds": round(time.perf_counter() - started, 6),
-             "rows_deleted": int(sum(len(r) for r in deleted.values()))}
+    stats = {
+        **propagation.stats,
+        "seconds": round(time.perf_counter() - started, 6),
+        "rows_deleted": int(sum(len(r) for r in deleted.values())),
+    }
     return WhatIfAnswer(tables, stats, propagation)
 
 

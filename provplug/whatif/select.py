@@ -24,8 +24,9 @@ class Deletion:
     where: str | None = None
 
 
-def deleted_rows(catalog: Catalog, deletions: Sequence[Deletion], value_ids: Iterable[int],
-                 run: str | None = None) -> dict[int, np.ndarray]:
+def deleted_rows(
+    catalog: Catalog, deletions: Sequence[Deletion], value_ids: Iterable[int], run: str | None = None
+) -> dict[int, np.ndarray]:
     """Table id -> the row numbers to delete (sorted, distinct)."""
     rows: dict[int, list[np.ndarray]] = {}
     for deletion in deletions:
@@ -50,8 +51,11 @@ def _rows_where(catalog: Catalog, deletion: Deletion, run: str | None) -> tuple[
     else:
         selected = select_rows(data, deletion.where, schema.ROW_COLUMN)
     if not selected:
-        raise LineageQueryError(f"no row of {entry.name} satisfies {deletion.where!r}" if deletion.where
-                                else f"table {entry.name} has no rows")
+        raise LineageQueryError(
+            f"no row of {entry.name} satisfies {deletion.where!r}"
+            if deletion.where
+            else f"table {entry.name} has no rows"
+        )
     return entry.table_id, np.array(selected, dtype=np.int64)
 
 
@@ -77,8 +81,9 @@ def _imported_rows(catalog: Catalog, wanted: np.ndarray) -> tuple[np.ndarray, np
     if not paths:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     where = pc.field("value_id").isin(pa.array(np.unique(wanted), pa.int64()))
-    data = storefiles.scan(catalog.store.fs, paths, f"value rows of {catalog.store.uri}", schema=schema.VALUE_ROWS_SCHEMA,
-                           filter=where)
+    data = storefiles.scan(
+        catalog.store.fs, paths, f"value rows of {catalog.store.uri}", schema=schema.VALUE_ROWS_SCHEMA, filter=where
+    )
     known = data.column("value_id").to_numpy()
     order = np.argsort(known)
     return known[order], data.column("row").to_numpy()[order]
@@ -99,7 +104,9 @@ def _rows_of_values(catalog: Catalog, values: np.ndarray) -> dict[int, np.ndarra
             raise LineageQueryError(f"unknown value id {int(bad[0])}: it names no cell of this store")
         rowless = values[at][row[at] < 0]
         if len(rowless):
-            raise LineageQueryError(f"value {int(rowless[0])} was imported without its row (the values file's "
-                                    "'row' column): it cannot be deleted")
+            raise LineageQueryError(
+                f"value {int(rowless[0])} was imported without its row (the values file's "
+                "'row' column): it cannot be deleted"
+            )
         out[t] = np.unique(row[at])  # that each row exists is checked where they are read (Engine.propagate)
     return out

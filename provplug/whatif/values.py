@@ -129,8 +129,9 @@ def aggregate(function: str, values: pa.Table, out_type: pa.DataType | None) -> 
         counts = grouped.column("value_count").to_pylist()
         with decimal.localcontext() as ctx:
             ctx.prec = 76  # exact enough that rounding to the output scale is the only rounding
-            results = [None if not n else decimal.Decimal(s) / decimal.Decimal(n) for s, n in
-                       zip(sums, counts, strict=True)]
+            results = [
+                None if not n else decimal.Decimal(s) / decimal.Decimal(n) for s, n in zip(sums, counts, strict=True)
+            ]
     else:
         name = "mean" if function == "avg" else arrow[function]
         grouped = values.group_by("out_row").aggregate([("value", name)])
@@ -146,8 +147,9 @@ def typed(value: Any, out_type: pa.DataType | None) -> Any:
     if pa.types.is_decimal(out_type):
         with decimal.localcontext() as ctx:
             ctx.prec = 76
-            return decimal.Decimal(value).quantize(decimal.Decimal(1).scaleb(-out_type.scale),
-                                                   rounding=decimal.ROUND_HALF_UP)
+            return decimal.Decimal(value).quantize(
+                decimal.Decimal(1).scaleb(-out_type.scale), rounding=decimal.ROUND_HALF_UP
+            )
     if pa.types.is_floating(out_type):
         return float(value)
     if pa.types.is_integer(out_type):

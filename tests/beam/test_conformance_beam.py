@@ -47,10 +47,15 @@ def run_uncaptured() -> dict[str, list[dict[str, Any]]]:
     with tempfile.TemporaryDirectory() as folder:
         with beam.Pipeline() as pipeline:
             for name, pcoll in build(pipeline | beam.Create(PEOPLE)).items():
-                _ = pcoll | f"Json{name}" >> beam.Map(json.dumps) | f"Write{name}" >> beam.io.WriteToText(
-                    str(Path(folder) / name))
-        return {name: [json.loads(line) for f in Path(folder).glob(f"{name}-*") for line in f.read_text().splitlines()]
-                for name in ("Decade", "Old")}
+                _ = (
+                    pcoll
+                    | f"Json{name}" >> beam.Map(json.dumps)
+                    | f"Write{name}" >> beam.io.WriteToText(str(Path(folder) / name))
+                )
+        return {
+            name: [json.loads(line) for f in Path(folder).glob(f"{name}-*") for line in f.read_text().splitlines()]
+            for name in ("Decade", "Old")
+        }
 
 
 class TestBeamContract(AdapterContract):

@@ -163,25 +163,43 @@ def test_edges_stand_for_the_black_box_triples(stores: tuple[Path, Path]) -> Non
     # Hand-derived: each cell of Upper and Parts <- every cell of its person.
     upper = [("Upper", c, shout_of(p), every_cell("People", p)) for p in PEOPLE for c in ("Name", "Decade")]
     assert on.lineage("Shout") == expect_lineage(*upper)
-    parts = [("Parts", c, half, every_cell("People", p)) for p in PEOPLE for half in halves_of(p) for c in ("Who", "Part")]
+    parts = [
+        ("Parts", c, half, every_cell("People", p)) for p in PEOPLE for half in halves_of(p) for c in ("Who", "Part")
+    ]
     assert on.lineage("Halves") == expect_lineage(*parts)
     steve = person("Steve")
-    assert on.lineage("Tagged")[("Tags", "Tag", (("Tag", "ny"), ("Who", "Steve")),
-                                 frozenset(("Old", c, tuple(sorted(steve.items()))) for c in steve))] == 1
+    assert (
+        on.lineage("Tagged")[
+            (
+                "Tags",
+                "Tag",
+                (("Tag", "ny"), ("Who", "Steve")),
+                frozenset(("Old", c, tuple(sorted(steve.items()))) for c in steve),
+            )
+        ]
+        == 1
+    )
     for name in (*DECLARED, "Old", "ByDecade"):
         assert on.lineage(name) == off.lineage(name), name
     # expand(edge) gives exactly the op's count of triples, each once.
     counts = {o["name"]: o["triples"] for o in on.store.ops().to_pylist()}
     for name, edge in _edges(stores[0]).items():
-        pairs = [(s, d) for b in expand([edge]) for s, d in zip(b.column("src").to_pylist(), b.column("dst").to_pylist(),
-                                                                strict=True)]
+        pairs = [
+            (s, d)
+            for b in expand([edge])
+            for s, d in zip(b.column("src").to_pylist(), b.column("dst").to_pylist(), strict=True)
+        ]
         assert len(pairs) == len(set(pairs)) == edge.triple_count == counts[name], name
 
 
 def test_catalogue_and_manifest_counts_agree_on_and_off(stores: tuple[Path, Path]) -> None:
     on, off = open_store(stores[0]), open_store(stores[1])
-    assert {o["name"]: o["triples"] for o in on.ops().to_pylist()} == {o["name"]: o["triples"] for o in off.ops().to_pylist()}
-    assert {t["name"]: t["rows"] for t in on.tables().to_pylist()} == {t["name"]: t["rows"] for t in off.tables().to_pylist()}
+    assert {o["name"]: o["triples"] for o in on.ops().to_pylist()} == {
+        o["name"]: o["triples"] for o in off.ops().to_pylist()
+    }
+    assert {t["name"]: t["rows"] for t in on.tables().to_pylist()} == {
+        t["name"]: t["rows"] for t in off.tables().to_pylist()
+    }
     manifest, plain = (json.loads(next(path.glob("runs/*/_manifest.json")).read_text()) for path in stores)
     assert LOCATIONS in manifest["datasets"] and LOCATIONS not in plain["datasets"]
     counts = manifest["counts"]
@@ -193,7 +211,9 @@ def test_catalogue_and_manifest_counts_agree_on_and_off(stores: tuple[Path, Path
 
 @provplug.step("Known", output="Known", rates={"production": 1})
 def known(people: Any, cities: Any) -> Any:
-    return people | beam.Map(lambda p, seen: {"Name": p["Name"], "Known": p["City"] in seen}, beam.pvalue.AsList(cities))
+    return people | beam.Map(
+        lambda p, seen: {"Name": p["Name"], "Known": p["City"] in seen}, beam.pvalue.AsList(cities)
+    )
 
 
 def test_a_declared_map_with_a_captured_side_input_in_a_typed_pipeline(tmp_path: Path) -> None:
@@ -206,8 +226,11 @@ def test_a_declared_map_with_a_captured_side_input_in_a_typed_pipeline(tmp_path:
             known(run.source(PEOPLE, "People"), run.source(CITIES, "Cities") | beam.Map(lambda c: c["City"]))
     (edge,) = _edges(stores[0]).values()
     assert edge.columns == ((0, (0, 1, 2)), (1, (0, 1, 2)))
-    expected = [("Known", c, {"Name": p["Name"], "Known": p["City"] in ("NY", "LA")}, every_cell("People", p))
-                for p in PEOPLE for c in ("Name", "Known")]
+    expected = [
+        ("Known", c, {"Name": p["Name"], "Known": p["City"] in ("NY", "LA")}, every_cell("People", p))
+        for p in PEOPLE
+        for c in ("Name", "Known")
+    ]
     assert StoreContents(stores[0]).lineage() == StoreContents(stores[1]).lineage() == expect_lineage(*expected)
 
 
@@ -225,10 +248,18 @@ def _answers(path: Path) -> collections.Counter[tuple[Any, ...]]:
                 for method in ("rq", "ccprov", "csprov"):
                     for direction in ("up", "down"):
                         answer = store.lineage(vid, method=method, direction=direction)
-                        answers[(read.label(vid, content), method, direction,
-                                 frozenset(read.label(r["value_id"], content) for r in answer.lineage),
-                                 frozenset((read.label(e["src"], content), read.label(e["dst"], content), e["op"])
-                                           for e in answer.edges))] += 1
+                        answers[
+                            (
+                                read.label(vid, content),
+                                method,
+                                direction,
+                                frozenset(read.label(r["value_id"], content) for r in answer.lineage),
+                                frozenset(
+                                    (read.label(e["src"], content), read.label(e["dst"], content), e["op"])
+                                    for e in answer.edges
+                                ),
+                            )
+                        ] += 1
     return answers
 
 
@@ -252,10 +283,13 @@ def _emit(counts: dict[str, int]) -> Any:
     return emit
 
 
-@pytest.mark.parametrize(("counts", "row", "emitted"), [({"Mark": 3}, 1, "3 elements"), ({"Mary": 0}, 3, "0 elements"),
-                                                         ({"Steve": 1}, 0, "1 element")])
+@pytest.mark.parametrize(
+    ("counts", "row", "emitted"),
+    [({"Mark": 3}, 1, "3 elements"), ({"Mary": 0}, 3, "0 elements"), ({"Steve": 1}, 0, "1 element")],
+)
 def test_an_element_emitting_other_than_declared_fails_the_run(
-        tmp_path: Path, counts: dict[str, int], row: int, emitted: str) -> None:
+    tmp_path: Path, counts: dict[str, int], row: int, emitted: str
+) -> None:
     @provplug.step("Pairs", output="Pairs", rates={"production": 2})
     def pairs(people: Any) -> Any:
         return people | beam.FlatMap(_emit(counts))
@@ -275,8 +309,10 @@ def test_elements_missing_a_cell_fail_the_run(tmp_path: Path) -> None:
         return people | beam.Map(lambda p: {"Who": p["Name"], **({"Age": p["Age"]} if p["Age"] > 30 else {})})
 
     store = tmp_path / "bad.prov"
-    expected = (r"step Sparse declares .*not every element has a cell in every column "
-                r"\(18 triples by its cells, the declaration stands for 24\)")
+    expected = (
+        r"step Sparse declares .*not every element has a cell in every column "
+        r"\(18 triples by its cells, the declaration stands for 24\)"
+    )
     with pytest.raises(LocationError, match=expected), provplug.capture(beam.Pipeline(), store=store) as run:
         sparse(run.source(PEOPLE, "People"))
     assert not list(store.glob("runs/*/_manifest.json"))
@@ -288,22 +324,35 @@ def _declared(body: Any, rates: dict[str, Any] | None = None, outputs: Any = "Ou
 
 
 BAD = {
-    "consumption 2": (_declared(lambda t: t | beam.Map(shout_of), {"consumption": 2, "production": 1}),
-                      r"step Bad declares consumption 2, production 1; Beam supports consumption 1, production f >= 1 "
-                      r"and no buffer"),
-    "buffer": (_declared(lambda t: t | beam.Map(shout_of), {"consumption": 1, "production": 1, "buffer": 2}),
-               r"step Bad declares consumption 1, production 1, buffer 2; Beam supports"),
-    "two ParDos": (_declared(lambda t: t | "First" >> beam.Map(shout_of) | "Second" >> beam.Map(lambda u: u)),
-                   r"step Bad declares rates, so its body must be one Map, MapTuple, FlatMap, FlatMapTuple, ParDo "
-                   r"over one stored table, with one output; Second is a second transform"),
+    "consumption 2": (
+        _declared(lambda t: t | beam.Map(shout_of), {"consumption": 2, "production": 1}),
+        r"step Bad declares consumption 2, production 1; Beam supports consumption 1, production f >= 1 "
+        r"and no buffer",
+    ),
+    "buffer": (
+        _declared(lambda t: t | beam.Map(shout_of), {"consumption": 1, "production": 1, "buffer": 2}),
+        r"step Bad declares consumption 1, production 1, buffer 2; Beam supports",
+    ),
+    "two ParDos": (
+        _declared(lambda t: t | "First" >> beam.Map(shout_of) | "Second" >> beam.Map(lambda u: u)),
+        r"step Bad declares rates, so its body must be one Map, MapTuple, FlatMap, FlatMapTuple, ParDo "
+        r"over one stored table, with one output; Second is a second transform",
+    ),
     "a Filter": (_declared(lambda t: t | beam.Filter(lambda p: True)), r"Filter\(<lambda[^)]*\) is a Filter$"),
-    "a grouping": (_declared(lambda t: t | beam.Map(lambda p: (p["City"], 1)) | beam.GroupByKey()),
-                   r"GroupByKey is a second transform"),
-    "a combine": (_declared(lambda t: t | beam.combiners.Count.Globally()), r"; Globally is a Count.Globally, not a ParDo$"),
+    "a grouping": (
+        _declared(lambda t: t | beam.Map(lambda p: (p["City"], 1)) | beam.GroupByKey()),
+        r"GroupByKey is a second transform",
+    ),
+    "a combine": (
+        _declared(lambda t: t | beam.combiners.Count.Globally()),
+        r"; Globally is a Count.Globally, not a ParDo$",
+    ),
     "two inputs": (_declared(lambda t: (t, t) | beam.Flatten()), r"; Flatten reads 2 PCollections$"),
     "no transform": (_declared(lambda t: t), r"it does not return the output of one such transform"),
-    "two outputs": (_declared(lambda t: (t | "A" >> beam.Map(shout_of), t | "B" >> beam.Map(shout_of)),
-                              outputs=("A", "B")), r"it has 2 outputs"),
+    "two outputs": (
+        _declared(lambda t: (t | "A" >> beam.Map(shout_of), t | "B" >> beam.Map(shout_of)), outputs=("A", "B")),
+        r"it has 2 outputs",
+    ),
 }
 
 
@@ -321,7 +370,10 @@ def test_a_declared_step_over_data_transformed_outside_any_step_is_an_error(tmp_
     """Its input positions would not be a stored table's rows."""
     step = _declared(lambda t: t | beam.Map(shout_of))
     expected = r"Map\(shout_of\) reads data transformed outside any step, not a stored table"
-    with pytest.raises(LocationError, match=expected), provplug.capture(beam.Pipeline(), store=tmp_path / "b.prov") as run:
+    with (
+        pytest.raises(LocationError, match=expected),
+        provplug.capture(beam.Pipeline(), store=tmp_path / "b.prov") as run,
+    ):
         step(run.source(PEOPLE, "People") | beam.Filter(lambda p: p["Age"] > 20))
 
 

@@ -49,14 +49,20 @@ def r_flatmap(people: Any) -> Any:
 @provplug.step("R_cogroup", output="Contacts")
 def r_cogroup(emails: Any, phones: Any) -> Any:
     # Sorted lists (a Map, one row per row) so rows compare by content.
-    return ({"emails": emails, "phones": phones} | beam.CoGroupByKey()
-            | beam.Map(lambda kv: {"key": kv[0], "emails": sorted(kv[1]["emails"]), "phones": sorted(kv[1]["phones"])}))
+    return (
+        {"emails": emails, "phones": phones}
+        | beam.CoGroupByKey()
+        | beam.Map(lambda kv: {"key": kv[0], "emails": sorted(kv[1]["emails"]), "phones": sorted(kv[1]["phones"])})
+    )
 
 
 @provplug.step("R_join", output="EmailPhone")
 def r_join(emails: Any, phones: Any) -> Any:
-    return ({"emails": emails, "phones": phones} | beam.CoGroupByKey()
-            | beam.FlatMap(lambda kv: [(e, p) for e in kv[1]["emails"] for p in kv[1]["phones"]]))
+    return (
+        {"emails": emails, "phones": phones}
+        | beam.CoGroupByKey()
+        | beam.FlatMap(lambda kv: [(e, p) for e in kv[1]["emails"] for p in kv[1]["phones"]])
+    )
 
 
 @provplug.step("R_sum", output="SumByCity")
@@ -165,7 +171,8 @@ def rows(store: Path) -> Rows:
 def expect(table: str, *rows: tuple[Any, list[list[tuple[str, Any]]]]) -> collections.Counter:
     """(out row, members as lists of (table, row)) per output row."""
     return collections.Counter(
-        (table, freeze(out), frozenset(frozenset((t, freeze(r)) for t, r in m) for m in members)) for out, members in rows
+        (table, freeze(out), frozenset(frozenset((t, freeze(r)) for t, r in m) for m in members))
+        for out, members in rows
     )
 
 
@@ -182,11 +189,13 @@ PEOPLE_COLUMNS = ("Name", "City", "Age")
 
 def test_map_one_row_per_row_exact(rows: Rows) -> None:
     people = rows.table_id("People")
-    assert rows.lineage("R_map") == expect("Upper", *[
-        ({"Name": p["Name"].upper(), "Decade": p["Age"] // 10}, [[("People", p)]]) for p in PEOPLE])
+    assert rows.lineage("R_map") == expect(
+        "Upper", *[({"Name": p["Name"].upper(), "Decade": p["Age"] // 10}, [[("People", p)]]) for p in PEOPLE]
+    )
     every = computed(*[(people, c) for c in PEOPLE_COLUMNS])
     assert rows.rule("R_map") == OpRowRules(
-        rows.got.ops["R_map"]["op_id"], rows.table_id("Upper"), "exact", {"Name": every, "Decade": every})
+        rows.got.ops["R_map"]["op_id"], rows.table_id("Upper"), "exact", {"Name": every, "Decade": every}
+    )
 
 
 def test_filter_keeps_rows_decided_by_every_column_it_sees(rows: Rows) -> None:
@@ -194,15 +203,20 @@ def test_filter_keeps_rows_decided_by_every_column_it_sees(rows: Rows) -> None:
     kept = [person("Mark"), person("Shane")]
     assert rows.lineage("R_filter") == expect("Old", *[(p, [[("People", p)]]) for p in kept])
     assert rows.rule("R_filter") == OpRowRules(
-        rows.got.ops["R_filter"]["op_id"], rows.table_id("Old"), "exact", copy(people, *PEOPLE_COLUMNS),
-        {people: tuple(sorted(PEOPLE_COLUMNS))})
+        rows.got.ops["R_filter"]["op_id"],
+        rows.table_id("Old"),
+        "exact",
+        copy(people, *PEOPLE_COLUMNS),
+        {people: tuple(sorted(PEOPLE_COLUMNS))},
+    )
 
 
 def test_flatmap_rows_come_from_one_row_but_existence_is_opaque(rows: Rows) -> None:
     people = rows.table_id("People")
     old = [person("Mark"), person("Shane")]
-    assert rows.lineage("R_flatmap") == expect("Parts", *[
-        (out, [[("People", p)]]) for p in old for out in ({"Part": p["Name"][:2]}, {"Part": p["City"]})])
+    assert rows.lineage("R_flatmap") == expect(
+        "Parts", *[(out, [[("People", p)]]) for p in old for out in ({"Part": p["Name"][:2]}, {"Part": p["City"]})]
+    )
     rule = rows.rule("R_flatmap")
     assert rule.existence == "opaque" and rule.reason.startswith("FlatMap")
     assert rule.columns == {"Part": computed(*[(people, c) for c in PEOPLE_COLUMNS])}
@@ -221,16 +235,23 @@ def test_cogroup_row_lives_while_any_element_of_either_side_does(rows: Rows) -> 
     # After the cogroup a Map (one row per row, a black box): every column computed.
     every = computed((emails, "key"), (emails, "value"), (phones, "key"), (phones, "value"))
     assert rows.rule("R_cogroup") == OpRowRules(
-        rows.got.ops["R_cogroup"]["op_id"], rows.table_id("Contacts"), "exact",
-        {"key": every, "emails": every, "phones": every}, {emails: ("key",), phones: ("key",)})
+        rows.got.ops["R_cogroup"]["op_id"],
+        rows.table_id("Contacts"),
+        "exact",
+        {"key": every, "emails": every, "phones": every},
+        {emails: ("key",), phones: ("key",)},
+    )
 
 
 def test_a_cogroup_based_join_is_opaque(rows: Rows) -> None:
     # The FlatMap after the cogroup picks pairs unseen: each output's members
     # are the whole key's group, and its existence is opaque.
-    mark = [[("Emails", {"key": "Mark", "value": v})] for v in ("m@x", "m2@x")] + [[("Phones", {"key": "Mark", "value": "555"})]]
+    mark = [[("Emails", {"key": "Mark", "value": v})] for v in ("m@x", "m2@x")] + [
+        [("Phones", {"key": "Mark", "value": "555"})]
+    ]
     assert rows.lineage("R_join") == expect(
-        "EmailPhone", ({"key": "m@x", "value": "555"}, mark), ({"key": "m2@x", "value": "555"}, mark))
+        "EmailPhone", ({"key": "m@x", "value": "555"}, mark), ({"key": "m2@x", "value": "555"}, mark)
+    )
     assert rows.rule("R_join").existence == "opaque"
 
 
@@ -243,31 +264,47 @@ def test_combine_per_key_members_and_aggregates(rows: Rows) -> None:
         ("R_mean", "MeanByCity", {"NY": 30.0, "LA": 40.0}, "avg"),
     ):
         assert rows.lineage(op) == expect(table, *[({"key": c, "value": v}, members[c]) for c, v in values.items()])
-        value = (ColumnRule("aggregate", function="count_star") if function == "count_star"
-                 else ColumnRule("aggregate", visits, "value", function))
+        value = (
+            ColumnRule("aggregate", function="count_star")
+            if function == "count_star"
+            else ColumnRule("aggregate", visits, "value", function)
+        )
         assert rows.rule(op) == OpRowRules(
-            rows.got.ops[op]["op_id"], rows.table_id(table), "exact", {**copy(visits, "key"), "value": value},
-            {visits: ("key",)}), op
+            rows.got.ops[op]["op_id"],
+            rows.table_id(table),
+            "exact",
+            {**copy(visits, "key"), "value": value},
+            {visits: ("key",)},
+        ), op
 
 
 def test_distinct_merges_equal_rows(rows: Rows) -> None:
     cities = rows.table_id("Cities")
     ny, la = {"City": "NY"}, {"City": "LA"}
     assert rows.lineage("R_distinct") == expect(
-        "UniqueCities", (ny, [[("Cities", ny)], [("Cities", ny)]]), (la, [[("Cities", la)]]))
+        "UniqueCities", (ny, [[("Cities", ny)], [("Cities", ny)]]), (la, [[("Cities", la)]])
+    )
     assert rows.rule("R_distinct") == OpRowRules(
-        rows.got.ops["R_distinct"]["op_id"], rows.table_id("UniqueCities"), "exact", copy(cities, "City"),
-        {cities: ("City",)})
+        rows.got.ops["R_distinct"]["op_id"],
+        rows.table_id("UniqueCities"),
+        "exact",
+        copy(cities, "City"),
+        {cities: ("City",)},
+    )
 
 
 def test_flatten_keeps_each_row_with_its_one_member(rows: Rows) -> None:
     people, more = rows.table_id("People"), rows.table_id("More")
     assert rows.lineage("R_union") == expect(
-        "Everyone", *[(p, [[("People", p)]]) for p in PEOPLE], *[(p, [[("More", p)]]) for p in MORE])
+        "Everyone", *[(p, [[("People", p)]]) for p in PEOPLE], *[(p, [[("More", p)]]) for p in MORE]
+    )
     # A union column copies the cell of its row's own table (a copy per table).
     assert rows.rule("R_union") == OpRowRules(
-        rows.got.ops["R_union"]["op_id"], rows.table_id("Everyone"), "exact",
-        {c: ColumnRule("copy", references=tuple(sorted([(people, c), (more, c)]))) for c in PEOPLE_COLUMNS})
+        rows.got.ops["R_union"]["op_id"],
+        rows.table_id("Everyone"),
+        "exact",
+        {c: ColumnRule("copy", references=tuple(sorted([(people, c), (more, c)]))) for c in PEOPLE_COLUMNS},
+    )
 
 
 def test_groupby_aggregate_field_inside_a_composite(rows: Rows) -> None:
@@ -280,9 +317,12 @@ def test_groupby_aggregate_field_inside_a_composite(rows: Rows) -> None:
         ({"City": "LA", "Age": 40.0}, [[("Person2", person("Shane"))]]),
     )
     assert rows.rule("R2") == OpRowRules(
-        rows.got.ops["R2"]["op_id"], rows.table_id("AvgAge"), "exact",
+        rows.got.ops["R2"]["op_id"],
+        rows.table_id("AvgAge"),
+        "exact",
         {"City": ColumnRule("copy", person2, "City"), "Age": ColumnRule("aggregate", person2, "Age", "avg")},
-        {person2: ("City",)})
+        {person2: ("City",)},
+    )
     assert rows.rule("R1").deciding == {person1: tuple(sorted(PEOPLE_COLUMNS))}
 
 
@@ -367,7 +407,8 @@ def test_nested_composites_global_combines_and_side_inputs(tmp_path: Path) -> No
     assert got.got.ops["Ages"]["operations"] == ["Map", "CombinePerKey"]
     # NY adults: Steve 30, Mark 40 -> one row (NY, 70) with both as members.
     assert got.lineage("Ages") == expect(
-        "AgeSum", ({"key": "NY", "value": 70}, [[("Kept", person("Steve"))], [("Kept", person("Mark"))]]))
+        "AgeSum", ({"key": "NY", "value": 70}, [[("Kept", person("Steve"))], [("Kept", person("Mark"))]])
+    )
     kept = got.table_id("Kept")
     # The Map made the pairs: the sum is of computed values, not of a column.
     every = computed(*[(kept, c) for c in PEOPLE_COLUMNS])
@@ -380,14 +421,22 @@ def test_nested_composites_global_combines_and_side_inputs(tmp_path: Path) -> No
     assert got.rule("Total").existence == "opaque" and "default" in got.rule("Total").reason
     # A count's default (0 with no member left) is what what-if recomputes: one row always.
     assert got.rule("CountAll") == OpRowRules(
-        got.got.ops["CountAll"]["op_id"], got.table_id("AgeCount"), "always_one_row",
-        {"value": ColumnRule("aggregate", function="count_star")})
+        got.got.ops["CountAll"]["op_id"],
+        got.table_id("AgeCount"),
+        "always_one_row",
+        {"value": ColumnRule("aggregate", function="count_star")},
+    )
     assert got.lineage("CountAll") == expect("AgeCount", ({"value": 4}, members))
     (counted,) = provplug.open(path).whatif("AgeList", "value IS NOT NULL").table("AgeCount").changed  # type: ignore[union-attr]
     assert counted.changes == {"value": (4, 0)}  # as Beam re-run on no row: the default 0
     assert got.rule("TotalOrNothing") == OpRowRules(
-        got.got.ops["TotalOrNothing"]["op_id"], got.table_id("TotalAgeOrNothing"), "exact",
-        {"value": ColumnRule("aggregate", age_list, "value", "sum")})
+        got.got.ops["TotalOrNothing"]["op_id"],
+        got.table_id("TotalAgeOrNothing"),
+        "exact",
+        {"value": ColumnRule("aggregate", age_list, "value", "sum")},
+    )
     # The mean arrives as a side input: its rows are no member, so existence is opaque.
-    assert got.lineage("AboveAverage") == expect("Above", *[(person(n), [[("People", person(n))]]) for n in ("Mark", "Shane")])
+    assert got.lineage("AboveAverage") == expect(
+        "Above", *[(person(n), [[("People", person(n))]]) for n in ("Mark", "Shane")]
+    )
     assert got.rule("AboveAverage").existence == "opaque" and "side input" in got.rule("AboveAverage").reason

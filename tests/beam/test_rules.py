@@ -75,8 +75,17 @@ def test_group_by_key_links_key_and_value_cells_of_the_group(kinds: StoreContent
     assert got == collections.Counter((t, c, ps) for t, c, _, ps in expected.elements())
     # Composed with a MapTuple (black box) and a Filter (copy) in one step.
     sorted_ny = {"key": "NY", "value": [20, 30, 40]}
-    assert kinds.lineage("S_gbk")[("AgesByCity", "value", freeze(sorted_ny),
-                                  frozenset(("Visits", c, freeze(v)) for v in ny for c in ("key", "value")))] == 1
+    assert (
+        kinds.lineage("S_gbk")[
+            (
+                "AgesByCity",
+                "value",
+                freeze(sorted_ny),
+                frozenset(("Visits", c, freeze(v)) for v in ny for c in ("key", "value")),
+            )
+        ]
+        == 1
+    )
 
 
 def test_combine_per_key_links_key_and_aggregated_cells(kinds: StoreContents) -> None:
@@ -118,7 +127,9 @@ def test_flatten_is_a_union(kinds: StoreContents) -> None:
     expected = [("Everyone", c, p, [("People", c, p)]) for p in PEOPLE for c in p]
     expected += [("Everyone", c, MORE[0], [("More", c, MORE[0])]) for c in MORE[0]]
     assert kinds.lineage("S_flatten") == expect_lineage(*expected)
-    assert sorted(kinds.ops["S_flatten"]["inputs"]) == sorted([kinds.tables["People"]["table_id"], kinds.tables["More"]["table_id"]])
+    assert sorted(kinds.ops["S_flatten"]["inputs"]) == sorted(
+        [kinds.tables["People"]["table_id"], kinds.tables["More"]["table_id"]]
+    )
 
 
 def test_distinct_merges_equal_elements(kinds: StoreContents) -> None:

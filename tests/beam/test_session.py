@@ -71,17 +71,29 @@ def test_running_example_matches_paper_table4(people_store: Path) -> None:
 def test_running_example_catalogue(people_store: Path) -> None:
     got = captured(people_store)
     t = got.tables
-    assert [t[n]["columns"] for n in ("Person1", "Person2", "AvgAge")] == [["Name", "City", "Age"]] * 2 + [["City", "Age"]]
+    assert [t[n]["columns"] for n in ("Person1", "Person2", "AvgAge")] == [["Name", "City", "Age"]] * 2 + [
+        ["City", "Age"]
+    ]
     assert [t[n]["rows"] for n in ("Person1", "Person2", "AvgAge")] == [4, 3, 2]
     assert [t[n]["origin"] for n in ("Person1", "Person2", "AvgAge")] == ["source", "output", "output"]
     r1, r2 = got.ops["R1"], got.ops["R2"]
-    assert (r1["inputs"], r1["outputs"], r1["triples"], r1["kind"]) == ([t["Person1"]["table_id"]], [t["Person2"]["table_id"]], 9, "builtin")
+    assert (r1["inputs"], r1["outputs"], r1["triples"], r1["kind"]) == (
+        [t["Person1"]["table_id"]],
+        [t["Person2"]["table_id"]],
+        9,
+        "builtin",
+    )
     assert (r2["inputs"], r2["outputs"], r2["triples"]) == ([t["Person2"]["table_id"]], [t["AvgAge"]["table_id"]], 6)
     assert r1["operations"] == ["Filter"] and r2["operations"] == ["GroupBy.aggregate_field"]
-    assert sorted(got.rows["AvgAge"].values(), key=lambda r: r["City"]) == [{"City": "LA", "Age": 40.0}, {"City": "NY", "Age": 35.0}]
+    assert sorted(got.rows["AvgAge"].values(), key=lambda r: r["City"]) == [
+        {"City": "LA", "Age": 40.0},
+        {"City": "NY", "Age": 35.0},
+    ]
 
 
-def test_lineage_answers_the_same_on_beam_and_spark(people_store: Path, tmp_path: Path, cli: Any, request: pytest.FixtureRequest) -> None:
+def test_lineage_answers_the_same_on_beam_and_spark(
+    people_store: Path, tmp_path: Path, cli: Any, request: pytest.FixtureRequest
+) -> None:
     probe = cli("lineage", people_store, "AvgAge.Age", "--where", "City = 'NY'", "--json")
     if probe.code != 0 and "not available" in probe.err:
         pytest.skip("`provplug lineage` is not implemented yet")
@@ -97,11 +109,17 @@ def test_lineage_answers_the_same_on_beam_and_spark(people_store: Path, tmp_path
             result = cli("lineage", store, "AvgAge.Age", "--where", "City = 'NY'", "--json")
         assert result.code == 0, result
         answer = json.loads(result.out)
-        answers.append(sorted(
-            (r["table"], r["column"], r["value"],
-             freeze({k: v for k, v in answer["rows"].get(r["row"], {}).items() if not k.startswith("_")}))
-            for r in answer["lineage"]
-        ))
+        answers.append(
+            sorted(
+                (
+                    r["table"],
+                    r["column"],
+                    r["value"],
+                    freeze({k: v for k, v in answer["rows"].get(r["row"], {}).items() if not k.startswith("_")}),
+                )
+                for r in answer["lineage"]
+            )
+        )
     assert answers[0] == answers[1]
     assert {(a[0], a[2]) for a in answers[0]} == {("Person2", 30), ("Person2", 40), ("Person1", 30), ("Person1", 40)}
 
@@ -143,8 +161,10 @@ def test_hooks_fire_as_for_spark(tmp_path: Path) -> None:
     capture_filter(tmp_path / "s.prov", PEOPLE, _plugins(recorder))
     assert recorder.events == [
         ("run_started", "beam"),
-        ("step_started", "S_filter"), ("step_finished", "S_filter:S_filter"),
-        ("step_started", "S_pardo"), ("step_finished", "S_pardo:S_pardo"),
+        ("step_started", "S_filter"),
+        ("step_finished", "S_filter:S_filter"),
+        ("step_started", "S_pardo"),
+        ("step_finished", "S_pardo:S_pardo"),
         ("run_finished", "committed"),
     ]
 
@@ -229,7 +249,10 @@ def test_a_step_called_twice(tmp_path: Path) -> None:
     )
     ops = got.store.ops().to_pylist()
     assert [o["name"] for o in ops] == ["CountWords", "CountWords"]
-    assert [o["outputs"] for o in ops] == [[got.tables["WordCounts"]["table_id"]], [got.tables["WordCounts#2"]["table_id"]]]
+    assert [o["outputs"] for o in ops] == [
+        [got.tables["WordCounts"]["table_id"]],
+        [got.tables["WordCounts#2"]["table_id"]],
+    ]
 
 
 @provplug.step("SumWords", output="WordSums")

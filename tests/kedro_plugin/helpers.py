@@ -18,8 +18,13 @@ NO_TELEMETRY = {"DO_NOT_TRACK": "1", "KEDRO_DISABLE_TELEMETRY": "true"}
 
 def copy_project(destination: Path) -> Path:
     """A fresh copy of the example project (its shipped inputs only)."""
-    return Path(shutil.copytree(PROJECT, destination, ignore=shutil.ignore_patterns(
-        "__pycache__", "03_primary", "08_reporting", "09_provenance", "*.prov")))
+    return Path(
+        shutil.copytree(
+            PROJECT,
+            destination,
+            ignore=shutil.ignore_patterns("__pycache__", "03_primary", "08_reporting", "09_provenance", "*.prov"),
+        )
+    )
 
 
 def kedro_run(project: Path, *args: str, store: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -28,8 +33,15 @@ def kedro_run(project: Path, *args: str, store: Path | None = None) -> subproces
     env.update(NO_TELEMETRY)
     if store is not None:
         env["PROVPLUG_STORE"] = str(store)
-    return subprocess.run([sys.executable, "-m", "kedro", "run", *args], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "kedro", "run", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def outputs(project: Path) -> dict[str, list[tuple[Any, ...]]]:

@@ -51,20 +51,28 @@ def test_memory_datasets_of_spark_frames_link_two_nodes(spark: Any, tmp_path: Pa
     (tmp_path / "numbers").mkdir()
     numbers.write.parquet(str(tmp_path / "numbers" / "n.parquet"))
     catalog = DataCatalog({"numbers": MemoryDataset(spark.read.parquet(str(tmp_path / "numbers" / "n.parquet")))})
-    flow = pipeline([node(_doubled, "numbers", "doubled", name="double"), node(_plus_one, "doubled", "result", name="inc")],
-                    namespace="maths", inputs={"numbers"}, outputs={"result"})
+    flow = pipeline(
+        [node(_doubled, "numbers", "doubled", name="double"), node(_plus_one, "doubled", "result", name="inc")],
+        namespace="maths",
+        inputs={"numbers"},
+        outputs={"result"},
+    )
     store = tmp_path / "store.prov"
     run_like_a_session(ProvplugHooks(store=store), flow, catalog, tmp_path)
 
     target = provplug.open_store(store)
     assert sorted((o["name"], o["params"]) for o in target.ops().to_pylist()) == [
-        ("maths.double", '{"module": "maths"}'), ("maths.inc", '{"module": "maths"}')]
+        ("maths.double", '{"module": "maths"}'),
+        ("maths.inc", '{"module": "maths"}'),
+    ]
     from provplug.cli.main import main
 
     assert main(["index", str(store)]) == 0
     answer = provplug.open(store).lineage(table="result", column="x", where="x = 5").to_dict()
     assert sorted((v["table"], v["column"], v["value"]) for v in answer["lineage"]) == [
-        ("maths.doubled", "x", 4), ("numbers", "x", 2)]
+        ("maths.doubled", "x", 4),
+        ("numbers", "x", 2),
+    ]
 
 
 def _count(trips: pd.DataFrame) -> pd.DataFrame:
@@ -100,8 +108,9 @@ def test_a_node_that_returns_pandas_is_refused_by_name(spark: Any, tmp_path: Pat
     assert not store.exists() or provplug.open_store(store).runs() == []
 
 
-def test_without_a_store_the_hooks_leave_the_run_alone(spark: Any, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_store_the_hooks_leave_the_run_alone(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No store: pandas nodes run as usual and nothing is written."""
     from kedro.io import DataCatalog, MemoryDataset
 
@@ -127,7 +136,9 @@ def test_the_store_comes_from_the_argument_the_environment_or_the_parameters(
     assert ProvplugHooks().configured_store(run_params, with_parameter) == str(tmp_path / "project" / "data/run.prov")
     monkeypatch.setenv(STORE_ENV, str(tmp_path / "env.prov"))  # the environment wins over the parameters
     assert ProvplugHooks().configured_store(run_params, with_parameter) == str(tmp_path / "env.prov")
-    assert ProvplugHooks(store="s3a://bucket/x.prov").configured_store(run_params, with_parameter) == "s3a://bucket/x.prov"
+    assert (
+        ProvplugHooks(store="s3a://bucket/x.prov").configured_store(run_params, with_parameter) == "s3a://bucket/x.prov"
+    )
 
 
 def test_a_parallel_runner_run_is_refused_before_anything_is_staged(tmp_path: Path) -> None:
@@ -137,7 +148,9 @@ def test_a_parallel_runner_run_is_refused_before_anything_is_staged(tmp_path: Pa
     store = tmp_path / "store.prov"
     hooks = ProvplugHooks(store=store)
     with pytest.raises(CaptureError, match="ParallelRunner"):
-        hooks.before_pipeline_run({"project_path": str(tmp_path), "runner": "ParallelRunner"}, Pipeline([]), DataCatalog())
+        hooks.before_pipeline_run(
+            {"project_path": str(tmp_path), "runner": "ParallelRunner"}, Pipeline([]), DataCatalog()
+        )
     assert hooks.current is None and not store.exists()
 
 
@@ -149,8 +162,12 @@ def test_the_parameters_reduce_a_source_in_production_mode(spark: Any, tmp_path:
     (tmp_path / "numbers").mkdir()
     spark.createDataFrame([(1,), (2,), (3,), (4,)], "x int").coalesce(1).write.parquet(str(tmp_path / "numbers" / "n"))
     settings = {"reduce": {"numbers": "keep:where=x <= 2"}, "reduce_mode": "production"}
-    catalog = DataCatalog({"numbers": MemoryDataset(spark.read.parquet(str(tmp_path / "numbers" / "n"))),
-                           "params:provplug": MemoryDataset(settings)})
+    catalog = DataCatalog(
+        {
+            "numbers": MemoryDataset(spark.read.parquet(str(tmp_path / "numbers" / "n"))),
+            "params:provplug": MemoryDataset(settings),
+        }
+    )
     flow = pipeline([node(_doubled, "numbers", "result", name="double")])
     store = tmp_path / "store.prov"
     run_like_a_session(ProvplugHooks(store=store), flow, catalog, tmp_path)

@@ -48,8 +48,13 @@ NODES = {  # node name -> its namespace
     "reporting.top_rated_shuttles_node": "reporting",
 }
 SOURCES = {"companies", "shuttles", "reviews"}
-OUTPUTS = {"data_processing.preprocessed_companies", "data_processing.preprocessed_shuttles",
-           "model_input_table", "price_by_location", "top_shuttles"}
+OUTPUTS = {
+    "data_processing.preprocessed_companies",
+    "data_processing.preprocessed_shuttles",
+    "model_input_table",
+    "price_by_location",
+    "top_shuttles",
+}
 EXPECTED_OUTPUTS = {
     "price_by_location": [("Andorra", 910.0, 2), ("Isle of Man", 1325.0, 12), ("Niue", 2645.67, 41)],
     "top_shuttles": [(10, "Type V5", "Isle of Man", 1.0, 90), (13, "Type F5", "Niue", 0.38, 95)],
@@ -90,33 +95,49 @@ def without_provplug(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, di
 
 def test_the_aggregate_cell_derives_from_the_prices_of_the_reviewed_shuttles(captured: tuple[Path, Path]) -> None:
     _, store = captured
-    answer = provplug.open(store).lineage(table="price_by_location", column="avg_price", where="company_location = 'Niue'")
+    answer = provplug.open(store).lineage(
+        table="price_by_location", column="avg_price", where="company_location = 'Niue'"
+    )
     assert [(v["table"], v["column"], v["value"]) for v in answer.to_dict()["query"]] == [
-        ("price_by_location", "avg_price", 2645.67)]
-    assert _answer(answer) == sorted([
-        ("model_input_table", "price", 1780.0), ("model_input_table", "price", 4107.0),
-        ("model_input_table", "price", 2050.0),
-        ("data_processing.preprocessed_shuttles", "price", 1780.0),
-        ("data_processing.preprocessed_shuttles", "price", 4107.0),
-        ("data_processing.preprocessed_shuttles", "price", 2050.0),
-        ("shuttles", "price", "$1,780.0"), ("shuttles", "price", "$4,107.0"), ("shuttles", "price", "$2,050.0"),
-    ])
+        ("price_by_location", "avg_price", 2645.67)
+    ]
+    assert _answer(answer) == sorted(
+        [
+            ("model_input_table", "price", 1780.0),
+            ("model_input_table", "price", 4107.0),
+            ("model_input_table", "price", 2050.0),
+            ("data_processing.preprocessed_shuttles", "price", 1780.0),
+            ("data_processing.preprocessed_shuttles", "price", 4107.0),
+            ("data_processing.preprocessed_shuttles", "price", 2050.0),
+            ("shuttles", "price", "$1,780.0"),
+            ("shuttles", "price", "$4,107.0"),
+            ("shuttles", "price", "$2,050.0"),
+        ]
+    )
     assert {e["op"] for e in answer.to_dict()["edges"]} == {
-        "reporting.summarise_by_location_node", "data_processing.create_model_input_table_node",
-        "data_processing.preprocess_shuttles_node"}
+        "reporting.summarise_by_location_node",
+        "data_processing.create_model_input_table_node",
+        "data_processing.preprocess_shuttles_node",
+    }
 
 
 def test_the_filtered_cell_derives_across_both_pipelines_from_one_company_cell(captured: tuple[Path, Path]) -> None:
     _, store = captured
     answer = provplug.open(store).lineage(table="top_shuttles", column="company_rating", where="shuttle_id = 13")
-    assert _answer(answer) == sorted([
-        ("model_input_table", "company_rating", 0.38),
-        ("data_processing.preprocessed_companies", "company_rating", 0.38),
-        ("companies", "company_rating", "38%"),
-    ])
-    assert sorted(e["op"] for e in answer.to_dict()["edges"]) == sorted([
-        "reporting.top_rated_shuttles_node", "data_processing.create_model_input_table_node",
-        "data_processing.preprocess_companies_node"])
+    assert _answer(answer) == sorted(
+        [
+            ("model_input_table", "company_rating", 0.38),
+            ("data_processing.preprocessed_companies", "company_rating", 0.38),
+            ("companies", "company_rating", "38%"),
+        ]
+    )
+    assert sorted(e["op"] for e in answer.to_dict()["edges"]) == sorted(
+        [
+            "reporting.top_rated_shuttles_node",
+            "data_processing.create_model_input_table_node",
+            "data_processing.preprocess_companies_node",
+        ]
+    )
 
 
 def test_ops_are_the_nodes_with_their_namespace_and_tables_the_catalog_entries(captured: tuple[Path, Path]) -> None:
@@ -191,7 +212,10 @@ def test_thesis_mode_only_when_named_changes_the_outputs_and_warns(tmp_path: Pat
     thesis = outputs(project)
     # Only Niue's reviewed shuttles 11 (72), 12 (88) and 13 (95) remain.
     assert thesis["price_by_location"] == [("Niue", 2645.67, 41)]
-    assert [(r[0], r[2], r[3], r[4]) for r in thesis["top_shuttles"]] == [(12, "Niue", 0.67, 88), (13, "Niue", 0.38, 95)]
+    assert [(r[0], r[2], r[3], r[4]) for r in thesis["top_shuttles"]] == [
+        (12, "Niue", 0.67, 88),
+        (13, "Niue", 0.38, 95),
+    ]
 
 
 def test_a_failing_node_commits_nothing_and_kedro_run_fails(captured: tuple[Path, Path], tmp_path: Path) -> None:

@@ -48,8 +48,13 @@ def labelled_triples(store: Path, keys: Mapping[str, Sequence[str]] | None = Non
     return StoreContents(store).labelled_triples(keyed(keys))
 
 
-def capture(spark: Any, store: Path, sources: Mapping[str, tuple[list[tuple[Any, ...]], str]],
-            body: Callable[[dict[str, Any]], Any], **kwargs: Any) -> Any:
+def capture(
+    spark: Any,
+    store: Path,
+    sources: Mapping[str, tuple[list[tuple[Any, ...]], str]],
+    body: Callable[[dict[str, Any]], Any],
+    **kwargs: Any,
+) -> Any:
     with provplug.capture(spark, store=store, **kwargs) as run:
         frames = {
             name: run.source(spark.createDataFrame(rows, ddl).coalesce(1), name)
@@ -71,6 +76,7 @@ R_ROWS = ([(1, "p"), (3, "q")], "k int, y string")
 
 def pandas_mean() -> Any:
     """A pandas aggregate UDF (its function local: pickled by value for the workers)."""
+
     def _mean(v):  # type: ignore[no-untyped-def]
         return float(v.mean())
 

@@ -27,6 +27,7 @@ def test_apply_in_pandas_and_map_in_pandas_are_black_boxes(spark: Any, store_pat
     """Every output cell of a group function depends on every cell of its
     group; of a partition function, on every cell of the batches it had read
     (one batch here: the whole one-partition source)."""
+
     # Local functions: pickled by value for the Python workers.
     def _centred(pdf: pd.DataFrame) -> pd.DataFrame:
         return pdf.assign(age=pdf.age - pdf.age.mean())[["city", "age"]]
@@ -61,10 +62,23 @@ def test_apply_in_pandas_and_map_in_pandas_are_black_boxes(spark: Any, store_pat
     def received(ages: Sequence[int]) -> list[Label]:
         return [("S", c, a) for a in ages for c in ("city", "age", "w")]
 
-    want = expect("BB", "Centred", {(col, key): received(members[key[0]]) for key in (("NY", -5.0), ("NY", 5.0), ("LA", 0.0))
-                                    for col in ("city", "age")})
-    want |= expect("BB", "Totals", {(col, city): received(ages) for city, ages in members.items() for col in ("city", "total")})
-    want |= expect("BB", "Older", {(col, key): received((30, 40, 50)) for key in (("NY", 40), ("LA", 50)) for col in ("city", "age")})
+    want = expect(
+        "BB",
+        "Centred",
+        {
+            (col, key): received(members[key[0]])
+            for key in (("NY", -5.0), ("NY", 5.0), ("LA", 0.0))
+            for col in ("city", "age")
+        },
+    )
+    want |= expect(
+        "BB", "Totals", {(col, city): received(ages) for city, ages in members.items() for col in ("city", "total")}
+    )
+    want |= expect(
+        "BB",
+        "Older",
+        {(col, key): received((30, 40, 50)) for key in (("NY", 40), ("LA", 50)) for col in ("city", "age")},
+    )
     want |= expect("BB", "NYOnly", {(col, w): received((30, 40)) for w in (1, 2) for col in ("city", "w")})
     keys = {"S": ("age",), "Centred": ("city", "age"), "Older": ("city", "age"), "NYOnly": ("w",)}
     assert labelled_triples(store_path, keys) == want

@@ -37,8 +37,9 @@ def _total(frame: Any) -> Any:
     return frame.groupBy().sum("v")
 
 
-def test_a_capture_logs_its_run_its_steps_and_the_commit(spark: Any, store_path: Path,
-                                                         caplog: pytest.LogCaptureFixture) -> None:
+def test_a_capture_logs_its_run_its_steps_and_the_commit(
+    spark: Any, store_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="provplug")
     with provplug.capture(spark, store=store_path) as run:
         source = run.source(spark.createDataFrame([(1, 10), (2, 20), (3, 30)], "id long, v long"), "numbers")
@@ -59,8 +60,9 @@ def test_a_capture_logs_its_run_its_steps_and_the_commit(spark: Any, store_path:
     assert order[1] < doubled < order[3] and order[2] < totals < order[3], messages
 
 
-def test_a_failed_capture_logs_that_nothing_is_committed(spark: Any, store_path: Path,
-                                                         caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failed_capture_logs_that_nothing_is_committed(
+    spark: Any, store_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="provplug")
     with pytest.raises(RuntimeError, match="the pipeline broke"), provplug.capture(spark, store=store_path) as run:
         _double(run.source(spark.createDataFrame([(1, 10)], "id long, v long"), "numbers"))
@@ -70,8 +72,9 @@ def test_a_failed_capture_logs_that_nothing_is_committed(spark: Any, store_path:
     assert not [m for m in messages if "committed:" in m], messages
 
 
-def test_provplug_run_shows_what_it_is_doing_on_stderr(spark: Any, cli: Any, store_path: Path, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_provplug_run_shows_what_it_is_doing_on_stderr(
+    spark: Any, cli: Any, store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """As from a shell, where nothing configured logging: provplug's records are shown as progress lines."""
     monkeypatch.setattr(logging.root, "handlers", [])  # pytest's own capture handler, out of the way
     result = cli("run", "--store", store_path, SALES / "sales.py", SALES / "data", tmp_path / "out")

@@ -14,8 +14,10 @@ from provplug.testing import AdapterContract
 
 from .helpers import F
 
-PEOPLE = ([("Steve", "NY", 30), ("Mark", "NY", 40), ("Shane", "LA", 40), ("Mary", "NY", 20)],
-          "Name string, City string, Age int")
+PEOPLE = (
+    [("Steve", "NY", 30), ("Mark", "NY", 40), ("Shane", "LA", 40), ("Mary", "NY", 20)],
+    "Name string, City string, Age int",
+)
 
 
 @provplug.step("Adults", output="Grown")

@@ -49,10 +49,16 @@ def test_pandas_aggregate_udf_per_group(spark: Any, store_path: Path) -> None:
         return df.groupBy("city").agg(mean("age").alias("m"))
 
     capture(spark, store_path, {"S": S_ROWS}, lambda f: means(f["S"]))
-    want = expect("PMean", "Means", {
-        ("city", "NY"): [("S", "city", 30), ("S", "city", 40)], ("m", "NY"): [("S", "age", 30), ("S", "age", 40)],
-        ("city", "LA"): [("S", "city", 50)], ("m", "LA"): [("S", "age", 50)],
-    })
+    want = expect(
+        "PMean",
+        "Means",
+        {
+            ("city", "NY"): [("S", "city", 30), ("S", "city", 40)],
+            ("m", "NY"): [("S", "age", 30), ("S", "age", 40)],
+            ("city", "LA"): [("S", "city", 50)],
+            ("m", "LA"): [("S", "age", 50)],
+        },
+    )
     assert labelled_triples(store_path, {"S": ("age",)}) == want
 
     @provplug.step("PMeanTop", output="TopMeans")
@@ -63,29 +69,47 @@ def test_pandas_aggregate_udf_per_group(spark: Any, store_path: Path) -> None:
         capture(spark, store_path, {"S": S_ROWS}, lambda f: top_means(f["S"]))
 
 
-def test_aggregate_through_union_and_using_join_keeps_exact_group_provenance(spark: Any, store_path: Path, group_joins: Any) -> None:
+def test_aggregate_through_union_and_using_join_keeps_exact_group_provenance(
+    spark: Any, store_path: Path, group_joins: Any
+) -> None:
     @provplug.step("UA", output=("Both", "Joined"))
     def mixed(s: Any, t: Any, r: Any) -> Any:
         agg = s.groupBy("city").agg(F.sum("age").alias("total"))
         # T's NY row has the key of an aggregate group but is not part of it.
         return agg.unionByName(t.select("city", "total")), agg.join(r, "city")
 
-    capture(spark, store_path, {
-        "S": S_ROWS,
-        "T": ([("NY", 99)], "city string, total bigint"),
-        "R": ([("NY", "east")], "city string, region string"),
-    }, lambda f: mixed(f["S"], f["T"], f["R"]))
-    want = expect("UA", "Both", {
-        ("city", 70): [("S", "city", 30), ("S", "city", 40)], ("total", 70): [("S", "age", 30), ("S", "age", 40)],
-        ("city", 50): [("S", "city", 50)], ("total", 50): [("S", "age", 50)],
-        ("city", 99): [("T", "city", 99)], ("total", 99): [("T", "total", 99)],
-    })
-    want |= expect("UA", "Joined", {
-        # merged using key: the group's key cells and R's key cell
-        ("city", "NY"): [("S", "city", 30), ("S", "city", 40), ("R", "city", "NY")],
-        ("total", "NY"): [("S", "age", 30), ("S", "age", 40)],
-        ("region", "NY"): [("R", "region", "NY")],
-    })
+    capture(
+        spark,
+        store_path,
+        {
+            "S": S_ROWS,
+            "T": ([("NY", 99)], "city string, total bigint"),
+            "R": ([("NY", "east")], "city string, region string"),
+        },
+        lambda f: mixed(f["S"], f["T"], f["R"]),
+    )
+    want = expect(
+        "UA",
+        "Both",
+        {
+            ("city", 70): [("S", "city", 30), ("S", "city", 40)],
+            ("total", 70): [("S", "age", 30), ("S", "age", 40)],
+            ("city", 50): [("S", "city", 50)],
+            ("total", 50): [("S", "age", 50)],
+            ("city", 99): [("T", "city", 99)],
+            ("total", 99): [("T", "total", 99)],
+        },
+    )
+    want |= expect(
+        "UA",
+        "Joined",
+        {
+            # merged using key: the group's key cells and R's key cell
+            ("city", "NY"): [("S", "city", 30), ("S", "city", 40), ("R", "city", "NY")],
+            ("total", "NY"): [("S", "age", 30), ("S", "age", 40)],
+            ("region", "NY"): [("R", "region", "NY")],
+        },
+    )
     assert labelled_triples(store_path, {"S": ("age",), "T": ("total",), "Both": ("total",)}) == want
 
 
@@ -96,38 +120,63 @@ def test_aggregate_over_limit_and_null_expression_keys(spark: Any, store_path: P
         upper = x.groupBy(F.upper("c").alias("cu")).agg(F.sum("v").alias("s"))  # null group joins null-safely
         return top2, upper
 
-    capture(spark, store_path, {
-        "S": S_ROWS,
-        "X": ([(None, 1), (None, 2), ("a", 5)], "c string, v int"),
-    }, lambda f: groups(f["S"], f["X"]))
-    want = expect("AL", "Top2", {
-        ("city", "NY"): [("S", "city", 30), ("S", "city", 40)], ("n", "NY"): [("S", "city", 30), ("S", "city", 40)],
-    })
-    want |= expect("AL", "Upper", {
-        ("cu", 3): [("X", "c", 1), ("X", "c", 2)], ("s", 3): [("X", "v", 1), ("X", "v", 2)],
-        ("cu", 5): [("X", "c", 5)], ("s", 5): [("X", "v", 5)],
-    })
+    capture(
+        spark,
+        store_path,
+        {
+            "S": S_ROWS,
+            "X": ([(None, 1), (None, 2), ("a", 5)], "c string, v int"),
+        },
+        lambda f: groups(f["S"], f["X"]),
+    )
+    want = expect(
+        "AL",
+        "Top2",
+        {
+            ("city", "NY"): [("S", "city", 30), ("S", "city", 40)],
+            ("n", "NY"): [("S", "city", 30), ("S", "city", 40)],
+        },
+    )
+    want |= expect(
+        "AL",
+        "Upper",
+        {
+            ("cu", 3): [("X", "c", 1), ("X", "c", 2)],
+            ("s", 3): [("X", "v", 1), ("X", "v", 2)],
+            ("cu", 5): [("X", "c", 5)],
+            ("s", 5): [("X", "v", 5)],
+        },
+    )
     assert labelled_triples(store_path, {"S": ("age",), "X": ("v",), "Upper": ("s",)}) == want
 
 
 def test_aggregate_over_aggregate_and_semi_join_in_one_step(spark: Any, store_path: Path) -> None:
     """Member lists of lists (a second groupBy over the first one's groups)
     and a left-semi join, whose right side's cells are not parents."""
+
     @provplug.step("Nested", output=("PerCity", "Matched"))
     def nested(s: Any, left: Any, right: Any) -> Any:
         per_city = s.groupBy("city", "w").agg(F.sum("age").alias("age")).groupBy("city").agg(F.max("age").alias("top"))
         return per_city, left.join(right, "k", "left_semi")
 
     capture(spark, store_path, {"S": S_ROWS, "L": L_ROWS, "R": R_ROWS}, lambda f: nested(f["S"], f["L"], f["R"]))
-    want = expect("Nested", "PerCity", {
-        ("city", "NY"): [("S", "city", 30), ("S", "city", 40)], ("top", "NY"): [("S", "age", 30), ("S", "age", 40)],
-        ("city", "LA"): [("S", "city", 50)], ("top", "LA"): [("S", "age", 50)],
-    })
+    want = expect(
+        "Nested",
+        "PerCity",
+        {
+            ("city", "NY"): [("S", "city", 30), ("S", "city", 40)],
+            ("top", "NY"): [("S", "age", 30), ("S", "age", 40)],
+            ("city", "LA"): [("S", "city", 50)],
+            ("top", "LA"): [("S", "age", 50)],
+        },
+    )
     want |= expect("Nested", "Matched", {("k", 1): [("L", "k", 1)], ("x", 1): [("L", "x", 1)]})
     assert labelled_triples(store_path, {"S": ("age",), "L": ("k",)}) == want
 
 
-def test_a_global_aggregate_over_a_per_query_value_collects_its_members(spark: Any, store_path: Path, mocker: Any) -> None:
+def test_a_global_aggregate_over_a_per_query_value_collects_its_members(
+    spark: Any, store_path: Path, mocker: Any
+) -> None:
     """current_timestamp() is fixed once per query: a group join's second
     query could select other rows, so such an aggregate lists its members."""
     from provplug_spark import session as spark_session
@@ -138,7 +187,10 @@ def test_a_global_aggregate_over_a_per_query_value_collects_its_members(spark: A
     def past(df: Any) -> Any:
         return df.filter(F.col("at") < F.current_timestamp()).agg(F.sum("k").alias("s"))
 
-    rows = ([(1, dt.datetime(2020, 1, 1)), (2, dt.datetime(2021, 1, 1)), (4, dt.datetime(2999, 1, 1))], "k int, at timestamp")
+    rows = (
+        [(1, dt.datetime(2020, 1, 1)), (2, dt.datetime(2021, 1, 1)), (4, dt.datetime(2999, 1, 1))],
+        "k int, at timestamp",
+    )
     capture(spark, store_path, {"T": rows}, lambda f: past(f["T"]))
     assert labelled_triples(store_path) == expect("Past", "PastCount", {("s", 3): [("T", "k", 1), ("T", "k", 2)]})
     assert group_writes.call_count == 0

@@ -45,8 +45,12 @@ def location_lineage(spark: Any) -> Iterator[None]:
 @provplug.step("Widen", output="Wide")
 def widen(t: Any) -> Any:
     shout = F.udf(lambda s: s.upper(), "string")
-    return (t.withColumn("ab", F.col("a") + F.col("b")).withColumn("one", F.lit(1))
-            .withColumn("su", shout("s")).withColumn("bs", F.col("b").cast("string")))
+    return (
+        t.withColumn("ab", F.col("a") + F.col("b"))
+        .withColumn("one", F.lit(1))
+        .withColumn("su", shout("s"))
+        .withColumn("bs", F.col("b").cast("string"))
+    )
 
 
 @provplug.step("Keep", output="Kept0")
@@ -189,8 +193,10 @@ def _answers(path: Path) -> dict[tuple[Any, ...], Any]:
                         answer = store.lineage(vid, method=method, direction=direction)
                         answers[(read.label(vid, label), method, direction)] = (
                             frozenset(read.label(r["value_id"], label) for r in answer.lineage),
-                            frozenset((read.label(e["src"], label), read.label(e["dst"], label), e["op"])
-                                      for e in answer.edges),
+                            frozenset(
+                                (read.label(e["src"], label), read.label(e["dst"], label), e["op"])
+                                for e in answer.edges
+                            ),
                         )
     return answers
 
@@ -238,7 +244,9 @@ def test_only_certainly_aligned_steps_become_edges(spark: Any, tmp_path: Path, l
     assert over.src_table == tables["P"] and over.dst_rows.size == len(T_ROWS)
     assert set(on.rows_by_id[tables["OverParquet"]]) == set(on.rows_by_id[tables["P"]])  # file-offset numbers kept
     chained = next(e for e in on.edges if names[e.op] == "Chained")
-    assert chained.src_table == tables["Same"] and set(on.rows_by_id[tables["Chained"]]) == set(on.rows_by_id[tables["T"]])
+    assert chained.src_table == tables["Same"] and set(on.rows_by_id[tables["Chained"]]) == set(
+        on.rows_by_id[tables["T"]]
+    )
     assert on.labelled() == off.labelled()
 
 
@@ -263,7 +271,8 @@ def _pairs_capture(spark: Any, store: Path, on: bool, group: Any, rates: dict[st
 
 
 def test_declared_rates_become_a_rated_edge_once_the_data_confirms_them(
-        spark: Any, tmp_path: Path, location_lineage: None) -> None:
+    spark: Any, tmp_path: Path, location_lineage: None
+) -> None:
     consecutive = F.floor((F.col("k") - 1) / 2)  # pairs (1, 2), (3, 4), (5, 6): 2 rows in, 1 out
     stores = tmp_path / "on.prov", tmp_path / "off.prov"
     for store, on in zip(stores, (True, False), strict=True):
@@ -299,7 +308,8 @@ def test_rates_are_checked_when_declared() -> None:
 
 
 def test_the_check_of_a_declaration_runs_on_spark_not_on_the_driver(
-        spark: Any, tmp_path: Path, location_lineage: None, mocker: Any) -> None:
+    spark: Any, tmp_path: Path, location_lineage: None, mocker: Any
+) -> None:
     """The driver reads no triple file and collects no more than a few rows
     of any Spark result while the step's triples are checked."""
     import pyarrow.parquet as pq
@@ -322,7 +332,12 @@ def test_the_check_of_a_declaration_runs_on_spark_not_on_the_driver(
 
     @provplug.step("Pairs", output="Pairs", rates={"consumption": 2, "production": 1})
     def pairs(t: Any) -> Any:
-        return t.groupBy(F.floor((F.col("k") - 1) / 2).alias("pair")).agg(F.sum("a").alias("sa")).orderBy("pair").coalesce(1)
+        return (
+            t.groupBy(F.floor((F.col("k") - 1) / 2).alias("pair"))
+            .agg(F.sum("a").alias("sa"))
+            .orderBy("pair")
+            .coalesce(1)
+        )
 
     store = tmp_path / "big.prov"
     with provplug.capture(spark, store=store, location_lineage=True) as run:
@@ -335,6 +350,7 @@ def test_the_check_of_a_declaration_runs_on_spark_not_on_the_driver(
 def _neighbours_capture(spark: Any, store: Path, rates: dict[str, int]) -> None:
     """Each row beside the previous one's ``b``: output row r comes from input
     rows r-1 and r, but its ``b`` from row r-1 only."""
+
     @provplug.step("Neighbours", output="Neighbours", rates=rates)
     def neighbours(t: Any) -> Any:
         this, previous = t.alias("this"), t.alias("previous")
@@ -346,7 +362,8 @@ def _neighbours_capture(spark: Any, store: Path, rates: dict[str, int]) -> None:
 
 
 def test_a_declaration_whose_rows_hold_but_whose_columns_do_not_fails(
-        spark: Any, tmp_path: Path, location_lineage: None) -> None:
+    spark: Any, tmp_path: Path, location_lineage: None
+) -> None:
     """Rows 1:1 with a buffer of 2 are right, but the declaration stands for
     every column from both rows: output row 0's pb would come from input row
     0's b, which it does not read."""
@@ -356,8 +373,10 @@ def test_a_declaration_whose_rows_hold_but_whose_columns_do_not_fails(
     with pytest.raises(LocationError) as raised:
         _neighbours_capture(spark, store, {"consumption": 1, "production": 1, "buffer": 2})
     message = str(raised.value)
-    assert message.startswith("step Neighbours: its rows follow the declared consumption 1, production 1, buffer 2, "
-                              "but its cells do not all come from the same input columns")
+    assert message.startswith(
+        "step Neighbours: its rows follow the declared consumption 1, production 1, buffer 2, "
+        "but its cells do not all come from the same input columns"
+    )
     # k, a from their own row and pb from the previous one: 6 + 6 + 5 captured, 3 + 5 * 6 declared
     assert "output row 0 column 2 from input row 0 column 2: captured 0 time(s), declared 1" in message
     assert "17 triples captured, the declaration stands for 33" in message
@@ -365,23 +384,31 @@ def test_a_declaration_whose_rows_hold_but_whose_columns_do_not_fails(
 
 
 def test_a_declaration_whose_rows_do_not_hold_names_the_first_wrong_output_row(
-        spark: Any, tmp_path: Path, location_lineage: None) -> None:
+    spark: Any, tmp_path: Path, location_lineage: None
+) -> None:
     """1:1 without a buffer: output row 0 comes from input row 0 alone, as
     declared; row 1 is the first to read another row (0) too."""
     from provplug.errors import LocationError
 
     store = tmp_path / "rows.prov"
-    with pytest.raises(LocationError, match=r"^step Neighbours declares consumption 1, production 1, but its output "
-                                            r"row 1 comes from input rows \[0, 1\] where the rates say \[1\]$"):
+    with pytest.raises(
+        LocationError,
+        match=r"^step Neighbours declares consumption 1, production 1, but its output "
+        r"row 1 comes from input rows \[0, 1\] where the rates say \[1\]$",
+    ):
         _neighbours_capture(spark, store, {"consumption": 1, "production": 1})
     assert not list(store.glob("runs/*/_manifest.json"))
 
 
-@pytest.mark.parametrize("rates", [
-    {"consumption": 2, "production": 1}, {"consumption": 1, "production": 3}, {"consumption": 2, "production": 3,
-                                                                               "buffer": 5},
-    {"consumption": 1, "production": 2, "dynamic": True},
-])
+@pytest.mark.parametrize(
+    "rates",
+    [
+        {"consumption": 2, "production": 1},
+        {"consumption": 1, "production": 3},
+        {"consumption": 2, "production": 3, "buffer": 5},
+        {"consumption": 1, "production": 2, "dynamic": True},
+    ],
+)
 def test_the_membership_of_a_triple_in_an_edge_is_its_expansion(rates: dict[str, Any]) -> None:
     """:func:`declared.inside` (arithmetic on positions) against the edge's
     expanded triples, for every triple near them: shifted rows, other
@@ -398,11 +425,21 @@ def test_the_membership_of_a_triple_in_an_edge_is_its_expansion(rates: dict[str,
     edge = location_edge(7, 2, 9, {0: (1,), 2: (0, 3)}, dst, src, declared)
     expected = {(b.column(0)[i].as_py(), b.column(1)[i].as_py()) for b in expand([edge]) for i in range(b.num_rows)}
     assert len(expected) == edge.triple_count
-    near = {(ids.value_id(table, column, max(0, row + shift)), d) for s, d in expected
-            for table, column, row in [ids.unpack(s)] for shift in (-1, 0, 1, 1 << 26)}
-    near |= {(ids.value_id(t, c, r), ids.value_id(9, out, ids.unpack(d)[2])) for s, d in expected
-             for t, c, r in [ids.unpack(s)] for out in (0, 1, 2)}
-    near |= {(s, d + (1 << ids.TABLE_SHIFT)) for s, d in expected} | {(s + (1 << ids.TABLE_SHIFT), d) for s, d in expected}
+    near = {
+        (ids.value_id(table, column, max(0, row + shift)), d)
+        for s, d in expected
+        for table, column, row in [ids.unpack(s)]
+        for shift in (-1, 0, 1, 1 << 26)
+    }
+    near |= {
+        (ids.value_id(t, c, r), ids.value_id(9, out, ids.unpack(d)[2]))
+        for s, d in expected
+        for t, c, r in [ids.unpack(s)]
+        for out in (0, 1, 2)
+    }
+    near |= {(s, d + (1 << ids.TABLE_SHIFT)) for s, d in expected} | {
+        (s + (1 << ids.TABLE_SHIFT), d) for s, d in expected
+    }
     candidates = sorted(near | expected)
     src_ids, dst_ids = (np.array(side, dtype=np.int64) for side in zip(*candidates, strict=True))
     found = inside(edge, src_ids, dst_ids)
@@ -423,19 +460,28 @@ def test_the_check_compares_multisets(spark: Any) -> None:
     assert len(exact) == 12
 
     def checked(triples: list[tuple[int, int]]) -> None:
-        check(spark, "Pairs", edge, spark.createDataFrame(triples, "src BIGINT, dst BIGINT").repartition(3), len(triples))
+        check(
+            spark, "Pairs", edge, spark.createDataFrame(triples, "src BIGINT, dst BIGINT").repartition(3), len(triples)
+        )
 
     checked(exact[::-1])
     swapped = [*exact[:-1], exact[0]]  # the last cell's triple missing, the first's twice
     first, last = ids.unpack(exact[0][1]), ids.unpack(exact[-1][1])
-    with pytest.raises(LocationError, match=fr"from the same input columns \(output row {first[2]} column {first[1]} "
-                                            r"from input row \d+ column \d+: captured 2 time\(s\), declared 1; 12 triples"):
+    with pytest.raises(
+        LocationError,
+        match=rf"from the same input columns \(output row {first[2]} column {first[1]} "
+        r"from input row \d+ column \d+: captured 2 time\(s\), declared 1; 12 triples",
+    ):
         checked(swapped)
     with pytest.raises(LocationError, match=r"captured 2 time\(s\), declared 1; 13 triples"):
         checked([*exact, exact[3]])  # the same set: only a multiset comparison sees it
     without = [t for t in exact if t != exact[-1]]
-    with pytest.raises(LocationError, match=fr"output row {last[2]} column {last[1]} .*captured 0 time\(s\), declared 1"):
+    with pytest.raises(
+        LocationError, match=rf"output row {last[2]} column {last[1]} .*captured 0 time\(s\), declared 1"
+    ):
         checked(without)
     elsewhere = [(s - 2 if ids.unpack(s)[2] == 5 else s, d) for s, d in exact]  # output row 2 reads input row 3, not 5
-    with pytest.raises(LocationError, match=r"output row 2 comes from input rows \[3, 4\] where the rates say \[4, 5\]$"):
+    with pytest.raises(
+        LocationError, match=r"output row 2 comes from input rows \[3, 4\] where the rates say \[4, 5\]$"
+    ):
         checked(elsewhere)

@@ -55,8 +55,9 @@ def _averages(frame: Any) -> set[tuple[str, float]]:
 
 
 @pytest.mark.parametrize("store_rows", [True, False])
-def test_outputs_and_sources_work_after_the_block(spark: Any, tmp_path: Path, store_path: Path,
-                                                  store_rows: bool) -> None:
+def test_outputs_and_sources_work_after_the_block(
+    spark: Any, tmp_path: Path, store_path: Path, store_rows: bool
+) -> None:
     files, built, p2, avg = _captured(spark, tmp_path, store_path, store_rows=store_rows)
     assert _averages(avg) == AVERAGES
     assert p2.count() == 3 and files.count() == 4

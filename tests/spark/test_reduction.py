@@ -63,7 +63,9 @@ def run_p(spark: Any, store: Path, **options: Any) -> dict[str, float]:
 
 def prov(store: Path, country: str) -> set[str]:
     """prov'(t) of the result tuple of ``country``: the Weather tuples among its ancestors."""
-    answer = provplug.open(store).lineage(table="AvgTemp", column="AvgTemperature", where=f"Country = '{country}'", method="rq")
+    answer = provplug.open(store).lineage(
+        table="AvgTemp", column="AvgTemperature", where=f"Country = '{country}'", method="rq"
+    )
     return {r["row"]["Tuple"] for r in answer.sources_only().lineage if r["table"] == "Weather"}
 
 
@@ -93,8 +95,9 @@ def test_the_full_run_has_full_provenance_for_both_result_tuples(full_store: Pat
     assert prov(full_store, "Alaska USA") == ALASKA
 
 
-def test_thesis_mode_kept_t0_t1_t2_gives_one_partial_one_none_and_ppm_a_quarter(spark: Any, full_store: Path,
-                                                                                 tmp_path: Path) -> None:
+def test_thesis_mode_kept_t0_t1_t2_gives_one_partial_one_none_and_ppm_a_quarter(
+    spark: Any, full_store: Path, tmp_path: Path
+) -> None:
     reduced = tmp_path / "reduced.prov"
     result = run_p(spark, reduced, reduce={"Weather": reduce.keep("Tuple IN ('t0', 't1', 't2')")}, reduce_mode="thesis")
     assert result == {"Alaska USA": pytest.approx(50.0)}  # t_a' = (51 + 39 + 60) / 3; t_b is gone
@@ -131,8 +134,12 @@ def test_table_4_10_sampling_within_classes_leaves_t0_t1_t5_t6_for_t_a(spark: An
 
 def test_table_4_9_eliminating_classes_keeps_australia_only(spark: Any, full_store: Path, tmp_path: Path) -> None:
     store = tmp_path / "t49.prov"
-    run_p(spark, store, reduce={"Weather": reduce.equivalence("Country", variant="eliminate", classes=["Australia"])},
-          reduce_mode="thesis")
+    run_p(
+        spark,
+        store,
+        reduce={"Weather": reduce.equivalence("Country", variant="eliminate", classes=["Australia"])},
+        reduce_mode="thesis",
+    )
     assert prov(store, "Australia") == AUSTRALIA
     m = metrics_of(full_store, store)
     assert (m["rows_full"], m["rows_partial"], m["rows_none"], m["ppm"]) == (1, 0, 1, 0.5)
@@ -168,7 +175,9 @@ def test_random_sampling_keeps_about_the_ratio_and_the_same_rows_for_a_seed(spar
 
 
 def test_stratified_sampling_keeps_the_ratio_of_every_stratum(spark: Any) -> None:
-    rows = spark.createDataFrame([(i, "a" if i < 30 else "b" if i < 40 else "c") for i in range(43)], "id int, s string")
+    rows = spark.createDataFrame(
+        [(i, "a" if i < 30 else "b" if i < 40 else "c") for i in range(43)], "id int, s string"
+    )
     kept = reduce.stratified("s", 0.66, seed=5).select(rows).collect()
     per = {s: sum(1 for r in kept if r["s"] == s) for s in "abc"}
     assert per == {"a": 20, "b": 7, "c": 2}  # round(0.66 * 30) = 20, round(6.6) = 7, round(1.98) = 2
@@ -205,8 +214,9 @@ def test_production_mode_is_the_default_keeps_the_results_and_only_the_kept_rows
     kept = [t for t in full_triples if t["src"] & 0xFFFFFFFFF in (0, 1, 2)]
     stored = open_store(store).triples().to_table().to_pylist()
     assert len(stored) == len(kept) > 0
-    assert sorted((t["src"] & ~(0x1FFFF << 46), t["dst"] & ~(0x1FFFF << 46)) for t in stored) == \
-        sorted((t["src"] & ~(0x1FFFF << 46), t["dst"] & ~(0x1FFFF << 46)) for t in kept)
+    assert sorted((t["src"] & ~(0x1FFFF << 46), t["dst"] & ~(0x1FFFF << 46)) for t in stored) == sorted(
+        (t["src"] & ~(0x1FFFF << 46), t["dst"] & ~(0x1FFFF << 46)) for t in kept
+    )
     assert open_store(store).stats()["triples"] == len(kept)  # the manifest counts what is kept
 
 
@@ -216,8 +226,9 @@ def test_production_mode_follows_paths_through_two_steps(spark: Any, tmp_path: P
         return weather.filter(F.col("Temperature") >= 20).select("Tuple", "Country", "Temperature")
 
     store = tmp_path / "two.prov"
-    with provplug.capture(spark, store=store, reduce={"Weather": "keep:where=Tuple IN ('t0', 't3', 't4', 't8')"},
-                          reduce_mode="production") as run:
+    with provplug.capture(
+        spark, store=store, reduce={"Weather": "keep:where=Tuple IN ('t0', 't3', 't4', 't8')"}, reduce_mode="production"
+    ) as run:
         weather = run.source(spark.createDataFrame(*WEATHER).coalesce(1), "Weather")
         average_per_country(warm(weather)).collect()
     # Warm drops t3 (18), t9 (17) and t10 (18): of the kept rows t0, t4 and t8 reach AvgTemp.
@@ -227,15 +238,20 @@ def test_production_mode_follows_paths_through_two_steps(spark: Any, tmp_path: P
     assert answer.lineage == []  # t5 was not kept: its Warm row has no triple
 
 
-def test_thesis_mode_only_when_named_changes_the_results_and_warns(spark: Any, full_store: Path, tmp_path: Path,
-                                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_thesis_mode_only_when_named_changes_the_results_and_warns(
+    spark: Any, full_store: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """The same reduction, thesis mode named: the result is computed from the
     kept rows (Australia is gone, Alaska's average is of t0-t2), and the
     capture says so on the provplug.reduce logger before the run starts."""
     plain = run_p(spark, tmp_path / "plain.prov")  # the pipeline with nothing reduced
     with caplog.at_level(logging.WARNING, logger="provplug.reduce"):
-        thesis = run_p(spark, tmp_path / "thesis.prov", reduce={"Weather": reduce.keep("Tuple IN ('t0', 't1', 't2')")},
-                       reduce_mode="thesis")
+        thesis = run_p(
+            spark,
+            tmp_path / "thesis.prov",
+            reduce={"Weather": reduce.keep("Tuple IN ('t0', 't1', 't2')")},
+            reduce_mode="thesis",
+        )
     assert thesis != plain and thesis == {"Alaska USA": pytest.approx(50.0)}
     (warning,) = [r for r in caplog.records if r.name == "provplug.reduce"]
     assert warning.levelno == logging.WARNING
@@ -248,13 +264,17 @@ def test_the_reduction_is_recorded_and_shown(spark: Any, tmp_path: Path, cli: An
     store = tmp_path / "shown.prov"
     run_p(spark, store, reduce={"Weather": reduce.sample(0.5, seed=4)}, reduce_mode="production")
     (manifest,) = open_store(store).runs()
-    assert manifest["reduction"] == {"mode": "production",
-                                     "tables": {"Weather": {"technique": "sample", "params": {"ratio": 0.5}, "seed": 4}}}
+    assert manifest["reduction"] == {
+        "mode": "production",
+        "tables": {"Weather": {"technique": "sample", "params": {"ratio": 0.5}, "seed": 4}},
+    }
     runs = cli("runs", store)
     assert "production: Weather=sample(ratio=0.5, seed=4)" in runs.out
     stats = cli("stats", store, "--json")
     assert json.loads(stats.out)["reduced_runs"] == [{"run_id": manifest["run_id"], **manifest["reduction"]}]
-    answer = provplug.open(store).lineage(table="AvgTemp", column="AvgTemperature", where="Country = 'Australia'", method="rq")
+    answer = provplug.open(store).lineage(
+        table="AvgTemp", column="AvgTemperature", where="Country = 'Australia'", method="rq"
+    )
     assert answer.stats["reduction"] == {manifest["run_id"]: manifest["reduction"]}
     text = cli("lineage", store, "AvgTemp.AvgTemperature", "--where", "Country = 'Australia'", "--method", "rq")
     assert "reduced provenance: run" in text.out and "sample(ratio=0.5, seed=4)" in text.out
@@ -284,11 +304,15 @@ def test_a_reduction_of_a_table_never_registered_fails_the_run(spark: Any, tmp_p
 
 def test_reduction_is_refused_for_beam_and_unknown_modes(spark: Any, tmp_path: Path) -> None:
     beam = pytest.importorskip("apache_beam")
-    with pytest.raises(CaptureError, match="needs a Spark pipeline"), \
-            provplug.capture(beam.Pipeline(), store=tmp_path / "b.prov", reduce={"T": reduce.sample(0.5)}):
+    with (
+        pytest.raises(CaptureError, match="needs a Spark pipeline"),
+        provplug.capture(beam.Pipeline(), store=tmp_path / "b.prov", reduce={"T": reduce.sample(0.5)}),
+    ):
         pass
-    with pytest.raises(CaptureError, match="reduce_mode"), \
-            provplug.capture(spark, store=tmp_path / "m.prov", reduce={"T": reduce.sample(0.5)}, reduce_mode="lazy"):
+    with (
+        pytest.raises(CaptureError, match="reduce_mode"),
+        provplug.capture(spark, store=tmp_path / "m.prov", reduce={"T": reduce.sample(0.5)}, reduce_mode="lazy"),
+    ):
         pass
     assert not (tmp_path / "b.prov").exists() and not (tmp_path / "m.prov").exists()
     with pytest.raises(ReductionError, match="ratio"):

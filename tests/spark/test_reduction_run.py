@@ -14,17 +14,32 @@ from .helpers import labelled_triples
 
 SCRIPT = EXAMPLES / "sales_script" / "sales.py"
 DATA = EXAMPLES / "sales_script" / "data"
-KEYS = {"orders": ["order_id"], "customers": ["customer_id"], "enriched": ["order_id"],
-        "by_region": ["region"], "big_regions": ["region"]}
+KEYS = {
+    "orders": ["order_id"],
+    "customers": ["customer_id"],
+    "enriched": ["order_id"],
+    "by_region": ["region"],
+    "big_regions": ["region"],
+}
 
 
 def test_run_reduce_keeps_only_the_kept_orders_paths(spark: Any, cli: Any, store_path: Path, tmp_path: Path) -> None:
-    result = cli("run", "--store", store_path, "--reduce", "orders=keep:where=order_id IN (10, 11)",
-                 SCRIPT, DATA, tmp_path / "out")
+    result = cli(
+        "run",
+        "--store",
+        store_path,
+        "--reduce",
+        "orders=keep:where=order_id IN (10, 11)",
+        SCRIPT,
+        DATA,
+        tmp_path / "out",
+    )
     assert result.code == 0, result.err
     (manifest,) = open_store(store_path).runs()
-    assert manifest["reduction"] == {"mode": "production", "tables": {
-        "orders": {"technique": "keep", "params": {"where": "order_id IN (10, 11)"}, "seed": 0}}}
+    assert manifest["reduction"] == {
+        "mode": "production",
+        "tables": {"orders": {"technique": "keep", "params": {"where": "order_id IN (10, 11)"}, "seed": 0}},
+    }
     triples = labelled_triples(store_path, KEYS)
     # orders 10..14 are all stored and computed; only 10 and 11 start triples. customers is not reduced.
     assert {t[0][2] for t in triples if t[0][0] == "orders"} == {10, 11}

@@ -40,7 +40,11 @@ def test_running_example_gives_the_15_triples_of_table_4(spark: Any, store_path:
     width = {t: sum(1 for v in values if v["table"] == t) // len(k) for t, k in row_keys.items()}
     first_id = {t: min(int(v["value_id"]) for v in values if v["table"] == t) for t in row_keys}
     paper_label = {
-        int(v["value_id"]): (v["table"], v["column"], row_keys[v["table"]][(int(v["value_id"]) - first_id[v["table"]]) // width[v["table"]]])
+        int(v["value_id"]): (
+            v["table"],
+            v["column"],
+            row_keys[v["table"]][(int(v["value_id"]) - first_id[v["table"]]) // width[v["table"]]],
+        )
         for v in values
     }
     with open(DATA / "paper_table4_triples.csv") as f:
@@ -55,7 +59,9 @@ def test_running_example_gives_the_15_triples_of_table_4(spark: Any, store_path:
     assert (r2["kind"], r2["operations"], r2["triples"]) == ("builtin", ["Aggregate"], 6)
     assert r2["inputs"] == r1["outputs"]
     assert sorted(table_rows(store_path, "AvgAge"), key=lambda r: r["City"]) == [
-        {"City": "LA", "Age": 40.0}, {"City": "NY", "Age": 35.0}]
+        {"City": "LA", "Age": 40.0},
+        {"City": "NY", "Age": 35.0},
+    ]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -76,10 +82,16 @@ def test_step_with_two_inputs(spark: Any, store_path: Path) -> None:
         return left.join(right, "k", "left").select("x", F.concat("x", "y").alias("xy"))
 
     capture(spark, store_path, {"L": L_ROWS, "R": R_ROWS}, lambda f: pair(f["L"], f["R"]))
-    want = expect("Two", "Out", {
-        ("x", "a"): [("L", "x", 1)], ("xy", "a"): [("L", "x", 1), ("R", "y", 1)],
-        ("x", "b"): [("L", "x", 2)], ("xy", "b"): [("L", "x", 2)],  # y is null for k=2
-    })
+    want = expect(
+        "Two",
+        "Out",
+        {
+            ("x", "a"): [("L", "x", 1)],
+            ("xy", "a"): [("L", "x", 1), ("R", "y", 1)],
+            ("x", "b"): [("L", "x", 2)],
+            ("xy", "b"): [("L", "x", 2)],  # y is null for k=2
+        },
+    )
     assert labelled_triples(store_path) == want
     tables = {t["name"]: t["table_id"] for t in open_store(store_path).tables().to_pylist()}
     assert ops(store_path)["Two"]["inputs"] == sorted([tables["L"], tables["R"]])
@@ -101,11 +113,15 @@ def test_chained_filter_join_groupby_withcolumn(spark: Any, store_path: Path) ->
     # A DataFrame a step returns reads the run's staged rows: use it inside the run.
     result = capture(spark, store_path, {"O": orders, "C": customers}, lambda f: revenue(f["O"], f["C"]).collect())
     assert [r.asDict() for r in result] == [{"region": "EU", "total": 30, "double": 60}]
-    want = expect("Chain", "Out", {
-        ("region", "EU"): [("C", "region", "c1")],
-        ("total", "EU"): [("O", "amount", 1), ("O", "amount", 2)],
-        ("double", "EU"): [("O", "amount", 1), ("O", "amount", 2)],
-    })
+    want = expect(
+        "Chain",
+        "Out",
+        {
+            ("region", "EU"): [("C", "region", "c1")],
+            ("total", "EU"): [("O", "amount", 1), ("O", "amount", 2)],
+            ("double", "EU"): [("O", "amount", 1), ("O", "amount", 2)],
+        },
+    )
     assert labelled_triples(store_path) == want
     op = ops(store_path)["Chain"]
     assert {"Filter", "Join", "Aggregate", "Project"} <= set(op["operations"])

@@ -41,14 +41,18 @@ def lineage(store: Path, op: str, keys: Mapping[str, Sequence[str]] | None = Non
     op_id = stored.ops[op]["op_id"]
     dataset = lineage_of(open_store(store))
     records = dataset.to_table().to_pylist() if dataset is not None else []
-    members: dict[int, dict[int, set[tuple[str, Any, bool]]]] = collections.defaultdict(lambda: collections.defaultdict(set))
+    members: dict[int, dict[int, set[tuple[str, Any, bool]]]] = collections.defaultdict(
+        lambda: collections.defaultdict(set)
+    )
     out_table = None
     for r in records:
         if r["op"] != op_id:
             continue
         out_table = r["out_table"]
         t = stored.by_id[r["in_table"]]
-        members[r["out_row"]][r["member"]].add((t["name"], key(t, r["in_row"], stored.rows_by_id[r["in_table"]][r["in_row"]]), r["optional"]))
+        members[r["out_row"]][r["member"]].add(
+            (t["name"], key(t, r["in_row"], stored.rows_by_id[r["in_table"]][r["in_row"]]), r["optional"])
+        )
     if out_table is None:
         return collections.Counter()
     t = stored.by_id[out_table]
@@ -109,17 +113,25 @@ def test_filter_keeps_each_row_with_its_one_input_row(spark: Any, store_path: Pa
 def test_projection_rules_copy_computed_and_literal(spark: Any, store_path: Path) -> None:
     @provplug.step("Proj", output="P")
     def proj(s: Any) -> Any:
-        return s.select(F.col("w").alias("id"), "city", (F.col("age") + F.col("w")).alias("sum"),
-                        F.col("age").cast("string").alias("text"), F.lit(1).alias("one")).withColumn("town", F.col("city"))
+        return s.select(
+            F.col("w").alias("id"),
+            "city",
+            (F.col("age") + F.col("w")).alias("sum"),
+            F.col("age").cast("string").alias("text"),
+            F.lit(1).alias("one"),
+        ).withColumn("town", F.col("city"))
 
     capture(spark, store_path, {"S": S_ROWS}, lambda f: proj(f["S"]))
     assert lineage(store_path, "Proj", {"S": ("w",)}) == expect(*[(w, [[("S", w)]]) for w in (1, 2, 3)])
     got = rules(store_path, "P")
     assert got.existence == "exact" and got.deciding == {}
     assert got.columns == {
-        "id": copy(store_path, "S", "w"), "city": copy(store_path, "S", "city"),
-        "sum": computed(store_path, ("S", "age"), ("S", "w")), "text": computed(store_path, ("S", "age")),
-        "one": ColumnRule("literal"), "town": copy(store_path, "S", "city"),
+        "id": copy(store_path, "S", "w"),
+        "city": copy(store_path, "S", "city"),
+        "sum": computed(store_path, ("S", "age"), ("S", "w")),
+        "text": computed(store_path, ("S", "age")),
+        "one": ColumnRule("literal"),
+        "town": copy(store_path, "S", "city"),
     }
 
 
@@ -128,9 +140,12 @@ def test_explode_rows_need_their_row_and_the_array_decides(spark: Any, store_pat
     def explode(a: Any) -> Any:
         return a.select("id", F.explode("items").alias("item"))
 
-    capture(spark, store_path, {"A": ([(1, ["x", "y"]), (2, [])], "id int, items array<string>")},
-            lambda f: explode(f["A"]))
-    assert lineage(store_path, "Explode", {"E": ("id", "item")}) == expect(((1, "x"), [[("A", 1)]]), ((1, "y"), [[("A", 1)]]))
+    capture(
+        spark, store_path, {"A": ([(1, ["x", "y"]), (2, [])], "id int, items array<string>")}, lambda f: explode(f["A"])
+    )
+    assert lineage(store_path, "Explode", {"E": ("id", "item")}) == expect(
+        ((1, "x"), [[("A", 1)]]), ((1, "y"), [[("A", 1)]])
+    )
     got = rules(store_path, "E")
     assert got.existence == "exact" and got.deciding == deciding(store_path, A=["items"])
     assert got.columns == {"id": copy(store_path, "A", "id"), "item": computed(store_path, ("A", "items"))}
@@ -171,7 +186,9 @@ def test_limit_and_black_box_are_opaque(spark: Any, store_path: Path) -> None:
     got = rules(store_path, "Tops")
     assert (got.existence, got.reason) == ("opaque", "limit")
     # Still recorded: which input row each row came from.
-    assert lineage(store_path, "Top", {"S": ("age",), "Tops": ("age",)}) == expect((30, [[("S", 30)]]), (40, [[("S", 40)]]))
+    assert lineage(store_path, "Top", {"S": ("age",), "Tops": ("age",)}) == expect(
+        (30, [[("S", 30)]]), (40, [[("S", 40)]])
+    )
     boxed = rules(store_path, "Boxed")
     assert (boxed.existence, boxed.reason) == ("opaque", "applyInPandas")
     assert lineage(store_path, "Box") == collections.Counter()
@@ -185,24 +202,51 @@ def test_inner_join_needs_both_rows_even_when_one_side_is_not_selected(spark: An
 
     capture(spark, store_path, {"L": L3_ROWS, "R": R3_ROWS}, lambda f: matched(f["L"], f["R"]))
     assert lineage(store_path, "Match") == expect(
-        ("b", [[("L", 2), ("R", 2)]]), ("c", [[("L", 3), ("R", 3)]]), ("c", [[("L", 3), ("R", 3)]]))
+        ("b", [[("L", 2), ("R", 2)]]), ("c", [[("L", 3), ("R", 3)]]), ("c", [[("L", 3), ("R", 3)]])
+    )
     # The two c rows: one with each of R's k=3 rows.
     rows = lineage(store_path, "Match", {"R": ("y",)})
-    assert rows == expect(("b", [[("L", 2), ("R", "p")]]), ("c", [[("L", 3), ("R", "q")]]), ("c", [[("L", 3), ("R", "qq")]]))
+    assert rows == expect(
+        ("b", [[("L", 2), ("R", "p")]]), ("c", [[("L", 3), ("R", "q")]]), ("c", [[("L", 3), ("R", "qq")]])
+    )
     got = rules(store_path, "Matched")
     assert got.existence == "exact" and got.deciding == deciding(store_path, L=["k"], R=["k"])
     assert got.columns == {"x": copy(store_path, "L", "x")}
 
 
-@pytest.mark.parametrize(("how", "want"), [
-    ("left", [(("a", None), [[("L", "a")]]), (("b", "p"), [[("L", "b"), ("R", "p", True)]]),
-              (("c", "q"), [[("L", "c"), ("R", "q", True)]]), (("c", "qq"), [[("L", "c"), ("R", "qq", True)]])]),
-    ("right", [(("b", "p"), [[("L", "b", True), ("R", "p")]]), (("c", "q"), [[("L", "c", True), ("R", "q")]]),
-               (("c", "qq"), [[("L", "c", True), ("R", "qq")]]), ((None, "z"), [[("R", "z")]])]),
-    ("full", [(("a", None), [[("L", "a", True)]]), (("b", "p"), [[("L", "b", True), ("R", "p", True)]]),
-              (("c", "q"), [[("L", "c", True), ("R", "q", True)]]), (("c", "qq"), [[("L", "c", True), ("R", "qq", True)]]),
-              ((None, "z"), [[("R", "z", True)]])]),
-])
+@pytest.mark.parametrize(
+    ("how", "want"),
+    [
+        (
+            "left",
+            [
+                (("a", None), [[("L", "a")]]),
+                (("b", "p"), [[("L", "b"), ("R", "p", True)]]),
+                (("c", "q"), [[("L", "c"), ("R", "q", True)]]),
+                (("c", "qq"), [[("L", "c"), ("R", "qq", True)]]),
+            ],
+        ),
+        (
+            "right",
+            [
+                (("b", "p"), [[("L", "b", True), ("R", "p")]]),
+                (("c", "q"), [[("L", "c", True), ("R", "q")]]),
+                (("c", "qq"), [[("L", "c", True), ("R", "qq")]]),
+                ((None, "z"), [[("R", "z")]]),
+            ],
+        ),
+        (
+            "full",
+            [
+                (("a", None), [[("L", "a", True)]]),
+                (("b", "p"), [[("L", "b", True), ("R", "p", True)]]),
+                (("c", "q"), [[("L", "c", True), ("R", "q", True)]]),
+                (("c", "qq"), [[("L", "c", True), ("R", "qq", True)]]),
+                ((None, "z"), [[("R", "z", True)]]),
+            ],
+        ),
+    ],
+)
 def test_outer_joins_mark_the_padded_side_optional(spark: Any, store_path: Path, how: str, want: list[Any]) -> None:
     @provplug.step("Outer", output="O")
     def outer(left: Any, right: Any) -> Any:
@@ -253,14 +297,21 @@ def test_union_rows_need_their_branch_row(spark: Any, store_path: Path) -> None:
     def split(s: Any) -> Any:
         return s.filter(F.col("age") < 35).unionByName(s.filter(F.col("age") > 45))
 
-    capture(spark, store_path, {"L": L_ROWS, "R": ([(1, "p"), (3, "q")], "k int, y string"), "S": S_ROWS},
-            lambda f: (both(f["L"], f["R"]), split(f["S"])))
+    capture(
+        spark,
+        store_path,
+        {"L": L_ROWS, "R": ([(1, "p"), (3, "q")], "k int, y string"), "S": S_ROWS},
+        lambda f: (both(f["L"], f["R"]), split(f["S"])),
+    )
     assert lineage(store_path, "Both", {"Keys": ("k",)}) == expect(
-        (1, [[("L", 1)]]), (2, [[("L", 2)]]), (1, [[("R", 1)]]), (3, [[("R", 3)]]))
+        (1, [[("L", 1)]]), (2, [[("L", 2)]]), (1, [[("R", 1)]]), (3, [[("R", 3)]])
+    )
     # Each branch copies k from its own table: a member copies from the one it holds.
     per_table = ColumnRule("copy", references=tuple(sorted([(tid(store_path, "L"), "k"), (tid(store_path, "R"), "k")])))
     assert rules(store_path, "Keys").columns == {"k": per_table}
-    assert lineage(store_path, "Split", {"S": ("age",), "Parts": ("age",)}) == expect((30, [[("S", 30)]]), (50, [[("S", 50)]]))
+    assert lineage(store_path, "Split", {"S": ("age",), "Parts": ("age",)}) == expect(
+        (30, [[("S", 30)]]), (50, [[("S", 50)]])
+    )
     got = rules(store_path, "Parts")
     assert got.columns["age"] == copy(store_path, "S", "age")  # both branches copy S.age
     assert got.deciding == deciding(store_path, S=["age"])
@@ -274,20 +325,31 @@ def test_group_aggregates_have_one_member_per_group_row(spark: Any, store_path: 
     @provplug.step("Stats", output="Stat")
     def stats(s: Any) -> Any:
         return s.groupBy("city").agg(
-            F.count("*").alias("n"), F.count("age").alias("c"), F.countDistinct("age").alias("cd"),
-            F.sum("age").alias("total"), F.avg("age").alias("mean"), F.min("age").alias("lo"), F.max("w").alias("hi"),
-            F.sum(F.col("age") * 2).alias("double"))
+            F.count("*").alias("n"),
+            F.count("age").alias("c"),
+            F.countDistinct("age").alias("cd"),
+            F.sum("age").alias("total"),
+            F.avg("age").alias("mean"),
+            F.min("age").alias("lo"),
+            F.max("w").alias("hi"),
+            F.sum(F.col("age") * 2).alias("double"),
+        )
 
     capture(spark, store_path, {"S": AGG_ROWS}, lambda f: stats(f["S"]))
     assert lineage(store_path, "Stats", {"S": ("w",)}) == expect(
-        ("NY", [[("S", 1)], [("S", 2)], [("S", 3)]]), ("LA", [[("S", 4)]]))
+        ("NY", [[("S", 1)], [("S", 2)], [("S", 3)]]), ("LA", [[("S", 4)]])
+    )
     got = rules(store_path, "Stat")
     assert (got.existence, got.deciding) == ("exact", deciding(store_path, S=["city"]))
     assert got.columns == {
-        "city": copy(store_path, "S", "city"), "n": aggregate(store_path, "count_star"),
-        "c": aggregate(store_path, "count", "S", "age"), "cd": aggregate(store_path, "count_distinct", "S", "age"),
-        "total": aggregate(store_path, "sum", "S", "age"), "mean": aggregate(store_path, "avg", "S", "age"),
-        "lo": aggregate(store_path, "min", "S", "age"), "hi": aggregate(store_path, "max", "S", "w"),
+        "city": copy(store_path, "S", "city"),
+        "n": aggregate(store_path, "count_star"),
+        "c": aggregate(store_path, "count", "S", "age"),
+        "cd": aggregate(store_path, "count_distinct", "S", "age"),
+        "total": aggregate(store_path, "sum", "S", "age"),
+        "mean": aggregate(store_path, "avg", "S", "age"),
+        "lo": aggregate(store_path, "min", "S", "age"),
+        "hi": aggregate(store_path, "max", "S", "w"),
         "double": computed(store_path, ("S", "age")),
     }
     mode, spy = group_joins
@@ -300,8 +362,12 @@ def test_union_copies_per_branch_only_when_each_branch_holds_its_own_table(spark
         joined = left.join(right, "k").select(left["k"], right["y"].alias("v"))
         return joined.union(right.select("k", F.lit("z").alias("v"))).union(left.select("k", F.col("x").alias("v")))
 
-    capture(spark, store_path, {"L": L_ROWS, "R": ([(1, "p"), (3, "q")], "k int, y string")},
-            lambda f: mixed(f["L"], f["R"]))
+    capture(
+        spark,
+        store_path,
+        {"L": L_ROWS, "R": ([(1, "p"), (3, "q")], "k int, y string")},
+        lambda f: mixed(f["L"], f["R"]),
+    )
     got = rules(store_path, "Mixed").columns
     # The join's rows hold an L and an R row: k could be either table's, so it is computed.
     assert got["k"] == computed(store_path, ("L", "k"), ("R", "k"))
@@ -318,7 +384,8 @@ def test_a_global_aggregate_is_always_one_row(spark: Any, store_path: Path, grou
     assert (got.existence, got.reason) == ("always_one_row", "")
     assert got.columns["total"] == aggregate(store_path, "sum", "S", "age")
     assert lineage(store_path, "Overall", {"S": ("w",), "Overall": ("one",)}) == expect(
-        (1, [[("S", w)] for w in (1, 2, 3, 4)]))
+        (1, [[("S", w)] for w in (1, 2, 3, 4)])
+    )
 
 
 def test_global_aggregate_members_through_the_group_join(spark: Any, store_path: Path, group_joins: Any) -> None:
@@ -329,7 +396,8 @@ def test_global_aggregate_members_through_the_group_join(spark: Any, store_path:
     capture(spark, store_path, {"S": AGG_ROWS, "T": ([(7,), (8,)], "k int")}, lambda f: total(f["S"], f["T"]))
     everyone = [("S", w) for w in (1, 2, 3, 4)]
     assert lineage(store_path, "Total", {"S": ("w",), "Totals": ("k",)}) == expect(
-        (7, [[s, ("T", 7)] for s in everyone]), (8, [[s, ("T", 8)] for s in everyone]))
+        (7, [[s, ("T", 7)] for s in everyone]), (8, [[s, ("T", 8)] for s in everyone])
+    )
     got = rules(store_path, "Totals")
     assert got.columns["total"] == aggregate(store_path, "sum", "S", "age")
     # Joined in the same step: whether a joined row exists is not what its members say
@@ -346,7 +414,8 @@ def test_group_over_a_join_has_pairs_as_members(spark: Any, store_path: Path) ->
 
     capture(spark, store_path, {"L": L3_ROWS, "R": R3_ROWS}, lambda f: per_key(f["L"], f["R"]))
     assert lineage(store_path, "PerKey", {"R": ("y",)}) == expect(
-        (2, [[("L", 2), ("R", "p")]]), (3, [[("L", 3), ("R", "q")], [("L", 3), ("R", "qq")]]))
+        (2, [[("L", 2), ("R", "p")]]), (3, [[("L", 3), ("R", "q")], [("L", 3), ("R", "qq")]])
+    )
     got = rules(store_path, "Counts")
     assert got.existence == "exact" and got.columns["k"] == copy(store_path, "L", "k")
     assert got.columns["top"] == aggregate(store_path, "max", "R", "y")
@@ -359,8 +428,10 @@ def test_group_over_a_left_join_keeps_optional_members(spark: Any, store_path: P
 
     capture(spark, store_path, {"L": L3_ROWS, "R": R3_ROWS}, lambda f: matches(f["L"], f["R"]))
     assert lineage(store_path, "Matches", {"R": ("y",)}) == expect(
-        (1, [[("L", 1)]]), (2, [[("L", 2), ("R", "p", True)]]),
-        (3, [[("L", 3), ("R", "q", True)], [("L", 3), ("R", "qq", True)]]))
+        (1, [[("L", 1)]]),
+        (2, [[("L", 2), ("R", "p", True)]]),
+        (3, [[("L", 3), ("R", "q", True)], [("L", 3), ("R", "qq", True)]]),
+    )
     assert rules(store_path, "M").existence == "exact"
 
 
@@ -369,10 +440,15 @@ def test_join_of_two_aggregates_pairs_their_members(spark: Any, store_path: Path
     def pairs(s: Any, t: Any) -> Any:
         return s.groupBy("city").agg(F.sum("age").alias("a")).join(t.groupBy("city").agg(F.sum("v").alias("b")), "city")
 
-    capture(spark, store_path, {"S": AGG_ROWS, "T": ([("NY", 1), ("NY", 2), ("LA", 3)], "city string, v int")},
-            lambda f: pairs(f["S"], f["T"]))
+    capture(
+        spark,
+        store_path,
+        {"S": AGG_ROWS, "T": ([("NY", 1), ("NY", 2), ("LA", 3)], "city string, v int")},
+        lambda f: pairs(f["S"], f["T"]),
+    )
     assert lineage(store_path, "Pairs", {"S": ("w",), "T": ("v",)}) == expect(
-        ("NY", [[("S", w), ("T", v)] for w in (1, 2, 3) for v in (1, 2)]), ("LA", [[("S", 4), ("T", 3)]]))
+        ("NY", [[("S", w), ("T", v)] for w in (1, 2, 3) for v in (1, 2)]), ("LA", [[("S", 4), ("T", 3)]])
+    )
 
 
 def test_aggregate_over_a_union_and_having_is_opaque(spark: Any, store_path: Path) -> None:
@@ -384,10 +460,15 @@ def test_aggregate_over_a_union_and_having_is_opaque(spark: Any, store_path: Pat
     def having(s: Any) -> Any:
         return s.groupBy("city").agg(F.count("*").alias("n")).filter(F.col("n") > 1)
 
-    capture(spark, store_path, {"S": AGG_ROWS, "T": ([("NY", 1), ("SF", 2)], "city string, v int")},
-            lambda f: (merged(f["S"], f["T"]), having(f["S"])))
+    capture(
+        spark,
+        store_path,
+        {"S": AGG_ROWS, "T": ([("NY", 1), ("SF", 2)], "city string, v int")},
+        lambda f: (merged(f["S"], f["T"]), having(f["S"])),
+    )
     assert lineage(store_path, "Merged", {"S": ("w",), "T": ("v",)}) == expect(
-        ("NY", [[("S", 1)], [("S", 2)], [("S", 3)], [("T", 1)]]), ("LA", [[("S", 4)]]), ("SF", [[("T", 2)]]))
+        ("NY", [[("S", 1)], [("S", 2)], [("S", 3)], [("T", 1)]]), ("LA", [[("S", 4)]]), ("SF", [[("T", 2)]])
+    )
     assert rules(store_path, "Mg").existence == "exact"
     got = rules(store_path, "H")
     assert got.existence == "opaque" and "aggregate" in got.reason
@@ -404,12 +485,14 @@ def test_distinct_and_drop_duplicates(spark: Any, store_path: Path) -> None:
 
     capture(spark, store_path, {"S": AGG_ROWS}, lambda f: (cities(f["S"]), first_per_city(f["S"])))
     assert lineage(store_path, "Cities", {"S": ("w",), "C": ("city", "age")}) == expect(
-        (("NY", 30), [[("S", 1)]]), (("NY", 40), [[("S", 2)], [("S", 3)]]), (("LA", 50), [[("S", 4)]]))
+        (("NY", 30), [[("S", 1)]]), (("NY", 40), [[("S", 2)], [("S", 3)]]), (("LA", 50), [[("S", 4)]])
+    )
     got = rules(store_path, "C")
     assert got.deciding == deciding(store_path, S=["age", "city"])
     assert got.columns == {"city": copy(store_path, "S", "city"), "age": copy(store_path, "S", "age")}
     assert lineage(store_path, "FirstPerCity", {"S": ("w",)}) == expect(
-        ("NY", [[("S", 1)], [("S", 2)], [("S", 3)]]), ("LA", [[("S", 4)]]))
+        ("NY", [[("S", 1)], [("S", 2)], [("S", 3)]]), ("LA", [[("S", 4)]])
+    )
     dedup = rules(store_path, "D")
     assert dedup.deciding == deciding(store_path, S=["city"])
     # Outside the subset: the kept row's value, another member's when that row goes.
@@ -417,8 +500,10 @@ def test_distinct_and_drop_duplicates(spark: Any, store_path: Path) -> None:
 
 
 # -- steps ---------------------------------------------------------------------------------
-PEOPLE = ([("Steve", "NY", 30), ("Mark", "NY", 40), ("Shane", "LA", 40), ("Mary", "NY", 20)],
-          "Name string, City string, Age int")
+PEOPLE = (
+    [("Steve", "NY", 30), ("Mark", "NY", 40), ("Shane", "LA", 40), ("Mary", "NY", 20)],
+    "Name string, City string, Age int",
+)
 
 
 @provplug.step("R1", output="Person2")
@@ -437,12 +522,17 @@ def test_paper_person_example_step_by_step(spark: Any, store_path: Path) -> None
     Person2 as alternative members, each needing its Person1 row."""
     capture(spark, store_path, {"Person1": PEOPLE}, lambda f: avg_age(adults(f["Person1"])))
     assert lineage(store_path, "R1") == expect(
-        ("Steve", [[("Person1", "Steve")]]), ("Mark", [[("Person1", "Mark")]]), ("Shane", [[("Person1", "Shane")]]))
+        ("Steve", [[("Person1", "Steve")]]), ("Mark", [[("Person1", "Mark")]]), ("Shane", [[("Person1", "Shane")]])
+    )
     assert lineage(store_path, "R2", {"Person2": ("Name",)}) == expect(
-        ("NY", [[("Person2", "Steve")], [("Person2", "Mark")]]), ("LA", [[("Person2", "Shane")]]))
+        ("NY", [[("Person2", "Steve")], [("Person2", "Mark")]]), ("LA", [[("Person2", "Shane")]])
+    )
     r1, r2 = rules(store_path, "Person2"), rules(store_path, "AvgAge")
     assert (r1.existence, r1.deciding) == ("exact", deciding(store_path, Person1=["Age"]))
-    assert r2.columns == {"City": copy(store_path, "Person2", "City"), "Age": aggregate(store_path, "avg", "Person2", "Age")}
+    assert r2.columns == {
+        "City": copy(store_path, "Person2", "City"),
+        "Age": aggregate(store_path, "avg", "Person2", "Age"),
+    }
     assert r2.deciding == deciding(store_path, Person2=["City"])
 
 
@@ -452,7 +542,10 @@ def test_sources_have_no_records_and_every_record_names_stored_rows(spark: Any, 
     dataset = lineage_of(open_store(store_path))
     assert dataset is not None
     records = dataset.to_table().to_pylist()
-    assert {r["out_table"] for r in records} == {stored.tables["Person2"]["table_id"], stored.tables["AvgAge"]["table_id"]}
+    assert {r["out_table"] for r in records} == {
+        stored.tables["Person2"]["table_id"],
+        stored.tables["AvgAge"]["table_id"],
+    }
     for r in records:
         assert r["in_row"] in stored.rows_by_id[r["in_table"]]
     keys = [(r["op"], r["out_row"], r["member"], r["in_table"], r["in_row"]) for r in records]
@@ -468,7 +561,10 @@ def _random_tables(seed: int) -> dict[str, tuple[list[tuple[Any, ...]], str]]:
     return {
         "S": ([(i, rng.choice(cities), rng.randint(20, 40)) for i in range(8)], "id int, city string, age int"),
         "T": ([(i, rng.choice(cities), rng.choice(regions)) for i in range(5)], "id int, city string, region string"),
-        "U": ([(i, rng.choice([*regions, "north"]), rng.randint(20, 40)) for i in range(4)], "id int, region string, age int"),
+        "U": (
+            [(i, rng.choice([*regions, "north"]), rng.randint(20, 40)) for i in range(4)],
+            "id int, region string, age int",
+        ),
     }
 
 
@@ -529,4 +625,6 @@ def test_row_lineage_can_be_switched_off_and_triples_stay_the_same(spark: Any, t
     off = open_store(stores["false"])
     assert lineage_of(off) is None and rules_of(off) == {}
     assert len(rules_of(open_store(stores["true"]))) == 2
-    assert StoreContents(stores["true"]).lineage(row_id=content) == StoreContents(stores["false"]).lineage(row_id=content)
+    assert StoreContents(stores["true"]).lineage(row_id=content) == StoreContents(stores["false"]).lineage(
+        row_id=content
+    )

@@ -46,14 +46,18 @@ def test_select_withcolumn_selectexpr_cast_rename_drop(spark: Any, store_path: P
     capture(spark, store_path, {"T": T_ROWS}, lambda f: shape(f["T"]))
     want: set[Triple] = set()
     for k in (1, 2):
-        want |= expect("S", "Out", {
-            ("k", k): [("T", "k", k)],
-            ("a2", k): [("T", "a", k)],
-            ("s", k): [("T", "a", k), ("T", "b", k)],
-            ("bs", k): [("T", "b", k)],
-            ("a4", k): [("T", "a", k)],
-            # "seven" is a literal: no parent, no triple
-        })
+        want |= expect(
+            "S",
+            "Out",
+            {
+                ("k", k): [("T", "k", k)],
+                ("a2", k): [("T", "a", k)],
+                ("s", k): [("T", "a", k), ("T", "b", k)],
+                ("bs", k): [("T", "b", k)],
+                ("a4", k): [("T", "a", k)],
+                # "seven" is a literal: no parent, no triple
+            },
+        )
     assert labelled_triples(store_path) == want
     assert table_rows(store_path, "Out")[0].keys() == {"k", "a2", "s", "seven", "bs", "a4"}
 
@@ -97,20 +101,26 @@ def test_groupby_agg_keys_aggregates_and_count_star(spark: Any, store_path: Path
     @provplug.step("G", output="Out")
     def per_city(df: Any) -> Any:
         return df.groupBy("city").agg(
-            F.sum("age").alias("total"), F.count("*").alias("n"),
-            F.max(F.col("age") * F.col("w")).alias("m"), F.lit(1).alias("one"),
+            F.sum("age").alias("total"),
+            F.count("*").alias("n"),
+            F.max(F.col("age") * F.col("w")).alias("m"),
+            F.lit(1).alias("one"),
         )
 
     capture(spark, store_path, {"S": S_ROWS}, lambda f: per_city(f["S"]))
     groups = {"NY": (30, 40), "LA": (50,)}
     want: set[Triple] = set()
     for city, ages in groups.items():
-        want |= expect("G", "Out", {
-            ("city", city): [("S", "city", a) for a in ages],
-            ("total", city): [("S", "age", a) for a in ages],
-            ("n", city): [("S", "city", a) for a in ages],  # count(*): the group's key cells
-            ("m", city): [("S", c, a) for a in ages for c in ("age", "w")],
-        })
+        want |= expect(
+            "G",
+            "Out",
+            {
+                ("city", city): [("S", "city", a) for a in ages],
+                ("total", city): [("S", "age", a) for a in ages],
+                ("n", city): [("S", "city", a) for a in ages],  # count(*): the group's key cells
+                ("m", city): [("S", c, a) for a in ages for c in ("age", "w")],
+            },
+        )
     assert labelled_triples(store_path, {"S": ("age",)}) == want
     mode, group_writes = group_joins
     assert group_writes.call_count == (1 if mode == "always" else 0)
@@ -122,10 +132,14 @@ def test_global_count_star_depends_on_every_cell(spark: Any, store_path: Path) -
         return df.agg(F.count("*").alias("n"), F.avg("age").alias("avg_age"))
 
     capture(spark, store_path, {"S": S_ROWS}, lambda f: totals(f["S"]))
-    want = expect("G0", "Out", {
-        ("n", 3): [("S", c, a) for a in (30, 40, 50) for c in ("city", "age", "w")],
-        ("avg_age", 3): [("S", "age", a) for a in (30, 40, 50)],
-    })
+    want = expect(
+        "G0",
+        "Out",
+        {
+            ("n", 3): [("S", c, a) for a in (30, 40, 50) for c in ("city", "age", "w")],
+            ("avg_age", 3): [("S", "age", a) for a in (30, 40, 50)],
+        },
+    )
     assert labelled_triples(store_path, {"S": ("age",)}) == want
 
 
@@ -139,26 +153,44 @@ def test_join_using_key_inner_full_and_explicit_condition(spark: Any, store_path
         )
 
     capture(spark, store_path, {"L": L_ROWS, "R": R_ROWS}, lambda f: joins(f["L"], f["R"]))
-    want = expect("J", "Inner", {
-        ("k", 1): [("L", "k", 1), ("R", "k", 1)],  # merged using key <- both sides
-        ("x", 1): [("L", "x", 1)],
-        ("y", 1): [("R", "y", 1)],
-    })
-    want |= expect("J", "Full", {
-        ("k", 1): [("L", "k", 1), ("R", "k", 1)],
-        ("x", 1): [("L", "x", 1)],
-        ("y", 1): [("R", "y", 1)],
-        ("k", 2): [("L", "k", 2)], ("x", 2): [("L", "x", 2)],  # y is null: no parent
-        ("k", 3): [("R", "k", 3)], ("y", 3): [("R", "y", 3)],
-    })
-    want |= expect("J", "Left", {
-        ("k", 1): [("L", "k", 1)],  # not a using join: the left key only
-        ("x", 1): [("L", "x", 1)],
-        ("y", 1): [("R", "y", 1)],
-        ("k", 2): [("L", "k", 2)], ("x", 2): [("L", "x", 2)],
-    })
+    want = expect(
+        "J",
+        "Inner",
+        {
+            ("k", 1): [("L", "k", 1), ("R", "k", 1)],  # merged using key <- both sides
+            ("x", 1): [("L", "x", 1)],
+            ("y", 1): [("R", "y", 1)],
+        },
+    )
+    want |= expect(
+        "J",
+        "Full",
+        {
+            ("k", 1): [("L", "k", 1), ("R", "k", 1)],
+            ("x", 1): [("L", "x", 1)],
+            ("y", 1): [("R", "y", 1)],
+            ("k", 2): [("L", "k", 2)],
+            ("x", 2): [("L", "x", 2)],  # y is null: no parent
+            ("k", 3): [("R", "k", 3)],
+            ("y", 3): [("R", "y", 3)],
+        },
+    )
+    want |= expect(
+        "J",
+        "Left",
+        {
+            ("k", 1): [("L", "k", 1)],  # not a using join: the left key only
+            ("x", 1): [("L", "x", 1)],
+            ("y", 1): [("R", "y", 1)],
+            ("k", 2): [("L", "k", 2)],
+            ("x", 2): [("L", "x", 2)],
+        },
+    )
     assert labelled_triples(store_path) == want
-    assert ops(store_path)["J"]["inputs"] == sorted(ops(store_path)["J"]["inputs"]) and len(ops(store_path)["J"]["inputs"]) == 2
+    assert (
+        ops(store_path)["J"]["inputs"] == sorted(ops(store_path)["J"]["inputs"])
+        and len(ops(store_path)["J"]["inputs"]) == 2
+    )
 
 
 def test_union_and_union_by_name_by_position_and_name(spark: Any, store_path: Path) -> None:
@@ -166,16 +198,28 @@ def test_union_and_union_by_name_by_position_and_name(spark: Any, store_path: Pa
     def together(a: Any, b: Any, c: Any) -> Any:
         return a.union(b).unionByName(c)
 
-    capture(spark, store_path, {
-        "A": ([(1, "a")], "k int, v string"),
-        "B": ([(2, "b")], "key int, val string"),
-        "C": ([("c", 3)], "v string, k int"),
-    }, lambda f: together(f["A"], f["B"], f["C"]))
-    want = expect("U", "Out", {
-        ("k", 1): [("A", "k", 1)], ("v", 1): [("A", "v", 1)],
-        ("k", 2): [("B", "key", 2)], ("v", 2): [("B", "val", 2)],
-        ("k", 3): [("C", "k", "c")], ("v", 3): [("C", "v", "c")],
-    })
+    capture(
+        spark,
+        store_path,
+        {
+            "A": ([(1, "a")], "k int, v string"),
+            "B": ([(2, "b")], "key int, val string"),
+            "C": ([("c", 3)], "v string, k int"),
+        },
+        lambda f: together(f["A"], f["B"], f["C"]),
+    )
+    want = expect(
+        "U",
+        "Out",
+        {
+            ("k", 1): [("A", "k", 1)],
+            ("v", 1): [("A", "v", 1)],
+            ("k", 2): [("B", "key", 2)],
+            ("v", 2): [("B", "val", 2)],
+            ("k", 3): [("C", "k", "c")],
+            ("v", 3): [("C", "v", "c")],
+        },
+    )
     assert labelled_triples(store_path) == want
 
 
@@ -184,21 +228,37 @@ def test_distinct_merges_rows_and_drop_duplicates_keeps_one_row(spark: Any, stor
     def dedupe(d: Any, e: Any) -> Any:
         return d.distinct(), e.dropDuplicates(["c"])
 
-    capture(spark, store_path, {
-        "D": ([("x", 1), ("x", 1), ("y", 2)], "c string, v int"),
-        "E": ([("x", 1), ("x", 2), ("y", 3)], "c string, v int"),
-    }, lambda f: dedupe(f["D"], f["E"]))
+    capture(
+        spark,
+        store_path,
+        {
+            "D": ([("x", 1), ("x", 1), ("y", 2)], "c string, v int"),
+            "E": ([("x", 1), ("x", 2), ("y", 3)], "c string, v int"),
+        },
+        lambda f: dedupe(f["D"], f["E"]),
+    )
     kept = {r["c"]: r["v"] for r in table_rows(store_path, "Dedup")}
     e_row = {1: 0, 2: 1, 3: 2}  # E's v -> its row position
-    want = expect("D", "Dist", {
-        ("c", "x"): [("D", "c", 0), ("D", "c", 1)], ("v", "x"): [("D", "v", 0), ("D", "v", 1)],
-        ("c", "y"): [("D", "c", 2)], ("v", "y"): [("D", "v", 2)],
-    })
-    want |= expect("D", "Dedup", {
-        ("c", "x"): [("E", "c", 0), ("E", "c", 1)],  # subset column: every merged row
-        ("v", "x"): [("E", "v", e_row[kept["x"]])],  # other column: the kept row only
-        ("c", "y"): [("E", "c", 2)], ("v", "y"): [("E", "v", 2)],
-    })
+    want = expect(
+        "D",
+        "Dist",
+        {
+            ("c", "x"): [("D", "c", 0), ("D", "c", 1)],
+            ("v", "x"): [("D", "v", 0), ("D", "v", 1)],
+            ("c", "y"): [("D", "c", 2)],
+            ("v", "y"): [("D", "v", 2)],
+        },
+    )
+    want |= expect(
+        "D",
+        "Dedup",
+        {
+            ("c", "x"): [("E", "c", 0), ("E", "c", 1)],  # subset column: every merged row
+            ("v", "x"): [("E", "v", e_row[kept["x"]])],  # other column: the kept row only
+            ("c", "y"): [("E", "c", 2)],
+            ("v", "y"): [("E", "v", 2)],
+        },
+    )
     assert kept["x"] in (1, 2)
     assert labelled_triples(store_path, {"D": ("#row",), "E": ("#row",)}) == want
 
@@ -211,13 +271,18 @@ def test_explode_and_posexplode(spark: Any, store_path: Path) -> None:
             df.select(F.posexplode("arr"), "k"),
         )
 
-    capture(spark, store_path, {"E": ([(1, [10, 20], "a")], "k int, arr array<int>, tag string")},
-            lambda f: flatten(f["E"]))
+    capture(
+        spark, store_path, {"E": ([(1, [10, 20], "a")], "k int, arr array<int>, tag string")}, lambda f: flatten(f["E"])
+    )
     want: set[Triple] = set()
     for x in (10, 20):
-        want |= expect("X", "Exp", {("k", x): [("E", "k", 1)], ("tag", x): [("E", "tag", 1)], ("x", x): [("E", "arr", 1)]})
+        want |= expect(
+            "X", "Exp", {("k", x): [("E", "k", 1)], ("tag", x): [("E", "tag", 1)], ("x", x): [("E", "arr", 1)]}
+        )
     for pos in (0, 1):
-        want |= expect("X", "Pos", {("pos", pos): [("E", "arr", 1)], ("col", pos): [("E", "arr", 1)], ("k", pos): [("E", "k", 1)]})
+        want |= expect(
+            "X", "Pos", {("pos", pos): [("E", "arr", 1)], ("col", pos): [("E", "arr", 1)], ("k", pos): [("E", "k", 1)]}
+        )
     assert labelled_triples(store_path, {"Exp": ("x",), "Pos": ("pos",)}) == want
 
 
@@ -239,12 +304,18 @@ def test_window_running_sum_rank_and_lag_use_frame_rows(spark: Any, store_path: 
     for g, t, _ in rows:
         key = (g, t)
         frame = [(g, u) for u in range(1, t + 1)]  # unbounded preceding .. current row
-        want |= expect("W", "Out", {
-            ("g", key): [("W", "g", key)], ("t", key): [("W", "t", key)], ("v", key): [("W", "v", key)],
-            ("run", key): [("W", "v", r) for r in frame],
-            ("rk", key): [("W", "t", r) for r in frame],  # rank-like: the order-by cells
-            ("prev", key): [("W", "v", (g, t - 1))] if t > 1 else [],
-        })
+        want |= expect(
+            "W",
+            "Out",
+            {
+                ("g", key): [("W", "g", key)],
+                ("t", key): [("W", "t", key)],
+                ("v", key): [("W", "v", key)],
+                ("run", key): [("W", "v", r) for r in frame],
+                ("rk", key): [("W", "t", r) for r in frame],  # rank-like: the order-by cells
+                ("prev", key): [("W", "v", (g, t - 1))] if t > 1 else [],
+            },
+        )
     assert labelled_triples(store_path, {"W": ("g", "t"), "Out": ("g", "t")}) == want
 
 
@@ -266,9 +337,15 @@ def test_python_udf_over_two_columns_and_pandas_udf_are_black_boxes(spark: Any, 
     capture(spark, store_path, {"T": T_ROWS}, lambda f: apply(f["T"]))
     want = set()
     for k in (1, 2):
-        want |= expect("UDF", "Out", {
-            ("k", k): [("T", "k", k)], ("s", k): [("T", "a", k), ("T", "b", k)], ("d", k): [("T", "a", k)],
-        })
+        want |= expect(
+            "UDF",
+            "Out",
+            {
+                ("k", k): [("T", "k", k)],
+                ("s", k): [("T", "a", k), ("T", "b", k)],
+                ("d", k): [("T", "a", k)],
+            },
+        )
     assert labelled_triples(store_path) == want
     assert ops(store_path)["UDF"]["kind"] == "udf"
     assert sorted(r["s"] for r in table_rows(store_path, "Out")) == [110, 220]
@@ -315,8 +392,10 @@ def test_using_join_of_keys_of_different_types_merges_both_keys(spark: Any, stor
         )
 
     capture(spark, store_path, {"W": WIDE_ROWS, "N": NARROW_ROWS}, lambda f: joins(f["W"], f["N"]))
-    matched = {y: {("k", y): [("W", "k", "a"), ("N", "k", y)], ("x", y): [("W", "x", "a")], ("y", y): [("N", "y", y)]}
-               for y in ("p", "r")}
+    matched = {
+        y: {("k", y): [("W", "k", "a"), ("N", "k", y)], ("x", y): [("W", "x", "a")], ("y", y): [("N", "y", y)]}
+        for y in ("p", "r")
+    }
     inner = {c: ps for y in ("p", "r") for c, ps in matched[y].items()}
     want = expect("JT", "Inner", inner) | expect("JT", "InnerRev", inner)
     lone_w = {("k", None): [("W", "k", "b")], ("x", None): [("W", "x", "b")]}
@@ -326,9 +405,14 @@ def test_using_join_of_keys_of_different_types_merges_both_keys(spark: Any, stor
     want |= expect("JT", "Full", {**inner, **lone_w, **lone_n})
     want |= expect("JT", "LeftRev", {**inner, **lone_n})
     want |= expect("JT", "FullRev", {**inner, **lone_n, **lone_w})
-    want |= expect("JT", "TwoKeys", {
-        **inner, **{("j", y): [("W", "k", "a"), ("N", "k", y)] for y in ("p", "r")},  # j was cast from k on both sides
-    })
+    want |= expect(
+        "JT",
+        "TwoKeys",
+        {
+            **inner,
+            **{("j", y): [("W", "k", "a"), ("N", "k", y)] for y in ("p", "r")},  # j was cast from k on both sides
+        },
+    )
     outputs = ("Inner", "Left", "Right", "Full", "InnerRev", "LeftRev", "FullRev", "TwoKeys")
     keys = {"W": ("x",), "N": ("y",), **{o: ("y",) for o in outputs}}
     assert labelled_triples(store_path, keys) == want
@@ -347,11 +431,18 @@ def test_group_by_a_using_join_key_of_different_types(spark: Any, store_path: Pa
     one = [("W", "k", "a"), ("N", "k", "p"), ("N", "k", "r")]  # the group's merged key cells
     group_1 = {("k", 1): one, ("n", 1): one, ("top", 1): [("N", "y", "p"), ("N", "y", "r")]}
     want = expect("GT", "Inner", group_1)
-    want |= expect("GT", "Full", {
-        **group_1,
-        ("k", 2): [("W", "k", "b")], ("n", 2): [("W", "k", "b")],  # no right row: top is null
-        ("k", 3): [("N", "k", "q")], ("n", 3): [("N", "k", "q")], ("top", 3): [("N", "y", "q")],
-    })
+    want |= expect(
+        "GT",
+        "Full",
+        {
+            **group_1,
+            ("k", 2): [("W", "k", "b")],
+            ("n", 2): [("W", "k", "b")],  # no right row: top is null
+            ("k", 3): [("N", "k", "q")],
+            ("n", 3): [("N", "k", "q")],
+            ("top", 3): [("N", "y", "q")],
+        },
+    )
     assert labelled_triples(store_path, {"W": ("x",), "N": ("y",)}) == want
 
 
@@ -360,6 +451,7 @@ def test_union_of_columns_of_different_types(spark: Any, store_path: Path, group
     that branch (first or later), and unionByName(allowMissingColumns) adds
     null columns beside the casts; grouping and deduplicating by the widened
     column sees every branch's cells."""
+
     @provplug.step("UT", output=("WideFirst", "NarrowFirst", "ByName", "Grouped", "Dedup"))
     def unions(wide: Any, narrow: Any) -> Any:
         narrow_x = narrow.withColumnRenamed("y", "x")
@@ -373,22 +465,43 @@ def test_union_of_columns_of_different_types(spark: Any, store_path: Path, group
 
     capture(spark, store_path, {"W": WIDE_ROWS, "N": NARROW_ROWS}, lambda f: unions(f["W"], f["N"]))
     rows = {"W": ("a", "b"), "N": ("p", "r", "q")}
-    copied = {(c, v): [(t, "k" if c == "k" else ("x" if t == "W" else "y"), v)]
-              for t, vs in rows.items() for v in vs for c in ("k", "x")}
+    copied = {
+        (c, v): [(t, "k" if c == "k" else ("x" if t == "W" else "y"), v)]
+        for t, vs in rows.items()
+        for v in vs
+        for c in ("k", "x")
+    }
     want = expect("UT", "WideFirst", copied) | expect("UT", "NarrowFirst", copied)
-    want |= expect("UT", "ByName", {  # keyed by (x, y); the missing column is a null literal: no parent
-        **{(c, (v, None)): [("W", c, v)] for v in rows["W"] for c in ("k", "x")},
-        **{(c, (None, v)): [("N", c, v)] for v in rows["N"] for c in ("k", "y")},
-    })
+    want |= expect(
+        "UT",
+        "ByName",
+        {  # keyed by (x, y); the missing column is a null literal: no parent
+            **{(c, (v, None)): [("W", c, v)] for v in rows["W"] for c in ("k", "x")},
+            **{(c, (None, v)): [("N", c, v)] for v in rows["N"] for c in ("k", "y")},
+        },
+    )
     members = {1: [("W", "k", "a"), ("N", "k", "p"), ("N", "k", "r")], 2: [("W", "k", "b")], 3: [("N", "k", "q")]}
     want |= expect("UT", "Grouped", {(c, k): m for k, m in members.items() for c in ("k", "n")})
     kept = {r["k"]: r["x"] for r in table_rows(store_path, "Dedup")}
-    want |= expect("UT", "Dedup", {
-        **{("k", k): m for k, m in members.items()},
-        **{("x", k): [("W" if x in rows["W"] else "N", "x" if x in rows["W"] else "y", x)] for k, x in kept.items()},
-    })
-    keys = {"W": ("x",), "N": ("y",), "WideFirst": ("x",), "NarrowFirst": ("x",), "ByName": ("x", "y"),
-            "Grouped": ("k",), "Dedup": ("k",)}
+    want |= expect(
+        "UT",
+        "Dedup",
+        {
+            **{("k", k): m for k, m in members.items()},
+            **{
+                ("x", k): [("W" if x in rows["W"] else "N", "x" if x in rows["W"] else "y", x)] for k, x in kept.items()
+            },
+        },
+    )
+    keys = {
+        "W": ("x",),
+        "N": ("y",),
+        "WideFirst": ("x",),
+        "NarrowFirst": ("x",),
+        "ByName": ("x", "y"),
+        "Grouped": ("k",),
+        "Dedup": ("k",),
+    }
     assert labelled_triples(store_path, keys) == want
 
 
@@ -407,12 +520,17 @@ def test_an_unregistered_driver_built_dataframe_is_named_as_such(spark: Any, sto
     """A DataFrame made with createDataFrame (an RDD of driver-side rows in
     the plan) and not passed through run.source is not "an RDD lambda": the
     error says what it is and how to register it."""
+
     @provplug.step("Lookup", output="Out")
     def lookup(df: Any, regions: Any) -> Any:
         return df.join(regions, "k")
 
     with pytest.raises(CaptureError, match=r"built in the driver \(createDataFrame.*run\.source\(df, name\)") as error:
-        capture(spark, store_path, {"T": T_ROWS},
-                lambda f: lookup(f["T"], spark.createDataFrame([(1, "east")], "k int, region string")))
+        capture(
+            spark,
+            store_path,
+            {"T": T_ROWS},
+            lambda f: lookup(f["T"], spark.createDataFrame([(1, "east")], "k int, region string")),
+        )
     assert "RDD (" not in str(error.value)
     assert not store_path.exists()

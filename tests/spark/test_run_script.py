@@ -24,8 +24,13 @@ from .helpers import Label, expect, labelled_triples, ops
 
 SCRIPT = EXAMPLES / "sales_script" / "sales.py"
 DATA = EXAMPLES / "sales_script" / "data"
-KEYS = {"orders": ["order_id"], "customers": ["customer_id"], "enriched": ["order_id"],
-        "by_region": ["region"], "big_regions": ["region"]}
+KEYS = {
+    "orders": ["order_id"],
+    "customers": ["customer_id"],
+    "enriched": ["order_id"],
+    "by_region": ["region"],
+    "big_regions": ["region"],
+}
 
 # By hand from examples/sales_script/data. orders (order_id, customer_id, amount):
 # 10 1 5.0 | 11 2 7.0 | 12 1 3.0 | 13 3 4.0 | 14 2 1.0; customers: 1 north, 2 south, 3 north.
@@ -35,16 +40,20 @@ NORTH, SOUTH = [10, 12, 13], [11, 14]  # totals 12.0 (3 orders) and 8.0 (2 order
 
 def _enriched() -> set[Any]:
     """Join using customer_id: the merged key from both sides, every other column from its side."""
-    return expect("write:enriched", "enriched", {
-        cell: parents
-        for o, c in CUSTOMER.items()
-        for cell, parents in {
-            ("customer_id", o): [("orders", "customer_id", o), ("customers", "customer_id", c)],
-            ("order_id", o): [("orders", "order_id", o)],
-            ("amount", o): [("orders", "amount", o)],
-            ("region", o): [("customers", "region", c)],
-        }.items()
-    })
+    return expect(
+        "write:enriched",
+        "enriched",
+        {
+            cell: parents
+            for o, c in CUSTOMER.items()
+            for cell, parents in {
+                ("customer_id", o): [("orders", "customer_id", o), ("customers", "customer_id", c)],
+                ("order_id", o): [("orders", "order_id", o)],
+                ("amount", o): [("orders", "amount", o)],
+                ("region", o): [("customers", "region", c)],
+            }.items()
+        },
+    )
 
 
 def _by_region() -> set[Any]:
@@ -53,22 +62,31 @@ def _by_region() -> set[Any]:
     sum(amount) and count(order_id) from the members' orders."""
     by_source = {"region": "customers", "total": "orders", "orders": "orders"}
     source_column = {"region": "region", "total": "amount", "orders": "order_id"}
-    return expect("write:by_region", "by_region", {
-        (column, region): [(by_source[column], source_column[column], CUSTOMER[o] if column == "region" else o)
-                           for o in members]
-        for region, members in (("north", NORTH), ("south", SOUTH))
-        for column in ("region", "total", "orders")
-    })
+    return expect(
+        "write:by_region",
+        "by_region",
+        {
+            (column, region): [
+                (by_source[column], source_column[column], CUSTOMER[o] if column == "region" else o) for o in members
+            ]
+            for region, members in (("north", NORTH), ("south", SOUTH))
+            for column in ("region", "total", "orders")
+        },
+    )
 
 
 def _big_regions() -> set[Any]:
     """by_region read back, filtered (predicate not a parent), avg_order = total / orders."""
-    return expect("write:big_regions", "big_regions", {
-        ("region", "north"): [("by_region", "region", "north")],
-        ("total", "north"): [("by_region", "total", "north")],
-        ("orders", "north"): [("by_region", "orders", "north")],
-        ("avg_order", "north"): [("by_region", "total", "north"), ("by_region", "orders", "north")],
-    })
+    return expect(
+        "write:big_regions",
+        "big_regions",
+        {
+            ("region", "north"): [("by_region", "region", "north")],
+            ("total", "north"): [("by_region", "total", "north")],
+            ("orders", "north"): [("by_region", "orders", "north")],
+            ("avg_order", "north"): [("by_region", "total", "north"), ("by_region", "orders", "north")],
+        },
+    )
 
 
 def _source_ancestors(triples: set[Any], cell: Label) -> set[Label]:
@@ -96,8 +114,9 @@ def _plain_run(out: Path) -> None:
     runpy.run_path(str(SCRIPT), run_name="sales")["main"](["sales.py", str(DATA), str(out)])
 
 
-def test_run_captures_each_write_and_lineage_crosses_writes(spark: Any, cli: Any, store_path: Path,
-                                                           tmp_path: Path) -> None:
+def test_run_captures_each_write_and_lineage_crosses_writes(
+    spark: Any, cli: Any, store_path: Path, tmp_path: Path
+) -> None:
     result = cli("run", "--store", store_path, SCRIPT, DATA, tmp_path / "out")
     assert result.code == 0, result.err
     assert "3 writes, 5 tables" in result.err
@@ -106,12 +125,20 @@ def test_run_captures_each_write_and_lineage_crosses_writes(spark: Any, cli: Any
     # Across both writes: the average order of the north goes back to the amounts and
     # order ids of orders 10, 12 and 13; its region to the regions of customers 1 and 3.
     assert _source_ancestors(triples, ("big_regions", "avg_order", "north")) == {
-        ("orders", c, o) for c in ("amount", "order_id") for o in NORTH}
+        ("orders", c, o) for c in ("amount", "order_id") for o in NORTH
+    }
     assert _source_ancestors(triples, ("big_regions", "region", "north")) == {
-        ("customers", "region", 1), ("customers", "region", 3)}
+        ("customers", "region", 1),
+        ("customers", "region", 3),
+    }
     tables = {t["name"]: t for t in open_store(store_path).tables().to_pylist()}
     assert {n: t["origin"] for n, t in tables.items()} == {
-        "orders": "source", "customers": "source", "enriched": "output", "by_region": "output", "big_regions": "output"}
+        "orders": "source",
+        "customers": "source",
+        "enriched": "output",
+        "by_region": "output",
+        "big_regions": "output",
+    }
     assert ops(store_path)["write:big_regions"]["inputs"] == [tables["by_region"]["table_id"]]
     # The files written are the script's own: the same rows as without provplug, and no provplug column.
     _plain_run(tmp_path / "plain")
@@ -151,16 +178,19 @@ def test_a_missing_script_is_one_line_and_status_2(cli: Any, store_path: Path, t
 
 def test_a_script_that_writes_nothing_commits_nothing(spark: Any, cli: Any, store_path: Path, tmp_path: Path) -> None:
     script = tmp_path / "reads_only.py"
-    script.write_text("import sys\nfrom pyspark.sql import SparkSession\n"
-                      "print(SparkSession.builder.getOrCreate().range(3).count(), sys.argv[1:], __name__)\n")
+    script.write_text(
+        "import sys\nfrom pyspark.sql import SparkSession\n"
+        "print(SparkSession.builder.getOrCreate().range(3).count(), sys.argv[1:], __name__)\n"
+    )
     result = cli("run", "--store", store_path, script, "a", "--b")
     assert result.code == 0
     assert result.out.strip() == "3 ['a', '--b'] __main__"
     assert "wrote no DataFrame" in result.err and not store_path.exists()
 
 
-def test_capture_writes_links_a_catalog_table_written_and_read_back(spark: Any, store_path: Path,
-                                                                   tmp_path: Path) -> None:
+def test_capture_writes_links_a_catalog_table_written_and_read_back(
+    spark: Any, store_path: Path, tmp_path: Path
+) -> None:
     from pyspark.sql import functions as F
 
     csv = tmp_path / "people.csv"
@@ -174,9 +204,13 @@ def test_capture_writes_links_a_catalog_table_written_and_read_back(spark: Any, 
     finally:
         spark.sql("DROP TABLE IF EXISTS provplug_test_adults")
     assert labelled_triples(store_path) == (
-        expect("write:provplug_test_adults", "provplug_test_adults",
-               {("name", "ann"): [("people", "name", "ann")], ("age", "ann"): [("people", "age", "ann")]})
-        | expect("write:names", "names", {("name", "ann"): [("provplug_test_adults", "name", "ann")]}))
+        expect(
+            "write:provplug_test_adults",
+            "provplug_test_adults",
+            {("name", "ann"): [("people", "name", "ann")], ("age", "ann"): [("people", "age", "ann")]},
+        )
+        | expect("write:names", "names", {("name", "ann"): [("provplug_test_adults", "name", "ann")]})
+    )
     assert [tuple(r) for r in spark.read.json(str(tmp_path / "names.json")).collect()] == [("ann",)]
 
 
@@ -192,9 +226,13 @@ def test_capture_writes_captures_a_v2_write(spark: Any, store_path: Path, tmp_pa
     # rows built in the driver are a source named after the write that reads them; the
     # table read back is the first write's output
     assert labelled_triples(store_path) == (
-        expect("write:provplug_test_v2", "provplug_test_v2",
-               {("k", 1): [("provplug_test_v2-input", "k", 1)], ("v", 1): [("provplug_test_v2-input", "v", 1)]})
-        | expect("write:k1", "k1", {("k1", 2): [("provplug_test_v2", "k", 1)]}))
+        expect(
+            "write:provplug_test_v2",
+            "provplug_test_v2",
+            {("k", 1): [("provplug_test_v2-input", "k", 1)], ("v", 1): [("provplug_test_v2-input", "v", 1)]},
+        )
+        | expect("write:k1", "k1", {("k1", 2): [("provplug_test_v2", "k", 1)]})
+    )
 
 
 def _writes_are_plain_again(spark: Any, tmp_path: Path) -> Iterable[Any]:
@@ -220,21 +258,41 @@ def test_the_patch_is_removed_even_when_the_block_fails(spark: Any, store_path: 
 def test_provplug_run_in_a_fresh_interpreter(tmp_path: Path) -> None:
     """As a user runs it: a script that builds its own session and stops it at the end."""
     script = tmp_path / "copy_people.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import sys
         from pyspark.sql import SparkSession, functions as F
         spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
         people = spark.read.option("header", True).csv(sys.argv[1])
         people.select(F.upper("name").alias("name")).write.parquet(sys.argv[2])
         spark.stop()
-    """))
+    """)
+    )
     (tmp_path / "people.csv").write_text("name\nann\nbob\n")
     store, out = tmp_path / "s.prov", tmp_path / "upper.parquet"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    done = subprocess.run([sys.executable, "-m", "provplug", "run", "--store", str(store), str(script),
-                           str(tmp_path / "people.csv"), str(out)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "provplug",
+            "run",
+            "--store",
+            str(store),
+            str(script),
+            str(tmp_path / "people.csv"),
+            str(out),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
-    assert labelled_triples(store) == expect("write:upper", "upper", {
-        ("name", "ANN"): [("people", "name", "ann")], ("name", "BOB"): [("people", "name", "bob")]})
+    assert labelled_triples(store) == expect(
+        "write:upper",
+        "upper",
+        {("name", "ANN"): [("people", "name", "ann")], ("name", "BOB"): [("people", "name", "bob")]},
+    )
     assert sorted(f.name for f in out.glob("*.parquet"))  # the script's own files

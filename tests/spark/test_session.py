@@ -104,8 +104,10 @@ def test_lifecycle_hooks_fire_for_the_run_and_every_step(spark: Any, store_path:
     # Step outputs are written in the background: the triple counts come with the commit.
     assert events == [
         ("run_started", "spark"),
-        ("step_started", "A"), ("step_finished", "A:builtin:None"),
-        ("step_started", "B"), ("step_finished", "B:builtin:None"),
+        ("step_started", "A"),
+        ("step_finished", "A:builtin:None"),
+        ("step_started", "B"),
+        ("step_finished", "B:builtin:None"),
         ("run_finished", "committed"),
     ]
     assert {n: o["triples"] for n, o in ops(store_path).items()} == {"A": 4, "B": 2}
@@ -113,7 +115,12 @@ def test_lifecycle_hooks_fire_for_the_run_and_every_step(spark: Any, store_path:
     events.clear()
     with pytest.raises(CaptureError):
         capture(spark, store_path, {"T": T_ROWS}, lambda f: bad(f["T"]))
-    assert events == [("run_started", "spark"), ("step_started", "Bad"), ("step_failed", "Bad"), ("run_finished", "failed")]
+    assert events == [
+        ("run_started", "spark"),
+        ("step_started", "Bad"),
+        ("step_failed", "Bad"),
+        ("run_finished", "failed"),
+    ]
 
 
 def test_store_rows_off_keeps_ids_only(spark: Any, store_path: Path) -> None:
@@ -124,7 +131,10 @@ def test_store_rows_off_keeps_ids_only(spark: Any, store_path: Path) -> None:
     capture(spark, store_path, {"T": T_ROWS}, lambda f: big(f["T"]).count(), store_rows=False)
     s = open_store(store_path)
     assert s.run_paths("rows") == []
-    assert {t["name"]: (t["stored_rows"], t["rows"]) for t in s.tables().to_pylist()} == {"T": (False, 2), "Out": (False, 1)}
+    assert {t["name"]: (t["stored_rows"], t["rows"]) for t in s.tables().to_pylist()} == {
+        "T": (False, 2),
+        "Out": (False, 1),
+    }
     assert s.triples().count_rows() == 2
 
 
@@ -140,8 +150,11 @@ def test_a_pending_output_answers_schema_questions_while_it_is_written(spark: An
         counts = count_per_key(f["T"])
         seen.extend([counts.columns, counts.schema.simpleString(), counts.count()])
 
-    worker = threading.Thread(target=capture, daemon=True,
-                              args=(spark, store_path, {"T": ([(1, "a"), (2, "b"), (2, "c")], "k int, v string")}, body))
+    worker = threading.Thread(
+        target=capture,
+        daemon=True,
+        args=(spark, store_path, {"T": ([(1, "a"), (2, "b"), (2, "c")], "k int, v string")}, body),
+    )
     worker.start()
     worker.join(timeout=300)
     assert not worker.is_alive(), "capture deadlocked"

@@ -30,8 +30,10 @@ def test_parquet_source_is_stored_as_copies_numbered_by_position(spark: Any, sto
     folder = tmp_path / "people"
     folder.mkdir()
     for i, rows in enumerate(parts):
-        table = pa.Table.from_pylist([dict(zip(("name", "city", "age"), r, strict=True)) for r in rows],
-                                     schema=pa.schema([("name", pa.string()), ("city", pa.string()), ("age", pa.int64())]))
+        table = pa.Table.from_pylist(
+            [dict(zip(("name", "city", "age"), r, strict=True)) for r in rows],
+            schema=pa.schema([("name", pa.string()), ("city", pa.string()), ("age", pa.int64())]),
+        )
         pq.write_table(table, folder / f"part-{i}.parquet")
 
     @provplug.step("Older", output="OldByCity")
@@ -42,17 +44,23 @@ def test_parquet_source_is_stored_as_copies_numbered_by_position(spark: Any, sto
         older(run.source(spark.read.parquet(str(folder)), "People"))
 
     people = next(t for t in open_store(store_path).tables().to_pylist() if t["name"] == "People")
-    copies = sorted(p.name for p in Path(open_store(store_path).run_paths("rows")[0], str(people["table_id"])).iterdir())
+    copies = sorted(
+        p.name for p in Path(open_store(store_path).run_paths("rows")[0], str(people["table_id"])).iterdir()
+    )
     assert copies == ["pos-000000000000.parquet", "pos-000000000002.parquet"]
     assert people["rows"] == 5
     positions = {r["name"]: r[schema.ROW_COLUMN] for r in stored_rows(store_path)[people["table_id"]]}
     assert positions == {"ann": 0, "bob": 1, "cid": 2, "dan": 3, "eve": 4}
-    want = expect("Older", "OldByCity", {
-        ("city", "NY"): [("People", "city", "ann"), ("People", "city", "cid")],
-        ("oldest", "NY"): [("People", "age", "ann"), ("People", "age", "cid")],
-        ("city", "LA"): [("People", "city", "bob"), ("People", "city", "eve")],
-        ("oldest", "LA"): [("People", "age", "bob"), ("People", "age", "eve")],
-    })
+    want = expect(
+        "Older",
+        "OldByCity",
+        {
+            ("city", "NY"): [("People", "city", "ann"), ("People", "city", "cid")],
+            ("oldest", "NY"): [("People", "age", "ann"), ("People", "age", "cid")],
+            ("city", "LA"): [("People", "city", "bob"), ("People", "city", "eve")],
+            ("oldest", "LA"): [("People", "age", "bob"), ("People", "age", "eve")],
+        },
+    )
     assert labelled_triples(store_path, {"People": ("name",)}) == want
     from provplug.index import build_index
 
@@ -62,7 +70,9 @@ def test_parquet_source_is_stored_as_copies_numbered_by_position(spark: Any, sto
     assert shown == {("People", "age", 30), ("People", "age", 52)}
 
 
-def test_parquet_source_read_with_fewer_columns_is_written_not_copied(spark: Any, store_path: Path, tmp_path: Path) -> None:
+def test_parquet_source_read_with_fewer_columns_is_written_not_copied(
+    spark: Any, store_path: Path, tmp_path: Path
+) -> None:
     pq.write_table(pa.table({"name": ["ann", "bob"], "age": [30, 41], "secret": ["x", "y"]}), tmp_path / "p.parquet")
 
     @provplug.step("Ages", output="AgeOnly")
@@ -76,8 +86,9 @@ def test_parquet_source_read_with_fewer_columns_is_written_not_copied(spark: Any
     assert not any(p.name.startswith(schema.POSITIONAL_PREFIX) for p in folder.iterdir())
     assert sorted(r["name"] for r in table_rows(store_path, "People")) == ["ann", "bob"]
     assert all(set(r) == {"name", "age"} for r in table_rows(store_path, "People"))
-    assert labelled_triples(store_path, {"People": ("name",), "AgeOnly": ("age",)}) == expect("Ages", "AgeOnly", {
-        ("age", 30): [("People", "age", "ann")], ("age", 41): [("People", "age", "bob")]})
+    assert labelled_triples(store_path, {"People": ("name",), "AgeOnly": ("age",)}) == expect(
+        "Ages", "AgeOnly", {("age", 30): [("People", "age", "ann")], ("age", 41): [("People", "age", "bob")]}
+    )
 
 
 def test_a_parquet_source_with_string_view_columns_is_answered(spark: Any, store_path: Path, tmp_path: Path) -> None:
@@ -87,8 +98,10 @@ def test_a_parquet_source_with_string_view_columns_is_answered(spark: Any, store
     rows = [("ann", "NY", 30), ("bob", "LA", 41), ("cid", "NY", 52)]
     folder = tmp_path / "people"
     folder.mkdir()
-    pq.write_table(pa.Table.from_pylist([dict(zip(fields.names, r, strict=True)) for r in rows], schema=fields),
-                   folder / "part-0.parquet")
+    pq.write_table(
+        pa.Table.from_pylist([dict(zip(fields.names, r, strict=True)) for r in rows], schema=fields),
+        folder / "part-0.parquet",
+    )
     assert pq.read_schema(folder / "part-0.parquet").field("city").type == pa.string_view()
 
     @provplug.step("Older", output="Old")

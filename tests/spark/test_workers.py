@@ -64,17 +64,21 @@ def test_workers_without_provplug_fail_the_capture_at_once_in_one_line(
     assert table_rows(store_path, "Counts")
 
 
-def test_workers_that_do_not_start_fail_the_capture_with_spark_s_reason(spark: Any, store_path: Path,
-                                                                        tmp_path: Path) -> None:
+def test_workers_that_do_not_start_fail_the_capture_with_spark_s_reason(
+    spark: Any, store_path: Path, tmp_path: Path
+) -> None:
     missing = str(tmp_path / "no-such-python")
     with workers_run(spark, missing), pytest.raises(CaptureError) as caught, provplug.capture(spark, store=store_path):
         pytest.fail("the capture must fail when it opens")
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith(f"Spark's Python workers run {missing} (PYSPARK_PYTHON / spark.pyspark.python), "
-                              f'which fail (IOException: Cannot run program "{missing}"')
-    assert message.endswith(f"set PYSPARK_PYTHON={sys.executable} before the SparkSession starts, "
-                            "or install provplug where the workers run")
+    assert message.startswith(
+        f"Spark's Python workers run {missing} (PYSPARK_PYTHON / spark.pyspark.python), "
+        f'which fail (IOException: Cannot run program "{missing}"'
+    )
+    assert message.endswith(
+        f"set PYSPARK_PYTHON={sys.executable} before the SparkSession starts, or install provplug where the workers run"
+    )
     assert not store_path.exists()
 
 

@@ -31,8 +31,9 @@ def test_rows_and_triples_keep_only_the_files_of_used_task_attempts(spark: Any, 
         return real(self, job, target, runs)
 
     mocker.patch.object(spark_session.SparkCaptureSession, "_run_writer", with_stray)
-    capture(spark, store_path, {"T": ([(1, "a"), (2, "b"), (2, "c")], "k int, v string")},
-            lambda f: count_per_key(f["T"]))
+    capture(
+        spark, store_path, {"T": ([(1, "a"), (2, "b"), (2, "c")], "k int, v string")}, lambda f: count_per_key(f["T"])
+    )
     assert strays and not any(p.exists() for p in strays)
     run_dir = Path(open_store(store_path).run_paths("rows")[0]).parent
     assert not [p for p in run_dir.rglob("*-a7-*.parquet")]

@@ -16,8 +16,15 @@ from typing import Any
 import pytest
 
 CHROMIUM = "/usr/bin/chromium"
-BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run"]
+BROWSER_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 # Screenshots are copied here too when set (CI keeps them as artifacts).
 ARTIFACTS_ENV = "PROVPLUG_UI_ARTIFACTS"
 
@@ -76,6 +83,7 @@ def browser_page(chromium: Any) -> Iterator[Any]:
 def screenshot(tmp_path: Path) -> Any:
     """``screenshot(page, name)``: a full-page PNG in the test's tmp dir, copied
     to ``$PROVPLUG_UI_ARTIFACTS`` when set; returns its path."""
+
     def take(page: Any, name: str) -> Path:
         path = tmp_path / f"{name}.png"
         page.screenshot(path=str(path), full_page=True)

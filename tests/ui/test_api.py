@@ -37,19 +37,24 @@ def cli_json(cli: Any, *args: Any) -> Any:
 
 LINEAGE_QUESTIONS = [
     (["AvgAge.Age", "--where", "City = 'NY'"], {"table": "AvgAge", "column": "Age", "where": "City = 'NY'"}),
-    (["AvgAge.Age", "--where", "City = 'NY'", "--depth", "1"],
-     {"table": "AvgAge", "column": "Age", "where": "City = 'NY'", "depth": 1}),
+    (
+        ["AvgAge.Age", "--where", "City = 'NY'", "--depth", "1"],
+        {"table": "AvgAge", "column": "Age", "where": "City = 'NY'", "depth": 1},
+    ),
     (["AvgAge.Age", "--sources-only"], {"table": "AvgAge", "column": "Age", "sources_only": 1}),
     (["AvgAge.Age", "--summary"], {"table": "AvgAge", "column": "Age", "summary": 1}),
-    (["Person1.Age", "--where", "Name = 'Steve'", "--direction", "down"],
-     {"table": "Person1", "column": "Age", "where": "Name = 'Steve'", "direction": "down"}),
+    (
+        ["Person1.Age", "--where", "Name = 'Steve'", "--direction", "down"],
+        {"table": "Person1", "column": "Age", "where": "Name = 'Steve'", "direction": "down"},
+    ),
     (["Person2.*", "--where", "Name = 'Mark'"], {"table": "Person2", "column": "*", "where": "Name = 'Mark'"}),
 ]
 
 
 @pytest.mark.parametrize(("argv", "params"), LINEAGE_QUESTIONS, ids=lambda x: str(x)[:40])
-def test_api_lineage_equals_the_cli_json_on_the_readme_store(demo_store: Path, cli: Any, serve: Any,
-                                                             argv: list[str], params: dict[str, Any]) -> None:
+def test_api_lineage_equals_the_cli_json_on_the_readme_store(
+    demo_store: Path, cli: Any, serve: Any, argv: list[str], params: dict[str, Any]
+) -> None:
     expected = cli_json(cli, "lineage", demo_store, *argv, "--json")
     assert without_timing(api(serve(demo_store), "/api/lineage", **params)) == without_timing(expected)
 
@@ -62,16 +67,21 @@ def test_api_lineage_by_value_id_and_run_equals_the_cli(demo_store: Path, cli: A
     expected = cli_json(cli, "lineage", demo_store, "--value-id", str(value), "--run", run, "--json")
     got = api(base, "/api/lineage", value_id=value, run=run)
     assert without_timing(got) == without_timing(expected)
-    assert {(c["table"], c["value"]) for c in got["lineage"]} == {("Person1", 30), ("Person1", 40), ("Person2", 30),
-                                                                  ("Person2", 40)}
+    assert {(c["table"], c["value"]) for c in got["lineage"]} == {
+        ("Person1", 30),
+        ("Person1", 40),
+        ("Person2", 30),
+        ("Person2", 40),
+    }
 
 
 def test_api_browse_documents_equal_runs_tables_show_and_whatif(demo_store: Path, cli: Any, serve: Any) -> None:
     base = serve(demo_store)
     assert api(base, "/api/runs") == cli_json(cli, "runs", demo_store, "--json")
     assert api(base, "/api/tables") == cli_json(cli, "tables", demo_store, "--json")
-    assert api(base, "/api/show", table="Person1", limit=3) == cli_json(cli, "show", demo_store, "Person1", "--limit",
-                                                                        "3", "--json")
+    assert api(base, "/api/show", table="Person1", limit=3) == cli_json(
+        cli, "show", demo_store, "Person1", "--limit", "3", "--json"
+    )
     expected = cli_json(cli, "whatif", demo_store, "--delete", "Person1", "--where", "Name = 'Mark'", "--json")
     got = api(base, "/api/whatif", delete="Person1", where="Name = 'Mark'")
     assert without_timing(got) == without_timing(expected)
@@ -113,13 +123,20 @@ def test_the_workflow_document_lists_tables_ops_reads_and_writes(demo_store: Pat
     assert {o["name"]: o["triples"] for o in wf["ops"]} == {"R1": 9, "R2": 6}
 
 
-@pytest.mark.parametrize(("params", "cli_args"), [
-    ({"table": "AvgAge", "column": "Age", "where": "Nope = 1"}, ["AvgAge.Age", "--where", "Nope = 1"]),
-    ({"table": "Nowhere", "column": "Age"}, ["Nowhere.Age"]),
-    ({"table": "AvgAge", "column": "Age", "where": "1=1; DROP TABLE x"}, ["AvgAge.Age", "--where", "1=1; DROP TABLE x"]),
-])
-def test_a_bad_question_is_the_cli_s_json_error_with_status_400(demo_store: Path, cli: Any, serve: Any,
-                                                                params: dict[str, Any], cli_args: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("params", "cli_args"),
+    [
+        ({"table": "AvgAge", "column": "Age", "where": "Nope = 1"}, ["AvgAge.Age", "--where", "Nope = 1"]),
+        ({"table": "Nowhere", "column": "Age"}, ["Nowhere.Age"]),
+        (
+            {"table": "AvgAge", "column": "Age", "where": "1=1; DROP TABLE x"},
+            ["AvgAge.Age", "--where", "1=1; DROP TABLE x"],
+        ),
+    ],
+)
+def test_a_bad_question_is_the_cli_s_json_error_with_status_400(
+    demo_store: Path, cli: Any, serve: Any, params: dict[str, Any], cli_args: list[str]
+) -> None:
     status, body, _ = get(serve(demo_store) + "api/lineage?" + urllib.parse.urlencode(params))
     result = cli("lineage", demo_store, *cli_args, "--json")
     assert result.code == 2
@@ -128,10 +145,14 @@ def test_a_bad_question_is_the_cli_s_json_error_with_status_400(demo_store: Path
 
 def test_malformed_parameters_are_one_line_errors(demo_store: Path, serve: Any) -> None:
     base = serve(demo_store)
-    for query, says in [("api/lineage?table=AvgAge&column=Age&depth=x", "depth must be a whole number"),
-                        ("api/lineage?table=AvgAge&column=Age&direction=sideways", "direction must be one of up, down"),
-                        ("api/lineage", "nothing to trace"), ("api/rows", "table is required"),
-                        ("api/diff?a=x", "two runs"), ("api/nothing", "no such API")]:
+    for query, says in [
+        ("api/lineage?table=AvgAge&column=Age&depth=x", "depth must be a whole number"),
+        ("api/lineage?table=AvgAge&column=Age&direction=sideways", "direction must be one of up, down"),
+        ("api/lineage", "nothing to trace"),
+        ("api/rows", "table is required"),
+        ("api/diff?a=x", "two runs"),
+        ("api/nothing", "no such API"),
+    ]:
         status, body, _ = get(base + query)
         assert status in (400, 404) and says in body["error"] and "\n" not in body["error"], (query, body)
 
@@ -139,8 +160,13 @@ def test_malformed_parameters_are_one_line_errors(demo_store: Path, serve: Any) 
 def test_no_file_outside_the_store_is_served(demo_store: Path, serve: Any) -> None:
     base = serve(demo_store)
     assert get(base + "static/app.js")[0] == 200
-    for path in ["static/../../../../etc/passwd", "static/%2e%2e/%2e%2e/errors.py", "static/..%2fapp.py",
-                 "static/%2e%2e%2f%2e%2e%2fpyproject.toml", "etc/passwd"]:
+    for path in [
+        "static/../../../../etc/passwd",
+        "static/%2e%2e/%2e%2e/errors.py",
+        "static/..%2fapp.py",
+        "static/%2e%2e%2f%2e%2e%2fpyproject.toml",
+        "etc/passwd",
+    ]:
         status, body, _ = get(base + path)
         assert status == 404 and "root:" not in str(body), (path, status)
     status, body, _ = get(base + "api/rows?" + urllib.parse.urlencode({"table": "../../../etc/passwd"}))
@@ -162,9 +188,16 @@ def test_another_host_name_gets_nothing(demo_store: Path, serve: Any) -> None:
 def test_nothing_is_written_to_the_store(demo_store: Path, serve: Any) -> None:
     before = snapshot(demo_store)
     base = serve(demo_store)
-    for path in ["api/runs", "api/tables", "api/stats", "api/graph", "api/rows?table=Person1",
-                 "api/lineage?table=AvgAge&column=Age", "api/whatif?delete=Person1",
-                 "lineage?table=AvgAge&column=Age"]:
+    for path in [
+        "api/runs",
+        "api/tables",
+        "api/stats",
+        "api/graph",
+        "api/rows?table=Person1",
+        "api/lineage?table=AvgAge&column=Age",
+        "api/whatif?delete=Person1",
+        "lineage?table=AvgAge&column=Age",
+    ]:
         assert get(base + path)[0] == 200, path
     assert snapshot(demo_store) == before
 
@@ -201,9 +234,11 @@ def test_the_api_equals_the_cli_on_an_imported_store(tmp_path: Path, cli: Any, s
     assert cli("index", store).code == 0
     base = serve(store)
     value = json.loads(cli("lineage", store, "--value-id", "14", "--json").out)
-    for params, argv in [({"value_id": 14}, ["--value-id", "14"]),
-                         ({"value_id": [14, 9], "direction": "down"}, ["--value-id", "14", "--value-id", "9", "--direction", "down"]),
-                         ({"value_id": 14, "summary": 1}, ["--value-id", "14", "--summary"])]:
+    for params, argv in [
+        ({"value_id": 14}, ["--value-id", "14"]),
+        ({"value_id": [14, 9], "direction": "down"}, ["--value-id", "14", "--value-id", "9", "--direction", "down"]),
+        ({"value_id": 14, "summary": 1}, ["--value-id", "14", "--summary"]),
+    ]:
         expected = cli_json(cli, "lineage", store, *argv, "--json")
         assert without_timing(api(base, "/api/lineage", **params)) == without_timing(expected)
     assert value["lineage"], value
@@ -219,7 +254,8 @@ def test_ui_help_and_the_missing_extra(cli: Any, demo_store: Path, monkeypatch: 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "starlette" else real(name, *a))
     result = cli("ui", demo_store, "--port", "0")
     assert result.code == 2 and result.err.strip() == (
-        "provplug: error: provplug ui needs starlette: pip install 'provplug[ui]'")
+        "provplug: error: provplug ui needs starlette: pip install 'provplug[ui]'"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -240,16 +276,24 @@ def kedro_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_api_equals_the_cli_on_the_kedro_example_store(kedro_store: Path, cli: Any, serve: Any) -> None:
     base = serve(kedro_store)
     for params, argv in [
-        ({"table": "price_by_location", "column": "avg_price", "where": "company_location = 'Niue'"},
-         ["price_by_location.avg_price", "--where", "company_location = 'Niue'"]),
-        ({"table": "shuttles", "column": "price", "direction": "down", "depth": 2},
-         ["shuttles.price", "--direction", "down", "--depth", "2"]),
+        (
+            {"table": "price_by_location", "column": "avg_price", "where": "company_location = 'Niue'"},
+            ["price_by_location.avg_price", "--where", "company_location = 'Niue'"],
+        ),
+        (
+            {"table": "shuttles", "column": "price", "direction": "down", "depth": 2},
+            ["shuttles.price", "--direction", "down", "--depth", "2"],
+        ),
         ({"table": "top_shuttles", "column": "*", "summary": 1}, ["top_shuttles.*", "--summary"]),
     ]:
         expected = cli_json(cli, "lineage", kedro_store, *argv, "--json")
         assert without_timing(api(base, "/api/lineage", **params)) == without_timing(expected), argv
     niue = api(base, "/api/lineage", table="price_by_location", column="avg_price", where="company_location = 'Niue'")
-    assert sorted(c["value"] for c in niue["lineage"] if c["table"] == "shuttles") == ["$1,780.0", "$2,050.0", "$4,107.0"]
+    assert sorted(c["value"] for c in niue["lineage"] if c["table"] == "shuttles") == [
+        "$1,780.0",
+        "$2,050.0",
+        "$4,107.0",
+    ]
 
 
 def test_the_diff_of_two_runs_equals_the_cli(spark: Any, tmp_path: Path, cli: Any, serve: Any) -> None:
@@ -258,8 +302,9 @@ def test_the_diff_of_two_runs_equals_the_cli(spark: Any, tmp_path: Path, cli: An
 
     store = tmp_path / "two.prov"
     for mark in (40, 50):
-        people = spark.createDataFrame([("Steve", "NY", 30), ("Mark", "NY", mark), ("Mary", "LA", 20)],
-                                       "Name string, City string, Age int").coalesce(1)
+        people = spark.createDataFrame(
+            [("Steve", "NY", 30), ("Mark", "NY", mark), ("Mary", "LA", 20)], "Name string, City string, Age int"
+        ).coalesce(1)
         with provplug.capture(spark, store=store) as run:
             average_age(adults(run.source(people, "Person1")))
     assert cli("index", store).code == 0
@@ -275,7 +320,8 @@ def test_the_diff_of_two_runs_equals_the_cli(spark: Any, tmp_path: Path, cli: An
 
 
 def test_opening_a_lineage_page_starts_its_summary_which_the_page_s_request_then_gets(
-        demo_store: Path, cli: Any, serve: Any, monkeypatch: Any) -> None:
+    demo_store: Path, cli: Any, serve: Any, monkeypatch: Any
+) -> None:
     from provplug.ui import documents
 
     asked: list[Any] = []

@@ -18,8 +18,10 @@ pytestmark = pytest.mark.browser
 
 def cells(page: Any, table: str) -> set[tuple[str, str]]:
     """(column, value) of every cell drawn in the nodes of ``table``."""
-    return {(c.get_attribute("data-column"), c.get_attribute("data-value"))
-            for c in page.query_selector_all(f'.node[data-table="{table}"] .c')}
+    return {
+        (c.get_attribute("data-column"), c.get_attribute("data-value"))
+        for c in page.query_selector_all(f'.node[data-table="{table}"] .c')
+    }
 
 
 def drawn_tables(page: Any) -> set[str]:
@@ -32,8 +34,9 @@ def navigate(page: Any, action: Any) -> None:
     wait_ready(page)
 
 
-def test_the_readme_walk_tables_rows_lineage_depth_downstream_whatif(demo_store: Path, serve: Any,
-                                                                     browser_page: Any, screenshot: Any) -> None:
+def test_the_readme_walk_tables_rows_lineage_depth_downstream_whatif(
+    demo_store: Path, serve: Any, browser_page: Any, screenshot: Any
+) -> None:
     page, base = browser_page, serve(demo_store)
     page.goto(base + "tables")
     wait_ready(page)
@@ -95,8 +98,9 @@ def test_the_readme_walk_tables_rows_lineage_depth_downstream_whatif(demo_store:
     screenshot(page, "7-lineage-by-url")
 
 
-def test_the_workflow_graph_s_ops_and_tables_are_clickable(demo_store: Path, serve: Any, browser_page: Any,
-                                                           screenshot: Any) -> None:
+def test_the_workflow_graph_s_ops_and_tables_are_clickable(
+    demo_store: Path, serve: Any, browser_page: Any, screenshot: Any
+) -> None:
     page, base = browser_page, serve(demo_store)
     page.goto(base + "graph")
     wait_ready(page)
@@ -141,8 +145,9 @@ def assert_only_text(page: Any) -> None:
     assert page.evaluate("[...document.scripts].map(s => s.getAttribute('src'))") == ["/static/app.js"]
 
 
-def test_stored_markup_is_shown_as_text_everywhere(xss_store: Path, serve: Any, browser_page: Any,
-                                                   screenshot: Any) -> None:
+def test_stored_markup_is_shown_as_text_everywhere(
+    xss_store: Path, serve: Any, browser_page: Any, screenshot: Any
+) -> None:
     page, base = browser_page, serve(xss_store)
     page.goto(base + "table?name=Person1")
     wait_ready(page)
@@ -172,8 +177,10 @@ def wide_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("wide")
     parents = range(1, 3001)
     (folder / "t.csv").write_text("src,dst,op\n" + "".join(f"{v},0,total\n" for v in parents))
-    (folder / "v.csv").write_text("value_id,table,column\n0,Report,total\n"
-                                  + "".join(f"{v},{'Sales' if v % 3 else 'Refunds'},amount\n" for v in parents))
+    (folder / "v.csv").write_text(
+        "value_id,table,column\n0,Report,total\n"
+        + "".join(f"{v},{'Sales' if v % 3 else 'Refunds'},amount\n" for v in parents)
+    )
     store = folder / "wide.prov"
     assert _import(store, folder) == 0
     return store
@@ -182,17 +189,22 @@ def wide_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _import(store: Path, folder: Path) -> int:
     from provplug.cli.main import main
 
-    code = main(["import", str(store), "--triples", str(folder / "t.csv"), "--values", str(folder / "v.csv"), "--quiet"])
+    code = main(
+        ["import", str(store), "--triples", str(folder / "t.csv"), "--values", str(folder / "v.csv"), "--quiet"]
+    )
     return code or main(["index", str(store)])
 
 
-def test_a_large_answer_opens_summarised_and_expands_a_table_on_request(wide_store: Path, serve: Any,
-                                                                        browser_page: Any, screenshot: Any) -> None:
+def test_a_large_answer_opens_summarised_and_expands_a_table_on_request(
+    wide_store: Path, serve: Any, browser_page: Any, screenshot: Any
+) -> None:
     page, base = browser_page, serve(wide_store)
     page.goto(base + "lineage?value_id=0")
     wait_ready(page)
-    counts = {c.get_attribute("data-table"): c.query_selector(".muted").inner_text()
-              for c in page.query_selector_all("#summary .card")}
+    counts = {
+        c.get_attribute("data-table"): c.query_selector(".muted").inner_text()
+        for c in page.query_selector_all("#summary .card")
+    }
     assert counts == {"Sales": "2,000 cells", "Refunds": "1,000 cells"}
     assert page.query_selector_all("#graph .node") == []  # not drawn cell by cell
     sales = page.locator('#summary .card[data-table="Sales"]')
@@ -206,15 +218,17 @@ def test_a_large_answer_opens_summarised_and_expands_a_table_on_request(wide_sto
     screenshot(page, "11-large-answer-summary")
 
 
-def test_runs_and_the_diff_of_two_runs(spark: Any, tmp_path: Path, serve: Any, browser_page: Any,
-                                       screenshot: Any) -> None:
+def test_runs_and_the_diff_of_two_runs(
+    spark: Any, tmp_path: Path, serve: Any, browser_page: Any, screenshot: Any
+) -> None:
     import provplug
     from provplug.cli.demo import adults, average_age
 
     store = tmp_path / "two.prov"
     for mark in (40, 50):
-        people = spark.createDataFrame([("Steve", "NY", 30), ("Mark", "NY", mark), ("Mary", "LA", 20)],
-                                       "Name string, City string, Age int").coalesce(1)
+        people = spark.createDataFrame(
+            [("Steve", "NY", 30), ("Mark", "NY", mark), ("Mary", "LA", 20)], "Name string, City string, Age int"
+        ).coalesce(1)
         with provplug.capture(spark, store=store) as run:
             average_age(adults(run.source(people, "Person1")))
     provplug.open(store).index()

@@ -91,7 +91,11 @@ class TracedCombineFn(beam.CombineFn):
     def merge_accumulators(self, accs: Iterable[Acc]) -> Acc:
         accs = list(accs)
         merged = self.inner.merge_accumulators([a[0] for a in accs])
-        return merged, set().union(*(a[1] for a in accs)), [set().union(*(a[2][i] for a in accs)) for i in range(self.slots)]
+        return (
+            merged,
+            set().union(*(a[1] for a in accs)),
+            [set().union(*(a[2][i] for a in accs)) for i in range(self.slots)],
+        )
 
     def compact(self, acc: Acc) -> Acc:
         return self.inner.compact(acc[0]), acc[1], acc[2]
@@ -125,7 +129,9 @@ class MergeEqualFn(beam.CombineFn):
             prov.setdefault(a, set()).update(ids)
         return True, (value if seen else new_value), prov
 
-    def merge_accumulators(self, accs: Iterable[tuple[bool, Any, dict[str, set[int]]]]) -> tuple[bool, Any, dict[str, set[int]]]:
+    def merge_accumulators(
+        self, accs: Iterable[tuple[bool, Any, dict[str, set[int]]]]
+    ) -> tuple[bool, Any, dict[str, set[int]]]:
         result = self.create_accumulator()
         for seen, value, prov in accs:
             if seen:

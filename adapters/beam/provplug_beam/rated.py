@@ -45,7 +45,9 @@ from .fns import _PASS_THROUGH, TracedDoFn
 
 # The ParDo family a declared step may consist of (``Filter`` drops elements: no fixed rate).
 RATED_OPERATIONS = ("Map", "MapTuple", "FlatMap", "FlatMapTuple", "ParDo")
-SUPPORTED = "Beam supports consumption 1, production f >= 1 and no buffer (one ParDo declared 1:1 or with a fixed fan-out)"
+SUPPORTED = (
+    "Beam supports consumption 1, production f >= 1 and no buffer (one ParDo declared 1:1 or with a fixed fan-out)"
+)
 
 
 def declared_rates(params: Mapping[str, Any], step: str) -> Rates | None:
@@ -58,8 +60,10 @@ def declared_rates(params: Mapping[str, Any], step: str) -> Rates | None:
 
 def not_one_pardo(step: str, found: str) -> LocationError:
     """The error of a declared step whose body is not one ParDo over one table."""
-    return LocationError(f"step {step} declares rates, so its body must be one {', '.join(RATED_OPERATIONS)} "
-                         f"over one stored table, with one output; {found}")
+    return LocationError(
+        f"step {step} declares rates, so its body must be one {', '.join(RATED_OPERATIONS)} "
+        f"over one stored table, with one output; {found}"
+    )
 
 
 class RatedDoFn(TracedDoFn):
@@ -75,8 +79,9 @@ class RatedDoFn(TracedDoFn):
         value, prov = element
         every = all_ids(prov)
         if not every:
-            raise LocationError(f"step {self.step}: an input element has no cell, so its row is unknown; "
-                                "declare no rates for it")
+            raise LocationError(
+                f"step {self.step}: an input element has no cell, so its row is unknown; declare no rates for it"
+            )
         row = ids.unpack(every[0])[2]  # a table's element: every cell of one row
         emitted = 0
         for out in self.inner.process(value, *args, **kwargs) or ():
@@ -86,8 +91,10 @@ class RatedDoFn(TracedDoFn):
                 yield row * self.fan_out + emitted, out, every
             emitted += 1
         if emitted != self.fan_out:
-            raise LocationError(f"step {self.step} declares production {self.fan_out}, but its input row {row} "
-                                f"emitted {emitted} element{'' if emitted == 1 else 's'}")
+            raise LocationError(
+                f"step {self.step} declares production {self.fan_out}, but its input row {row} "
+                f"emitted {emitted} element{'' if emitted == 1 else 's'}"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,8 +114,10 @@ def rated_edge(rated: RatedOutput, columns: Mapping[int, Sequence[str]], rows: M
     fan_out = rated.rates.production
     inputs, outputs = rows[rated.input_table], rows[rated.output_table]
     if outputs != inputs * fan_out:  # each element was checked to emit f: this cannot happen
-        raise LocationError(f"internal: step {rated.step} has {inputs} input rows and {outputs} output rows, "
-                            f"not {fan_out} per input row")
+        raise LocationError(
+            f"internal: step {rated.step} has {inputs} input rows and {outputs} output rows, "
+            f"not {fan_out} per input row"
+        )
     sources = tuple(range(len(columns[rated.input_table])))
     column_map = {out: sources for out in range(len(columns[rated.output_table]))}
     dst = RowRuns.of([(0, outputs)])
@@ -126,4 +135,3 @@ def check_black_box(rated: RatedOutput, edge: LocationEdge, counted: int) -> Non
             f"column ({counted:,} triples by its cells, the declaration stands for {edge.triple_count:,}): "
             "declare no rates for it"
         )
-

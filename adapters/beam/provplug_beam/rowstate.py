@@ -94,8 +94,9 @@ def table(table_id: int) -> RowsFn:
     """A table read by a step: each attribute is a copy of its own column."""
 
     def state(catalog: Catalog) -> RowState:
-        return RowState({c: Col("copy", frozenset({(table_id, c)})) for c in catalog[table_id]},
-                        sources=frozenset({table_id}))
+        return RowState(
+            {c: Col("copy", frozenset({(table_id, c)})) for c in catalog[table_id]}, sources=frozenset({table_id})
+        )
 
     return state
 
@@ -200,8 +201,14 @@ def combine_globally(function: str | None, has_defaults: bool) -> Transfer:
             return grouped
         if value.kind == "aggregate" and value.function == "count_star":
             return dataclasses.replace(grouped, always_one_row=True)
-        return dataclasses.replace(grouped, opaque=(*grouped.opaque, "a global combine emits a default row when no "
-                                                    "input row is left (its value over nothing is the CombineFn's)"))
+        return dataclasses.replace(
+            grouped,
+            opaque=(
+                *grouped.opaque,
+                "a global combine emits a default row when no "
+                "input row is left (its value over nothing is the CombineFn's)",
+            ),
+        )
 
     return transfer
 
@@ -216,8 +223,12 @@ def co_group_by_key(inputs: Tagged) -> RowState:
     else:
         named["value"] = Col.computed(frozenset().union(*(s.value_refs() for s in states)))
     return RowState(
-        named, None, frozenset().union(*(s.deciding for s in states)) | key_refs,
-        _over_one_row(states, "a CoGroupByKey"), False, frozenset().union(*(s.sources for s in states)),
+        named,
+        None,
+        frozenset().union(*(s.deciding for s in states)) | key_refs,
+        _over_one_row(states, "a CoGroupByKey"),
+        False,
+        frozenset().union(*(s.sources for s in states)),
     )
 
 
@@ -233,9 +244,12 @@ def flatten(inputs: Tagged) -> RowState:
     others = [s.other for s in states if s.other is not None]
     disjoint = sum(len(s.sources) for s in states) == len(frozenset().union(*(s.sources for s in states)))
     return RowState(
-        named, _same_or_computed(others) if others else None,
-        frozenset().union(*(s.deciding for s in states)), _over_one_row(states, "a Flatten"),
-        all(s.one_row for s in states) and disjoint, frozenset().union(*(s.sources for s in states)),
+        named,
+        _same_or_computed(others) if others else None,
+        frozenset().union(*(s.deciding for s in states)),
+        _over_one_row(states, "a Flatten"),
+        all(s.one_row for s in states) and disjoint,
+        frozenset().union(*(s.sources for s in states)),
     )
 
 
@@ -245,8 +259,9 @@ def _branch_copy(cols: Sequence[Col], states: Sequence[RowState]) -> Col:
         return _same_or_computed(cols)
     copies = [next(iter(c.refs)) if c.kind == "copy" and len(c.refs) == 1 else None for c in cols]
     tables = {ref[0] for ref in copies if ref is not None}
-    if any(c.kind == "copy" and ref is None for c, ref in zip(cols, copies, strict=True)) \
-            or len(tables) != len({ref for ref in copies if ref is not None}):
+    if any(c.kind == "copy" and ref is None for c, ref in zip(cols, copies, strict=True)) or len(tables) != len(
+        {ref for ref in copies if ref is not None}
+    ):
         return _same_or_computed(cols)  # a branch copying from several cells, or one table's two columns
     for ref, s in zip(copies, states, strict=True):
         if (s.sources & tables) - ({ref[0]} if ref is not None else set()):
@@ -280,8 +295,9 @@ def group_by(sources: Sequence[str | None]) -> Transfer:
     return transfer
 
 
-def group_and_aggregate(keys: Sequence[tuple[str, str | None]],
-                        aggregates: Sequence[tuple[str, str | None, str | None]]) -> Transfer:
+def group_and_aggregate(
+    keys: Sequence[tuple[str, str | None]], aggregates: Sequence[tuple[str, str | None, str | None]]
+) -> Transfer:
     """``GroupBy(...).aggregate_field``: ``keys`` as (name, source field);
     ``aggregates`` as (dest, source field, aggregate function or None)."""
 
@@ -313,7 +329,9 @@ def op_rules(op_id: int, out_table: int, columns: Sequence[str], state: RowState
             deciding.setdefault(t, set()).add(c)
     reasons = tuple(dict.fromkeys(state.opaque))
     return OpRowRules(
-        op_id, out_table, "opaque" if reasons else "always_one_row" if state.always_one_row else "exact",
+        op_id,
+        out_table,
+        "opaque" if reasons else "always_one_row" if state.always_one_row else "exact",
         {c: _column_rule(state.col(c)) for c in columns},
         {t: tuple(sorted(cols)) for t, cols in sorted(deciding.items())},
         reason="; ".join(reasons),

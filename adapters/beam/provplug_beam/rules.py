@@ -144,7 +144,9 @@ def _pardo(transform: beam.ParDo, label: str, plain: Callable[[Any], Any], fn: b
     fn = fn or TracedDoFn(transform.fn, keep, label)
     operation = internals.pardo_operation(transform)
     rows = _pardo_rows(operation, keep)
-    if any(new is not old for new, old in zip((*args, *kwargs.values()), (*raw_args, *raw_kwargs.values()), strict=True)):
+    if any(
+        new is not old for new, old in zip((*args, *kwargs.values()), (*raw_args, *raw_kwargs.values()), strict=True)
+    ):
         # The side input's rows are no member: existence and values may follow them unseen.
         rows = rowstate.opaque(rows, f"{operation} reads captured data as a side input")
     return Rule(operation, not keep, lambda pc: pc | "Traced" >> beam.ParDo(fn, *args, **kwargs), rows)
@@ -273,18 +275,29 @@ def _combine_globally(transform: beam.CombineGlobally, label: str) -> Rule:
     if transform.args or transform.kwargs or getattr(transform, "as_view", False):
         raise CaptureError(f"{label}: CombineGlobally with arguments or as a view cannot be captured")
     combine_fn = as_combine_fn(transform.fn)
-    return _combine_globally_with(combine_fn, getattr(transform, "has_defaults", True), "CombineGlobally",
-                                  internals.aggregate_function(combine_fn))
+    return _combine_globally_with(
+        combine_fn,
+        getattr(transform, "has_defaults", True),
+        "CombineGlobally",
+        internals.aggregate_function(combine_fn),
+    )
 
 
-def _combine_globally_with(combine_fn: beam.CombineFn, has_defaults: bool, operation: str, function: str | None) -> Rule:
+def _combine_globally_with(
+    combine_fn: beam.CombineFn, has_defaults: bool, operation: str, function: str | None
+) -> Rule:
     fn = TracedCombineFn(combine_fn, 1)
     combine = beam.CombineGlobally(fn)
     if not has_defaults:
         combine = combine.without_defaults()
 
     def expand(pc: Any) -> Any:
-        return pc | "ToInput" >> beam.Map(_to_global_input) | "CombineGlobally" >> combine | "WithProv" >> beam.Map(_from_global)
+        return (
+            pc
+            | "ToInput" >> beam.Map(_to_global_input)
+            | "CombineGlobally" >> combine
+            | "WithProv" >> beam.Map(_from_global)
+        )
 
     return Rule(operation, False, expand, rowstate.combine_globally(function, has_defaults))
 
@@ -320,7 +333,9 @@ def _group_by(transform: beam.GroupBy) -> Rule:
         return key_fn(value), (value, key_ids, all_ids(prov))
 
     def expand(pc: Any) -> Any:
-        return pc | "ToKV" >> beam.Map(to_kv) | "GroupByKey" >> beam.GroupByKey() | "WithProv" >> beam.Map(_from_grouped)
+        return (
+            pc | "ToKV" >> beam.Map(to_kv) | "GroupByKey" >> beam.GroupByKey() | "WithProv" >> beam.Map(_from_grouped)
+        )
 
     return Rule("GroupBy", None in sources, expand, rowstate.group_by(sources))
 
@@ -369,5 +384,9 @@ def _select(transform: beam.Select) -> Rule:
             return row, prov
         return row, {name: tuple(prov.get(src, every)) if src else every for name, _, src in fields}
 
-    return Rule("Select", any(src is None for _, _, src in fields), lambda pc: pc | "Select" >> beam.Map(select),
-                rowstate.select([(name, src) for name, _, src in fields]))
+    return Rule(
+        "Select",
+        any(src is None for _, _, src in fields),
+        lambda pc: pc | "Select" >> beam.Map(select),
+        rowstate.select([(name, src) for name, _, src in fields]),
+    )

@@ -117,11 +117,15 @@ class BeamSession:
                 if self._trace(data) is not None:
                     raise CaptureError(f"source {name!r} is already a captured table")
                 plain_type = data.element_type
-                numbered = data | f"{label}/Trace" >> beam.Map(lambda v: (v, {})) | f"{label}/Number" >> NumberByContent()
+                numbered = (
+                    data | f"{label}/Trace" >> beam.Map(lambda v: (v, {})) | f"{label}/Number" >> NumberByContent()
+                )
             elif isinstance(data, beam.PTransform):
                 read = self.pipeline | f"{label}/Read" >> data
                 plain_type = read.element_type
-                numbered = read | f"{label}/Trace" >> beam.Map(lambda v: (v, {})) | f"{label}/Number" >> NumberByContent()
+                numbered = (
+                    read | f"{label}/Trace" >> beam.Map(lambda v: (v, {})) | f"{label}/Number" >> NumberByContent()
+                )
             else:
                 return self._source_in_memory(_rows_of(data), table, label)
         return self._materialize(numbered, table, None, label, plain_type)
@@ -142,16 +146,24 @@ class BeamSession:
             created = (
                 self.pipeline
                 | f"{label}/Create" >> CreateNumbered([(v, i) for i, v in enumerate(rows)], plain_type)
-                | f"{label}/Trace" >> beam.Map(rebase_in_memory, column_bases(layout, table.table_id))
-                .with_output_types(typehints.Any)
+                | f"{label}/Trace"
+                >> beam.Map(rebase_in_memory, column_bases(layout, table.table_id)).with_output_types(typehints.Any)
             )
         self.run.record_table(
             dataclasses.replace(table, columns=layout[0], rows=len(rows), stored_rows=self.run.store_rows)
         )
         self._columns[table.table_id] = layout[0]
         self._rows[table.table_id] = len(rows)
-        self._register(created, Trace(frozenset({table.table_id}), None, internals.PlainType.known(plain_type),
-                                      rows=rowstate.table(table.table_id), table=table.table_id))
+        self._register(
+            created,
+            Trace(
+                frozenset({table.table_id}),
+                None,
+                internals.PlainType.known(plain_type),
+                rows=rowstate.table(table.table_id),
+                table=table.table_id,
+            ),
+        )
         return created
 
     def run_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
@@ -177,12 +189,21 @@ class BeamSession:
             raise CaptureError(f"step {step.name} returned {len(results)} outputs for {len(step.outputs)} names")
         op_id = self.run.new_op_id()
         outputs = [
-            self._output(step, name + suffix, out, op_id, scope) for name, out in zip(step.outputs, results, strict=True)
+            self._output(step, name + suffix, out, op_id, scope)
+            for name, out in zip(step.outputs, results, strict=True)
         ]
         op = OpInfo(
-            op_id, step.name, self.run.run_id, "udf" if scope.black_box else "builtin",
-            tuple(sorted(scope.tables)), tuple(t.table_id for t, _ in outputs), tuple(scope.operations),
-            dict(step.params), started, _now(), None,
+            op_id,
+            step.name,
+            self.run.run_id,
+            "udf" if scope.black_box else "builtin",
+            tuple(sorted(scope.tables)),
+            tuple(t.table_id for t, _ in outputs),
+            tuple(scope.operations),
+            dict(step.params),
+            started,
+            _now(),
+            None,
         )
         self.run.record_op(op)
         self._ops.append(op)
@@ -226,8 +247,9 @@ class BeamSession:
             self._columns[table.table_id], self._rows[table.table_id] = tuple(summary["columns"]), summary["rows"]
         edges = [self._rated_edge(r, counts[r.output_table]["triples"]) for r in self._rated]  # checked first
         for table in self._tables:
-            self.run.record_table(dataclasses.replace(table, columns=self._columns[table.table_id],
-                                                      rows=self._rows[table.table_id]))
+            self.run.record_table(
+                dataclasses.replace(table, columns=self._columns[table.table_id], rows=self._rows[table.table_id])
+            )
         for edge in edges:
             if edge.triple_count:
                 self.run.record_location_edge(edge)
@@ -273,14 +295,17 @@ class BeamSession:
         )
 
     # -- tables ------------------------------------------------------------------
-    def _materialize(self, numbered: Any, table: TableInfo, op_id: int | None, label: str, plain_type: Any,
-                     triples: bool = True) -> Any:
+    def _materialize(
+        self, numbered: Any, table: TableInfo, op_id: int | None, label: str, plain_type: Any, triples: bool = True
+    ) -> Any:
         """Store ``numbered`` as ``table`` (with the triples of op ``op_id``
         unless an edge stands for them); return its elements rebased on it."""
         if self._scratch is None:
             self._scratch = self.run.scratch_destination("beam")
         target = TableTarget(
-            table.table_id, table.name, op_id,
+            table.table_id,
+            table.name,
+            op_id,
             self.run.rows_destination(table.table_id) if self.run.store_rows else None,
             self.run.triples_destination() if op_id is not None and triples else None,
             self._scratch,
@@ -291,8 +316,12 @@ class BeamSession:
         self._tables.append(dataclasses.replace(table, stored_rows=self.run.store_rows))
         if not isinstance(plain_type, internals.PlainType):
             plain_type = internals.PlainType.known(plain_type)
-        self._register(rebased, Trace(frozenset({table.table_id}), None, plain_type, rows=rowstate.table(table.table_id),
-                                      table=table.table_id))
+        self._register(
+            rebased,
+            Trace(
+                frozenset({table.table_id}), None, plain_type, rows=rowstate.table(table.table_id), table=table.table_id
+            ),
+        )
         return rebased
 
     def _output(self, step: StepInfo, name: str, out: Any, op_id: int, scope: StepScope) -> tuple[TableInfo, Any]:
@@ -375,11 +404,14 @@ class BeamSession:
             result = original(Expansion(rule), pvalueish, name)
         scope.operations.append(rule.operation)
         scope.black_box |= rule.black_box
-        self._register(result, Trace(tables, scope.token, input_type.after(transform), rows=self._rows_after(rule, pvalueish)))
+        self._register(
+            result, Trace(tables, scope.token, input_type.after(transform), rows=self._rows_after(rule, pvalueish))
+        )
         return result
 
-    def _apply_rated(self, original: Callable[..., Any], transform: Any, pvalueish: Any, name: str,
-                     scope: StepScope) -> Any:
+    def _apply_rated(
+        self, original: Callable[..., Any], transform: Any, pvalueish: Any, name: str, scope: StepScope
+    ) -> Any:
         """The one ParDo of a step declared with rates, over one stored table
         (:mod:`.rated`): its output comes numbered by position."""
         if scope.rated is not None:
@@ -396,13 +428,16 @@ class BeamSession:
             result = original(Expansion(rule), pvalueish, name)
         scope.operations.append(rule.operation)
         scope.black_box |= rule.black_box
-        self._register(result, Trace(trace.tables, scope.token, trace.plain_type.after(transform),
-                                     rows=self._rows_after(rule, pvalueish)))
+        self._register(
+            result,
+            Trace(trace.tables, scope.token, trace.plain_type.after(transform), rows=self._rows_after(rule, pvalueish)),
+        )
         scope.rated, scope.rated_input = result, trace.table
         return result
 
-    def _apply_outside(self, original: Callable[..., Any], transform: Any, pvalueish: Any, name: str,
-                       traced: list[Any]) -> Any:
+    def _apply_outside(
+        self, original: Callable[..., Any], transform: Any, pvalueish: Any, name: str, traced: list[Any]
+    ) -> Any:
         """A transform outside any step reading captured data. One a rule
         traces is traced (the step that reads its result takes it into its
         op). Any other (a composite, a sink, ``Map(print)``) sees plain
@@ -427,11 +462,17 @@ class BeamSession:
             return result
         with self._internal():
             result = original(Expansion(rule), pvalueish, name)
-        self._register(result, Trace(
-            frozenset().union(*(t.tables for t in traces)), None, input_type.after(transform),
-            (*(op for t in traces for op in t.operations), rule.operation),
-            any(t.black_box for t in traces) or rule.black_box, self._rows_after(rule, pvalueish),
-        ))
+        self._register(
+            result,
+            Trace(
+                frozenset().union(*(t.tables for t in traces)),
+                None,
+                input_type.after(transform),
+                (*(op for t in traces for op in t.operations), rule.operation),
+                any(t.black_box for t in traces) or rule.black_box,
+                self._rows_after(rule, pvalueish),
+            ),
+        )
         return result
 
     def _rows_after(self, rule: Rule, pvalueish: Any) -> rowstate.RowsFn:
@@ -444,8 +485,9 @@ class BeamSession:
             tagged = [(None, pvalueish)]
         return rowstate.applied(rule.rows, [(tag, self._trace_of(pc).rows) for tag, pc in tagged])
 
-    def _expand_composite(self, original: Callable[..., Any], transform: Any, pvalueish: Any, label: str | None,
-                          where: str) -> Any:
+    def _expand_composite(
+        self, original: Callable[..., Any], transform: Any, pvalueish: Any, label: str | None, where: str
+    ) -> Any:
         """An unknown transform is expanded with this interceptor still on:
         a composite of understood transforms is traced through its parts.
         It is applied through a wrapper without the composite's type hints
@@ -458,7 +500,9 @@ class BeamSession:
         first = next(t.plain_type for pc in _pcollections(pvalueish) if (t := self._trace(pc)) is not None)
         for pc in outputs:  # the composite's declared output type, as Beam gives it
             inner = self._trace_of(pc)
-            self._register(pc, dataclasses.replace(inner, plain_type=_declared(inner.plain_type, first.after(transform))))
+            self._register(
+                pc, dataclasses.replace(inner, plain_type=_declared(inner.plain_type, first.after(transform)))
+            )
         return result
 
     def _check_inputs(self, pvalueish: Any, scope: StepScope) -> None:
@@ -624,4 +668,3 @@ def _replace(pvalueish: Any, fn: Callable[[Any], Any]) -> Any:
     if isinstance(pvalueish, (tuple, list)):
         return type(pvalueish)(_replace(v, fn) for v in pvalueish)
     return pvalueish
-

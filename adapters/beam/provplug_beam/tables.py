@@ -108,7 +108,9 @@ def plain_cell(cell: Any) -> Any:
 
     if is_named(cell):
         return {k: plain_cell(v) for k, v in named_cells(cell).items()}
-    if isinstance(cell, (list, tuple, set, frozenset)) or (hasattr(cell, "__iter__") and not isinstance(cell, (str, bytes, dict))):
+    if isinstance(cell, (list, tuple, set, frozenset)) or (
+        hasattr(cell, "__iter__") and not isinstance(cell, (str, bytes, dict))
+    ):
         return [plain_cell(v) for v in cell]
     return cell
 
@@ -231,11 +233,13 @@ class WriteTable(beam.DoFn):
         self.rows_writer = RowsWriter(target.rows, f"part-{stem}") if target.rows is not None else None
         self.triples_writer = (
             TripleWriter(target.triples, f"op-{target.op_id}-{stem}")
-            if target.triples is not None and target.op_id is not None else None
+            if target.triples is not None and target.op_id is not None
+            else None
         )
         self.lineage_writer = (
             RowLineageWriter(target.lineage, f"op-{target.op_id}-{stem}")
-            if target.lineage is not None and target.op_id is not None else None
+            if target.lineage is not None and target.op_id is not None
+            else None
         )
 
     def process(self, element: Numbered, stats: Stats) -> None:
@@ -271,13 +275,17 @@ class WriteTable(beam.DoFn):
         if self.rows and self.layout is not None and self.rows_writer is not None:
             self.rows_writer.write(pa.RecordBatch.from_pylist(self.rows, schema=self.layout[1]), self.numbers)
             Lineage.sinks().add(
-                "provplug", Lineage.wrap_segment(self.target.summary.filesystem_uri), Lineage.wrap_segment(self.target.name)
+                "provplug",
+                Lineage.wrap_segment(self.target.summary.filesystem_uri),
+                Lineage.wrap_segment(self.target.name),
             )
         if self.src and self.triples_writer is not None:
             self.triples_writer.write(self.src, self.dst, self.target.op_id, dst_table=self.target.table_id)
         if self.in_rows and self.lineage_writer is not None and self.target.op_id is not None:
             in_table, in_row = split_rows(self.in_rows)
-            self.lineage_writer.write(self.target.op_id, self.target.table_id, self.out_rows, self.members, in_table, in_row)
+            self.lineage_writer.write(
+                self.target.op_id, self.target.table_id, self.out_rows, self.members, in_table, in_row
+            )
         self.rows, self.numbers, self.src, self.dst = [], [], [], []
         self.out_rows, self.members, self.in_rows = [], [], []
 
@@ -360,7 +368,7 @@ def write_in_memory(writer: RowsWriter, rows: Sequence[Any], layout: Layout) -> 
     """The rows given in memory, column by column, as ``WriteTable`` writes them."""
     arrow_schema = layout[1]
     for start in range(0, len(rows), FLUSH_ROWS):
-        chunk = rows[start:start + FLUSH_ROWS]
+        chunk = rows[start : start + FLUSH_ROWS]
         columns: dict[str, list[Any]] = {c: [None] * len(chunk) for c in layout[0]}
         for i, value in enumerate(chunk):
             for attr, cell in cells(value).items():

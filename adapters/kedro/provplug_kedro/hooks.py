@@ -123,8 +123,9 @@ class _KedroRun:
             if not _is_spark_frame(outputs[name]):
                 raise _refuse(node, "output", name, outputs[name])
         frames = tuple(outputs[n] for n in names)
-        step = StepInfo(node.name, tuple(n for n in inputs if not is_parameter(n)), tuple(names),
-                        _op_params(node, inputs))
+        step = StepInfo(
+            node.name, tuple(n for n in inputs if not is_parameter(n)), tuple(names), _op_params(node, inputs)
+        )
 
         def computed() -> Any:  # the node already ran: its outputs are lazy plans over the traced inputs
             return frames if len(frames) > 1 else frames[0]
@@ -220,14 +221,25 @@ class ProvplugHooks:
         if store is None:
             return
         if run_params.get("runner") == "ParallelRunner":
-            raise CaptureError("provplug cannot capture a ParallelRunner run (its nodes run in other processes); "
-                               "use the SequentialRunner or the ThreadRunner")
+            raise CaptureError(
+                "provplug cannot capture a ParallelRunner run (its nodes run in other processes); "
+                "use the SequentialRunner or the ThreadRunner"
+            )
         reduce, reduce_mode = self.configured_reduction(catalog)
         label, tags = self.configured_label(catalog)
         stack = contextlib.ExitStack()
         try:
-            run = stack.enter_context(capture(_spark(), store, reduce=reduce, reduce_mode=reduce_mode, label=label,
-                                              tags=tags, entry_point=_kedro_entry(run_params, catalog)))
+            run = stack.enter_context(
+                capture(
+                    _spark(),
+                    store,
+                    reduce=reduce,
+                    reduce_mode=reduce_mode,
+                    label=label,
+                    tags=tags,
+                    entry_point=_kedro_entry(run_params, catalog),
+                )
+            )
         except BaseException:
             stack.close()
             raise
@@ -237,15 +249,17 @@ class ProvplugHooks:
         logger.info("provplug: capturing this run into %s", store)
 
     @hook_impl
-    def before_node_run(self, node: Any, catalog: Any, inputs: dict[str, Any], is_async: bool,
-                        run_id: str) -> dict[str, Any] | None:
+    def before_node_run(
+        self, node: Any, catalog: Any, inputs: dict[str, Any], is_async: bool, run_id: str
+    ) -> dict[str, Any] | None:
         if self.current is None:
             return None
         return self.current.inputs(node, inputs)
 
     @hook_impl
-    def after_node_run(self, node: Any, catalog: Any, inputs: dict[str, Any], outputs: dict[str, Any],
-                       is_async: bool, run_id: str) -> None:
+    def after_node_run(
+        self, node: Any, catalog: Any, inputs: dict[str, Any], outputs: dict[str, Any], is_async: bool, run_id: str
+    ) -> None:
         if self.current is not None:
             self.current.outputs(node, inputs, outputs)
 

@@ -151,7 +151,9 @@ class Catalyst:
             elif filler is not None and name in filler:
                 col = filler[name].cast(wanted)
             else:
-                raise CaptureError(f"cannot stand in for {leaf.nodeName()}: column {name!r} is not among {sorted(available)}")
+                raise CaptureError(
+                    f"cannot stand in for {leaf.nodeName()}: column {name!r} is not among {sorted(available)}"
+                )
             columns.append(self.column(self.alias_as(self.expression(col), attr)))
         return self.plan(frame.select(*columns))
 
@@ -196,7 +198,9 @@ class Catalyst:
             command = bytes(udf.func().command().toArray(self._byte_tag))
             func, schema = CloudPickleSerializer().loads(command)
         except Exception as exc:  # a broadcast command (> 1 MB pickled) or another PySpark layout
-            raise CaptureError(f"cannot capture {operation}: its function could not be read back from the plan") from exc
+            raise CaptureError(
+                f"cannot capture {operation}: its function could not be read back from the plan"
+            ) from exc
         return func, schema
 
     def built_in_driver(self, logical_rdd: Any, limit: int = 200) -> bool:

@@ -110,8 +110,10 @@ def checked_runs(step: str, runs: Iterable[tuple[int, int]], written: int, input
     distinct row numbers (every input row once: the input's own rows)."""
     merged = RowRuns.of(sorted(runs))  # a row number used twice makes two runs overlap: a LocationError
     if merged.size != written or input_rows is None or written != input_rows:
-        raise CaptureError(f"internal: step {step!r} was taken for row-aligned but wrote {written} rows "
-                           f"numbered {merged.size} ways from an input of {input_rows} rows")
+        raise CaptureError(
+            f"internal: step {step!r} was taken for row-aligned but wrote {written} rows "
+            f"numbered {merged.size} ways from an input of {input_rows} rows"
+        )
     return merged
 
 

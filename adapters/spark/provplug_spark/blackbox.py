@@ -49,20 +49,26 @@ def _tagged(out: pd.DataFrame, carried: Carried, received: dict[str, list[int]])
     elif not all(isinstance(c, str) for c in out.columns):  # matched by position: name them so ours match by name
         out = out.set_axis(list(carried.fields[: len(out.columns)]), axis=1)
     # Object series, explicitly: an empty list would become a float column Arrow cannot make lists of.
-    return out.assign(**{name: pd.Series([received[rows]] * len(out), index=out.index, dtype=object)
-                         for rows, name in zip(carried.rows, carried.lists, strict=True)})
+    return out.assign(
+        **{
+            name: pd.Series([received[rows]] * len(out), index=out.index, dtype=object)
+            for rows, name in zip(carried.rows, carried.lists, strict=True)
+        }
+    )
 
 
-def group_function(func: Callable[..., pd.DataFrame], with_key: bool, carried: Carried,
-                   key: Any, pdf: pd.DataFrame) -> pd.DataFrame:
+def group_function(
+    func: Callable[..., pd.DataFrame], with_key: bool, carried: Carried, key: Any, pdf: pd.DataFrame
+) -> pd.DataFrame:
     """applyInPandas body: every output row of a group received the whole group."""
     received = {rows: _numbers(pdf[rows], scalar) for rows, scalar in zip(carried.rows, carried.scalar, strict=True)}
     data = pdf.drop(columns=list(carried.rows))
     return _tagged(func(key, data) if with_key else func(data), carried, received)
 
 
-def partition_function(func: Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]], carried: Carried,
-                       batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+def partition_function(
+    func: Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]], carried: Carried, batches: Iterator[pd.DataFrame]
+) -> Iterator[pd.DataFrame]:
     """mapInPandas body: an output batch received every batch read before it."""
     received: dict[str, list[int]] = {rows: [] for rows in carried.rows}
 

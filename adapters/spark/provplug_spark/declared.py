@@ -48,27 +48,39 @@ from .rewrite import Rewritten
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
 
+
 def checkable(step: str, outputs: int, rewritten: Rewritten) -> int:
     """The one input table of a step that declares rates (else a LocationError)."""
     if outputs != 1 or len(rewritten.inputs) != 1:
-        raise LocationError(f"step {step!r} declares rates, but has {len(rewritten.inputs)} input tables and "
-                            f"{outputs} outputs: rates describe one input and one output")
+        raise LocationError(
+            f"step {step!r} declares rates, but has {len(rewritten.inputs)} input tables and "
+            f"{outputs} outputs: rates describe one input and one output"
+        )
     if rewritten.groups:
-        raise LocationError(f"step {step!r} declares rates, but its aggregate's provenance goes through a group join "
-                            "(set spark.provplug.groupJoins=global and group by a key)")
+        raise LocationError(
+            f"step {step!r} declares rates, but its aggregate's provenance goes through a group join "
+            "(set spark.provplug.groupJoins=global and group by a key)"
+        )
     (table,) = rewritten.inputs
     return table
 
 
-def rated_edge(step: str, op_id: int, table_id: int, input_table: int, rewritten: Rewritten, src: RowRuns,
-               dst: RowRuns, rates: Rates) -> LocationEdge:
+def rated_edge(
+    step: str,
+    op_id: int,
+    table_id: int,
+    input_table: int,
+    rewritten: Rewritten,
+    src: RowRuns,
+    dst: RowRuns,
+    rates: Rates,
+) -> LocationEdge:
     """The edge the declaration stands for: the column map from the cells' terms."""
     check_sizes(rates, src.size, dst.size, f"step {step}")
     columns = column_map(rewritten, input_table)
     if columns is None:  # pragma: no cover - one input table: every term is of it
         raise LocationError(f"op {op_id}: a cell reads a table other than the step's input {input_table}")
     return location_edge(op_id, input_table, table_id, columns, dst, src, rates)
-
 
 
 # -- the check, on Spark -----------------------------------------------------------
@@ -137,10 +149,12 @@ def inside(edge: LocationEdge, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     assert edge.src_rows is not None
     columns = ids.MAX_COLUMNS - 1
     pairs = np.array([out * ids.MAX_COLUMNS + source for out, source in edge.column_pairs], dtype=np.int64)
-    kept: NDArray[np.bool_] = (
-        ((src >> ids.TABLE_SHIFT) == edge.src_table) & ((dst >> ids.TABLE_SHIFT) == edge.dst_table))
-    kept &= np.isin(((dst >> ids.COLUMN_SHIFT) & columns) * ids.MAX_COLUMNS + ((src >> ids.COLUMN_SHIFT) & columns),
-                    pairs)
+    kept: NDArray[np.bool_] = ((src >> ids.TABLE_SHIFT) == edge.src_table) & (
+        (dst >> ids.TABLE_SHIFT) == edge.dst_table
+    )
+    kept &= np.isin(
+        ((dst >> ids.COLUMN_SHIFT) & columns) * ids.MAX_COLUMNS + ((src >> ids.COLUMN_SHIFT) & columns), pairs
+    )
     inputs, known_input = edge.src_rows.locate(src & ROW_MASK)
     outputs, known_output = edge.dst_rows.locate(dst & ROW_MASK)
     low, high = edge.rates.windows((outputs - 1) // edge.rates.production + 1)
@@ -159,7 +173,8 @@ def _first_difference(captured: DataFrame, declared: DataFrame) -> Row | None:
     from pyspark.sql import functions as F
 
     both = captured.select(*PAIRS, F.lit(1).alias("captured"), F.lit(0).alias("declared")).unionByName(
-        declared.select(*PAIRS, F.lit(0).alias("captured"), F.lit(1).alias("declared")))
+        declared.select(*PAIRS, F.lit(0).alias("captured"), F.lit(1).alias("declared"))
+    )
     counted = both.groupBy(*PAIRS).agg(F.sum("captured").alias("captured"), F.sum("declared").alias("declared"))
     differing = counted.where(F.col("captured") != F.col("declared"))
     first = differing.orderBy(F.col("dst").bitwiseAND(ROW_MASK), "dst", "src").limit(1).collect()
@@ -208,5 +223,7 @@ def _described(difference: Row) -> str:
     """One differing triple, in words."""
     _, in_column, in_row = ids.unpack(int(difference["src"]))
     _, out_column, out_row = ids.unpack(int(difference["dst"]))
-    return (f"output row {out_row} column {out_column} from input row {in_row} column {in_column}: "
-            f"captured {difference['captured']} time(s), declared {difference['declared']}")
+    return (
+        f"output row {out_row} column {out_column} from input row {in_row} column {in_column}: "
+        f"captured {difference['captured']} time(s), declared {difference['declared']}"
+    )

@@ -64,13 +64,21 @@ def may_defer(ctx: Context, grouping: Sequence[Any], child: Node, keyed: bool = 
     # Each joined child row is one member: the child has at most one input row per row.
     members = child.members  # None: row lineage is off (a black box child is not injective)
     one_row = members is None or (members.group is None and not members.deferred and len(members.flat) <= 1)
-    return (state.allow_groups and (not grouping or keyed or state.group_joins == "always") and not ctx.merging_above
-            and child.stable and child.injective and not child.hidden and one_row
-            and all(g.deterministic() for g in grouping))
+    return (
+        state.allow_groups
+        and (not grouping or keyed or state.group_joins == "always")
+        and not ctx.merging_above
+        and child.stable
+        and child.injective
+        and not child.hidden
+        and one_row
+        and all(g.deterministic() for g in grouping)
+    )
 
 
-def defer(ctx: Context, grouping: Sequence[Any], grouped: Sequence[tuple[int, Sequence[Any]]],
-          child: Node) -> tuple[tuple[str, ...], list[Column], Members | None]:
+def defer(
+    ctx: Context, grouping: Sequence[Any], grouped: Sequence[tuple[int, Sequence[Any]]], child: Node
+) -> tuple[tuple[str, ...], list[Column], Members | None]:
     """Defer the provenance of the ``grouped`` attributes (expression id, the
     child attributes it depends on in every member row) and the rows'
     members to a join of the output rows with ``child``'s rows on the
@@ -99,8 +107,9 @@ def _unaliased(expr: Any) -> Any:
 
 
 # -- after the output is written ----------------------------------------------------------
-def group_jobs(stored: DataFrame, groups: Sequence[GroupJoin],
-               flat: Sequence[str] = ()) -> list[tuple[DataFrame, tuple[Cell, ...], GroupJoin]]:
+def group_jobs(
+    stored: DataFrame, groups: Sequence[GroupJoin], flat: Sequence[str] = ()
+) -> list[tuple[DataFrame, tuple[Cell, ...], GroupJoin]]:
     """Per group join with output cells or members to write: the frame its
     triples and row-lineage records come from, the cells to expand it by and
     the group. ``stored`` holds the stored output rows' numbers, hidden
@@ -108,8 +117,10 @@ def group_jobs(stored: DataFrame, groups: Sequence[GroupJoin],
     jobs = []
     for group in groups:
         if group.cells or group.member is not None:
-            used = sorted({t.rows for cell in group.cells for t in cell.terms}
-                          | ({group.member.column} if group.member is not None else set()))
+            used = sorted(
+                {t.rows for cell in group.cells for t in cell.terms}
+                | ({group.member.column} if group.member is not None else set())
+            )
             jobs.append((_joined(stored, group, flat).select(schema.ROW_COLUMN, *used, *flat), group.cells, group))
     return jobs
 
@@ -118,10 +129,13 @@ def _joined(stored: DataFrame, group: GroupJoin, flat: Sequence[str]) -> DataFra
     """The stored output rows of ``group``'s aggregate joined to its members."""
     out = stored.filter(F.col(group.marker).isNotNull()).select(schema.ROW_COLUMN, *group.keys, *flat)
     renamed = [f"{MEMBER_KEY}{i}" for i in range(len(group.keys))]
-    members = group.child.select(*[F.col(k).alias(r) for k, r in zip(group.keys, renamed, strict=True)],
-                                 *[c for c in group.child.columns if c not in group.keys])
+    members = group.child.select(
+        *[F.col(k).alias(r) for k, r in zip(group.keys, renamed, strict=True)],
+        *[c for c in group.child.columns if c not in group.keys],
+    )
     if not group.keys:  # a global aggregate: its (at most one) row has every input row
         return out.crossJoin(members)
-    condition = functools.reduce(Column.__and__, [F.col(k).eqNullSafe(F.col(r))
-                                                  for k, r in zip(group.keys, renamed, strict=True)])
+    condition = functools.reduce(
+        Column.__and__, [F.col(k).eqNullSafe(F.col(r)) for k, r in zip(group.keys, renamed, strict=True)]
+    )
     return out.join(members, condition)

@@ -86,7 +86,9 @@ class PlanRewriter:
         if len(set(names)) != len(names):
             raise CaptureError(f"a step output has duplicate column names {names}: rename them before returning")
         if any(n.startswith((PROV_PREFIX, HIDDEN_PREFIX)) for n in names):
-            raise CaptureError(f"a step output has a column named {PROV_PREFIX}* or {HIDDEN_PREFIX}*, which provplug reserves")
+            raise CaptureError(
+                f"a step output has a column named {PROV_PREFIX}* or {HIDDEN_PREFIX}*, which provplug reserves"
+            )
         result = self._rewrite_output(plan, out_attrs, allow_groups=True)
         if result is None:  # a column (or a row's members) would mix group-join and per-row provenance
             result = self._rewrite_output(plan, out_attrs, allow_groups=False)
@@ -116,15 +118,32 @@ class PlanRewriter:
             return None  # a row's members from a group join and a list (or two group joins)
         used = sorted({t.rows for c in cells for t in c.terms})
         carried = [c for c in dict.fromkeys((*node.hidden, *(members.columns if members else ()))) if c not in used]
-        result = jvm.frame(node.plan).select(*[jvm.column(a) for a in out_attrs], *[F.col(r) for r in used],
-                                             *[F.col(c) for c in carried])
+        result = jvm.frame(node.plan).select(
+            *[jvm.column(a) for a in out_attrs], *[F.col(r) for r in used], *[F.col(c) for c in carried]
+        )
         joined = {d.group: d.optional for d in members.deferred} if members else {}
-        group_joins = [dataclasses.replace(g, cells=tuple(deferred.get(n, ())), member=(
-            dataclasses.replace(g.member, optional=joined[n]) if g.member is not None and n in joined else None))
-            for n, g in enumerate(state.groups)]
+        group_joins = [
+            dataclasses.replace(
+                g,
+                cells=tuple(deferred.get(n, ())),
+                member=(
+                    dataclasses.replace(g.member, optional=joined[n]) if g.member is not None and n in joined else None
+                ),
+            )
+            for n, g in enumerate(state.groups)
+        ]
         layout = _member_layout(members, state)
-        return Rewritten(result, cells, group_joins, list(node.hidden), state.inputs, state.operations, state.uses_udf,
-                         layout, _row_rules(state, out_attrs) if self.row_lineage else None)
+        return Rewritten(
+            result,
+            cells,
+            group_joins,
+            list(node.hidden),
+            state.inputs,
+            state.operations,
+            state.uses_udf,
+            layout,
+            _row_rules(state, out_attrs) if self.row_lineage else None,
+        )
 
 
 def _member_layout(members: Members | None, state: RewriteState) -> MemberLayout | None:
@@ -143,9 +162,13 @@ def _row_rules(state: RewriteState, out_attrs: list[Any]) -> OpRowRules:
         terms = set(state.terms.get(expr_id, frozenset())) | {t for _, t in state.deferred.get(expr_id, frozenset())}
         columns[attr.name()] = facts.column_rule(expr_id, terms)
     return OpRowRules(
-        0, 0, facts.existence, columns,  # type: ignore[arg-type]
+        0,
+        0,
+        facts.existence,  # type: ignore[arg-type]
+        columns,
         {t: tuple(sorted(cols)) for t, cols in sorted(facts.deciding.items())},
-        tuple(sorted(facts.opaque_inputs)), facts.reason,
+        tuple(sorted(facts.opaque_inputs)),
+        facts.reason,
     )
 
 
@@ -166,8 +189,12 @@ def _walk(state: RewriteState, node: Any, merging_above: bool) -> Node:
         state.uses_udf = True
     if not table_read and name not in state.operations:
         state.operations.append(name)
-    stable = (deterministic and name not in rules.UNSTABLE_NODES and not expressions & rules.PER_QUERY_EXPRESSIONS
-              and all(c.stable for c in children))
+    stable = (
+        deterministic
+        and name not in rules.UNSTABLE_NODES
+        and not expressions & rules.PER_QUERY_EXPRESSIONS
+        and all(c.stable for c in children)
+    )
     rule = rules.rule_for(node, jvm)
     new = rule(node, children, Context(state, merging_above, expressions))
     return dataclasses.replace(new, stable=stable, injective=injective)

@@ -87,9 +87,14 @@ class Members:
 
     def padded(self) -> Members:
         """The members as the null-padded side of an outer join."""
-        return Members(tuple(dataclasses.replace(s, optional=True) for s in self.flat), self.group,
-                       tuple(dataclasses.replace(s, optional=True) for s in self.grouped),
-                       tuple(dataclasses.replace(d, optional=True) for d in self.deferred), self.empty, self.one_row)
+        return Members(
+            tuple(dataclasses.replace(s, optional=True) for s in self.flat),
+            self.group,
+            tuple(dataclasses.replace(s, optional=True) for s in self.grouped),
+            tuple(dataclasses.replace(d, optional=True) for d in self.deferred),
+            self.empty,
+            self.one_row,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,15 +145,22 @@ def member_array(members: Members, slots: Sequence[Slot]) -> Column:
 
     def element(x: Column | None) -> Column:
         parts = dict(zip(names, _element(x, members.grouped), strict=True)) if x is not None else {}
-        fields = [parts[s.column] if s.column in parts
-                  else F.col(s.column).alias(s.column) if s.column in own
-                  else F.lit(None).cast("bigint").alias(s.column) for s in slots]
+        fields = [
+            parts[s.column]
+            if s.column in parts
+            else F.col(s.column).alias(s.column)
+            if s.column in own
+            else F.lit(None).cast("bigint").alias(s.column)
+            for s in slots
+        ]
         return _packed(fields, len(slots))
 
     if members.group is None:
         return F.array(element(None))
     group = F.col(members.group)
-    return F.when(F.coalesce(F.size(group), F.lit(0)) > 0, F.transform(group, element)).otherwise(F.array(element(None)))
+    return F.when(F.coalesce(F.size(group), F.lit(0)) > 0, F.transform(group, element)).otherwise(
+        F.array(element(None))
+    )
 
 
 def product(left: Members, right: Members, name: str) -> Column:
@@ -157,14 +169,19 @@ def product(left: Members, right: Members, name: str) -> Column:
     a, b = F.col(left.group or ""), F.col(right.group or "")
 
     def pair(x: Column | None, y: Column | None) -> Column:
-        fields = (_element(x, left.grouped) if x is not None else _nulls(left.grouped)) + \
-                 (_element(y, right.grouped) if y is not None else _nulls(right.grouped))
+        fields = (_element(x, left.grouped) if x is not None else _nulls(left.grouped)) + (
+            _element(y, right.grouped) if y is not None else _nulls(right.grouped)
+        )
         return F.struct(*fields)
 
     has_a, has_b = F.coalesce(F.size(a), F.lit(0)) > 0, F.coalesce(F.size(b), F.lit(0)) > 0
     both = F.flatten(F.transform(a, lambda x: F.transform(b, lambda y: pair(x, y))))
-    return (F.when(has_a & has_b, both).when(has_a, F.transform(a, lambda x: pair(x, None)))
-            .when(has_b, F.transform(b, lambda y: pair(None, y))).alias(name))
+    return (
+        F.when(has_a & has_b, both)
+        .when(has_a, F.transform(a, lambda x: pair(x, None)))
+        .when(has_b, F.transform(b, lambda y: pair(None, y)))
+        .alias(name)
+    )
 
 
 def collected(child: Members, lists: dict[str, str], name: str) -> tuple[Members, Column | None]:

@@ -88,7 +88,11 @@ from .terms import Term
 Rule = Callable[[Any, list[Node], Context], Node]
 
 RAW_PREFIX = "__pvraw_"  # a window's lists before flattening
-OUTER_JOINS = {"LeftOuter": (False, True), "RightOuter": (True, False), "FullOuter": (True, True)}  # (left, right) padded
+OUTER_JOINS = {
+    "LeftOuter": (False, True),
+    "RightOuter": (True, False),
+    "FullOuter": (True, True),
+}  # (left, right) padded
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,8 +132,15 @@ class NodeKind:
 
 # Expressions Catalyst calls deterministic but fixes once per query: another
 # query (a group join's recomputation) sees other values.
-PER_QUERY_EXPRESSIONS = {"CurrentTimestamp", "CurrentDate", "Now", "LocalTimestamp", "CurrentTimeZone",
-                         "CurrentBatchTimestamp", "CurrentTime"}
+PER_QUERY_EXPRESSIONS = {
+    "CurrentTimestamp",
+    "CurrentDate",
+    "Now",
+    "LocalTimestamp",
+    "CurrentTimeZone",
+    "CurrentBatchTimestamp",
+    "CurrentTime",
+}
 # Joins whose output has the left side's columns only.
 LEFT_ONLY_JOINS = {"LeftSemi", "LeftAnti"}
 # Expressions that carry their one child's value (converted or renamed): the
@@ -177,7 +188,9 @@ def table_read(node: Any, children: list[Node], ctx: Context) -> Node:
     try:
         paths = [str(p) for p in jvm.items(node.relation().location().rootPaths())]
     except Exception as exc:  # py4j: not a file relation
-        raise CaptureError(f"cannot capture a read of {node.toString().strip()}: register inputs with run.source()") from exc
+        raise CaptureError(
+            f"cannot capture a read of {node.toString().strip()}: register inputs with run.source()"
+        ) from exc
     leaf = state.tables.read_by(paths)
     state.inputs.add(leaf.table_id)
     attrs = [(a.name(), jvm.expr_id(a)) for a in jvm.items(node.output())]
@@ -193,7 +206,9 @@ def table_read(node: Any, children: list[Node], ctx: Context) -> Node:
     state.facts.columns[leaf.table_id] = leaf.columns
     for name, expr_id in attrs:
         if name != ROW_COLUMN:  # a source cell: its own id
-            state.terms[expr_id] = frozenset({Term(rows, True, ids.value_id(leaf.table_id, leaf.columns.index(name), 0))})
+            state.terms[expr_id] = frozenset(
+                {Term(rows, True, ids.value_id(leaf.table_id, leaf.columns.index(name), 0))}
+            )
             state.facts.values[expr_id] = ColumnRule("copy", leaf.table_id, name)
     members = Members((Slot(rows, leaf.table_id, False),)) if state.row_lineage else None
     return Node(jvm.plan(jvm.frame(node).selectExpr("*", f"{row} AS `{rows}`")), (rows,), (), members)
@@ -269,9 +284,9 @@ def project(node: Any, children: list[Node], ctx: Context) -> Node:
         if renamed is not None and jvm.expr_id(renamed) in values:  # a rename: still a copy of the input cell
             values[new_id] = values[jvm.expr_id(renamed)]
     child = children[0]
-    plan = jvm.plan(jvm.frame(child.plan).select(
-        *[jvm.column(e) for e in projections], *[F.col(c) for c in _carried(child)]
-    ))
+    plan = jvm.plan(
+        jvm.frame(child.plan).select(*[jvm.column(e) for e in projections], *[F.col(c) for c in _carried(child)])
+    )
     return Node(plan, child.rows, child.hidden, child.members)
 
 
@@ -381,8 +396,9 @@ def _joined_members(ctx: Context, plan: Any, padded: tuple[bool, bool], left: No
     if lm.group and rm.group:
         jvm = ctx.jvm
         group, grouped = ctx.state.new_name(), (*lm.grouped, *rm.grouped)
-        plan = jvm.plan(jvm.frame(plan).select(*[jvm.column(a) for a in jvm.items(plan.output())],
-                                               product(lm, rm, group)))
+        plan = jvm.plan(
+            jvm.frame(plan).select(*[jvm.column(a) for a in jvm.items(plan.output())], product(lm, rm, group))
+        )
     return plan, Members((*lm.flat, *rm.flat), group, grouped, (*lm.deferred, *rm.deferred), lm.empty and rm.empty)
 
 
@@ -422,17 +438,23 @@ def union(node: Any, children: list[Node], ctx: Context) -> Node:
             values[jvm.expr_id(attr)] = copied
     rows = tuple(dict.fromkeys(r for c in children for r in c.rows))
     hidden = tuple(dict.fromkeys(h for c in children for h in c.hidden))
-    types = {f.name: f.dataType for c in children if c.hidden for f in jvm.frame(c.plan).schema.fields if f.name in hidden}
+    types = {
+        f.name: f.dataType for c in children if c.hidden for f in jvm.frame(c.plan).schema.fields if f.name in hidden
+    }
     members, member_columns = _union_members(ctx, children, rows)
     aligned = []
     for attrs, child in zip(originals, children, strict=True):
-        aligned.append(jvm.plan(jvm.frame(child.plan).select(
-            *[jvm.column(a) for a in attrs],
-            *[F.col(r) if r in child.rows else _null(r, state.rows[r].scalar) for r in rows],
-            # a group's columns are null on the rows of the other branches
-            *[F.col(h) if h in child.hidden else F.lit(None).cast(types[h]).alias(h) for h in hidden],
-            *[column(child) for column in member_columns],
-        )))
+        aligned.append(
+            jvm.plan(
+                jvm.frame(child.plan).select(
+                    *[jvm.column(a) for a in attrs],
+                    *[F.col(r) if r in child.rows else _null(r, state.rows[r].scalar) for r in rows],
+                    # a group's columns are null on the rows of the other branches
+                    *[F.col(h) if h in child.hidden else F.lit(None).cast(types[h]).alias(h) for h in hidden],
+                    *[column(child) for column in member_columns],
+                )
+            )
+        )
     return Node(jvm.with_children(node, aligned), rows, hidden, members)
 
 
@@ -449,8 +471,13 @@ def _union_copy(state: RewriteState, attrs: list[Any], children: list[Node]) -> 
         if rule is None and not state.terms.get(expr_id) and not state.deferred.get(expr_id):
             own.append(None)  # a literal: no input cell
             continue
-        if rule is None or rule.kind != "copy" or rule.table is None or rule.column is None \
-                or sources.setdefault(rule.table, rule.column) != rule.column:
+        if (
+            rule is None
+            or rule.kind != "copy"
+            or rule.table is None
+            or rule.column is None
+            or sources.setdefault(rule.table, rule.column) != rule.column
+        ):
             return None
         own.append(rule.table)
     if len(sources) == 1 and None not in own:
@@ -462,7 +489,9 @@ def _union_copy(state: RewriteState, attrs: list[Any], children: list[Node]) -> 
     return ColumnRule("copy", references=tuple(sorted(sources.items()))) if sources else None
 
 
-def _union_members(ctx: Context, children: list[Node], rows: tuple[str, ...]) -> tuple[Members | None, list[Callable[[Node], Column]]]:
+def _union_members(
+    ctx: Context, children: list[Node], rows: tuple[str, ...]
+) -> tuple[Members | None, list[Callable[[Node], Column]]]:
     """The members of a union's rows (its branch row's) and, per member
     column the branches must add, how a branch makes it. Branches whose
     members are all flat keep their slots (null on the other branches' rows);
@@ -481,6 +510,7 @@ def _union_members(ctx: Context, children: list[Node], rows: tuple[str, ...]) ->
             def make(child: Node) -> Column:
                 own = child.members is not None and any(s.column == name for s in child.members.flat)
                 return F.col(name) if own else F.lit(None).cast("bigint").alias(name)
+
             return make
 
         return Members(flat, None, (), deferred, empty), [slot_column(c) for c in extra]
@@ -598,8 +628,14 @@ def deduplicate(node: Any, children: list[Node], ctx: Context) -> Node:
     return result
 
 
-def _aggregate(ctx: Context, grouping: list[Any], outputs: list[Any], grouped: list[tuple[int, list[Any]]],
-               child: Node, kept: Sequence[Any] = ()) -> Node:
+def _aggregate(
+    ctx: Context,
+    grouping: list[Any],
+    outputs: list[Any],
+    grouped: list[tuple[int, list[Any]]],
+    child: Node,
+    kept: Sequence[Any] = (),
+) -> Node:
     """An Aggregate of ``outputs`` over ``child``. The attribute ``expr_id``
     of each ``grouped`` entry depends on its references in every row of
     the group (a group join when allowed, else lists of row numbers);
@@ -620,9 +656,11 @@ def _aggregate(ctx: Context, grouping: list[Any], outputs: list[Any], grouped: l
     if groupjoin.may_defer(ctx, grouping, child, keyed=pandas_aggregate):
         hidden, extra, members = groupjoin.defer(ctx, grouping, grouped, child)
     elif pandas_aggregate:
-        raise CaptureError("cannot capture a pandas aggregate UDF here: its input rows cannot be recomputed exactly "
-                           "(a limit, sample, window or aggregate below it, or a row-merging operation above it "
-                           "in the step); move it to a step of its own")
+        raise CaptureError(
+            "cannot capture a pandas aggregate UDF here: its input rows cannot be recomputed exactly "
+            "(a limit, sample, window or aggregate below it, or a row-merging operation above it "
+            "in the step); move it to a step of its own"
+        )
     else:
         lists: dict[str, str] = {}
         # Terms are set after relisting every entry: a grouping key keeps its input's id.
@@ -685,8 +723,11 @@ def window(node: Any, children: list[Node], ctx: Context) -> Node:
         if wexpr.nodeName() != "WindowExpression":
             raise CaptureError(f"cannot capture window expression {alias.toString()}")
         func, spec = wexpr.windowFunction(), wexpr.windowSpec()
-        refs = ([a for o in jvm.items(spec.orderSpec()) for a in jvm.references(o)]
-                if func.nodeName() in RANK_LIKE else jvm.references(func))
+        refs = (
+            [a for o in jvm.items(spec.orderSpec()) for a in jvm.references(o)]
+            if func.nodeName() in RANK_LIKE
+            else jvm.references(func)
+        )
         state.check_not_deferred(refs)
         mine: dict[str, str] = {}
         state.terms[jvm.expr_id(alias.toAttribute())] = state.relisted(state.terms_of(refs), mine, child.injective)
@@ -697,9 +738,12 @@ def window(node: Any, children: list[Node], ctx: Context) -> Node:
     # The lists in a Window of their own below the user's (same partitioning,
     # ordering and frames, so no extra shuffle): Spark does not mix pandas
     # window UDFs with other window functions in one node.
-    below = node.copy(jvm.seq(raw), node.partitionSpec(), node.orderSpec(), child.plan, node.hint()) if raw else child.plan
-    windowed_plan = jvm.plan(jvm.frame(node.copy(jvm.seq(window_exprs), node.partitionSpec(), node.orderSpec(),
-                                                 below, node.hint())))
+    below = (
+        node.copy(jvm.seq(raw), node.partitionSpec(), node.orderSpec(), child.plan, node.hint()) if raw else child.plan
+    )
+    windowed_plan = jvm.plan(
+        jvm.frame(node.copy(jvm.seq(window_exprs), node.partitionSpec(), node.orderSpec(), below, node.hint()))
+    )
     kept = [a for a in jvm.items(windowed_plan.output()) if not a.name().startswith(RAW_PREFIX)]
     finals = [(F.flatten(F.col(r)) if arrays else F.col(r)).alias(name) for r, name, arrays in lists]
     plan = jvm.plan(jvm.frame(windowed_plan).select(*[jvm.column(a) for a in kept], *finals))
@@ -715,11 +759,13 @@ def apply_in_pandas(node: Any, children: list[Node], ctx: Context) -> Node:
     input cell of the group / record the function received, at the finest
     granularity the engine exposes".
     """
+
     def rebuilt(function: Any, output: Any, child: Any) -> Any:
         return node.copy(node.groupingAttributes(), function, output, child)
 
-    return _black_box(node, children[0], ctx, rebuilt,
-                      lambda f, carried: functools.partial(group_function, f, takes_key(f), carried))
+    return _black_box(
+        node, children[0], ctx, rebuilt, lambda f, carried: functools.partial(group_function, f, takes_key(f), carried)
+    )
 
 
 def map_in_pandas(node: Any, children: list[Node], ctx: Context) -> Node:
@@ -730,15 +776,22 @@ def map_in_pandas(node: Any, children: list[Node], ctx: Context) -> Node:
     input cell of the group / record the function received, at the finest
     granularity the engine exposes".
     """
+
     def rebuilt(function: Any, output: Any, child: Any) -> Any:
         return node.copy(function, output, child, node.isBarrier(), node.profile())
 
-    return _black_box(node, children[0], ctx, rebuilt,
-                      lambda f, carried: functools.partial(partition_function, f, carried))
+    return _black_box(
+        node, children[0], ctx, rebuilt, lambda f, carried: functools.partial(partition_function, f, carried)
+    )
 
 
-def _black_box(node: Any, child: Node, ctx: Context, rebuilt: Callable[[Any, Any, Any], Any],
-               wrap: Callable[[Callable[..., Any], Carried], Callable[..., Any]]) -> Node:
+def _black_box(
+    node: Any,
+    child: Node,
+    ctx: Context,
+    rebuilt: Callable[[Any, Any, Any], Any],
+    wrap: Callable[[Callable[..., Any], Carried], Callable[..., Any]],
+) -> Node:
     """A group/partition function node whose function is wrapped to carry
     the row numbers it receives (:mod:`.blackbox`): each output cell
     depends on every cell the function received."""
@@ -749,18 +802,22 @@ def _black_box(node: Any, child: Node, ctx: Context, rebuilt: Callable[[Any, Any
     operation, eval_type = function_kind
     udf = node.functionExpr()
     if udf.evalType() != eval_type:
-        raise CaptureError(f"cannot capture {operation} with this kind of function (PySpark eval type "
-                           f"{udf.evalType()}); pass a function of pandas DataFrames")
+        raise CaptureError(
+            f"cannot capture {operation} with this kind of function (PySpark eval type "
+            f"{udf.evalType()}); pass a function of pandas DataFrames"
+        )
     func, schema = jvm.python_function(udf, operation)
     args = jvm.references(udf)
     state.check_not_deferred(args)
     lists: dict[str, str] = {}
     terms = state.relisted(state.terms_of(args), lists, child.injective)
-    carried = Carried(tuple(lists), tuple(state.rows[r].scalar for r in lists), tuple(lists.values()),
-                      tuple(schema.fieldNames()))
+    carried = Carried(
+        tuple(lists), tuple(state.rows[r].scalar for r in lists), tuple(lists.values()), tuple(schema.fieldNames())
+    )
     returned = StructType([*schema.fields, *[StructField(name, ArrayType(LongType())) for name in lists.values()]])
     wrapped: Callable[..., Column] = pandas_udf(  # type: ignore[call-overload]  # stubs overload on Literal eval types; this one is chosen per node
-        wrap(func, carried), returnType=returned, functionType=eval_type)
+        wrap(func, carried), returnType=returned, functionType=eval_type
+    )
     function = jvm.expression(wrapped(*[jvm.column(a) for a in args], *[F.col(r) for r in lists]))
     outputs = jvm.items(node.output())
     state.facts.opaque(operation)  # which rows the function returns is its own business
@@ -769,8 +826,11 @@ def _black_box(node: Any, child: Node, ctx: Context, rebuilt: Callable[[Any, Any
         state.facts.propagate(jvm.expr_id(attr), [])
         state.facts.row_dependent.add(jvm.expr_id(attr))
     # Fresh attributes for the lists: a projection's outputs, typed as the wrapper returns them.
-    extra = jvm.items(jvm.plan(jvm.frame(child.plan).select(
-        *[F.lit(None).cast(ROW_LIST_TYPE).alias(name) for name in lists.values()])).output())
+    extra = jvm.items(
+        jvm.plan(
+            jvm.frame(child.plan).select(*[F.lit(None).cast(ROW_LIST_TYPE).alias(name) for name in lists.values()])
+        ).output()
+    )
     plan = jvm.plan(jvm.frame(rebuilt(function, jvm.seq([*outputs, *extra]), child.plan)))
     return Node(plan, tuple(lists.values()), (), None)
 
@@ -857,12 +917,16 @@ def rule_for(node: Any, jvm: Catalyst) -> Rule:
     provenance cannot be captured exactly."""
     name = node.nodeName()
     if name == "LogicalRDD" and jvm.built_in_driver(node):
-        raise CaptureError("cannot capture a DataFrame built in the driver (createDataFrame / parallelize, plan "
-                           "node LogicalRDD) that is not a registered source: pass it through run.source(df, name)")
+        raise CaptureError(
+            "cannot capture a DataFrame built in the driver (createDataFrame / parallelize, plan "
+            "node LogicalRDD) that is not a registered source: pass it through run.source(df, name)"
+        )
     kind = NODE_KINDS.get(name)
     if kind is not None and kind.refused is not None:
-        raise CaptureError(f"cannot capture {kind.refused} (plan node {name}) exactly; "
-                           "express the step with DataFrame operations or UDFs")
+        raise CaptureError(
+            f"cannot capture {kind.refused} (plan node {name}) exactly; "
+            "express the step with DataFrame operations or UDFs"
+        )
     rule = kind.rule if kind is not None else None
     if rule is None:
         raise CaptureError(f"cannot capture the Spark operation {name}: no provenance rule for it")

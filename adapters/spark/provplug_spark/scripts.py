@@ -61,8 +61,14 @@ from .session import SparkCaptureSession
 
 # DataFrameWriter method -> its argument naming what it writes (a V2 writer is named at writeTo)
 WRITER_METHODS: dict[str, str] = {
-    "save": "path", "parquet": "path", "csv": "path", "json": "path", "orc": "path", "text": "path",
-    "saveAsTable": "name", "insertInto": "tableName",
+    "save": "path",
+    "parquet": "path",
+    "csv": "path",
+    "json": "path",
+    "orc": "path",
+    "text": "path",
+    "saveAsTable": "name",
+    "insertInto": "tableName",
 }
 TABLE_METHODS = {"saveAsTable", "insertInto"}
 V2_METHODS = ("create", "replace", "createOrReplace", "append", "overwrite", "overwritePartitions")
@@ -140,8 +146,9 @@ class WriteTracer:
             try:
                 return jvm.standing_in(leaf, session.fresh_frame(written))
             except CaptureError as exc:
-                raise CaptureError(f"cannot link a read of {key.split(':', 1)[1]} to the write that wrote it "
-                                   f"earlier in the run: {exc}") from None
+                raise CaptureError(
+                    f"cannot link a read of {key.split(':', 1)[1]} to the write that wrote it earlier in the run: {exc}"
+                ) from None
 
         return jvm.frame(jvm.replace_leaves(jvm.plan(df), stand_in))
 
@@ -251,4 +258,3 @@ def _stopping(original: Callable[..., Any], tracer: WriteTracer) -> Any:
         original(self)
 
     return stop
-

@@ -181,15 +181,18 @@ class SparkCaptureSession:
     def _rows_path(self, table_id: int) -> str:
         return self.run.rows_destination(table_id).spark_path
 
-    def _publish(self, table: TableInfo, origin: TableOrigin, rows: int, data_schema: StructType,
-                 positional: bool = False) -> DataFrame:
+    def _publish(
+        self, table: TableInfo, origin: TableOrigin, rows: int, data_schema: StructType, positional: bool = False
+    ) -> DataFrame:
         """Record ``table`` (now stored) and return its rows as the user sees them."""
         self.run.record_table(self._counted(table, origin, rows))
         self.rewriter.register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id), positional))
         return self._read_back(table, data_schema, positional)
 
     def _counted(self, table: TableInfo, origin: TableOrigin, rows: int) -> TableInfo:
-        return TableInfo(table.table_id, table.name, self.run.run_id, origin, table.columns, rows, bool(self.run.store_rows))
+        return TableInfo(
+            table.table_id, table.name, self.run.run_id, origin, table.columns, rows, bool(self.run.store_rows)
+        )
 
     def _read_back(self, table: TableInfo, data_schema: StructType, positional: bool = False) -> DataFrame:
         path = self._rows_path(table.table_id)
@@ -200,17 +203,24 @@ class SparkCaptureSession:
         fields.append(StructField(schema.ROW_COLUMN, LongType()))
         return self.spark.read.schema(StructType(fields)).parquet(path).select(*[_quoted(c) for c in table.columns])
 
-    def _write(self, frame: DataFrame, layout: OutputLayout, table_id: int, op_id: int,
-               keys: bool = False) -> tuple[int, int, list[tuple[int, int]]]:
+    def _write(
+        self, frame: DataFrame, layout: OutputLayout, table_id: int, op_id: int, keys: bool = False
+    ) -> tuple[int, int, list[tuple[int, int]]]:
         """Write ``frame`` as the rows (and per-row triples and row-lineage
         records) of ``table_id`` in one Spark job; return (rows, triples, the
         runs of row numbers a row-aligned output's tasks used)."""
-        target = Target(table_id, op_id, self.run.rows_destination(table_id), self.run.triples_destination(),
-                        self.run.scratch_destination(KEYS_DIR, str(table_id)) if keys else None,
-                        self.run.row_lineage_destination() if layout.members is not None else None)
+        target = Target(
+            table_id,
+            op_id,
+            self.run.rows_destination(table_id),
+            self.run.triples_destination(),
+            self.run.scratch_destination(KEYS_DIR, str(table_id)) if keys else None,
+            self.run.row_lineage_destination() if layout.members is not None else None,
+        )
         runs: list[tuple[int, int]] = []
-        written = self._run_writer(frame.mapInArrow(functools.partial(write_output, target, layout), RESULT_SCHEMA),
-                                   target, runs)
+        written = self._run_writer(
+            frame.mapInArrow(functools.partial(write_output, target, layout), RESULT_SCHEMA), target, runs
+        )
         return written.get("rows", 0), written.get("triples", 0), runs
 
     def _run_writer(self, job: DataFrame, target: Target, runs: list[tuple[int, int]] | None = None) -> dict[str, int]:
@@ -239,8 +249,10 @@ class SparkCaptureSession:
         # Every output rewritten before any is written: a step that fails to
         # capture leaves no file behind, even if the caller goes on.
         rewrites = [self.rewriter.rewrite(frame) for frame in outputs]
-        tables = [self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
-                  for name, frame in zip(step.outputs, outputs, strict=True)]
+        tables = [
+            self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
+            for name, frame in zip(step.outputs, outputs, strict=True)
+        ]
         for rewritten, table in zip(rewrites, tables, strict=True):
             row_rules = rewritten.rules_for(op_id, table.table_id)
             if row_rules is not None:
@@ -251,14 +263,25 @@ class SparkCaptureSession:
             self.rewriter.register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
             location = self._location(step, len(outputs), frame, rewritten)
             jobs.append(self.steps.submit(self._materialise, table, rewritten, op_id, frame, location, step.name))
-            self._handed[table.table_id] = _Handed(frame, functools.partial(_frame_of, jobs[-1]),
-                                                   functools.partial(self._reread, jobs[-1], table, frame.schema))
+            self._handed[table.table_id] = _Handed(
+                frame,
+                functools.partial(_frame_of, jobs[-1]),
+                functools.partial(self._reread, jobs[-1], table, frame.schema),
+            )
             frames.append(self.table_frame(table.table_id))
         operations = list(dict.fromkeys(o for r in rewrites for o in r.operations))
         op = OpInfo(
-            op_id, step.name, self.run.run_id, "udf" if any(r.uses_udf for r in rewrites) else "builtin",
-            tuple(sorted(set().union(*[r.inputs for r in rewrites]))), tuple(t.table_id for t in tables),
-            tuple(operations), dict(step.params), started, None, None,
+            op_id,
+            step.name,
+            self.run.run_id,
+            "udf" if any(r.uses_udf for r in rewrites) else "builtin",
+            tuple(sorted(set().union(*[r.inputs for r in rewrites]))),
+            tuple(t.table_id for t in tables),
+            tuple(operations),
+            dict(step.params),
+            started,
+            None,
+            None,
         )
         self.run.record_op(op)  # finished and triples are known when the writes end (close)
         self.pending.append((op, jobs))
@@ -268,14 +291,19 @@ class SparkCaptureSession:
     def _outputs(step: StepInfo, result: Any) -> list[DataFrame]:
         outputs = list(result) if len(step.outputs) > 1 and isinstance(result, (tuple, list)) else [result]
         if len(outputs) != len(step.outputs):
-            raise CaptureError(f"step {step.name!r} declares outputs {list(step.outputs)} but returned {len(outputs)} value(s)")
+            raise CaptureError(
+                f"step {step.name!r} declares outputs {list(step.outputs)} but returned {len(outputs)} value(s)"
+            )
         for name, out in zip(step.outputs, outputs, strict=True):
             if not isinstance(out, DataFrame):
-                raise CaptureError(f"step {step.name!r} returned {type(out).__name__} for {name!r}, not a Spark DataFrame")
+                raise CaptureError(
+                    f"step {step.name!r} returned {type(out).__name__} for {name!r}, not a Spark DataFrame"
+                )
         return outputs
 
-    def _location(self, step: StepInfo, outputs: int, frame: DataFrame, rewritten: Rewritten
-                  ) -> aligned.Aligned | tuple[int, Rates] | None:
+    def _location(
+        self, step: StepInfo, outputs: int, frame: DataFrame, rewritten: Rewritten
+    ) -> aligned.Aligned | tuple[int, Rates] | None:
         """How the output is stored as a location edge: row-aligned, declared
         rates (its one input table and the rates), or None (its triples)."""
         if not self.location_lineage:
@@ -285,8 +313,15 @@ class SparkCaptureSession:
             return declared.checkable(step.name, outputs, rewritten), rates
         return aligned.aligned_output(self.rewriter.jvm, self.rewriter.jvm.plan(frame), rewritten)
 
-    def _materialise(self, table: TableInfo, rewritten: Rewritten, op_id: int, frame: DataFrame,
-                     location: aligned.Aligned | tuple[int, Rates] | None = None, step: str = "") -> _Written:
+    def _materialise(
+        self,
+        table: TableInfo,
+        rewritten: Rewritten,
+        op_id: int,
+        frame: DataFrame,
+        location: aligned.Aligned | tuple[int, Rates] | None = None,
+        step: str = "",
+    ) -> _Written:
         """Write the output once (rows, row numbers, per-row triples and the
         markers of group joins); start writing the group joins' triples. A
         row-aligned output keeps its input's row numbers and gets an edge
@@ -312,25 +347,36 @@ class SparkCaptureSession:
             triples = 0
         groups = None
         if deferred:
-            keys_schema = StructType([StructField(schema.ROW_COLUMN, LongType())]
-                                     + [rewritten.frame.schema[h] for h in kept])
+            keys_schema = StructType(
+                [StructField(schema.ROW_COLUMN, LongType())] + [rewritten.frame.schema[h] for h in kept]
+            )
             keys = self.spark.read.schema(keys_schema).parquet(
-                self.run.scratch_destination(KEYS_DIR, str(table.table_id)).spark_path)
+                self.run.scratch_destination(KEYS_DIR, str(table.table_id)).spark_path
+            )
             groups = self.triples.submit(self._write_groups, keys, rewritten, table.table_id, op_id)
-        logger.info("step %s wrote %s: %s rows, %s triples%s", step, table.name, f"{rows:,}", f"{triples:,}",
-                    " (as a location edge)" if edge is not None else "")
-        return _Written(self._counted(table, "output", rows), self._read_back(table, frame.schema), triples, _now(), groups,
-                        edge)
+        logger.info(
+            "step %s wrote %s: %s rows, %s triples%s",
+            step,
+            table.name,
+            f"{rows:,}",
+            f"{triples:,}",
+            " (as a location edge)" if edge is not None else "",
+        )
+        return _Written(
+            self._counted(table, "output", rows), self._read_back(table, frame.schema), triples, _now(), groups, edge
+        )
 
-    def _declared_edge(self, step: str, op_id: int, table_id: int, rewritten: Rewritten, input_table: int,
-                       rates: Rates, captured: int) -> LocationEdge:
+    def _declared_edge(
+        self, step: str, op_id: int, table_id: int, rewritten: Rewritten, input_table: int, rates: Rates, captured: int
+    ) -> LocationEdge:
         """The rated edge of a step that declares rates, checked on Spark
         against the ``captured`` triples its job wrote, which it then replaces
         (:mod:`.declared`)."""
         destination = self.run.triples_destination()
         prefix = Target(table_id, op_id, None, destination).prefix  # the files of the output's writer job
-        edge = declared.rated_edge(step, op_id, table_id, input_table, rewritten, self._runs[input_table],
-                                   self._runs[table_id], rates)
+        edge = declared.rated_edge(
+            step, op_id, table_id, input_table, rewritten, self._runs[input_table], self._runs[table_id], rates
+        )
         declared.check(self.spark, step, edge, declared.written_triples(self.spark, destination, prefix), captured)
         destination.discard_files(prefix, ())
         return edge
@@ -339,13 +385,21 @@ class SparkCaptureSession:
         job.result()  # its rows are all written
         return self._read_back(table, data_schema)
 
-    def _write_groups(self, keys: DataFrame, rewritten: Rewritten, table_id: int, op_id: int) -> tuple[int, dt.datetime]:
+    def _write_groups(
+        self, keys: DataFrame, rewritten: Rewritten, table_id: int, op_id: int
+    ) -> tuple[int, dt.datetime]:
         written = 0
         flat = rewritten.members.flat if rewritten.members else ()
         for g, (frame, cells, group) in enumerate(group_jobs(keys, rewritten.groups, [s.column for s in flat])):
             pairs = PairLayout(group.member, flat) if group.member is not None else None
-            target = Target(table_id, op_id, None, self.run.triples_destination(),
-                            lineage=self.run.row_lineage_destination() if pairs else None, job=f"group{g}")
+            target = Target(
+                table_id,
+                op_id,
+                None,
+                self.run.triples_destination(),
+                lineage=self.run.row_lineage_destination() if pairs else None,
+                job=f"group{g}",
+            )
             job = frame.mapInArrow(functools.partial(write_pairs, target, cells, pairs), RESULT_SCHEMA)
             written += self._run_writer(job, target).get("triples", 0)
         return written, _now()
@@ -386,7 +440,8 @@ class SparkCaptureSession:
                 if out.edge is not None:
                     self.run.record_location_edge(out.edge)
             self.run.finish_op(  # the triples the op stands for, stored or as edges: the same with edges off
-                op.op_id, triples=sum(o.stands_for for o in outputs) + sum(g[0] for g in groups),
+                op.op_id,
+                triples=sum(o.stands_for for o in outputs) + sum(g[0] for g in groups),
                 finished=max([o.finished for o in outputs] + [g[1] for g in groups]),
             )
         # The run's finish() (after close) removes the scratch files, drops the

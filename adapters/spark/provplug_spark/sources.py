@@ -52,7 +52,9 @@ class Tables:
         """The table a Parquet leaf with root ``paths`` reads."""
         found = [self._by_path.get(_norm_path(p)) for p in paths]
         if len(found) != 1 or found[0] is None:
-            raise CaptureError(f"step reads {list(paths)}, which is not a table of this run: register it with run.source()")
+            raise CaptureError(
+                f"step reads {list(paths)}, which is not a table of this run: register it with run.source()"
+            )
         return found[0]
 
 

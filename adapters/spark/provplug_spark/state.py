@@ -68,8 +68,15 @@ class RewriteState:
     what the rewrite saw (input tables, operations, UDF use). Made afresh for
     each rewrite (and for its retry without group joins)."""
 
-    def __init__(self, jvm: Catalyst, tables: Tables, group_joins: str, allow_groups: bool,
-                 names: Iterator[int], row_lineage: bool = True) -> None:
+    def __init__(
+        self,
+        jvm: Catalyst,
+        tables: Tables,
+        group_joins: str,
+        allow_groups: bool,
+        names: Iterator[int],
+        row_lineage: bool = True,
+    ) -> None:
         self.jvm = jvm
         self.tables = tables
         self.group_joins = group_joins  # "global" or "always" (see .groupjoin)

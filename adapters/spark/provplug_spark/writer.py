@@ -54,7 +54,11 @@ from .terms import Term
 # (dictionary); output rows and member numbers grow within a part (delta).
 ROW_LINEAGE_ENCODING: dict[str, Any] = {
     "use_dictionary": ["op", "out_table", "in_table", "optional"],
-    "column_encoding": {"out_row": "DELTA_BINARY_PACKED", "member": "DELTA_BINARY_PACKED", "in_row": "DELTA_BINARY_PACKED"},
+    "column_encoding": {
+        "out_row": "DELTA_BINARY_PACKED",
+        "member": "DELTA_BINARY_PACKED",
+        "in_row": "DELTA_BINARY_PACKED",
+    },
 }
 # Row numbers are (Spark partition << ROW_IN_PARTITION_BITS) | index in partition.
 PARTITION_BITS = ids.PARTITION_BITS
@@ -122,9 +126,11 @@ def _task() -> tuple[int, int]:
 
 def _result(written: Sequence[WrittenFile], runs: Sequence[tuple[int, int]] = ()) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
-        [pa.array([w.dataset for w in written] + [RUNS] * len(runs), pa.string()),
-         pa.array([w.path for w in written] + [str(first) for first, _ in runs], pa.string()),
-         pa.array([w.rows for w in written] + [count for _, count in runs], pa.int64())],
+        [
+            pa.array([w.dataset for w in written] + [RUNS] * len(runs), pa.string()),
+            pa.array([w.path for w in written] + [str(first) for first, _ in runs], pa.string()),
+            pa.array([w.rows for w in written] + [count for _, count in runs], pa.int64()),
+        ],
         names=["dataset", "path", "rows"],
     )
 
@@ -154,12 +160,16 @@ def _aligned_rows(batch: pa.RecordBatch, column: str) -> NDArray[np.int64]:
     return cast("NDArray[np.int64]", numbers.to_numpy(zero_copy_only=False).astype(np.int64, copy=False))
 
 
-def cell_pairs(batch: pa.RecordBatch, rows: np.ndarray, cells: Sequence[Cell], table_id: int) -> tuple[np.ndarray, np.ndarray]:
+def cell_pairs(
+    batch: pa.RecordBatch, rows: np.ndarray, cells: Sequence[Cell], table_id: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(src, dst) of the cells of ``batch``'s rows: output column ``j`` of row
     ``rows[i]`` gets ``base + r`` for each term of its cell and each row
     number ``r`` the term's column holds in row ``i`` (nulls hold none)."""
     if batch.num_rows >= 1 << (63 - ids.ROW_BITS):  # the deduplication key packs (batch row, row number)
-        raise CaptureError(f"provplug: an Arrow batch of {batch.num_rows} rows; lower spark.sql.execution.arrow.maxRecordsPerBatch")
+        raise CaptureError(
+            f"provplug: an Arrow batch of {batch.num_rows} rows; lower spark.sql.execution.arrow.maxRecordsPerBatch"
+        )
     expanded: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     srcs, dsts = [], []
     for cell in cells:
@@ -170,8 +180,11 @@ def cell_pairs(batch: pa.RecordBatch, rows: np.ndarray, cells: Sequence[Cell], t
                 expanded[term.rows] = _row_numbers(batch.column(term.rows), term.scalar)
             by_base.setdefault(term.base, []).append(expanded[term.rows])
         for base, parts in by_base.items():
-            numbers, parent = parts[0] if len(parts) == 1 else (np.concatenate([p[0] for p in parts]),
-                                                                np.concatenate([p[1] for p in parts]))
+            numbers, parent = (
+                parts[0]
+                if len(parts) == 1
+                else (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+            )
             if cell.dedupe:  # one id twice in a cell only from equal (batch row, row number): unique on both at once
                 both = np.unique((parent.astype(np.int64) << ids.ROW_BITS) | numbers)
                 numbers, parent = both & (ids.MAX_ROWS - 1), both >> ids.ROW_BITS
@@ -186,12 +199,16 @@ def _row_numbers(column: pa.Array, scalar: bool) -> tuple[np.ndarray, np.ndarray
     """(non-null row numbers, index of the batch row each came from) of a row-number column."""
     if scalar:
         valid = column.is_valid()
-        return (column.filter(valid).to_numpy(zero_copy_only=False).astype(np.int64, copy=False),
-                np.flatnonzero(valid.to_numpy(zero_copy_only=False)))
+        return (
+            column.filter(valid).to_numpy(zero_copy_only=False).astype(np.int64, copy=False),
+            np.flatnonzero(valid.to_numpy(zero_copy_only=False)),
+        )
     flat = pc.list_flatten(column)
     valid = flat.is_valid()
-    return (flat.filter(valid).to_numpy(zero_copy_only=False).astype(np.int64, copy=False),
-            pc.list_parent_indices(column).filter(valid).to_numpy(zero_copy_only=False))
+    return (
+        flat.filter(valid).to_numpy(zero_copy_only=False).astype(np.int64, copy=False),
+        pc.list_parent_indices(column).filter(valid).to_numpy(zero_copy_only=False),
+    )
 
 
 def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -203,8 +220,11 @@ def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.Reco
     rows_file = RowsWriter(target.rows, stem)
     triples_file = TripleWriter(target.triples, stem)
     keys_file = PartWriter(target.keys, stem, dataset="keys") if target.keys is not None else None
-    lineage_file = (RowLineageWriter(target.lineage, stem, **ROW_LINEAGE_ENCODING)
-                    if target.lineage is not None and layout.members else None)
+    lineage_file = (
+        RowLineageWriter(target.lineage, stem, **ROW_LINEAGE_ENCODING)
+        if target.lineage is not None and layout.members
+        else None
+    )
     count = 0
     runs: list[tuple[int, int]] = []
     for batch in batches:
@@ -212,7 +232,9 @@ def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.Reco
             rows = _aligned_rows(batch, layout.numbered_by)
             _add_runs(runs, rows)
         elif count + batch.num_rows > 1 << ROW_IN_PARTITION_BITS:
-            raise CaptureError(f"provplug: more than {1 << ROW_IN_PARTITION_BITS} rows in one partition; repartition the output")
+            raise CaptureError(
+                f"provplug: more than {1 << ROW_IN_PARTITION_BITS} rows in one partition; repartition the output"
+            )
         else:
             rows = np.arange(count, count + batch.num_rows, dtype=np.int64) | (partition << ROW_IN_PARTITION_BITS)
             if batch.num_rows:  # consecutive numbers: one run, continued batch after batch
@@ -224,24 +246,33 @@ def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.Reco
         if lineage_file is not None and layout.members is not None:
             lineage_file.write(target.op_id, target.table_id, *member_records(batch, rows, layout.members))
         if keys_file is not None:
-            keys_file.write_table(pa.Table.from_arrays(
-                [pa.array(rows, pa.int64())] + [batch.column(h) for h in layout.hidden],
-                names=[schema.ROW_COLUMN, *layout.hidden],
-            ))
-    written = (rows_file.close() + triples_file.close() + (keys_file.close() if keys_file else [])
-               + (lineage_file.close() if lineage_file else []))
+            keys_file.write_table(
+                pa.Table.from_arrays(
+                    [pa.array(rows, pa.int64())] + [batch.column(h) for h in layout.hidden],
+                    names=[schema.ROW_COLUMN, *layout.hidden],
+                )
+            )
+    written = (
+        rows_file.close()
+        + triples_file.close()
+        + (keys_file.close() if keys_file else [])
+        + (lineage_file.close() if lineage_file else [])
+    )
     yield _result(written, runs)
 
 
-def write_pairs(target: Target, cells: Sequence[Cell], pairs: PairLayout | None,
-                batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def write_pairs(
+    target: Target, cells: Sequence[Cell], pairs: PairLayout | None, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: write the triples of rows holding an output row
     number (ROW_COLUMN) and the row-number columns ``cells`` name; with
     ``pairs``, each row is one member of its output row: write its records."""
     partition, attempt = _task()
     stem = target.stem(partition, attempt)
     triples_file = TripleWriter(target.triples, stem)
-    lineage_file = RowLineageWriter(target.lineage, stem, **ROW_LINEAGE_ENCODING) if target.lineage is not None and pairs else None
+    lineage_file = (
+        RowLineageWriter(target.lineage, stem, **ROW_LINEAGE_ENCODING) if target.lineage is not None and pairs else None
+    )
     members = _MemberNumbers(partition)
     for batch in batches:
         rows = batch.column(schema.ROW_COLUMN).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
@@ -253,7 +284,9 @@ def write_pairs(target: Target, cells: Sequence[Cell], pairs: PairLayout | None,
 
 
 # -- row lineage ---------------------------------------------------------------------------------
-Records = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # out row, member, in table, in row, optional
+Records = tuple[
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+]  # out row, member, in table, in row, optional
 
 
 def _records(parts: list[tuple[np.ndarray, np.ndarray, Slot, np.ndarray]]) -> Records:
@@ -265,9 +298,13 @@ def _records(parts: list[tuple[np.ndarray, np.ndarray, Slot, np.ndarray]]) -> Re
     if not parts:
         empty = np.empty(0, np.int64)
         return empty, empty.astype(np.int32), empty.astype(np.int32), empty, empty.astype(np.bool_)
-    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]).astype(np.int32, copy=False),
-            np.concatenate([np.full(len(p[0]), p[2].table_id, np.int32) for p in parts]),
-            np.concatenate([p[3] for p in parts]), np.concatenate([np.full(len(p[0]), p[2].optional) for p in parts]))
+    return (
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate([p[1] for p in parts]).astype(np.int32, copy=False),
+        np.concatenate([np.full(len(p[0]), p[2].table_id, np.int32) for p in parts]),
+        np.concatenate([p[3] for p in parts]),
+        np.concatenate([np.full(len(p[0]), p[2].optional) for p in parts]),
+    )
 
 
 def _valid(column: pa.Array, where: np.ndarray | None = None) -> tuple[np.ndarray | slice, np.ndarray]:
@@ -337,8 +374,10 @@ class _MemberNumbers:
             self.seen[u] = b + c
         numbers = base[inverse] + rank
         if len(numbers) and int(numbers.max()) >= 1 << (31 - PARTITION_BITS):
-            raise CaptureError(f"provplug: more than {1 << (31 - PARTITION_BITS)} members of one output row in one "
-                               "partition of a group join; repartition the aggregate's input")
+            raise CaptureError(
+                f"provplug: more than {1 << (31 - PARTITION_BITS)} members of one output row in one "
+                "partition of a group join; repartition the aggregate's input"
+            )
         return (numbers << PARTITION_BITS) | self.partition
 
 

@@ -53,7 +53,9 @@ class RecordsSession:
     def source(self, data: list[dict[str, Any]], name: str) -> Records:
         return self._write_table(name, "source", data)
 
-    def run_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Records:
+    def run_step(
+        self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> Records:
         (source,) = [a for a in args if isinstance(a, Records)]
         started = utc_now()
         rows = func(*args, **kwargs)
@@ -61,8 +63,19 @@ class RecordsSession:
         op_id = self.run.new_op_id()
         triples = self._write_triples(op_id, source, out)
         self.run.record_op(
-            OpInfo(op_id, step.name, self.run.run_id, "udf", (source.table.table_id,), (out.table.table_id,),
-                   ("map",), step.params, started, utc_now(), triples)
+            OpInfo(
+                op_id,
+                step.name,
+                self.run.run_id,
+                "udf",
+                (source.table.table_id,),
+                (out.table.table_id,),
+                ("map",),
+                step.params,
+                started,
+                utc_now(),
+                triples,
+            )
         )
         return out
 

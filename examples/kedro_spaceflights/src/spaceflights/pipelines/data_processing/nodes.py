@@ -34,6 +34,15 @@ def create_model_input_table(shuttles: DataFrame, companies: DataFrame, reviews:
     rated = shuttles.withColumnRenamed("id", "shuttle_id").join(reviews, on="shuttle_id")
     with_company = rated.join(companies.withColumnRenamed("id", "company_id"), on="company_id")
     return with_company.select(
-        "shuttle_id", "company_id", "shuttle_type", "engines", "passenger_capacity", "price",
-        "review_scores_rating", "number_of_reviews", "company_rating", "company_location", "iata_approved",
+        "shuttle_id",
+        "company_id",
+        "shuttle_type",
+        "engines",
+        "passenger_capacity",
+        "price",
+        "review_scores_rating",
+        "number_of_reviews",
+        "company_rating",
+        "company_location",
+        "iata_approved",
     )
