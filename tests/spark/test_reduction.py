@@ -305,7 +305,7 @@ def test_a_reduction_of_a_table_never_registered_fails_the_run(spark: Any, tmp_p
 def test_reduction_is_refused_for_beam_and_unknown_modes(spark: Any, tmp_path: Path) -> None:
     beam = pytest.importorskip("apache_beam")
     with (
-        pytest.raises(CaptureError, match="needs a Spark pipeline"),
+        pytest.raises(CaptureError, match="the beam adapter cannot reduce"),
         provplug.capture(beam.Pipeline(), store=tmp_path / "b.prov", reduce={"T": reduce.sample(0.5)}),
     ):
         pass
