@@ -164,7 +164,7 @@ def test_the_thesis_mode_warning_reaches_stderr_without_any_logging_set_up() -> 
     import sys
 
     code = (
-        "from provplug import reduce\nfrom provplug.capture import warn_thesis_mode\n"
+        "from provplug import reduce\nfrom provplug.ingest.capture import warn_thesis_mode\n"
         "warn_thesis_mode({'flights': reduce.sample(0.33, seed=1)})\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
