@@ -22,7 +22,10 @@ queries paper_eval picks, must be the same before and after.
 
 The report (``--out``) and the raw figures (``--raw``, outside the
 repository by default) are rewritten after every benchmark, so an
-interrupted run still leaves what it measured. Nothing reaches the network.
+interrupted run still leaves what it measured. ``--merge RAW`` adds this
+run's figures to those of an earlier run of the same two commits (e.g. more
+paper_eval rounds with ``--no-capture``); the report then covers every run.
+Nothing reaches the network.
 """
 
 from __future__ import annotations
@@ -243,12 +246,15 @@ def order(rnd: int) -> tuple[str, str]:
 
 
 def measure(trees: dict[str, Tree], args: argparse.Namespace, work: Path, raw: dict[str, Any], save: Any) -> None:
+    run = len(raw["runs"])
+    capture_rounds = 0 if args.no_capture else args.rounds
     for rnd in range(1, args.rounds + 1):
-        for kind, once, rounds in (("capture", capture_once, args.rounds), ("paper", paper_once, args.paper_rounds)):
+        for kind, once, rounds in (("capture", capture_once, capture_rounds), ("paper", paper_once, args.paper_rounds)):
             if rnd > rounds:
                 continue
             for label in order(rnd):
-                raw[kind].setdefault(label, []).append({"round": rnd, **once(trees[label], args, work, rnd)})
+                step = once(trees[label], args, work, rnd)
+                raw[kind].setdefault(label, []).append({"run": run, "round": rnd, **step})
                 save()
 
 
@@ -347,7 +353,9 @@ def paper_rows(raw: dict[str, Any]) -> list[str]:
         b = median([r["figures"][name] for r in raw["paper"].get("before", []) if name in r["figures"]])
         a = median([r["figures"][name] for r in raw["paper"].get("after", []) if name in r["figures"]])
         digits = 1 if "wall" in name or "engine" in name else 4
-        rows.append(f"| {name} | {num(b, digits)} | {num(a, digits)} | {ratio_text(a, b)} |")
+        pairs = zip(raw["paper"].get("before", []), raw["paper"].get("after", []), strict=False)
+        per = ", ".join(ratio_text(y["figures"].get(name), x["figures"].get(name)) for x, y in pairs)
+        rows.append(f"| {name} | {num(b, digits)} | {num(a, digits)} | {ratio_text(a, b)} | {per} |")
     return rows
 
 
@@ -369,8 +377,27 @@ def step_lines(raw: dict[str, Any]) -> list[str]:
         for label in TREES:
             for r in raw[kind].get(label, []):
                 load = ", ".join(f"{x:.1f}" for x in r["load"])
-                lines.append(f"| {kind} | {r['round']} | {label} | {r['wall']:.0f} | {load} |")
-    return sorted(lines, key=lambda ln: (ln.split("|")[1], int(ln.split("|")[2])))
+                lines.append(f"| {kind} | {r.get('run', 1)} | {r['round']} | {label} | {r['wall']:.0f} | {load} |")
+    return sorted(lines, key=lambda ln: (ln.split("|")[1], int(ln.split("|")[2]), int(ln.split("|")[3])))
+
+
+def run_lines(i: int, run: dict[str, Any]) -> list[str]:
+    """A run's command, the commands it ran in each checkout's root and the machine's load."""
+    return [
+        f"Run {i}: {run['rounds']} round(s) of capture_bench"
+        + (" (skipped: --no-capture)" if run.get("no_capture") else "")
+        + f", paper_eval in the first {run['paper_rounds']}.",
+        "",
+        "```",
+        run["command"],
+        "# in each checkout X (its root the working directory, its .venv/bin/python), D a fresh folder:",
+        *run["child_commands"],
+        "```",
+        "",
+        f"- load at start: `{run['uptime_start']}`",
+        f"- load at end: `{run.get('uptime_end', '(not finished)')}`",
+        "",
+    ]
 
 
 def report(raw: dict[str, Any]) -> str:
@@ -379,14 +406,15 @@ def report(raw: dict[str, Any]) -> str:
         "# Before and after the package refactor (issue 24), side by side",
         "",
         "Written by `examples/benchmarks/layers_bench.py` (not a test)"
-        + ("" if raw.get("finished") else " — **partial: the run had not finished when this was written**")
+        + (
+            ""
+            if all(r.get("finished") for r in raw["runs"])
+            else " — **partial: a run had not finished when this was written**"
+        )
         + ".",
-        "Reproduce with:",
+        "Runs (each merged into the figures below; `--merge` adds a run to the raw figures of earlier ones):",
         "",
-        "```",
-        raw["command"],
-        "```",
-        "",
+        *[line for i, r in enumerate(raw["runs"], start=1) for line in run_lines(i, r)],
         "Checkouts measured (each with its own `.venv`, its own benchmark scripts and data):",
         "",
         *[
@@ -395,17 +423,8 @@ def report(raw: dict[str, Any]) -> str:
             for label in TREES
         ],
         "",
-        "Commands run in each checkout's root, with its `.venv/bin/python` (X = the checkout, D a fresh folder):",
-        "",
-        "```",
-        *raw["child_commands"],
-        "```",
-        "",
-        f"Order: before first in odd rounds, after first in even rounds. Capture: {raw['rounds']} round(s); "
-        f"paper_eval: {raw['paper_rounds']} round(s). Machine: {os.cpu_count()} cores shared with other jobs.",
-        "",
-        f"- load at start: `{raw['uptime_start']}`",
-        f"- load at end: `{raw.get('uptime_end', '(not finished)')}`",
+        f"Order: before first in odd rounds, after first in even rounds. Machine: {os.cpu_count()} cores shared "
+        "with other jobs.",
         "",
         "## capture_bench.py",
         "",
@@ -426,18 +445,18 @@ def report(raw: dict[str, Any]) -> str:
         "",
         "Import and index: wall seconds of the child process; queries: mean seconds over the class's queries "
         "(ram: warm, disk: caches dropped, cli: a fresh `provplug lineage` process). Medians over rounds; "
-        "ratio = after/before.",
+        "ratio = after/before; per-round ratio: after/before of the two runs back to back.",
         "",
-        "| figure | before | after | ratio |",
-        "|---|---:|---:|---:|",
+        "| figure | before | after | ratio | per-round ratios |",
+        "|---|---:|---:|---:|---|",
         *paper_rows(raw),
         "",
         f"Behaviour: {paper_same(raw)}.",
         "",
         "## Steps",
         "",
-        "| benchmark | round | checkout | wall (s) | load after (1, 5, 15 min) |",
-        "|---|---:|---|---:|---|",
+        "| benchmark | run | round | checkout | wall (s) | load after (1, 5, 15 min) |",
+        "|---|---:|---:|---|---:|---|",
         *step_lines(raw),
         "",
     ]
@@ -467,6 +486,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--work", type=Path, default=None, help="folder for data and logs (default: a fresh temporary one)")
     p.add_argument("--keep-data", action="store_true", help="keep paper_eval's data folders")
+    p.add_argument("--no-capture", action="store_true", help="only paper_eval (in its --paper-rounds)")
+    p.add_argument(
+        "--merge",
+        type=Path,
+        default=None,
+        help="raw figures (JSON) of an earlier run of the same commits to add this run to",
+    )
     p.add_argument("--out", type=Path, default=HERE / "layers.md")
     p.add_argument("--raw", type=Path, default=None, help="raw figures as JSON (default: WORK/layers.json)")
     args = p.parse_args(argv)
@@ -479,6 +505,28 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def shown(cmd: list[str]) -> str:
+    """A child command as the report shows it (X: the checkout, run with its own venv's python)."""
+    return shlex.join(cmd).replace("X/.venv/bin/python", "python")
+
+
+def previous_raw(path: Path | None, checkouts: dict[str, Any]) -> dict[str, Any]:
+    """The raw figures of earlier runs of the same two commits (``--merge``), or none."""
+    if path is None:
+        return {"runs": [], "checkouts": checkouts, "capture": {}, "paper": {}}
+    raw: dict[str, Any] = json.loads(path.read_text())
+    if "runs" not in raw:  # written before --merge existed: one run, its facts at the top
+        keys = ("command", "child_commands", "rounds", "paper_rounds", "uptime_start", "uptime_end", "finished")
+        raw["runs"] = [{k: raw.pop(k) for k in keys if k in raw}]
+        for steps in (*raw["capture"].values(), *raw["paper"].values()):
+            for step in steps:
+                step.setdefault("run", 1)
+    commits = {label: raw["checkouts"][label]["commit"] for label in TREES}
+    if commits != {label: checkouts[label]["commit"] for label in TREES}:
+        raise BenchError(f"--merge {path} measured other commits: {commits}")
+    return raw
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     trees = {label: Tree(label, getattr(args, label).resolve()) for label in TREES}
@@ -486,19 +534,21 @@ def main(argv: list[str]) -> int:
     work.mkdir(parents=True, exist_ok=True)
     raw_path = args.raw or work / "layers.json"
     x = Tree("X", Path("X"))
-    raw: dict[str, Any] = {
-        "command": "python examples/benchmarks/layers_bench.py " + shlex.join(argv),
-        "child_commands": [
-            shlex.join(capture_cmd(x, args, Path("D/capture.md"))).replace("X/.venv/bin/python", "python"),
-            shlex.join(paper_cmd(x, args, Path("D"), Path("D/paper_eval.md"))).replace("X/.venv/bin/python", "python"),
-        ],
-        "rounds": args.rounds,
-        "paper_rounds": args.paper_rounds,
-        "uptime_start": uptime(),
-        "checkouts": {label: checkout_facts(tree) for label, tree in trees.items()},
-        "capture": {},
-        "paper": {},
-    }
+    checkouts = {label: checkout_facts(tree) for label, tree in trees.items()}
+    raw = previous_raw(args.merge, checkouts)
+    raw["runs"].append(
+        {
+            "command": "python examples/benchmarks/layers_bench.py " + shlex.join(argv),
+            "child_commands": [
+                *([] if args.no_capture else [shown(capture_cmd(x, args, Path("D/capture.md")))]),
+                *([shown(paper_cmd(x, args, Path("D"), Path("D/paper_eval.md")))] if args.paper_rounds else []),
+            ],
+            "rounds": args.rounds,
+            "paper_rounds": args.paper_rounds,
+            "no_capture": args.no_capture,
+            "uptime_start": uptime(),
+        }
+    )
 
     def save() -> None:
         raw_path.write_text(json.dumps(raw, indent=1))
@@ -508,9 +558,9 @@ def main(argv: list[str]) -> int:
     save()
     try:
         measure(trees, args, work, raw, save)
-        raw["finished"] = True
+        raw["runs"][-1]["finished"] = True
     finally:
-        raw["uptime_end"] = uptime()
+        raw["runs"][-1]["uptime_end"] = uptime()
         save()
     print(args.out.read_text())
     return 0
