@@ -116,7 +116,9 @@ def test_incremental_answers_equal_a_full_rebuild(tmp_path: Path, seed: int) -> 
     assert incremental_steps >= 1  # the loop exercised the incremental path
 
 
-def test_earlier_runs_answer_after_a_commit_and_newer_runs_are_refused(tmp_path: Path) -> None:
+def _indexed_then_a_newer_run(tmp_path: Path) -> tuple[Path, list[int], str, Any]:
+    """A store of one indexed run, then a small newer run not indexed: the
+    store, the indexed values, the newer run's id and its triples (src, dst)."""
     rng = random.Random(7)
     store = tmp_path / "s.prov"
     inputs = tmp_path / "in"
@@ -124,7 +126,11 @@ def test_earlier_runs_answer_after_a_commit_and_newer_runs_are_refused(tmp_path:
     build_index(store, engine="local")
     values = _live_values(store)
     newer = _commit(store, rng, inputs, 3)
-    t = triple_table(open_store(store), ["src", "dst"], TripleFilter.of(runs=[newer]))
+    return store, values, newer, triple_table(open_store(store), ["src", "dst"], TripleFilter.of(runs=[newer]))
+
+
+def test_earlier_runs_answer_after_a_commit_and_newer_runs_are_refused(tmp_path: Path) -> None:
+    store, values, newer, t = _indexed_then_a_newer_run(tmp_path)
     derived = set(t.column("dst").to_pylist())
     untouched = [v for v in values if v not in derived | set(t.column("src").to_pylist())][:5]
     indexed = _full_copy_answers(store, tmp_path, untouched, 25_000)  # what indexing both runs answers
@@ -207,14 +213,7 @@ def test_full_flag_rebuilds_and_an_unchanged_store_rebuilds_in_full(tmp_path: Pa
 
 
 def test_an_answer_from_an_index_lacking_newer_runs_says_so(tmp_path: Path) -> None:
-    rng = random.Random(7)
-    store = tmp_path / "s.prov"
-    inputs = tmp_path / "in"
-    _commit(store, rng, inputs, 40)
-    build_index(store, engine="local")
-    values = _live_values(store)
-    newer = _commit(store, rng, inputs, 3)
-    t = triple_table(open_store(store), ["src", "dst"], TripleFilter.of(runs=[newer]))
+    store, values, newer, t = _indexed_then_a_newer_run(tmp_path)
     value = next(v for v in values if v not in set(t.column("dst").to_pylist()) | set(t.column("src").to_pylist()))
     answer = provplug.open(store).lineage(value_id=value, method="csprov")
     index = answer.to_dict()["stats"]["index"]
