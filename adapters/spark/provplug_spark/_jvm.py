@@ -203,23 +203,47 @@ class Catalyst:
             ) from exc
         return func, schema
 
-    def built_in_driver(self, logical_rdd: Any, limit: int = 200) -> bool:
+    def built_in_driver(self, logical_rdd: Any) -> bool:
         """Whether a LogicalRDD's rows come from the driver (createDataFrame of
-        local rows, parallelize): every root of its RDD lineage is a
-        ParallelCollectionRDD, and no DataFrame's rows (a SQLExecutionRDD, as
-        in ``df.rdd.map(...).toDF()``) lie on the way."""
-        pending, seen = [logical_rdd.rdd()], 0
-        while pending and seen < limit:
-            rdd = pending.pop()
-            seen += 1
-            kind = rdd.getClass().getSimpleName()
-            if kind == "SQLExecutionRDD":
-                return False
-            deps = self.items(rdd.dependencies())
-            if not deps and kind != "ParallelCollectionRDD":
-                return False
-            pending += [d.rdd() for d in deps]
-        return not pending
+        local rows, parallelize, ``spark.read.json`` of parallelized strings):
+        every root of its RDD lineage is a ParallelCollectionRDD, and no Python
+        function reads a DataFrame's rows on the way (see
+        :meth:`rdd_of_frames`). A DataFrame computed inside the lineage from
+        driver rows alone (the JSON parse of ``read.json``) is rows built in
+        the driver too."""
+        steps = list(_rdd_lineage(logical_rdd))
+        return bool(steps) and all(
+            not (kind == "SQLExecutionRDD" and python_above) and (has_deps or kind == "ParallelCollectionRDD")
+            for kind, has_deps, python_above in steps
+        )
+
+    @staticmethod
+    def rdd_of_frames(logical_rdd: Any) -> bool:
+        """Whether Python RDD functions computed a LogicalRDD's rows from a
+        DataFrame's rows (``df.rdd.map(...).toDF()``): a PythonRDD lies above
+        a SQLExecutionRDD (the rows of a DataFrame) in its RDD lineage."""
+        return any(kind == "SQLExecutionRDD" and above for kind, _, above in _rdd_lineage(logical_rdd))
+
+
+RDD_LINEAGE_LIMIT = 200  # RDDs looked at in a LogicalRDD's lineage; longer lineages are not built in the driver
+
+
+def _rdd_lineage(logical_rdd: Any) -> Iterator[tuple[str, bool, bool]]:
+    """(class name, has dependencies, a Python function lies above it) of
+    each RDD in a LogicalRDD's lineage; a lineage longer than
+    RDD_LINEAGE_LIMIT ends with ("", False, False) (an unknown root)."""
+    pending: list[tuple[Any, bool]] = [(logical_rdd.rdd(), False)]
+    for _ in range(RDD_LINEAGE_LIMIT):
+        if not pending:
+            return
+        rdd, python_above = pending.pop()
+        kind = rdd.getClass().getSimpleName()
+        deps = Catalyst.items(rdd.dependencies())
+        yield kind, bool(deps), python_above
+        above = python_above or kind == "PythonRDD"
+        pending += [(d.rdd(), above) for d in deps]
+    if pending:
+        yield "", False, False
 
 
 def path_key(paths: Sequence[str]) -> str:

@@ -912,15 +912,33 @@ def is_table_leaf(name: str) -> bool:
     return kind is not None and kind.table_leaf
 
 
+def _refuse_rdd(node: Any, jvm: Catalyst) -> None:
+    """A LogicalRDD with the reason capture refuses it (driver rows, or a
+    DataFrame's rows through Python RDD functions); other LogicalRDDs
+    (checkpoints, ...) are refused by their NodeKind."""
+    if jvm.built_in_driver(node):
+        raise CaptureError(
+            "cannot capture a DataFrame built in the driver (createDataFrame / parallelize / "
+            "spark.read.json of parallelized strings, plan node LogicalRDD) that is not a registered "
+            "source: pass it through run.source(df, name)"
+        )
+    if jvm.rdd_of_frames(node):
+        # An RDD function sees whole rows with no identity: which input row an
+        # output element came from is known only inside the user's function.
+        raise CaptureError(
+            "cannot capture a DataFrame made by Python RDD functions from another DataFrame's rows "
+            "(df.rdd.map(...).toDF(), spark.read.json(df.rdd...), plan node LogicalRDD) exactly: "
+            "which input row each element came from is not recorded; express the step with DataFrame "
+            "operations, a UDF or mapInPandas"
+        )
+
+
 def rule_for(node: Any, jvm: Catalyst) -> Rule:
     """The rule of plan node ``node``; CaptureError for a node whose
     provenance cannot be captured exactly."""
     name = node.nodeName()
-    if name == "LogicalRDD" and jvm.built_in_driver(node):
-        raise CaptureError(
-            "cannot capture a DataFrame built in the driver (createDataFrame / parallelize, plan "
-            "node LogicalRDD) that is not a registered source: pass it through run.source(df, name)"
-        )
+    if name == "LogicalRDD":
+        _refuse_rdd(node, jvm)
     kind = NODE_KINDS.get(name)
     if kind is not None and kind.refused is not None:
         raise CaptureError(
