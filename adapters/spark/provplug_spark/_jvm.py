@@ -49,6 +49,7 @@ class Catalyst:
         self._array_list = jvm.java.util.ArrayList
         self._to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
         self.none = jvm.scala.Option.apply(None)
+        self._option = jvm.scala.Option
         self._byte_tag = jvm.scala.reflect.ClassTag.Byte()
 
     # -- Scala collections -------------------------------------------------------
@@ -58,6 +59,10 @@ class Catalyst:
         for item in items:
             jlist.add(item)
         return self._to_seq(jlist)
+
+    def some(self, value: Any) -> Any:
+        """A Scala Option holding ``value``."""
+        return self._option.apply(value)
 
     @staticmethod
     def items(jseq: Any) -> list[Any]:
@@ -184,6 +189,46 @@ class Catalyst:
         hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
         fs = hadoop_path.getFileSystem(self.spark._jsc.hadoopConfiguration())
         return str(fs.makeQualified(hadoop_path).toString())
+
+    def copy_with(self, node: Any, **changed: Any) -> Any:
+        """A copy of a Catalyst case class (plan node, expression) with the
+        named constructor fields changed."""
+        fields = [str(node.productElementName(i)) for i in range(node.productArity())]
+        unknown = set(changed) - set(fields)
+        if unknown:
+            raise CaptureError(f"internal: {node.nodeName()} has no field {sorted(unknown)} (fields {fields})")
+        return node.copy(*[changed[f] if f in changed else node.productElement(i) for i, f in enumerate(fields)])
+
+    def outer_reference(self, attr: Any) -> Any:
+        """A reference from a subquery to ``attr`` of the plan around it."""
+        jvm = self.spark._jvm
+        assert jvm is not None
+        return jvm.org.apache.spark.sql.catalyst.expressions.OuterReference(attr)
+
+    def python_function_of(self, command: Any) -> Any:
+        """A JVM PythonFunction running the picklable ``command`` (a UDTF
+        class), as PySpark makes one."""
+        from pyspark.sql.udf import _wrap_function
+
+        return _wrap_function(self.spark.sparkContext, command)
+
+    def data_type(self, json: str) -> Any:
+        """A JVM DataType from its JSON form."""
+        jvm = self.spark._jvm
+        assert jvm is not None
+        return jvm.org.apache.spark.sql.types.DataType.fromJson(json)
+
+    def udtf_class(self, udtf: Any) -> type:
+        """The user's class a PythonUDTF runs (PySpark pickles the class itself)."""
+        try:
+            handler = CloudPickleSerializer().loads(bytes(udtf.func().command().toArray(self._byte_tag)))
+        except Exception as exc:  # a broadcast command (> 1 MB pickled) or another PySpark layout
+            raise CaptureError(
+                f"cannot capture Python UDTF {udtf.name()}: its class could not be read back from the plan"
+            ) from exc
+        if not isinstance(handler, type):
+            raise CaptureError(f"cannot capture Python UDTF {udtf.name()}: its handler is not a class")
+        return handler
 
     def hidden_output(self, project: Any) -> list[Any]:
         """The attributes a Project hides but lets its parents resolve (the

@@ -10,12 +10,20 @@ the data alone and appends to each output row, per row-number column, the
 list of row numbers the function had received when it produced the row: the
 whole group for ``applyInPandas``, the partition's batches read so far for
 ``mapInPandas`` (it cannot have used a batch it had not read).
+
+A Python UDTF (:func:`carried_udtf`) is called once per argument row and
+may keep state in its instance between calls: an output row its ``eval``
+yields while the instance holds the state it was created with depends on
+that call's argument row alone; any other output row (a later ``eval`` after
+the state changed, or ``terminate``) on every argument row the instance had
+received.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import pickle
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -80,3 +88,67 @@ def partition_function(
 
     for out in func(data()):
         yield _tagged(out, carried, {rows: list(numbers) for rows, numbers in received.items()})
+
+
+def _state(instance: Any) -> bytes | None:
+    """The instance's attributes, pickled (None: they cannot be compared)."""
+    try:
+        return pickle.dumps(vars(instance))
+    except Exception:  # __slots__, or state pickle cannot hold: treated as changed
+        return None
+
+
+def _received(value: Any, scalar: bool) -> list[int]:
+    if value is None:
+        return []
+    return [int(value)] if scalar else [int(n) for n in value if n is not None]
+
+
+def carried_udtf(handler: type, scalar: tuple[bool, ...]) -> type:
+    """A UDTF class that runs ``handler`` (the user's UDTF class) on all but
+    its last ``len(scalar)`` arguments, the row numbers of the argument row
+    (per row-number column: one number, or a list when not ``scalar``), and
+    appends to each output row, per row-number column, the list of row
+    numbers the row depends on (see the module's docstring)."""
+    count = len(scalar)
+
+    class CarriedUDTF:
+        def __init__(self) -> None:
+            self._udtf = handler()
+            self._initial = _state(self._udtf)
+            self._all: list[list[int]] = [[] for _ in scalar]
+
+        def _unchanged(self) -> bool:
+            now = _state(self._udtf)
+            return now is not None and now == self._initial
+
+        def eval(self, *args: Any, **kwargs: Any) -> Iterator[tuple[Any, ...]]:
+            data, numbers = args[:-count], args[-count:]
+            own = [_received(v, s) for v, s in zip(numbers, scalar, strict=True)]
+            for seen, mine in zip(self._all, own, strict=True):
+                seen += mine
+            lists = own if self._unchanged() else [list(seen) for seen in self._all]
+            yield from _tagged_rows(self._udtf.eval(*data, **kwargs), lists)
+
+        def terminate(self) -> Iterator[tuple[Any, ...]]:
+            finish = getattr(self._udtf, "terminate", None)
+            if finish is None:
+                return
+            lists = [[] for _ in scalar] if self._unchanged() else [list(seen) for seen in self._all]
+            yield from _tagged_rows(finish(), lists)
+
+        def cleanup(self) -> None:
+            if hasattr(self._udtf, "cleanup"):
+                self._udtf.cleanup()
+
+    CarriedUDTF.__name__ = CarriedUDTF.__qualname__ = f"Carried{handler.__name__}"
+    return CarriedUDTF
+
+
+def _tagged_rows(rows: Any, lists: list[list[int]]) -> Iterator[tuple[Any, ...]]:
+    """The user's output rows (tuples, lists or Rows; None: no rows), each
+    followed by ``lists``."""
+    if rows is None:
+        return
+    for row in rows:
+        yield (*tuple(row), *lists)

@@ -1,0 +1,146 @@
+"""Python UDTFs (issue 25, provplug_spark.lateral): a lateral call is a black
+box over its argument rows. An output row its ``eval`` yields while the
+instance keeps its initial state depends on that call's argument cells; any
+other (after the state changed, or from ``terminate``) on the argument cells
+of every row the instance had received."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import provplug
+from provplug.errors import CaptureError
+from provplug.testing import assert_lineage_matches_oracle
+
+from .helpers import Label, capture, expect, labelled_triples, table_rows
+
+F = pytest.importorskip("pyspark.sql.functions")
+udtf = pytest.importorskip("pyspark.sql.functions").udtf
+
+# k, n (how many rows to repeat), s; one partition: the order the stored rows are read in
+T_ROWS = ([(1, 2, "p"), (2, 1, "q"), (3, 0, "r")], "k int, n int, s string")
+# k, g (the partition), n
+G_ROWS = ([(1, "x", 2), (2, "x", 1), (3, "y", 5)], "k int, g string, n int")
+
+
+def _repeat() -> Any:
+    """A stateless UDTF: ``n`` rows (i, s) per call. Local: pickled by value for the workers."""
+
+    @udtf(returnType="i int, t string")
+    class Repeat:
+        def eval(self, n: int, s: str) -> Any:
+            for i in range(n):
+                yield i, s.upper()
+
+    return Repeat
+
+
+def _running() -> Any:
+    """A stateful UDTF over a TABLE argument: a running total per row, the total at terminate."""
+
+    @udtf(returnType="k int, total int")
+    class Running:
+        def __init__(self) -> None:
+            self.total = 0
+
+        def eval(self, row: Any) -> Any:
+            self.total += row["n"]
+            yield row["k"], self.total
+
+        def terminate(self) -> Any:
+            yield None, self.total
+
+    return Running
+
+
+def _row_args(k: int) -> list[Label]:
+    """Repeat's argument cells of T's row ``k``."""
+    return [("T", "n", k), ("T", "s", k)]
+
+
+def test_lateral_udtf_calls_depend_on_their_argument_row(spark: Any, store_path: Path) -> None:
+    """SQL ``LATERAL`` (inner and left outer) and ``DataFrame.lateralJoin``:
+    each output row of a stateless UDTF depends on its argument row's
+    argument cells; the left side's columns are copies; a call on literals
+    has no parents."""
+    repeat = _repeat()
+    spark.udtf.register("repeat_rows", repeat)
+
+    @provplug.step("Lateral", output=("BySql", "ByLeftJoin", "ByFrame", "OnLiterals"))
+    def lateral(t: Any) -> Any:
+        t.createOrReplaceTempView("t_rows")
+        by_frame = t.alias("t").lateralJoin(repeat(F.col("t.n").outer(), F.col("t.s").outer()))
+        return (
+            spark.sql("SELECT t.k, r.i, r.t FROM t_rows t, LATERAL repeat_rows(t.n, t.s) r"),
+            spark.sql("SELECT t.k, r.i, r.t FROM t_rows t LEFT JOIN LATERAL repeat_rows(t.n, t.s) r"),
+            by_frame.select("k", "i", "t"),
+            repeat(F.lit(2), F.lit("z")),
+        )
+
+    capture(spark, store_path, {"T": T_ROWS}, lambda f: lateral(f["T"]))
+    produced = {1: [(0, "P"), (1, "P")], 2: [(0, "Q")]}  # by hand: n rows per T row, none for n = 0
+    assert sorted(tuple(r.values()) for r in table_rows(store_path, "BySql")) == [
+        (k, i, t) for k, rows in produced.items() for i, t in rows
+    ]
+    # Spark 4 pads no row for a UDTF call that yields none, LEFT JOIN or not (as without provplug)
+    assert sorted(tuple(r.values()) for r in table_rows(store_path, "ByLeftJoin")) == [
+        (k, i, t) for k, rows in produced.items() for i, t in rows
+    ]
+    assert sorted(tuple(r.values()) for r in table_rows(store_path, "OnLiterals")) == [(0, "Z"), (1, "Z")]
+
+    def calls() -> dict[tuple[str, Any], list[Label]]:
+        return {
+            cell: parents
+            for k, rows in produced.items()
+            for i, _ in rows
+            for cell, parents in {
+                ("k", (k, i)): [("T", "k", k)],
+                ("i", (k, i)): _row_args(k),
+                ("t", (k, i)): _row_args(k),
+            }.items()
+        }
+
+    want = expect("Lateral", "BySql", calls()) | expect("Lateral", "ByFrame", calls())
+    want |= expect("Lateral", "ByLeftJoin", calls())
+    keys = {name: ("k", "i") for name in ("BySql", "ByLeftJoin", "ByFrame")}
+    assert labelled_triples(store_path, keys) == want
+    assert_lineage_matches_oracle(store_path)
+
+
+def test_a_stateful_udtf_over_a_partitioned_table_argument(spark: Any, store_path: Path) -> None:
+    """``running(TABLE(t) PARTITION BY g ORDER BY k)``: one instance per
+    partition. Its first ``eval`` sees the initial state (that row only);
+    later ones, and ``terminate``, depend on every row the instance had
+    received. A TABLE argument is the whole row: every column is a parent."""
+    spark.udtf.register("running_total", _running())
+
+    @provplug.step("Running", output="Totals")
+    def running(g: Any) -> Any:
+        g.createOrReplaceTempView("g_rows")
+        return spark.sql("SELECT * FROM running_total(TABLE(g_rows) PARTITION BY g ORDER BY k)")
+
+    capture(spark, store_path, {"G": G_ROWS}, lambda f: running(f["G"]))
+
+    def rows(*ks: int) -> list[Label]:
+        return [("G", c, k) for k in ks for c in ("k", "g", "n")]
+
+    # by hand: partition x (k 1 then 2): totals 2, 3, terminate 3; partition y (k 3): 5, terminate 5
+    received = {(1, 2): rows(1), (2, 3): rows(1, 2), (None, 3): rows(1, 2), (3, 5): rows(3), (None, 5): rows(3)}
+    assert sorted((tuple(r.values()) for r in table_rows(store_path, "Totals")), key=str) == sorted(received, key=str)
+    want = expect("Running", "Totals", {(c, key): parents for key, parents in received.items() for c in ("k", "total")})
+    assert labelled_triples(store_path, {"Totals": ("k", "total")}) == want
+    assert_lineage_matches_oracle(store_path)
+
+
+def test_other_lateral_subqueries_and_udtfs_are_refused_with_the_reason(spark: Any, store_path: Path) -> None:
+    @provplug.step("Sub", output="Out")
+    def lateral_subquery(t: Any) -> Any:
+        t.createOrReplaceTempView("t_sub")
+        return spark.sql("SELECT t.k, s.m FROM t_sub t, LATERAL (SELECT t.n * 2 AS m) s")
+
+    with pytest.raises(CaptureError, match=r"lateral subquery .* only a lateral call of a Python UDTF"):
+        capture(spark, store_path, {"T": T_ROWS}, lambda f: lateral_subquery(f["T"]))
+    assert not store_path.exists()
