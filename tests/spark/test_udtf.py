@@ -144,3 +144,36 @@ def test_other_lateral_subqueries_and_udtfs_are_refused_with_the_reason(spark: A
     with pytest.raises(CaptureError, match=r"lateral subquery .* only a lateral call of a Python UDTF"):
         capture(spark, store_path, {"T": T_ROWS}, lambda f: lateral_subquery(f["T"]))
     assert not store_path.exists()
+
+
+def test_a_lateral_udtf_call_in_a_captured_script(spark: Any, store_path: Path, tmp_path: Path) -> None:
+    """Under script capture (``provplug run``, ``capture_writes``) the written
+    rows are the plain run's and each derives from its argument row's cells."""
+    spark.udtf.register("repeat_rows", _repeat())
+    csv, out = tmp_path / "words.csv", tmp_path / "repeated"
+    csv.write_text("k,n,s\n1,2,p\n2,1,q\n3,0,r\n")
+    query = "SELECT w.k, r.i, r.t FROM words w, LATERAL repeat_rows(w.n, w.s) r"
+    with provplug.capture_writes(spark, store=store_path):
+        spark.read.option("header", True).schema("k int, n int, s string").csv(str(csv)).createOrReplaceTempView(
+            "words"
+        )
+        spark.sql(query).write.parquet(str(out))
+    plain = spark.sql(query).collect()  # the same query without capture
+    assert sorted(tuple(r) for r in spark.read.parquet(str(out)).collect()) == sorted(tuple(r) for r in plain)
+    assert sorted(tuple(r) for r in plain) == [(1, 0, "P"), (1, 1, "P"), (2, 0, "Q")]
+    args = {1: [("words", "n", 1), ("words", "s", 1)], 2: [("words", "n", 2), ("words", "s", 2)]}
+    want = expect(
+        "write:repeated",
+        "repeated",
+        {
+            cell: parents
+            for k, i in ((1, 0), (1, 1), (2, 0))
+            for cell, parents in {
+                ("k", (k, i)): [("words", "k", k)],
+                ("i", (k, i)): args[k],
+                ("t", (k, i)): args[k],
+            }.items()
+        },
+    )
+    assert labelled_triples(store_path, {"repeated": ("k", "i")}) == want
+    assert_lineage_matches_oracle(store_path)
