@@ -145,6 +145,29 @@ def test_other_lateral_subqueries_and_udtfs_are_refused_with_the_reason(spark: A
         capture(spark, store_path, {"T": T_ROWS}, lambda f: lateral_subquery(f["T"]))
     assert not store_path.exists()
 
+    from pyspark.sql.types import IntegerType, StructType
+    from pyspark.sql.udtf import AnalyzeResult
+
+    @udtf
+    class Analyzed:
+        @staticmethod
+        def analyze(n: Any) -> Any:
+            return AnalyzeResult(StructType().add("v", IntegerType()))
+
+        def eval(self, n: int) -> Any:
+            yield (n,)
+
+    spark.udtf.register("analyzed_udtf", Analyzed)
+
+    @provplug.step("Analyzed", output="Out")
+    def analyzed(t: Any) -> Any:
+        t.createOrReplaceTempView("t_an")
+        return spark.sql("SELECT t.k, a.v FROM t_an t, LATERAL analyzed_udtf(t.n) a")
+
+    with pytest.raises(CaptureError, match="analyzed_udtf: its class has an analyze method"):
+        capture(spark, store_path, {"T": T_ROWS}, lambda f: analyzed(f["T"]))
+    assert not store_path.exists()
+
 
 def test_a_lateral_udtf_call_in_a_captured_script(spark: Any, store_path: Path, tmp_path: Path) -> None:
     """Under script capture (``provplug run``, ``capture_writes``) the written
