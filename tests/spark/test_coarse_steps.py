@@ -13,6 +13,7 @@ function over whole groups, which provplug cannot trace cell by cell.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -193,3 +194,43 @@ def test_provplug_run_strict_refuses_before_the_write(spark: Any, tmp_path: Path
     assert "cogroup" in done.stderr
     assert not (tmp_path / "o" / "totals").exists()  # today's refusal: before the real write
     assert not store.exists() or open_store(store).runs() == []
+
+
+def test_whatif_reports_every_row_behind_a_coarse_step_as_unknown(
+    coarse_store: tuple[Path, list[tuple[int, int]]],
+) -> None:
+    store, _ = coarse_store
+    answer = provplug.open(store).whatif("A", "s = 'x'")
+    c = answer.table("C")
+    assert c is not None and c.every_row_unknown is not None
+    assert "cog is a coarse step" in c.every_row_unknown and "cogroup" in c.every_row_unknown
+    d = answer.table("D")
+    assert d is not None and d.every_row_unknown is not None  # and so is everything after it
+
+
+def test_exports_mark_the_coarse_step(coarse_store: tuple[Path, list[tuple[int, int]]], cli: Any) -> None:
+    store, _ = coarse_store
+    prov = cli("export", store, "D.t2", "--where", "k = 1", "--format", "prov-json")
+    assert prov.code == 0, prov.err
+    document = json.loads(prov.out)
+    (activity,) = [a for a in document["activity"].values() if a["prov:label"] == "cog"]
+    assert activity["pp:kind"] == "coarse" and "cogroup" in activity["pp:coarseReason"]
+    coarse = [d for d in document["wasDerivedFrom"].values() if d.get("pp:coarse")]
+    assert sorted(d["pp:columns"] for d in coarse) == ["k<-k,s,v; total<-k,s,v", "k<-k,w; total<-k,w"]
+    events = cli("export", store, "--format", "openlineage")
+    assert events.code == 0, events.err
+    (event,) = [e for e in json.loads(events.out) if e["job"]["name"].endswith("cog")]
+    (output,) = event["outputs"]
+    fields = output["facets"]["columnLineage"]["fields"]
+    assert sorted((f["name"], f["field"]) for f in fields["total"]["inputFields"]) == [
+        ("A", "k"),
+        ("A", "s"),
+        ("A", "v"),
+        ("B", "k"),
+        ("B", "w"),
+    ]
+    assert all(
+        t["description"].startswith("coarse step: cannot capture cogroup")
+        for f in fields["total"]["inputFields"]
+        for t in f["transformations"]
+    )
