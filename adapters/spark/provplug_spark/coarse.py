@@ -194,6 +194,12 @@ def coarse_inputs(jvm: Catalyst, tables: Tables, plan: Any, stored: Mapping[int,
     return CoarseInputs(tuple(attrs[jvm.expr_id(a)] for a in jvm.items(plan.output())), walk.hidden)
 
 
+def every_column(tables: Mapping[int, tuple[str, ...]], outputs: int) -> CoarseInputs:
+    """Every output column on every column of ``tables`` (table id -> columns)."""
+    deps = frozenset((t, c) for t, columns in tables.items() for c in range(len(columns)))
+    return CoarseInputs(tuple(deps for _ in range(outputs)), False)
+
+
 def coarse_edges(op_id: int, dst_table: int, inputs: CoarseInputs, reason: str) -> list[CoarseEdge]:
     """One edge per input table: output column j on the columns of that table it may derive from."""
     by_table: dict[int, dict[int, set[int]]] = {}

@@ -60,7 +60,7 @@ from provplug.plugin.protocols import RunRecorder
 
 from . import aligned, declared
 from ._jvm import PendingFrame
-from .coarse import coarse_edges, coarse_inputs
+from .coarse import coarse_edges, coarse_inputs, every_column
 from .groupjoin import group_jobs
 from .rewrite import PlanRewriter, Rewritten
 from .rowlineage import PairLayout
@@ -294,18 +294,37 @@ class SparkCaptureSession:
         self.pending.append((op, jobs))
         return tuple(frames) if len(step.outputs) > 1 else frames[0]
 
+    def coarse_step(self, step: StepInfo, outputs: Sequence[DataFrame], inputs: Sequence[int], reason: str) -> Any:
+        """Store ``outputs`` (Spark DataFrames of data provplug cannot trace,
+        e.g. built from a pandas node's result) as a coarse step: every
+        output column on every column of the ``inputs`` tables. Returns the
+        DataFrames (one, or a tuple) downstream steps should read."""
+        started = _now()
+        every = {t: self._stored[t] for t in inputs if t in self._stored}
+        return self._coarse_step(step, list(outputs), self.run.new_op_id(), started, reason, every)
+
     def _coarse_step(
-        self, step: StepInfo, outputs: list[DataFrame], op_id: int, started: dt.datetime, reason: str
+        self,
+        step: StepInfo,
+        outputs: list[DataFrame],
+        op_id: int,
+        started: dt.datetime,
+        reason: str,
+        every: Mapping[int, tuple[str, ...]] | None = None,
     ) -> Any:
         """A step whose rows cannot be traced exactly: its outputs are stored
         as usual (numbered rows, read back downstream), with no triple; one
         coarse edge per input table says what each output column may derive
-        from (:mod:`.coarse`). Fail open: the pipeline goes on unchanged."""
+        from (:mod:`.coarse`; ``every``: on every column of these tables).
+        Fail open: the pipeline goes on unchanged."""
         stored = dict(self._stored)
         tables, jobs, frames, inputs = [], [], [], set()
         for name, frame in zip(step.outputs, outputs, strict=True):
             table = self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
-            found = coarse_inputs(self.rewriter.jvm, self.rewriter.tables, self.rewriter.jvm.plan(frame), stored)
+            if every is None:
+                found = coarse_inputs(self.rewriter.jvm, self.rewriter.tables, self.rewriter.jvm.plan(frame), stored)
+            else:
+                found = every_column(every, len(table.columns))
             why = reason + ("; it also reads data that is not a table of the run" if found.hidden_inputs else "")
             for edge in coarse_edges(op_id, table.table_id, found, why):
                 self.run.record_coarse_edge(edge)
