@@ -180,3 +180,25 @@ select cntrycode, count(*) as numcust, sum(c_acctbal) as totacctbal from (
     and not exists (select * from orders where o_custkey = c_custkey)) as custsale
 group by cntrycode order by cntrycode""",
     }
+
+
+def main(argv: list[str]) -> int:
+    """``python tpch_queries.py [SCALE] QUERY...``: print the SQL of the named queries."""
+    import sys
+
+    scale = float(argv[0]) if argv and argv[0][:1].isdigit() else 0.1
+    wanted = [a for a in argv if not a[:1].isdigit()] or list(queries(scale))
+    sql = queries(scale)
+    unknown = [q for q in wanted if q not in sql]
+    if unknown:
+        print(f"unknown queries {', '.join(unknown)} (q1 ... q22)", file=sys.stderr)
+        return 2
+    for name in wanted:
+        print(f"-- {name}{sql[name]};")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
