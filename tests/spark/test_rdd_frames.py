@@ -15,7 +15,7 @@ import provplug
 from provplug.errors import CaptureError
 from provplug.testing import assert_lineage_matches_oracle
 
-from .helpers import T_ROWS, capture, expect, labelled_triples, table_rows
+from .helpers import T_ROWS, capture, expect, labelled_triples, ops, table_rows
 
 F = pytest.importorskip("pyspark.sql.functions")
 
@@ -96,7 +96,7 @@ def test_json_of_driver_strings_is_a_registered_source_of_a_step(spark: Any, sto
 
     unregistered = store_path.parent / "unregistered"
     with pytest.raises(CaptureError, match=r"built in the driver .*spark\.read\.json.*run\.source\(df, name\)"):
-        capture(spark, unregistered, {"T": T_ROWS}, lambda f: older(spark.read.json(strings)))
+        capture(spark, unregistered, {"T": T_ROWS}, lambda f: older(spark.read.json(strings)), strict=True)
     assert not unregistered.exists()
 
 
@@ -113,9 +113,10 @@ def test_rows_python_rdd_functions_made_from_a_dataframe_are_refused_with_the_re
     spark: Any, store_path: Path, tmp_path: Path, derived: Any
 ) -> None:
     """Which input row an element of ``df.rdd.map(f)`` came from is known only
-    inside ``f``: refused (script capture and steps alike), nothing committed."""
+    inside ``f``: refused in strict mode (script capture and steps alike),
+    nothing committed; otherwise a coarse step with that reason."""
     refused = pytest.raises(CaptureError, match="Python RDD functions from another DataFrame's rows")
-    with refused, provplug.capture_writes(spark, store=store_path):
+    with refused, provplug.capture_writes(spark, store=store_path, strict=True):
         derived(spark.createDataFrame(*T_ROWS)).write.parquet(str(tmp_path / "out"))
     assert not store_path.exists() and not (tmp_path / "out").exists()
 
@@ -124,5 +125,9 @@ def test_rows_python_rdd_functions_made_from_a_dataframe_are_refused_with_the_re
         return derived(df)
 
     with pytest.raises(CaptureError, match="Python RDD functions from another DataFrame's rows"):
-        capture(spark, store_path, {"T": T_ROWS}, lambda f: step(f["T"]))
+        capture(spark, store_path, {"T": T_ROWS}, lambda f: step(f["T"]), strict=True)
     assert not store_path.exists()
+    # Not strict: a coarse step that says why
+    capture(spark, store_path, {"T": T_ROWS}, lambda f: step(f["T"]))
+    derived_op = ops(store_path)["Derived"]
+    assert derived_op["kind"] == "coarse" and "Python RDD functions" in derived_op["params"]

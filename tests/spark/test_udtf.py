@@ -142,7 +142,7 @@ def test_other_lateral_subqueries_and_udtfs_are_refused_with_the_reason(spark: A
         return spark.sql("SELECT t.k, s.m FROM t_sub t, LATERAL (SELECT t.n * 2 AS m) s")
 
     with pytest.raises(CaptureError, match=r"lateral subquery .* only a lateral call of a Python UDTF"):
-        capture(spark, store_path, {"T": T_ROWS}, lambda f: lateral_subquery(f["T"]))
+        capture(spark, store_path, {"T": T_ROWS}, lambda f: lateral_subquery(f["T"]), strict=True)
     assert not store_path.exists()
 
     from pyspark.sql.types import IntegerType, StructType
@@ -165,7 +165,7 @@ def test_other_lateral_subqueries_and_udtfs_are_refused_with_the_reason(spark: A
         return spark.sql("SELECT t.k, a.v FROM t_an t, LATERAL analyzed_udtf(t.n) a")
 
     with pytest.raises(CaptureError, match="analyzed_udtf: its class has an analyze method"):
-        capture(spark, store_path, {"T": T_ROWS}, lambda f: analyzed(f["T"]))
+        capture(spark, store_path, {"T": T_ROWS}, lambda f: analyzed(f["T"]), strict=True)
     assert not store_path.exists()
 
 
