@@ -1,8 +1,8 @@
 """Python UDTFs (issue 25, provplug_spark.lateral): a lateral call is a black
-box over its argument rows. An output row its ``eval`` yields while the
-instance keeps its initial state depends on that call's argument cells; any
-other (after the state changed, or from ``terminate``) on the argument cells
-of every row the instance had received."""
+box over its argument rows. An output row depends on the argument cells of
+the call that yielded it and of every row received since the instance last
+held its initial state (the rows its state may carry): a stateless UDTF's
+rows on their own argument row; ``terminate``'s on the rows it gathered."""
 
 from __future__ import annotations
 
@@ -199,4 +199,49 @@ def test_a_lateral_udtf_call_in_a_captured_script(spark: Any, store_path: Path, 
         },
     )
     assert labelled_triples(store_path, {"repeated": ("k", "i")}) == want
+    assert_lineage_matches_oracle(store_path)
+
+
+def test_a_batching_udtf_depends_on_the_rows_of_its_batch(spark: Any, store_path: Path) -> None:
+    """A UDTF that buffers two rows, emits them and clears its buffer: once
+    the buffer is empty again (its initial state) the rows before it no
+    longer count. By hand, partition x (k 1, 2, 3): k 1 and 2 are emitted
+    together (batch of 2, from rows 1 and 2), k 3 by terminate (row 3 alone);
+    partition y: k 4 by terminate (row 4)."""
+
+    @udtf(returnType="k int, size int")
+    class Batches:
+        def __init__(self) -> None:
+            self.buffer: list[int] = []
+
+        def eval(self, row: Any) -> Any:
+            self.buffer = [*self.buffer, row["k"]]
+            if len(self.buffer) == 2:
+                yield from self._flush()
+
+        def terminate(self) -> Any:
+            yield from self._flush()
+
+        def _flush(self) -> Any:
+            done, self.buffer = self.buffer, []
+            for k in done:
+                yield k, len(done)
+
+    spark.udtf.register("in_batches", Batches)
+
+    @provplug.step("Batch", output="Batched")
+    def batched(b: Any) -> Any:
+        b.createOrReplaceTempView("b_rows")
+        return spark.sql("SELECT * FROM in_batches(TABLE(b_rows) PARTITION BY g ORDER BY k)")
+
+    rows = ([(1, "x"), (2, "x"), (3, "x"), (4, "y")], "k int, g string")
+    capture(spark, store_path, {"B": rows}, lambda f: batched(f["B"]))
+    assert sorted(tuple(r.values()) for r in table_rows(store_path, "Batched")) == [(1, 2), (2, 2), (3, 1), (4, 1)]
+    batch = {1: (1, 2), 2: (1, 2), 3: (3,), 4: (4,)}
+    want = expect(
+        "Batch",
+        "Batched",
+        {(col, k): [("B", c, r) for r in batch[k] for c in ("k", "g")] for k in batch for col in ("k", "size")},
+    )
+    assert labelled_triples(store_path) == want
     assert_lineage_matches_oracle(store_path)

@@ -12,11 +12,12 @@ whole group for ``applyInPandas``, the partition's batches read so far for
 ``mapInPandas`` (it cannot have used a batch it had not read).
 
 A Python UDTF (:func:`carried_udtf`) is called once per argument row and
-may keep state in its instance between calls: an output row its ``eval``
-yields while the instance holds the state it was created with depends on
-that call's argument row alone; any other output row (a later ``eval`` after
-the state changed, or ``terminate``) on every argument row the instance had
-received.
+may keep state in its instance between calls: an output row depends on the
+argument row of the call that yielded it and on every argument row received
+since the instance last held the state it was created with at the start of
+a call (its attributes, compared pickled): the rows its state may carry.
+A stateless UDTF's rows depend on their own argument row alone; a
+``terminate`` row on the rows its state gathered.
 """
 
 from __future__ import annotations
@@ -116,26 +117,29 @@ def carried_udtf(handler: type, scalar: tuple[bool, ...]) -> type:
         def __init__(self) -> None:
             self._udtf = handler()
             self._initial = _state(self._udtf)
-            self._all: list[list[int]] = [[] for _ in scalar]
+            # The argument rows received since the instance last held its
+            # initial state at the start of a call: all its state can carry.
+            self._since: list[list[int]] = [[] for _ in scalar]
 
-        def _unchanged(self) -> bool:
+        def _carried(self) -> list[list[int]]:
+            """The rows the instance's state may carry (none when it is the initial one)."""
             now = _state(self._udtf)
-            return now is not None and now == self._initial
+            if now is not None and now == self._initial:
+                self._since = [[] for _ in scalar]
+            return self._since
 
         def eval(self, *args: Any, **kwargs: Any) -> Iterator[tuple[Any, ...]]:
             data, numbers = args[:-count], args[-count:]
-            own = [_received(v, s) for v, s in zip(numbers, scalar, strict=True)]
-            for seen, mine in zip(self._all, own, strict=True):
-                seen += mine
-            lists = own if self._unchanged() else [list(seen) for seen in self._all]
-            yield from _tagged_rows(self._udtf.eval(*data, **kwargs), lists)
+            since = self._carried()
+            for seen, value, one in zip(since, numbers, scalar, strict=True):
+                seen += _received(value, one)
+            yield from _tagged_rows(self._udtf.eval(*data, **kwargs), [list(seen) for seen in since])
 
         def terminate(self) -> Iterator[tuple[Any, ...]]:
             finish = getattr(self._udtf, "terminate", None)
             if finish is None:
                 return
-            lists = [[] for _ in scalar] if self._unchanged() else [list(seen) for seen in self._all]
-            yield from _tagged_rows(finish(), lists)
+            yield from _tagged_rows(finish(), [list(seen) for seen in self._carried()])
 
         def cleanup(self) -> None:
             if hasattr(self._udtf, "cleanup"):

@@ -8,10 +8,10 @@ to the argument row's columns. A UDTF is a black box over its argument rows
 (docs/capture-semantics.md): the call is rebuilt so that the UDTF also
 receives the argument row's row numbers, and the user's class is wrapped
 (:func:`.blackbox.carried_udtf`) to list, beside each output row, the row
-numbers the row depends on: the argument row of its ``eval`` call while the
-instance keeps the state it was created with, else every argument row the
-instance had received (``terminate``'s rows, which Spark pairs with the
-partition's last row, included). Every output column of the UDTF depends
+numbers the row depends on: the argument row of the call that yielded it and
+every argument row received since the instance last held its initial state
+(``terminate``'s rows, which Spark pairs with the partition's last row,
+included). Every output column of the UDTF depends
 on every argument cell of those rows; the left side's columns are copies.
 """
 
