@@ -62,14 +62,14 @@ def _row_args(k: int) -> list[Label]:
 
 
 def test_lateral_udtf_calls_depend_on_their_argument_row(spark: Any, store_path: Path) -> None:
-    """SQL ``LATERAL`` (inner and left outer) and ``DataFrame.lateralJoin``:
+    """SQL ``LATERAL`` (inner, left outer, named arguments) and ``DataFrame.lateralJoin``:
     each output row of a stateless UDTF depends on its argument row's
     argument cells; the left side's columns are copies; a call on literals
     has no parents."""
     repeat = _repeat()
     spark.udtf.register("repeat_rows", repeat)
 
-    @provplug.step("Lateral", output=("BySql", "ByLeftJoin", "ByFrame", "OnLiterals"))
+    @provplug.step("Lateral", output=("BySql", "ByLeftJoin", "ByFrame", "ByName", "OnLiterals"))
     def lateral(t: Any) -> Any:
         t.createOrReplaceTempView("t_rows")
         by_frame = t.alias("t").lateralJoin(repeat(F.col("t.n").outer(), F.col("t.s").outer()))
@@ -77,6 +77,7 @@ def test_lateral_udtf_calls_depend_on_their_argument_row(spark: Any, store_path:
             spark.sql("SELECT t.k, r.i, r.t FROM t_rows t, LATERAL repeat_rows(t.n, t.s) r"),
             spark.sql("SELECT t.k, r.i, r.t FROM t_rows t LEFT JOIN LATERAL repeat_rows(t.n, t.s) r"),
             by_frame.select("k", "i", "t"),
+            spark.sql("SELECT t.k, r.i, r.t FROM t_rows t, LATERAL repeat_rows(s => t.s, n => t.n) r"),
             repeat(F.lit(2), F.lit("z")),
         )
 
@@ -104,8 +105,9 @@ def test_lateral_udtf_calls_depend_on_their_argument_row(spark: Any, store_path:
         }
 
     want = expect("Lateral", "BySql", calls()) | expect("Lateral", "ByFrame", calls())
+    want |= expect("Lateral", "ByName", calls())
     want |= expect("Lateral", "ByLeftJoin", calls())
-    keys = {name: ("k", "i") for name in ("BySql", "ByLeftJoin", "ByFrame")}
+    keys = {name: ("k", "i") for name in ("BySql", "ByLeftJoin", "ByFrame", "ByName")}
     assert labelled_triples(store_path, keys) == want
     assert_lineage_matches_oracle(store_path)
 
