@@ -113,16 +113,22 @@ def test_lateral_udtf_calls_depend_on_their_argument_row(spark: Any, store_path:
 
 
 def test_a_stateful_udtf_over_a_partitioned_table_argument(spark: Any, store_path: Path) -> None:
-    """``running(TABLE(t) PARTITION BY g ORDER BY k)``: one instance per
+    """``running(TABLE(t) PARTITION BY g ORDER BY k)`` and its DataFrame form
+    ``running(t.asTable().partitionBy("g").orderBy("k"))``: one instance per
     partition. Its first ``eval`` sees the initial state (that row only);
     later ones, and ``terminate``, depend on every row the instance had
     received. A TABLE argument is the whole row: every column is a parent."""
     spark.udtf.register("running_total", _running())
 
-    @provplug.step("Running", output="Totals")
+    running_total = _running()
+
+    @provplug.step("Running", output=("Totals", "TotalsByFrame"))
     def running(g: Any) -> Any:
         g.createOrReplaceTempView("g_rows")
-        return spark.sql("SELECT * FROM running_total(TABLE(g_rows) PARTITION BY g ORDER BY k)")
+        return (
+            spark.sql("SELECT * FROM running_total(TABLE(g_rows) PARTITION BY g ORDER BY k)"),
+            running_total(g.asTable().partitionBy("g").orderBy("k")),
+        )
 
     capture(spark, store_path, {"G": G_ROWS}, lambda f: running(f["G"]))
 
@@ -131,9 +137,12 @@ def test_a_stateful_udtf_over_a_partitioned_table_argument(spark: Any, store_pat
 
     # by hand: partition x (k 1 then 2): totals 2, 3, terminate 3; partition y (k 3): 5, terminate 5
     received = {(1, 2): rows(1), (2, 3): rows(1, 2), (None, 3): rows(1, 2), (3, 5): rows(3), (None, 5): rows(3)}
-    assert sorted((tuple(r.values()) for r in table_rows(store_path, "Totals")), key=str) == sorted(received, key=str)
-    want = expect("Running", "Totals", {(c, key): parents for key, parents in received.items() for c in ("k", "total")})
-    assert labelled_triples(store_path, {"Totals": ("k", "total")}) == want
+    want = set()
+    for out in ("Totals", "TotalsByFrame"):
+        stored = sorted((tuple(r.values()) for r in table_rows(store_path, out)), key=str)
+        assert stored == sorted(received, key=str), out
+        want |= expect("Running", out, {(c, key): parents for key, parents in received.items() for c in ("k", "total")})
+    assert labelled_triples(store_path, {"Totals": ("k", "total"), "TotalsByFrame": ("k", "total")}) == want
     assert_lineage_matches_oracle(store_path)
 
 
@@ -168,6 +177,23 @@ def test_other_lateral_subqueries_and_udtfs_are_refused_with_the_reason(spark: A
 
     with pytest.raises(CaptureError, match="analyzed_udtf: its class has an analyze method"):
         capture(spark, store_path, {"T": T_ROWS}, lambda f: analyzed(f["T"]), strict=True)
+    assert not store_path.exists()
+
+    import pyarrow as pa
+    from pyspark.sql.functions import arrow_udtf
+
+    class Batches:
+        def eval(self, batch: pa.RecordBatch) -> Any:
+            yield pa.table({"k": batch.column("k")})
+
+    batches = arrow_udtf(Batches, returnType="k int")
+
+    @provplug.step("Arrow", output="Out")
+    def arrow(t: Any) -> Any:
+        return batches(t.asTable())
+
+    with pytest.raises(CaptureError, match="PyArrow UDTF Batches exactly: it receives batches"):
+        capture(spark, store_path, {"T": T_ROWS}, lambda f: arrow(f["T"]), strict=True)
     assert not store_path.exists()
 
 
