@@ -88,8 +88,8 @@ def _check(spark: Any, store: Path, tmp_path: Path, read: Reader, copied: bool) 
             cell: parents
             for row in plain
             for cell, parents in {
-                ("k", (row[at["k"]],)): [(source, "k", (row[at["k"]],))],
-                ("v10", (row[at["k"]],)): [(source, "v", (row[at["k"]],))],
+                ("k", row[at["k"]]): [(source, "k", row[at["k"]])],
+                ("v10", row[at["k"]]): [(source, "v", row[at["k"]])],
             }.items()
         },
     )
