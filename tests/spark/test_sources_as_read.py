@@ -266,7 +266,6 @@ def test_a_copy_that_fails_midway_leaves_nothing_and_says_so(tmp_path: Path) -> 
     """The second file vanished after it was listed: the copy stops, the
     first copy is removed, and the caller is told to read through Spark."""
     import pyarrow.fs as pafs
-
     from provplug_spark.sources import copied_rows
 
     first = tmp_path / "a.parquet"

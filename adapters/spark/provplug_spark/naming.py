@@ -44,6 +44,7 @@ import os
 import posixpath
 import re
 from collections.abc import Iterator, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 GENERIC_WORDS = frozenset({"output", "outputs", "out", "data", "tmp", "temp", "input", "inputs", "_temporary"})
@@ -114,7 +115,9 @@ def table_identity(qualified: str, metastore_uri: str | None, warehouse: str | N
     if warehouse:
         where = path_identity(warehouse)
         folder = where.name if where.name.startswith("/") else "/" + where.name
-        return DatasetId(f"{where.namespace}:{folder}" if where.namespace == "file" else where.namespace + folder, qualified, False)
+        return DatasetId(
+            f"{where.namespace}:{folder}" if where.namespace == "file" else where.namespace + folder, qualified, False
+        )
     return DatasetId("spark_catalog", qualified, is_path=False)
 
 
@@ -234,3 +237,41 @@ class Aliases:
     def _give(self, name: str, identity: DatasetId | None) -> str:
         self._owner[name] = identity
         return name
+
+
+# -- from Spark ----------------------------------------------------------------------------
+def catalog_identity(spark: Any, database: str | None, table: str) -> DatasetId:
+    """A table of the session catalog (``database`` None: the current one)."""
+    conf = spark._jsc.hadoopConfiguration()
+    metastore = spark.conf.get("spark.hadoop.hive.metastore.uris", None) or conf.get("hive.metastore.uris")
+    warehouse = spark.conf.get("spark.sql.warehouse.dir", None)
+    db = database or spark.catalog.currentDatabase()
+    return table_identity(f"{db}.{table}", metastore, warehouse)
+
+
+def relation_identity(spark: Any, leaf: Any) -> DatasetId | None:
+    """The dataset a LogicalRelation reads: its catalog table, else its root paths."""
+    if leaf.nodeName() != "LogicalRelation":
+        return None
+    catalog = leaf.catalogTable()
+    if catalog.isDefined():
+        identifier = catalog.get().identifier()
+        database = identifier.database()
+        return catalog_identity(spark, str(database.get()) if database.isDefined() else None, str(identifier.table()))
+    try:
+        paths = [str(p.toString()) for p in _items(leaf.relation().location().rootPaths())]
+    except Exception:  # py4j: not a file relation (JDBC, in-memory, ...)
+        return None
+    return paths_identity(paths) if paths else None
+
+
+def written_identity(spark: Any, target: str, is_table: bool, qualified_path: str | None) -> DatasetId:
+    """The dataset a write writes: the catalog table ``target``, or the path (qualified by Spark)."""
+    if is_table:
+        parts = [p.strip("`") for p in target.split(".")]
+        return catalog_identity(spark, parts[-2] if len(parts) > 1 else None, parts[-1])
+    return path_identity(qualified_path or target)
+
+
+def _items(jseq: Any) -> list[Any]:
+    return [jseq.apply(i) for i in range(jseq.size())]
