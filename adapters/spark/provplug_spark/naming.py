@@ -221,14 +221,17 @@ class Aliases:
         self._owner: dict[str, DatasetId | None] = {}
 
     def claim(self, preferred: str, identity: DatasetId | None = None) -> str:
-        """A name not yet given in the run: ``preferred``, or one derived from ``identity``."""
-        candidates = [preferred, *(() if identity is None else alias_candidates(identity))]
-        for candidate in dict.fromkeys(candidates):
-            owner = self._owner.get(candidate, ...)
-            if owner is ...:
-                return self._give(candidate, identity)
-            if identity is not None and owner == identity:
-                break  # the same dataset again: numbered, not renamed
+        """A name not yet given in the run: ``preferred``, or one derived from
+        ``identity`` that the dataset holding ``preferred`` would not derive
+        (so that the name shows what differs: ``trips-2024-02``, ``west-report``)."""
+        owner = self._owner.get(preferred, ...)
+        if owner is ...:
+            return self._give(preferred, identity)
+        if identity is not None and owner != identity:
+            theirs = set() if owner is None else set(alias_candidates(owner))
+            for candidate in alias_candidates(identity):
+                if candidate not in theirs and candidate not in self._owner:
+                    return self._give(candidate, identity)
         n = 2
         while f"{preferred}-{n}" in self._owner:
             n += 1
