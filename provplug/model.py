@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-OpKind = Literal["builtin", "udf", "imported"]
+OpKind = Literal["builtin", "udf", "imported", "coarse"]  # coarse: see CoarseEdge
 TableOrigin = Literal["source", "output", "imported"]
+COARSE_REASON = "coarse_reason"  # op parameter of a coarse step: why it is coarse
 
 
 def utc_now() -> datetime:
@@ -84,3 +85,44 @@ class StoreLocation:
     uri: str
     filesystem: Any  # a pyarrow.fs.FileSystem
     root: str
+
+
+@dataclasses.dataclass(frozen=True)
+class CoarseEdge:
+    """What a step provplug could not capture cell by cell may derive from.
+
+    A *coarse step* (op kind ``"coarse"``) stores its output rows as usual
+    but no triples: one edge per (input table, output table) says that
+    output column ``out`` of EVERY row may derive from input columns
+    ``ins`` of EVERY row of ``src_table`` -- the finest grain that is
+    certain. ``columns`` is ``None`` when the plan says nothing finer:
+    every output column on every input column. ``reason`` says why the
+    step is coarse (shown with every answer that crosses it).
+    """
+
+    op: int
+    src_table: int
+    dst_table: int
+    reason: str
+    columns: tuple[tuple[int, tuple[int, ...]], ...] | None = None  # (output column, its input columns)
+
+    def sources_of(self, out_column: int, in_columns: int) -> tuple[int, ...]:
+        """The input columns output column ``out_column`` may derive from
+        (``in_columns``: how many columns ``src_table`` has)."""
+        if self.columns is None:
+            return tuple(range(in_columns))
+        return next((ins for out, ins in self.columns if out == out_column), ())
+
+    def targets_of(self, in_column: int, out_columns: int) -> tuple[int, ...]:
+        """The output columns that may derive from input column ``in_column``."""
+        if self.columns is None:
+            return tuple(range(out_columns))
+        return tuple(out for out, ins in self.columns if in_column in ins)
+
+
+@dataclasses.dataclass(frozen=True)
+class UncapturedWrite:
+    """A write a run saw but could not capture at all (the write itself was done)."""
+
+    name: str  # the dataset written (a path, a table name, a JDBC table)
+    reason: str

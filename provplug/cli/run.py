@@ -36,6 +36,12 @@ def add_parser(sub: Any) -> None:
         "(e.g. flights=sample:ratio=0.33,seed=1; repeatable). Production mode: every row is "
         "computed, only the kept rows' triples are stored",
     )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail the run (and the script, before its write) on a step provplug cannot capture cell by cell, "
+        "instead of storing it as a coarse step",
+    )
     p.add_argument("--label", metavar="LABEL", help="name the run (see `provplug runs`; --run LABEL picks it)")
     p.add_argument("--tag", action="append", default=[], metavar="TAG", help="tag the run (repeatable)")
     p.add_argument(
@@ -101,25 +107,26 @@ def _store_script_args(args: argparse.Namespace) -> tuple[str, str, list[str]]:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from provplug.cli.output import note
+    from provplug.ingest.capture import run_summary
     from provplug.ingest.scripts import run_script
     from provplug.reduce.spec import parse_specs
 
     store, script, script_args = _store_script_args(args)
     reduce = parse_specs(args.reduce)  # a malformed spec fails before the script runs
     status, run = run_script(
-        script, script_args, store, store_rows=not args.no_rows, reduce=reduce, label=args.label, tags=args.tag
+        script,
+        script_args,
+        store,
+        store_rows=not args.no_rows,
+        reduce=reduce,
+        label=args.label,
+        tags=args.tag,
+        strict=args.strict,
     )
     if status != 0:
         print(f"provplug: the script exited with status {status}; nothing captured", file=sys.stderr)
     elif run is None:
         print("provplug: the script wrote no DataFrame; nothing captured", file=sys.stderr)
     else:
-        writes = sum(1 for op in run.txn.ops if op.name.startswith("write:"))
-        tables = {t for op in run.txn.ops for t in (*op.inputs, *op.outputs)}
-        number = getattr(run.txn, "number", None)
-        note(
-            args,
-            f"provplug: captured run {number if number is not None else '?'} ({run.run_id}; "
-            f"{writes} writes, {len(tables)} tables) into {store}",
-        )
+        note(args, f"provplug: {run_summary(run)}")
     return status

@@ -34,7 +34,7 @@ from provplug.errors import CaptureError
 from provplug.ingest.recorder import StagedRun
 from provplug.ingest.runcontext import checked_label, python_entry, run_context
 from provplug.ingest.transaction import observed_run
-from provplug.model import RunInfo, StepInfo
+from provplug.model import COARSE_REASON, RunInfo, StepInfo
 from provplug.plugin.manager import Plugins, get_plugins
 from provplug.plugin.protocols import AdapterSession, Store, Transaction
 from provplug.plugin.reductions import MODES, Reduction
@@ -47,6 +47,7 @@ _active_run: contextvars.ContextVar[ActiveRun | None] = contextvars.ContextVar("
 _modules: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("provplug_modules", default=())
 MODULE_PARAM = "module"  # op parameter naming a step's module (the zoom queries')
 reduce_logger = logging.getLogger("provplug.reduce")
+summary_logger = logging.getLogger("provplug.summary")  # one line per committed run
 
 
 class ActiveRun(StagedRun):
@@ -65,6 +66,7 @@ class ActiveRun(StagedRun):
         reduce: Mapping[str, Reduction] | None = None,
         reduce_mode: str = "production",
         location_lineage: bool = True,
+        strict: bool = False,
     ) -> None:
         # Production-mode reduction filters the stored triples to paths from
         # kept rows: every step keeps its triples for it (no location edges).
@@ -73,6 +75,7 @@ class ActiveRun(StagedRun):
             txn,
             store_rows=store_rows,
             location_lineage=location_lineage and not (reduce and reduce_mode == "production"),
+            strict=strict,
         )
         self.info = info
         self.plugins = plugins
@@ -242,8 +245,14 @@ def capture(
     label: str | None = None,
     tags: Sequence[str] = (),
     entry_point: Mapping[str, Any] | None = None,
+    strict: bool = False,
 ) -> Iterator[ActiveRun]:
     """Capture one run of a pipeline on ``engine`` into ``store``, atomically.
+
+    By default a step provplug cannot capture cell by cell becomes a coarse
+    step (its rows stored, its dependency recorded at the finest certain
+    grain, docs/capture-semantics.md); ``strict=True`` makes it fail the run
+    instead.
 
     ``store_rows=False`` keeps only ids (answers then show no cell values).
     ``reduce``: source table name -> a :class:`provplug.reduce.Reduction`
@@ -279,7 +288,9 @@ def capture(
 
     target = open_store(store, plugins)
     with observed_run(target, plugins, "capture", adapter.name) as (txn, info):
-        run = ActiveRun(target, txn, info, plugins, store_rows, engine, reductions, reduce_mode, location_lineage)
+        run = ActiveRun(
+            target, txn, info, plugins, store_rows, engine, reductions, reduce_mode, location_lineage, strict
+        )
         logger.info("capture run %s started (%s) into %s", info.run_id, adapter.name, target.uri)
         run.record_context(run_context(adapter.name, engine, entry, label, tags))
         token = _active_run.set(run)
@@ -298,3 +309,36 @@ def capture(
         finally:
             _active_run.reset(token)
     logger.info("run %s committed: %d ops into %s", info.run_id, len(txn.ops), target.uri)
+    _announce(run)
+
+
+def run_summary(run: StagedRun) -> str:
+    """One line saying what a committed run holds: its number and id,
+    tables, triples, and -- what a user must not miss -- its coarse steps
+    with their reasons and the writes it could not capture."""
+    txn = run.txn
+    number = getattr(txn, "number", None)
+    tables = {t for op in txn.ops for t in (*op.inputs, *op.outputs)}
+    triples = sum(op.triples or 0 for op in txn.ops)
+    parts = [f"{len(txn.ops)} steps", f"{len(tables)} tables", f"{triples:,} triples"]
+    coarse = [op for op in txn.ops if op.kind == "coarse"]
+    if coarse:
+        reasons = "; ".join(f"{op.name}: {op.params.get(COARSE_REASON, 'not captured exactly')}" for op in coarse)
+        parts.append(f"{len(coarse)} coarse step{'s' if len(coarse) > 1 else ''} ({reasons})")
+    if run.uncaptured_writes:
+        writes = "; ".join(f"{w.name}: {w.reason}" for w in run.uncaptured_writes)
+        parts.append(
+            f"{len(run.uncaptured_writes)} uncaptured write{'s' if len(run.uncaptured_writes) > 1 else ''} ({writes})"
+        )
+    return (
+        f"captured run {number if number is not None else '?'} ({run.run_id}; {', '.join(parts)}) into {run.store.uri}"
+    )
+
+
+def _announce(run: StagedRun) -> None:
+    """The run's summary through logging: a warning (shown on stderr even
+    when the application configured no logging) when the run has coarse
+    steps or uncaptured writes, else at info level."""
+    coarse = any(op.kind == "coarse" for op in run.txn.ops)
+    level = logging.WARNING if coarse or run.uncaptured_writes else logging.INFO
+    summary_logger.log(level, "provplug: %s", run_summary(run))

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from provplug.errors import CaptureError
-from provplug.model import OpInfo, TableInfo, TableOrigin, utc_now
+from provplug.model import CoarseEdge, OpInfo, TableInfo, TableOrigin, UncapturedWrite, utc_now
 from provplug.plugin.protocols import Store, Transaction
 from provplug.rowrules import LINEAGE, RULES, OpRowRules, rules_text
 
@@ -38,7 +38,11 @@ SCRATCH = "_scratch"
 # Names of the store's own files in a run's directory (see provplug.store.parquet).
 # Location-based lineage edges (provplug.location.LOCATIONS, asserted equal by its tests).
 LOCATIONS = "locations.json"
-RESERVED = frozenset({ROWS, TRIPLES, "tables.parquet", "ops.parquet", "values.parquet", LINEAGE, RULES, LOCATIONS})
+COARSE = "coarse.json"  # coarse edges (provplug.store.coarse.COARSE)
+UNCAPTURED = "uncaptured_writes"  # the manifest's list of writes the run could not capture
+RESERVED = frozenset(
+    {ROWS, TRIPLES, "tables.parquet", "ops.parquet", "values.parquet", LINEAGE, RULES, LOCATIONS, COARSE}
+)
 logger = logging.getLogger(__name__)
 
 
@@ -46,12 +50,21 @@ class StagedRun:
     """A run being staged in ``store`` through ``txn`` (implements RunRecorder)."""
 
     def __init__(
-        self, store: Store[Transaction], txn: Transaction, *, store_rows: bool = True, location_lineage: bool = True
+        self,
+        store: Store[Transaction],
+        txn: Transaction,
+        *,
+        store_rows: bool = True,
+        location_lineage: bool = True,
+        strict: bool = False,
     ) -> None:
         self.store = store
         self.txn = txn
         self._store_rows = store_rows
         self._location_lineage = location_lineage
+        self._strict = strict
+        self._coarse_edges: list[CoarseEdge] = []  # written as coarse.json when the run finishes
+        self._uncaptured: list[UncapturedWrite] = []
         self._names: set[str] = set()
         self._used: set[str] = set()  # top-level directories handed out
         self._sources: dict[str, TableInfo] = {}  # the source tables recorded, by name
@@ -72,6 +85,10 @@ class StagedRun:
     @property
     def location_lineage(self) -> bool:
         return self._location_lineage
+
+    @property
+    def strict(self) -> bool:
+        return self._strict
 
     # -- reserve ---------------------------------------------------------------
     def new_table(self, name: str, origin: TableOrigin, columns: Sequence[str]) -> TableInfo:
@@ -181,6 +198,34 @@ class StagedRun:
             raise CaptureError(f"op {edge.op}: a location edge {edge.src_table} -> {edge.dst_table} recorded twice")
         self._location_edges.append(edge)
 
+    def record_coarse_edge(self, edge: CoarseEdge) -> None:
+        """What an output of a coarse step may derive from (see :class:`CoarseEdge`)."""
+        if any(
+            (e.op, e.src_table, e.dst_table) == (edge.op, edge.src_table, edge.dst_table) for e in self._coarse_edges
+        ):
+            raise CaptureError(f"op {edge.op}: a coarse edge {edge.src_table} -> {edge.dst_table} recorded twice")
+        logger.info(
+            "op %d: output table %d is coarse on table %d: %s", edge.op, edge.dst_table, edge.src_table, edge.reason
+        )
+        self._coarse_edges.append(edge)
+
+    @property
+    def coarse_edges(self) -> Sequence[CoarseEdge]:
+        """The coarse edges recorded so far in this run."""
+        return tuple(self._coarse_edges)
+
+    def record_uncaptured_write(self, name: str, reason: str) -> None:
+        """A write the run saw and could not capture (recorded in its manifest)."""
+        logger.warning("provplug: the write of %s was not captured: %s", name, reason)
+        self._uncaptured.append(UncapturedWrite(name, reason))
+        annotations = getattr(self.txn, "annotations", None)
+        if isinstance(annotations, dict):
+            annotations[UNCAPTURED] = [{"name": w.name, "reason": w.reason} for w in self._uncaptured]
+
+    @property
+    def uncaptured_writes(self) -> Sequence[UncapturedWrite]:
+        return tuple(self._uncaptured)
+
     @property
     def location_edges(self) -> Sequence[LocationEdge]:
         """The location edges recorded so far in this run."""
@@ -237,6 +282,11 @@ class StagedRun:
 
             write_locations(root, self._location_edges)
             self.txn.mark_dataset(LOCATIONS)
+        if self._coarse_edges:
+            from provplug.store.coarse import write_coarse
+
+            write_coarse(root, self._coarse_edges)
+            self.txn.mark_dataset(COARSE)
 
     def _reduce_triples(self) -> None:
         """Filter the staged triples to the kept paths; each op's count follows."""

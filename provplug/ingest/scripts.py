@@ -46,8 +46,10 @@ class WriteCapture:
         engine: object | None,
         reduce: Mapping[str, Any] | None = None,
         context: Mapping[str, Any] | None = None,
+        strict: bool = False,
     ) -> None:
         self.store, self.store_rows, self.plugins = store, store_rows, plugins
+        self.strict = strict
         self.context = dict(context or {})  # capture()'s label, tags and entry_point
         self.engine = engine
         self.reduce = reduce
@@ -69,6 +71,7 @@ class WriteCapture:
                 plugins=self.plugins,
                 reduce=self.reduce,
                 reduce_mode="production",
+                strict=self.strict,
                 **self.context,
             )
             self.run = self._context.run(self._stack.enter_context, opened)
@@ -93,6 +96,7 @@ def capture_writes(
     label: str | None = None,
     tags: Sequence[str] = (),
     entry_point: Mapping[str, Any] | None = None,
+    strict: bool = False,
 ) -> Iterator[WriteCapture]:
     """Capture every DataFrame write inside the block as a step, into ``store``.
 
@@ -101,15 +105,16 @@ def capture_writes(
     table name -> reduction or its spec, see :mod:`provplug.reduce`) reduces
     the provenance kept, in production mode: the script reads its own
     inputs, so every row is computed and only the kept rows' triples stored.
-    ``label``, ``tags`` and ``entry_point`` are :func:`provplug.capture`'s
-    (the entry point defaults to the module calling this function).
+    ``label``, ``tags``, ``entry_point`` and ``strict`` are
+    :func:`provplug.capture`'s (the entry point defaults to the module
+    calling this function).
     """
     from provplug.ingest.runcontext import checked_label, python_entry
 
     label, tags = checked_label(label, tags)  # a bad label fails before anything runs
     entry = dict(entry_point) if entry_point is not None else python_entry(sys._getframe(1))
     writes = WriteCapture(
-        store, store_rows, plugins, spark, reduce, {"label": label, "tags": tags, "entry_point": entry}
+        store, store_rows, plugins, spark, reduce, {"label": label, "tags": tags, "entry_point": entry}, strict
     )
     interceptors = (plugins or get_plugins()).write_interceptors()
     if not interceptors:
@@ -145,6 +150,7 @@ def run_script(
     reduce: Mapping[str, Any] | None = None,
     label: str | None = None,
     tags: Sequence[str] = (),
+    strict: bool = False,
 ) -> tuple[int, ActiveRun | None]:
     """Run ``script`` with ``args`` as ``python script ARGS`` would
     (``sys.argv``, ``__name__ == "__main__"``, its directory first on
@@ -172,6 +178,7 @@ def run_script(
                 label=label,
                 tags=tags,
                 entry_point=script_entry(path, args),
+                strict=strict,
             ) as writes,
         ):
             logger.info("running %s; its first DataFrame write starts the capture run", script)

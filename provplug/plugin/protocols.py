@@ -203,6 +203,24 @@ class RunRecorder(Protocol):
         place of the triples it stands for (once per op, input and output table)."""
         ...
 
+    @property
+    def strict(self) -> bool:
+        """Whether a step provplug cannot capture exactly fails the run
+        (``capture(strict=True)``, ``provplug run --strict``) instead of
+        becoming a coarse step (:meth:`record_coarse_edge`)."""
+        ...
+
+    def record_coarse_edge(self, edge: Any) -> None:
+        """Record a :class:`provplug.model.CoarseEdge`: what an output of a
+        coarse step (op kind ``"coarse"``, rows stored, no triples) may
+        derive from. Written with the run as ``coarse.json``."""
+        ...
+
+    def record_uncaptured_write(self, name: str, reason: str) -> None:
+        """Record that the pipeline wrote ``name`` and the run could not
+        capture it at all (``provplug runs`` and ``stats`` show it)."""
+        ...
+
     def copy_positional_rows(self, table_id: int, files: Iterable[tuple[Any, str, int]]) -> int:
         """Store a source read from Parquet files as copies of those files
         (row number = the file's first row + position); return its rows.
@@ -539,6 +557,9 @@ class ExportSelection(Protocol):
     """The queried value ids (a lineage answer's seeds)."""
     targeted: bool
     """True for a lineage answer, False for a whole run or store."""
+    coarse: list[Any]
+    """The coarse edges (:class:`provplug.model.CoarseEdge`) of the coarse
+    ops among ``ops``: what their outputs may derive from, with no triple."""
 
 
 class ExportFormat(Protocol):

@@ -55,11 +55,12 @@ from pyspark.sql.types import LongType, StructField, StructType
 from provplug import ids, schema
 from provplug.errors import CaptureError
 from provplug.location import LocationEdge, Rates, RowRuns, declared_rates
-from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin
+from provplug.model import COARSE_REASON, OpInfo, StepInfo, TableInfo, TableOrigin
 from provplug.plugin.protocols import RunRecorder
 
 from . import aligned, declared
 from ._jvm import PendingFrame
+from .coarse import coarse_edges, coarse_inputs, every_column
 from .groupjoin import group_jobs
 from .rewrite import PlanRewriter, Rewritten
 from .rowlineage import PairLayout
@@ -132,6 +133,7 @@ class SparkCaptureSession:
         # Row-aligned outputs stored as location edges (:mod:`.aligned`).
         self.location_lineage = aligned.enabled(spark, run.location_lineage)
         self._runs: dict[int, RowRuns] = {}  # table id -> its row numbers, once written
+        self._stored: dict[int, tuple[str, ...]] = {}  # table id -> columns, of every table steps may read
 
     # -- sources ---------------------------------------------------------------
     def source(self, data: Any, name: str) -> DataFrame:
@@ -186,7 +188,7 @@ class SparkCaptureSession:
     ) -> DataFrame:
         """Record ``table`` (now stored) and return its rows as the user sees them."""
         self.run.record_table(self._counted(table, origin, rows))
-        self.rewriter.register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id), positional))
+        self._register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id), positional))
         return self._read_back(table, data_schema, positional)
 
     def _counted(self, table: TableInfo, origin: TableOrigin, rows: int) -> TableInfo:
@@ -248,7 +250,12 @@ class SparkCaptureSession:
         op_id = self.run.new_op_id()
         # Every output rewritten before any is written: a step that fails to
         # capture leaves no file behind, even if the caller goes on.
-        rewrites = [self.rewriter.rewrite(frame) for frame in outputs]
+        try:
+            rewrites = [self.rewriter.rewrite(frame) for frame in outputs]
+        except CaptureError as refused:
+            if self.run.strict:
+                raise
+            return self._coarse_step(step, outputs, op_id, started, str(refused))
         tables = [
             self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
             for name, frame in zip(step.outputs, outputs, strict=True)
@@ -260,7 +267,7 @@ class SparkCaptureSession:
         jobs, frames = [], []
         for frame, rewritten, table in zip(outputs, rewrites, tables, strict=True):
             # Registered now: a downstream rewrite can only meet this table once its rows are written.
-            self.rewriter.register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
+            self._register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
             location = self._location(step, len(outputs), frame, rewritten)
             jobs.append(self.steps.submit(self._materialise, table, rewritten, op_id, frame, location, step.name))
             self._handed[table.table_id] = _Handed(
@@ -286,6 +293,73 @@ class SparkCaptureSession:
         self.run.record_op(op)  # finished and triples are known when the writes end (close)
         self.pending.append((op, jobs))
         return tuple(frames) if len(step.outputs) > 1 else frames[0]
+
+    def coarse_step(self, step: StepInfo, outputs: Sequence[DataFrame], inputs: Sequence[int], reason: str) -> Any:
+        """Store ``outputs`` (Spark DataFrames of data provplug cannot trace,
+        e.g. built from a pandas node's result) as a coarse step: every
+        output column on every column of the ``inputs`` tables. Returns the
+        DataFrames (one, or a tuple) downstream steps should read."""
+        started = _now()
+        every = {t: self._stored[t] for t in inputs if t in self._stored}
+        return self._coarse_step(step, list(outputs), self.run.new_op_id(), started, reason, every)
+
+    def _coarse_step(
+        self,
+        step: StepInfo,
+        outputs: list[DataFrame],
+        op_id: int,
+        started: dt.datetime,
+        reason: str,
+        every: Mapping[int, tuple[str, ...]] | None = None,
+    ) -> Any:
+        """A step whose rows cannot be traced exactly: its outputs are stored
+        as usual (numbered rows, read back downstream), with no triple; one
+        coarse edge per input table says what each output column may derive
+        from (:mod:`.coarse`; ``every``: on every column of these tables).
+        Fail open: the pipeline goes on unchanged."""
+        stored = dict(self._stored)
+        tables, jobs, frames, inputs = [], [], [], set()
+        for name, frame in zip(step.outputs, outputs, strict=True):
+            table = self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
+            if every is None:
+                found = coarse_inputs(self.rewriter.jvm, self.rewriter.tables, self.rewriter.jvm.plan(frame), stored)
+            else:
+                found = every_column(every, len(table.columns))
+            why = reason + ("; it also reads data that is not a table of the run" if found.hidden_inputs else "")
+            for edge in coarse_edges(op_id, table.table_id, found, why):
+                self.run.record_coarse_edge(edge)
+                inputs.add(edge.src_table)
+            self._register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
+            jobs.append(self.steps.submit(self._materialise_coarse, table, op_id, frame, step.name))
+            self._handed[table.table_id] = _Handed(
+                frame,
+                functools.partial(_frame_of, jobs[-1]),
+                functools.partial(self._reread, jobs[-1], table, frame.schema),
+            )
+            tables.append(table)
+            frames.append(self.table_frame(table.table_id))
+        logger.warning("provplug: step %s is stored as a coarse step: %s", step.name, reason)
+        params = {**step.params, COARSE_REASON: reason}
+        op = OpInfo(
+            op_id, step.name, self.run.run_id, "coarse", tuple(sorted(inputs)),
+            tuple(t.table_id for t in tables), (), params, started, None, None,
+        )  # fmt: skip
+        self.run.record_op(op)
+        self.pending.append((op, jobs))
+        return tuple(frames) if len(step.outputs) > 1 else frames[0]
+
+    def _register(self, leaf: TableLeaf) -> None:
+        """Make ``leaf`` a table downstream plans may read (the rewrite finds it by its path)."""
+        self.rewriter.register(leaf)
+        self._stored[leaf.table_id] = leaf.columns
+
+    def _materialise_coarse(self, table: TableInfo, op_id: int, frame: DataFrame, step: str) -> _Written:
+        """Write a coarse step's output rows once (numbered, no triple)."""
+        layout = OutputLayout(tuple(table.columns), (), ())
+        rows, _, runs = self._write(frame.select(*[_quoted(c) for c in table.columns]), layout, table.table_id, op_id)
+        self._runs[table.table_id] = RowRuns.of(sorted(runs))
+        logger.info("coarse step %s wrote %s: %s rows", step, table.name, f"{rows:,}")
+        return _Written(self._counted(table, "output", rows), self._read_back(table, frame.schema), 0, _now(), None)
 
     @staticmethod
     def _outputs(step: StepInfo, result: Any) -> list[DataFrame]:
