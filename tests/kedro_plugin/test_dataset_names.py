@@ -15,6 +15,7 @@ kedro_io = pytest.importorskip("kedro.io")
 pytest.importorskip("kedro_datasets.spark")
 from kedro.pipeline import node, pipeline  # noqa: E402
 from provplug_kedro.hooks import ProvplugHooks  # noqa: E402
+from provplug_spark.naming import DatasetId, path_identity  # noqa: E402
 
 from .test_hooks import run_like_a_session  # noqa: E402
 
@@ -23,15 +24,11 @@ def _busy(companies: Any) -> Any:
     return companies.filter(companies["rating"] > 3)
 
 
-def test_transcoded_datasets_are_named_without_their_suffix_in_every_run(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_transcoded_datasets_are_named_without_their_suffix_in_every_run(spark: Any, tmp_path: Path) -> None:
     from kedro.io import DataCatalog
     from kedro_datasets.spark import SparkDataset
 
     from provplug.cli.main import main
-
-    monkeypatch.chdir(tmp_path)  # Kedro runs from the project's root: relative filepaths are read from there
 
     raw = tmp_path / "data" / "01_raw" / "companies.parquet"
     spark.createDataFrame([(1, 5), (2, 2), (3, 4)], "id int, rating int").write.parquet(str(raw))
@@ -42,7 +39,7 @@ def test_transcoded_datasets_are_named_without_their_suffix_in_every_run(
             {
                 "companies@spark": SparkDataset(filepath=str(raw), file_format="parquet"),
                 "busy_companies@spark": SparkDataset(
-                    filepath="data/03_primary/output", file_format="parquet", save_args={"mode": "overwrite"}
+                    filepath=str(primary), file_format="parquet", save_args={"mode": "overwrite"}
                 ),
             }
         )
@@ -60,7 +57,7 @@ def test_transcoded_datasets_are_named_without_their_suffix_in_every_run(
         named[0]
         == named[1]
         == [
-            ("busy_companies", "output", "file", str(primary)),  # a relative filepath: from the project's root
+            ("busy_companies", "output", "file", str(primary)),
             ("companies", "source", "file", str(raw)),
         ]
     )
@@ -69,3 +66,26 @@ def test_transcoded_datasets_are_named_without_their_suffix_in_every_run(
     assert sorted((v["table"], v["column"], v["value"]) for v in answer.to_dict()["lineage"]) == [
         ("companies", "rating", 4)
     ]
+
+
+def test_a_relative_filepath_is_the_project_s_and_a_protocol_names_the_namespace(tmp_path: Path) -> None:
+    """Kedro runs from the project's root, so a relative filepath is a file under it;
+    fsspec datasets keep the protocol apart from the path."""
+    from kedro.io import DataCatalog, MemoryDataset
+    from kedro_datasets.pandas import CSVDataset
+    from kedro_datasets.spark import SparkDataset
+    from provplug_kedro.hooks import _catalog_identity
+
+    catalog = DataCatalog(
+        {
+            "local@spark": SparkDataset(filepath="data/01_raw/shuttles", file_format="parquet"),
+            "remote": CSVDataset(filepath="s3://lake/raw/reviews.csv"),
+            "kept": MemoryDataset(1),
+        }
+    )
+    assert (_catalog_identity(catalog, "local@spark", str(tmp_path))) == path_identity(
+        str(tmp_path / "data" / "01_raw" / "shuttles")
+    )
+    assert _catalog_identity(catalog, "remote", str(tmp_path)) == DatasetId("s3://lake", "raw/reviews.csv")
+    assert _catalog_identity(catalog, "kept", str(tmp_path)) is None
+    assert _catalog_identity(catalog, "absent", str(tmp_path)) is None
