@@ -11,14 +11,16 @@ ends. ``SparkSession.stop`` is wrapped too, so that a script that stops its
 session at the end lets the run's background jobs finish first.
 
 A write is captured as the step ``write:<name>`` whose one output table
-``<name>`` is the written dataset: the catalog table's name, or the path's
-last component without its extension. Its input tables are found in the
+``<name>`` is the written dataset, named by the readable alias of its
+identity (:mod:`.naming`: the catalog table's name, or the path's last
+component that says what the data is — ``/jobs/report/output`` is
+``report``), which the run records with the table. Its input tables are found in the
 written plan, at write time, and nothing is captured for reads no write uses:
 
 * a leaf that reads files (Parquet, CSV, JSON, ...) or a catalog table is a
-  source table, registered on its first use (named after the table, or the
-  first path's last component without its extension; ``-2``, ``-3``, ...
-  appended when the run already has a table of that name) and shared by
+  source table, registered on its first use (named alike: month folders
+  read by a glob are their folder's name; another dataset of the same name
+  is told apart by its identity, the same dataset twice gets ``-2``) and shared by
   every later write that reads it with the same columns;
 * a leaf that reads a path or table an earlier write of the run wrote is that
   write's output table: lineage crosses writes. (A DataFrame written and then
