@@ -200,3 +200,21 @@ def test_a_store_without_identity_columns_still_reads(spark: Any, cli: Any, stor
     ]
     assert open_store(store_path).tables().schema == schema.TABLES
     open_store(store_path).verify()
+
+
+def test_a_catalog_table_is_its_name_in_the_warehouse(spark: Any, cli: Any, store_path: Path, tmp_path: Path) -> None:
+    csv = tmp_path / "people" / "data"
+    csv.mkdir(parents=True)
+    (csv / "p.csv").write_text("name,age\nann,30\n")
+    warehouse = path_identity(spark.conf.get("spark.sql.warehouse.dir"))
+    try:
+        with provplug.capture_writes(spark, store=store_path):
+            spark.read.option("header", True).csv(str(csv)).write.saveAsTable("provplug_test_named")
+            spark.table("provplug_test_named").write.parquet(str(tmp_path / "copy" / "out"))
+    finally:
+        spark.sql("DROP TABLE IF EXISTS provplug_test_named")
+    assert _tables_of_run(cli, store_path, 1) == {
+        "people": ("source", "file", str(csv)),
+        "provplug_test_named": ("output", f"file:{warehouse.name}", "default.provplug_test_named"),
+        "copy": ("output", "file", str(tmp_path / "copy" / "out")),
+    }
