@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -80,10 +81,10 @@ def _regressor(project: Path) -> Any:
         return pickle.load(f)
 
 
-def _r2_line(project: Path) -> str:
-    log = (project / "kedro-run.log").read_text()
-    (line,) = [line for line in log.splitlines() if "coefficient R^2" in line]
-    return line.split("INFO", 1)[1].split("nodes.py")[0].strip()
+def _r2(project: Path) -> str:
+    """The R^2 evaluate_model_node logs (its metrics dataset is in memory only)."""
+    (score,) = re.findall(r"coefficient R\^2 of ([0-9.]+)", (project / "kedro-run.log").read_text())
+    return str(score)
 
 
 def test_the_captured_run_writes_what_the_plain_run_writes(runs: tuple[Path, Path, Path]) -> None:
@@ -98,7 +99,7 @@ def test_the_captured_run_writes_what_the_plain_run_writes(runs: tuple[Path, Pat
     model, model_captured = _regressor(plain), _regressor(captured)
     assert model.coef_.tolist() == model_captured.coef_.tolist()
     assert model.intercept_ == model_captured.intercept_
-    assert _r2_line(plain) == _r2_line(captured) == "Model has a coefficient R^2 of 0.413 on test data."
+    assert _r2(plain) == _r2(captured) == "0.413"
     assert not (plain / "run.prov").exists() and store.exists()
 
 
@@ -132,7 +133,7 @@ def test_the_spark_node_is_traced_and_the_pandas_nodes_are_coarse_steps(runs: tu
 
 
 def _entries(answer: Any) -> list[tuple[str, str, Any, str]]:
-    return sorted((v["table"], v["column"], v["value"], v["row"]) for v in answer.lineage)
+    return sorted((v["table"], v["column"], v["value"], v["row"]) for v in answer.to_dict()["lineage"])
 
 
 def test_the_lineage_of_a_model_input_table_cell_by_hand(runs: tuple[Path, Path, Path]) -> None:
