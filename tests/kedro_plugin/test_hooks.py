@@ -311,3 +311,16 @@ def test_an_output_provplug_cannot_store_is_an_uncaptured_write_and_the_run_goes
     (manifest,) = provplug.open_store(store).runs()
     (write,) = manifest["uncaptured_writes"]
     assert write["name"] == "twice" and "duplicate column names" in write["reason"]
+
+
+def test_strict_is_read_from_the_parameters_and_must_be_a_boolean() -> None:
+    from kedro.io import DataCatalog, MemoryDataset
+
+    def strict(settings: Any) -> bool:
+        return ProvplugHooks.configured_strict(DataCatalog({"params:provplug": MemoryDataset(settings)}))
+
+    assert ProvplugHooks.configured_strict(DataCatalog()) is False
+    assert strict({"store": "x.prov"}) is False
+    assert strict({"strict": True}) is True
+    with pytest.raises(CaptureError, match="provplug: strict must be true or false, not 'yes'"):
+        strict({"strict": "yes"})

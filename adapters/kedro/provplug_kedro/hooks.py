@@ -449,7 +449,9 @@ class ProvplugHooks:
     def configured_strict(catalog: Any) -> bool:
         """``provplug: {strict: true}`` of the parameters: refuse what cannot be traced cell by cell."""
         settings = catalog.load(STORE_PARAMETER) if STORE_PARAMETER in catalog else None
-        strict = settings.get("strict", False) if isinstance(settings, Mapping) else False
+        strict = settings.get("strict") if isinstance(settings, Mapping) else None
+        if strict is None:
+            return False
         if not isinstance(strict, bool):
             raise CaptureError(f"provplug: strict must be true or false, not {strict!r}")
         return strict
