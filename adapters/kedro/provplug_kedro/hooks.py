@@ -32,11 +32,12 @@ registered as a source when first read. ``params:*`` and ``parameters`` are
 not tables: the ``params:*`` values a node reads are recorded as op
 parameters.
 
-How lineage crosses nodes: ``before_node_run`` hands the node, for each
-dataset it reads, the traced DataFrame of that table (the source as
-registered, or the output of the node that wrote it), not what the catalog
-loaded, so the node's plan reads the run's tables even when a Spark dataset
-would re-read its files. ``after_node_run`` passes the node's output
+How lineage crosses nodes: when every dataset a node reads is a Spark
+DataFrame whose table holds the rows the catalog loaded, ``before_node_run``
+hands the node, for each, the traced DataFrame of that table (the source as
+registered, or the output of the node that wrote it), so the node's plan
+reads the run's tables even when a Spark dataset would re-read its files;
+otherwise the node reads what the catalog loaded, and is a coarse step. ``after_node_run`` passes the node's output
 DataFrames (still lazy plans over those tables) through
 :meth:`provplug.ingest.capture.ActiveRun.call_step`, which applies the Spark rules
 and stores the outputs; Kedro then saves the node's own outputs as usual.
