@@ -89,6 +89,10 @@ class StagedRun:
     def strict(self) -> bool:
         return self._strict
 
+    @property
+    def store_uri(self) -> str:
+        return str(self.store.uri)
+
     # -- reserve ---------------------------------------------------------------
     def new_table(self, name: str, origin: TableOrigin, columns: Sequence[str]) -> TableInfo:
         """Reserve a table id for ``name``; the adapter records it once written."""

@@ -199,6 +199,11 @@ class RunRecorder(Protocol):
         ...
 
     @property
+    def store_uri(self) -> str:
+        """The URI (or path) of the store the run commits into."""
+        ...
+
+    @property
     def strict(self) -> bool:
         """Whether a step provplug cannot capture exactly fails the run
         (``capture(strict=True)``, ``provplug run --strict``) instead of

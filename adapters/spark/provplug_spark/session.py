@@ -64,6 +64,7 @@ from .coarse import coarse_edges, coarse_inputs, every_column
 from .groupjoin import group_jobs
 from .rewrite import PlanRewriter, Rewritten
 from .rowlineage import PairLayout
+from .shared import check_reported, check_shared_store
 from .sources import TableLeaf, parquet_files, parquet_parts
 from .workers import check_workers
 from .writer import RESULT_SCHEMA, RUNS, OutputLayout, Target, write_output, write_pairs
@@ -114,6 +115,7 @@ class SparkCaptureSession:
     """The Spark adapter's state for one capture run (AdapterSession protocol)."""
 
     def __init__(self, spark: SparkSession, run: RunRecorder) -> None:
+        check_shared_store(spark, run)  # before anything runs on the executors
         check_workers(spark)  # before anything is staged: fail at once, in one line
         self.spark = spark
         self.run = run
@@ -236,39 +238,60 @@ class SparkCaptureSession:
                     runs.append((int(r["path"]), r["rows"]))
                 continue
             counts[r["dataset"]] = counts.get(r["dataset"], 0) + r["rows"]
-        kept = {r["path"] for r in results if r["dataset"] != RUNS}
+        kept = {r["path"]: r["rows"] for r in results if r["dataset"] != RUNS}
+        found: set[str] = set()
         for destination in (target.rows, target.triples, target.keys, target.lineage):
             if destination is not None:
-                destination.discard_files(target.prefix, kept)
+                found |= destination.discard_files(target.prefix, kept)
+        check_reported(self.run, kept, found)
         return counts
 
     # -- steps -----------------------------------------------------------------
     def run_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         started = _now()
-        result = func(*args, **kwargs)
+        result = func(*args, **kwargs)  # the user's own code: its errors are the pipeline's
+        if self.run.strict:
+            return self._captured_step(step, result, started)
+        try:
+            return self._captured_step(step, result, started)
+        except Exception as failed:  # fail open: the pipeline goes on with the step's own result
+            reason = f"{type(failed).__name__}: {failed}"
+            logger.warning("provplug: step %s was not captured: %s", step.name, reason)
+            self.run.record_uncaptured_write(", ".join(step.outputs), f"step {step.name}: {reason}")
+            return result
+
+    def _captured_step(self, step: StepInfo, result: Any, started: dt.datetime) -> Any:
+        """Capture the step that returned ``result``; the DataFrames downstream steps read."""
         outputs = self._outputs(step, result)
         op_id = self.run.new_op_id()
-        # Every output rewritten before any is written: a step that fails to
-        # capture leaves no file behind, even if the caller goes on.
+        # Every output rewritten, and everything that may fail computed, before
+        # any is registered or written: a step that fails to capture leaves no
+        # file and no table behind, and the caller may go on.
         try:
             rewrites = [self.rewriter.rewrite(frame) for frame in outputs]
-        except CaptureError as refused:
+        except Exception as refused:  # a refusal, or a plan the rewrite could not handle
             if self.run.strict:
                 raise
-            return self._coarse_step(step, outputs, op_id, started, str(refused))
+            why = (
+                str(refused) if isinstance(refused, CaptureError) else f"internal: {type(refused).__name__}: {refused}"
+            )
+            return self._coarse_step(step, outputs, op_id, started, why)
         tables = [
             self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
             for name, frame in zip(step.outputs, outputs, strict=True)
         ]
-        for rewritten, table in zip(rewrites, tables, strict=True):
-            row_rules = rewritten.rules_for(op_id, table.table_id)
-            if row_rules is not None:
-                self.run.record_row_rules(row_rules)
+        locations = [
+            self._location(step, len(outputs), frame, rewritten)
+            for frame, rewritten in zip(outputs, rewrites, strict=True)
+        ]
+        row_rules = [r.rules_for(op_id, t.table_id) for r, t in zip(rewrites, tables, strict=True)]
+        for rules in row_rules:
+            if rules is not None:
+                self.run.record_row_rules(rules)
         jobs, frames = [], []
-        for frame, rewritten, table in zip(outputs, rewrites, tables, strict=True):
+        for frame, rewritten, table, location in zip(outputs, rewrites, tables, locations, strict=True):
             # Registered now: a downstream rewrite can only meet this table once its rows are written.
             self._register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
-            location = self._location(step, len(outputs), frame, rewritten)
             jobs.append(self.steps.submit(self._materialise, table, rewritten, op_id, frame, location, step.name))
             self._handed[table.table_id] = _Handed(
                 frame,
