@@ -37,10 +37,11 @@ DataFrame whose table holds the rows the catalog loaded, ``before_node_run``
 hands the node, for each, the traced DataFrame of that table (the source as
 registered, or the output of the node that wrote it), so the node's plan
 reads the run's tables even when a Spark dataset would re-read its files;
-otherwise the node reads what the catalog loaded, and is a coarse step. ``after_node_run`` passes the node's output
-DataFrames (still lazy plans over those tables) through
-:meth:`provplug.ingest.capture.ActiveRun.call_step`, which applies the Spark rules
-and stores the outputs; Kedro then saves the node's own outputs as usual.
+otherwise the node reads what the catalog loaded, and is a coarse step.
+``after_node_run`` passes a traced node's output DataFrames (still lazy plans
+over those tables) through :meth:`provplug.ingest.capture.ActiveRun.call_step`,
+which applies the Spark rules and stores the outputs; Kedro then saves the
+node's own outputs as usual.
 
 Nodes provplug cannot trace cell by cell fail open: they become coarse
 steps (docs/capture-semantics.md), and the run goes on exactly as without
