@@ -1,7 +1,10 @@
 """The official kedro-starters ``spaceflights-pyspark`` project (rendered from
 its template, its shipped data, its code unchanged: spaceflights_pyspark/)
 under ``PROVPLUG_STORE=... kedro run``, as a user runs it, against a plain
-``kedro run``.
+``kedro run``. The project is kedro-org/kedro-starters at commit 7350687
+(Apache-2.0; its LICENSE kept beside it), rendered by cookiecutter with
+``kedro new``'s starter defaults (kedro_version=1.7.0, tools=['None'],
+example_pipeline=False); nothing was changed or added but the LICENSE.
 
 The starter mixes pandas and Spark nodes: companies, shuttles and reviews are
 read by pandas, preprocessed by pandas nodes and saved through Spark datasets
@@ -54,8 +57,9 @@ def _start_kedro_run(project: Path, store: Path | None) -> subprocess.Popen[str]
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, Path]]:
     """The plain run's project, the captured run's project and its store (both runs at once)."""
     root = tmp_path_factory.mktemp("spaceflights_pyspark")
-    plain = Path(shutil.copytree(PROJECT, root / "plain"))
-    captured = Path(shutil.copytree(PROJECT, root / "captured"))
+    caches = shutil.ignore_patterns("__pycache__", ".ruff_cache")
+    plain = Path(shutil.copytree(PROJECT, root / "plain", ignore=caches))
+    captured = Path(shutil.copytree(PROJECT, root / "captured", ignore=caches))
     store = root / "run.prov"
     processes = [_start_kedro_run(plain, None), _start_kedro_run(captured, store)]
     try:
