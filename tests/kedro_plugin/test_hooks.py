@@ -324,3 +324,33 @@ def test_strict_is_read_from_the_parameters_and_must_be_a_boolean() -> None:
     assert strict({"strict": True}) is True
     with pytest.raises(CaptureError, match="provplug: strict must be true or false, not 'yes'"):
         strict({"strict": "yes"})
+
+
+def _same_column_twice(numbers: Any) -> Any:
+    return numbers.select("x", numbers["x"].alias("x"))
+
+
+def _row_count(frame: Any) -> pd.DataFrame:
+    return pd.DataFrame({"n": [frame.count()]})
+
+
+def test_a_spark_output_provplug_cannot_store_still_links_what_reads_it(spark: Any, tmp_path: Path) -> None:
+    """A Spark node whose output cannot be a table (a column name twice) is an
+    uncaptured write; the node reading it depends on the tables behind it."""
+    from kedro.io import DataCatalog, MemoryDataset
+
+    (tmp_path / "numbers").mkdir()
+    spark.createDataFrame([(1,), (3,)], "x int").coalesce(1).write.parquet(str(tmp_path / "numbers" / "n"))
+    catalog = DataCatalog({"numbers": MemoryDataset(spark.read.parquet(str(tmp_path / "numbers" / "n")))})
+    flow = pipeline(
+        [node(_same_column_twice, "numbers", "twice", name="twice"), node(_row_count, "twice", "counted", name="count")]
+    )
+    store = tmp_path / "store.prov"
+    run_like_a_session(ProvplugHooks(store=store), flow, catalog, tmp_path)
+
+    assert catalog.load("counted").to_dict("records") == [{"n": 2}]
+    (manifest,) = provplug.open_store(store).runs()
+    assert [w["name"] for w in manifest["uncaptured_writes"]] == ["twice"]
+    (crossing,) = provplug.open(store).lineage(table="counted", column="n", where="n = 2", method="rq").coarse
+    assert crossing["op"] == "count"
+    assert [(t["table"], t["columns"]) for t in crossing["continues_from"]] == [("numbers", ["x"])]

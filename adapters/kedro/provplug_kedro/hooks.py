@@ -236,12 +236,18 @@ class _KedroRun:
         def computed() -> Any:  # the node already ran: its outputs are lazy plans over the traced inputs
             return frames if len(frames) > 1 else frames[0]
 
+        uncaptured = len(self.run.uncaptured_writes)
         try:
             result = _with_node(node, self.run.call_step, step, computed, (), {})
         except Exception as exc:
             if self.strict:
                 raise
             self._uncaptured(node, names, read, exc)
+            return
+        if len(self.run.uncaptured_writes) > uncaptured:
+            # The session failed open: it recorded the uncaptured write and returned the node's own outputs.
+            for name in names:
+                self.behind[_dataset_key(name)] = read
             return
         traced: Sequence[Any] = result if len(names) > 1 else (result,)
         for name, frame in zip(names, traced, strict=True):
