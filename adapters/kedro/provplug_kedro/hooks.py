@@ -27,7 +27,10 @@ The mapping (docs/capturing.md "Kedro"): one capture run per ``kedro run``, comm
 ``after_pipeline_run`` and discarded in ``on_pipeline_error``; each node is a
 step named after the node (its namespace recorded as the op parameter
 ``module``); each dataset a node reads or writes is a table named after its
-catalog entry; an input no node of the run has produced yet (a free input) is
+catalog entry without Kedro's transcoding suffix (``companies@spark`` is
+``companies``; :func:`provplug_spark.naming.kedro_name`), and recorded as the
+dataset its ``filepath`` is, where the catalog says (OpenLineage's naming:
+``file`` and the absolute path, ``s3://bucket`` and the key, ...); an input no node of the run has produced yet (a free input) is
 registered as a source when first read. ``params:*`` and ``parameters`` are
 not tables: the ``params:*`` values a node reads are recorded as op
 parameters.
@@ -80,6 +83,7 @@ from pathlib import Path
 from typing import Any
 
 from kedro.framework.hooks import hook_impl
+from provplug_spark.naming import Aliases, DatasetId, kedro_name, path_identity
 
 from provplug.errors import CaptureError
 from provplug.ingest.capture import ActiveRun, capture
@@ -129,7 +133,15 @@ class _KedroRun:
     Datasets are tracked by their name without Kedro's transcoding suffix
     (``x@spark`` and ``x@pandas`` are one dataset: Kedro orders nodes by it)."""
 
-    def __init__(self, run: ActiveRun, stack: contextlib.ExitStack, store: str, strict: bool = False) -> None:
+    def __init__(
+        self,
+        run: ActiveRun,
+        stack: contextlib.ExitStack,
+        store: str,
+        strict: bool = False,
+        catalog: Any = None,
+        project: str | None = None,
+    ) -> None:
         self.run = run
         self.stack = stack
         self.store = store
@@ -141,10 +153,21 @@ class _KedroRun:
         self.pending: dict[str, _Pending] = {}  # a coarse output not stored yet -> its node's outputs
         self.traced_nodes: set[str] = set()  # nodes handed the traced tables of all they read
         self.lock = threading.RLock()  # ThreadRunner calls the node hooks from several threads
+        self.catalog = catalog
+        self.project = project
+        self._names: dict[str, str] = {}  # dataset name -> its table's name
+        self._aliases = Aliases()
 
     def table_name(self, dataset: str) -> str:
-        """The name of the table ``dataset`` is."""
-        return dataset
+        """The table ``dataset`` is: its name without the transcoding suffix,
+        recorded with the dataset identity of its file, when the catalog has one."""
+        if dataset not in self._names:
+            identity = _catalog_identity(self.catalog, dataset, self.project)
+            name = self._aliases.claim(kedro_name(dataset), identity)
+            if identity is not None:
+                self.run.identify_table(name, identity.namespace, identity.name)
+            self._names[dataset] = name
+        return self._names[dataset]
 
     # -- before a node runs ---------------------------------------------------------
     def inputs(self, node: Any, inputs: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -346,7 +369,7 @@ class _KedroRun:
 def _dataset_key(dataset: str) -> str:
     """The dataset a catalog entry is: its name without Kedro's transcoding
     suffix (``x@spark`` and ``x@pandas`` read and write the same data)."""
-    return dataset.partition("@")[0]
+    return kedro_name(dataset)
 
 
 def _is_pandas(data: Any) -> bool:
@@ -393,6 +416,25 @@ def _with_node(node: Any, action: Callable[..., Any], *args: Any) -> Any:
         if f"node {node.name!r}" in str(exc):
             raise
         raise CaptureError(f"node {node.name!r}: {exc}") from exc
+
+
+def _catalog_identity(catalog: Any, dataset: str, project: str | None) -> DatasetId | None:
+    """The identity of the file behind catalog entry ``dataset``; None when
+    the catalog gives it no ``filepath`` (memory datasets, parameters, ...)."""
+    getter = getattr(catalog, "get", None)
+    found = getter(dataset) if callable(getter) else None
+    describe = getattr(found, "_describe", None)  # every Kedro dataset's own description of itself
+    described = describe() if callable(describe) else None
+    filepath = described.get("filepath") if isinstance(described, Mapping) else None
+    if not filepath:
+        return None
+    assert isinstance(described, Mapping)
+    where, protocol = str(filepath), str(described.get("protocol") or "")
+    if "://" not in where and protocol not in ("", "file", "local"):
+        where = f"{protocol}://{where}"  # fsspec datasets keep the protocol apart from the path
+    elif "://" not in where and not where.startswith("file:") and not os.path.isabs(where) and project:
+        where = os.path.join(project, where)  # Kedro reads relative paths from the project's root
+    return path_identity(where)
 
 
 def _op_params(node: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -505,7 +547,7 @@ class ProvplugHooks:
         except BaseException:
             stack.close()
             raise
-        self.current = _KedroRun(run, stack, store, strict)
+        self.current = _KedroRun(run, stack, store, strict, catalog, run_params.get("project_path"))
         if logger.level == logging.NOTSET:  # Kedro's default logging shows INFO for its own loggers only
             logger.setLevel(logging.INFO)
         logger.info("provplug: capturing this run into %s", store)

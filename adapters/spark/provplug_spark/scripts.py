@@ -11,14 +11,16 @@ ends. ``SparkSession.stop`` is wrapped too, so that a script that stops its
 session at the end lets the run's background jobs finish first.
 
 A write is captured as the step ``write:<name>`` whose one output table
-``<name>`` is the written dataset: the catalog table's name, or the path's
-last component without its extension. Its input tables are found in the
+``<name>`` is the written dataset, named by the readable alias of its
+identity (:mod:`.naming`: the catalog table's name, or the path's last
+component that says what the data is — ``/jobs/report/output`` is
+``report``), which the run records with the table. Its input tables are found in the
 written plan, at write time, and nothing is captured for reads no write uses:
 
 * a leaf that reads files (Parquet, CSV, JSON, ...) or a catalog table is a
-  source table, registered on its first use (named after the table, or the
-  first path's last component without its extension; ``-2``, ``-3``, ...
-  appended when the run already has a table of that name) and shared by
+  source table, registered on its first use (named alike: month folders
+  read by a glob are their folder's name; another dataset of the same name
+  is told apart by its identity, the same dataset twice gets ``-2``) and shared by
   every later write that reads it with the same columns;
 * a leaf that reads a path or table an earlier write of the run wrote is that
   write's output table: lineage crosses writes. (A DataFrame written and then
@@ -44,7 +46,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import os
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -56,6 +57,7 @@ from provplug.errors import CaptureError
 from provplug.model import StepInfo
 from provplug.plugin.protocols import CaptureRun
 
+from . import naming
 from ._jvm import Catalyst, path_key
 from .session import SparkCaptureSession
 
@@ -91,7 +93,7 @@ class WriteTracer:
         self._session: SparkCaptureSession | None = None
         self._sources: dict[str, int] = {}  # what a leaf reads -> its source table
         self._written: dict[str, int] = {}  # what a write wrote -> its output table
-        self._names: set[str] = set()
+        self._aliases = naming.Aliases()
 
     # -- a write ---------------------------------------------------------------
     def on_write(self, df: DataFrame, target: str | None, is_table: bool, write: Callable[[], Any]) -> Any:
@@ -99,7 +101,7 @@ class WriteTracer:
         with self._lock:
             run = self._start_run(df.sparkSession)
             session = self._bound(run, df.sparkSession)
-            name = self._unique(_dataset_name(target, is_table))
+            name = self._unique(*_dataset_name(session.rewriter.jvm, target, is_table))
             traced = self._traced(session, df, name)
             step = StepInfo(f"write:{name}", (), (name,), {"dataset": target or ""})
             output = run.call_step(step, _as_written, (traced,), {})
@@ -120,13 +122,12 @@ class WriteTracer:
             raise CaptureError("the script writes from a second SparkSession; a captured run follows one session")
         return session
 
-    def _unique(self, name: str) -> str:
-        """``name``, or ``name-2``, ``name-3``, ... when the run has a table of that name."""
-        unique, n = name, 1
-        while unique in self._names:
-            n += 1
-            unique = f"{name}-{n}"
-        self._names.add(unique)
+    def _unique(self, name: str, identity: naming.DatasetId | None = None) -> str:
+        """A table name not yet taken in the run (see :class:`.naming.Aliases`),
+        recorded with the dataset ``identity`` it is."""
+        unique = self._aliases.claim(name, identity)
+        if identity is not None and self._session is not None:
+            self._session.run.identify_table(unique, identity.namespace, identity.name)
         return unique
 
     # -- its inputs ------------------------------------------------------------
@@ -157,7 +158,8 @@ class WriteTracer:
         # header, say) are another table: their columns differ.
         read = f"{key} {leaf.schema().json()}"
         if read not in self._sources:
-            self._sources[read] = session.source_table(session.rewriter.jvm.frame(leaf), self._unique(name))
+            name = self._unique(name, naming.relation_identity(session.spark, leaf))
+            self._sources[read] = session.source_table(session.rewriter.jvm.frame(leaf), name)
         return self._sources[read]
 
     @staticmethod
@@ -189,12 +191,13 @@ def _driver_rows(jvm: Catalyst, leaf: Any, written: str) -> tuple[str, str] | No
     return f"rdd:{leaf.rdd().id()}", f"{written}-input"
 
 
-def _dataset_name(target: str | None, is_table: bool) -> str:
+def _dataset_name(jvm: Catalyst, target: str | None, is_table: bool) -> tuple[str, naming.DatasetId | None]:
+    """The readable name of a written dataset (:mod:`.naming`) and its identity."""
     if not target:
-        return "dataset"
-    if is_table:  # the table's own name, without database or catalog
-        return target.rsplit(".", 1)[-1].strip("`")
-    return os.path.splitext(os.path.basename(target.rstrip("/")))[0] or "dataset"
+        return "dataset", None
+    qualified = None if is_table else jvm.qualified_path(target)
+    identity = naming.written_identity(jvm.spark, target, is_table, qualified)
+    return naming.alias(identity), identity
 
 
 # -- the patch -------------------------------------------------------------------------

@@ -65,7 +65,7 @@ from .groupjoin import group_jobs
 from .rewrite import PlanRewriter, Rewritten
 from .rowlineage import PairLayout
 from .shared import check_reported, check_shared_store
-from .sources import TableLeaf, parquet_files, parquet_parts
+from .sources import TableLeaf, copied_rows, parquet_files, parquet_parts
 from .workers import check_workers
 from .writer import RESULT_SCHEMA, RUNS, OutputLayout, Target, write_output, write_pairs
 
@@ -147,9 +147,10 @@ class SparkCaptureSession:
         columns = self._checked_columns(frame.columns, name)
         table = self.run.new_table(name, "source", columns)
         files = parquet_parts(parquet_files(frame), columns)
-        positional = files is not None
-        if files is not None:  # immutable input files: stored as copies, rows numbered by position
-            rows = self.run.copy_positional_rows(table.table_id, files)
+        copied = None if files is None else copied_rows(self.run, table.table_id, files)
+        positional = copied is not None
+        if copied is not None:  # immutable input files: stored as copies, rows numbered by position
+            rows = copied
             self._runs[table.table_id] = RowRuns.of([(0, rows)])
         else:
             layout = OutputLayout(tuple(columns), (), ())
