@@ -79,10 +79,15 @@ def _count(trips: pd.DataFrame) -> pd.DataFrame:
     return trips.groupby("city", as_index=False).size()
 
 
-def test_a_node_over_pandas_data_is_refused_by_name_and_commits_nothing(spark: Any, tmp_path: Path) -> None:
+STRICT = {"params:provplug": {"strict": True}}  # provplug: {strict: true} in the parameters
+
+
+def test_in_strict_mode_a_node_over_pandas_data_is_refused_by_name_and_commits_nothing(
+    spark: Any, tmp_path: Path
+) -> None:
     from kedro.io import DataCatalog, MemoryDataset
 
-    catalog = DataCatalog({"trips": MemoryDataset(pd.DataFrame({"city": ["NY", "NY", "LA"]}))})
+    catalog = DataCatalog({"trips": MemoryDataset(pd.DataFrame({"city": ["NY", "NY", "LA"]})), **_memory(STRICT)})
     flow = pipeline([node(_count, "trips", "trip_counts", name="count_trips")])
     store = tmp_path / "store.prov"
     with pytest.raises(CaptureError, match=r"node 'count_trips': input 'trips' is a pandas\..*DataFrame, not a Spark"):
@@ -94,13 +99,19 @@ def _to_pandas(df: Any) -> pd.DataFrame:
     return df.toPandas()
 
 
-def test_a_node_that_returns_pandas_is_refused_by_name(spark: Any, tmp_path: Path) -> None:
+def _memory(data: dict[str, Any]) -> dict[str, Any]:
+    from kedro.io import MemoryDataset
+
+    return {name: MemoryDataset(value) for name, value in data.items()}
+
+
+def test_in_strict_mode_a_node_that_returns_pandas_is_refused_by_name(spark: Any, tmp_path: Path) -> None:
     """A Spark input but a pandas output: no rule could say which cells it came from."""
     from kedro.io import DataCatalog, MemoryDataset
 
     source = tmp_path / "people.parquet"
     spark.createDataFrame([("NY",)], "city string").write.parquet(str(source))
-    catalog = DataCatalog({"people": MemoryDataset(spark.read.parquet(str(source)))})
+    catalog = DataCatalog({"people": MemoryDataset(spark.read.parquet(str(source))), **_memory(STRICT)})
     flow = pipeline([node(_to_pandas, "people", "people_pd", name="collect_people")])
     store = tmp_path / "store.prov"
     with pytest.raises(CaptureError, match=r"node 'collect_people': output 'people_pd' is a pandas\..*DataFrame"):
@@ -178,3 +189,168 @@ def test_the_parameters_reduce_a_source_in_production_mode(spark: Any, tmp_path:
     opened = provplug.open(store)
     assert [v["value"] for v in opened.lineage(table="result", column="x", where="x = 4", method="rq").lineage] == [2]
     assert opened.lineage(table="result", column="x", where="x = 8", method="rq").lineage == []  # 4 was not kept
+
+
+def _ops(store: Path) -> dict[str, dict[str, Any]]:
+    return {o["name"]: o for o in provplug.open_store(store).ops().to_pylist()}
+
+
+def test_a_node_over_pandas_fails_open_as_a_coarse_step_over_its_source(spark: Any, tmp_path: Path) -> None:
+    """Default mode: the pandas node runs and its output is saved as without
+    provplug; the free pandas input is a source table, the output a coarse
+    step's table, each of its columns derived from every column of trips."""
+    from kedro.io import DataCatalog, MemoryDataset
+
+    trips = pd.DataFrame({"city": ["NY", "NY", "LA"], "km": [3, 4, 5]})
+    catalog = DataCatalog({"trips": MemoryDataset(trips)})
+    flow = pipeline([node(_count, "trips", "trip_counts", name="count_trips")])
+    store = tmp_path / "store.prov"
+    run_like_a_session(ProvplugHooks(store=store), flow, catalog, tmp_path)
+
+    assert catalog.load("trip_counts").to_dict("records") == [{"city": "LA", "size": 1}, {"city": "NY", "size": 2}]
+    op = _ops(store)["count_trips"]
+    assert op["kind"] == "coarse" and op["triples"] == 0
+    tables = {t["name"]: t for t in provplug.open_store(store).tables().to_pylist()}
+    assert (tables["trips"]["origin"], tables["trips"]["rows"]) == ("source", 3)
+    assert (tables["trip_counts"]["origin"], tables["trip_counts"]["rows"]) == ("output", 2)
+    answer = provplug.open(store).lineage(table="trip_counts", column="size", where="city = 'NY'", method="rq")
+    assert answer.lineage == []  # no cell-level triple: the node is pandas code
+    (crossing,) = answer.coarse
+    assert crossing["op"] == "count_trips" and crossing["rows"] == "all"
+    assert "trips (pandas.core.frame.DataFrame)" in crossing["reason"]
+    assert [(t["table"], t["columns"]) for t in crossing["continues_from"]] == [("trips", ["city", "km"])]
+
+
+def _fit(numbers: Any) -> dict[str, float]:
+    """A model: not a table."""
+    return {"mean": float(numbers.toPandas()["x"].mean())}
+
+
+def _score(model: dict[str, float], labels: pd.DataFrame) -> pd.DataFrame:
+    return labels.assign(score=labels["w"] * model["mean"])
+
+
+def test_a_dataset_that_is_not_a_table_stands_for_the_tables_behind_it(spark: Any, tmp_path: Path) -> None:
+    """numbers (Spark) -> fit -> model (a dict) -> score (with labels) -> scores:
+    scores derive from labels AND numbers, through the model."""
+    from kedro.io import DataCatalog, MemoryDataset
+
+    (tmp_path / "numbers").mkdir()
+    spark.createDataFrame([(1,), (3,)], "x int").coalesce(1).write.parquet(str(tmp_path / "numbers" / "n"))
+    catalog = DataCatalog(
+        {
+            "numbers": MemoryDataset(spark.read.parquet(str(tmp_path / "numbers" / "n"))),
+            "labels": MemoryDataset(pd.DataFrame({"w": [10.0]})),
+        }
+    )
+    flow = pipeline(
+        [node(_fit, "numbers", "model", name="fit"), node(_score, ["model", "labels"], "scores", name="score")]
+    )
+    store = tmp_path / "store.prov"
+    run_like_a_session(ProvplugHooks(store=store), flow, catalog, tmp_path)
+
+    assert catalog.load("scores").to_dict("records") == [{"w": 10.0, "score": 20.0}]  # mean 2.0: the model as fit
+    assert "fit" not in _ops(store)  # it wrote no table
+    (crossing,) = provplug.open(store).lineage(table="scores", column="score", where="w = 10", method="rq").coarse
+    assert crossing["op"] == "score"
+    assert sorted((t["table"], t["columns"]) for t in crossing["continues_from"]) == [
+        ("labels", ["w"]),
+        ("numbers", ["x"]),
+    ]
+
+
+def _pandas_to_spark(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows.assign(y=rows["x"] * 10)
+
+
+def _sparkly(frame: Any) -> Any:
+    return frame.withColumn("z", frame["y"] + 1)
+
+
+def test_a_spark_node_after_a_pandas_node_is_traced_cell_by_cell(spark: Any, tmp_path: Path) -> None:
+    """A pandas output saved through a Spark dataset is stored as the catalog
+    loads it, so the Spark node reading it is traced cell by cell."""
+    from kedro.io import DataCatalog, MemoryDataset
+    from kedro_datasets.spark import SparkDatasetV2  # saves pandas too, as the starters use it
+
+    catalog = DataCatalog(
+        {
+            "rows": MemoryDataset(pd.DataFrame({"x": [1, 2]})),
+            "tens": SparkDatasetV2(
+                filepath=str(tmp_path / "tens"), file_format="parquet", save_args={"mode": "overwrite"}
+            ),
+        }
+    )
+    flow = pipeline([node(_pandas_to_spark, "rows", "tens", name="tens"), node(_sparkly, "tens", "plus", name="plus")])
+    store = tmp_path / "store.prov"
+    run_like_a_session(ProvplugHooks(store=store), flow, catalog, tmp_path)
+
+    ops = _ops(store)
+    assert (ops["tens"]["kind"], ops["plus"]["kind"]) == ("coarse", "builtin")
+    opened = provplug.open(store)
+    answer = opened.lineage(table="plus", column="z", where="z = 21", method="rq")
+    assert sorted((v["table"], v["column"], v["value"]) for v in answer.lineage) == [("tens", "y", 20)]
+    (crossing,) = answer.coarse
+    assert crossing["op"] == "tens" and [(t["table"], t["columns"]) for t in crossing["continues_from"]] == [
+        ("rows", ["x"])
+    ]
+
+
+def test_an_output_provplug_cannot_store_is_an_uncaptured_write_and_the_run_goes_on(spark: Any, tmp_path: Path) -> None:
+    """Duplicate column names cannot be a table: the dataset is recorded as an
+    uncaptured write; Kedro saves the node's output as without provplug."""
+    from kedro.io import DataCatalog, MemoryDataset
+
+    doubled = pd.DataFrame([[1, 2]], columns=["a", "a"])
+    catalog = DataCatalog({"rows": MemoryDataset(pd.DataFrame({"a": [1]}))})
+    flow = pipeline([node(lambda rows: doubled, "rows", "twice", name="twice")])
+    store = tmp_path / "store.prov"
+    run_like_a_session(ProvplugHooks(store=store), flow, catalog, tmp_path)
+
+    assert catalog.load("twice").values.tolist() == [[1, 2]]
+    (manifest,) = provplug.open_store(store).runs()
+    (write,) = manifest["uncaptured_writes"]
+    assert write["name"] == "twice" and "duplicate column names" in write["reason"]
+
+
+def test_strict_is_read_from_the_parameters_and_must_be_a_boolean() -> None:
+    from kedro.io import DataCatalog, MemoryDataset
+
+    def strict(settings: Any) -> bool:
+        return ProvplugHooks.configured_strict(DataCatalog({"params:provplug": MemoryDataset(settings)}))
+
+    assert ProvplugHooks.configured_strict(DataCatalog()) is False
+    assert strict({"store": "x.prov"}) is False
+    assert strict({"strict": True}) is True
+    with pytest.raises(CaptureError, match="provplug: strict must be true or false, not 'yes'"):
+        strict({"strict": "yes"})
+
+
+def _same_column_twice(numbers: Any) -> Any:
+    return numbers.select("x", numbers["x"].alias("x"))
+
+
+def _row_count(frame: Any) -> pd.DataFrame:
+    return pd.DataFrame({"n": [frame.count()]})
+
+
+def test_a_spark_output_provplug_cannot_store_still_links_what_reads_it(spark: Any, tmp_path: Path) -> None:
+    """A Spark node whose output cannot be a table (a column name twice) is an
+    uncaptured write; the node reading it depends on the tables behind it."""
+    from kedro.io import DataCatalog, MemoryDataset
+
+    (tmp_path / "numbers").mkdir()
+    spark.createDataFrame([(1,), (3,)], "x int").coalesce(1).write.parquet(str(tmp_path / "numbers" / "n"))
+    catalog = DataCatalog({"numbers": MemoryDataset(spark.read.parquet(str(tmp_path / "numbers" / "n")))})
+    flow = pipeline(
+        [node(_same_column_twice, "numbers", "twice", name="twice"), node(_row_count, "twice", "counted", name="count")]
+    )
+    store = tmp_path / "store.prov"
+    run_like_a_session(ProvplugHooks(store=store), flow, catalog, tmp_path)
+
+    assert catalog.load("counted").to_dict("records") == [{"n": 2}]
+    (manifest,) = provplug.open_store(store).runs()
+    assert [w["name"] for w in manifest["uncaptured_writes"]] == ["twice"]
+    (crossing,) = provplug.open(store).lineage(table="counted", column="n", where="n = 2", method="rq").coarse
+    assert crossing["op"] == "count"
+    assert [(t["table"], t["columns"]) for t in crossing["continues_from"]] == [("numbers", ["x"])]

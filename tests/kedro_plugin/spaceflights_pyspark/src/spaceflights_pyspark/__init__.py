@@ -1,0 +1,4 @@
+"""Spaceflights PySpark
+"""
+
+__version__ = "0.1"

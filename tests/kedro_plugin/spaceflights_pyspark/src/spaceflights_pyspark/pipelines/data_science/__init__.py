@@ -1,0 +1,3 @@
+"""Complete Data Science pipeline for the spaceflights tutorial"""
+
+from .pipeline import create_pipeline  # NOQA

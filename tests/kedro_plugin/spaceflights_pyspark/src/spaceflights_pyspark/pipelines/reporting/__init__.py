@@ -1,0 +1,3 @@
+"""Complete reporting pipeline for the spaceflights tutorial"""
+
+from .pipeline import create_pipeline # NOQA
