@@ -45,8 +45,9 @@ import contextlib
 import functools
 import inspect
 import os
+import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -57,7 +58,9 @@ from provplug.model import StepInfo
 from provplug.plugin.protocols import CaptureRun
 
 from ._jvm import Catalyst, path_key
+from .replay import V2_TABLE, Written, recording_replacements, replaying
 from .session import SparkCaptureSession
+from .sqlwrites import sql_statements
 
 # DataFrameWriter method -> its argument naming what it writes (a V2 writer is named at writeTo)
 WRITER_METHODS: dict[str, str] = {
@@ -67,12 +70,11 @@ WRITER_METHODS: dict[str, str] = {
     "json": "path",
     "orc": "path",
     "text": "path",
+    "xml": "path",
     "saveAsTable": "name",
     "insertInto": "tableName",
 }
-TABLE_METHODS = {"saveAsTable", "insertInto"}
 V2_METHODS = ("create", "replace", "createOrReplace", "append", "overwrite", "overwritePartitions")
-V2_TABLE = "_provplug_table"  # where a patched DataFrameWriterV2 keeps the table it writes
 
 
 def _as_written(frame: DataFrame) -> DataFrame:
@@ -82,8 +84,11 @@ def _as_written(frame: DataFrame) -> DataFrame:
 
 class WriteTracer:
     """Turns each DataFrame write into a step of one capture run, started by
-    the first write through ``start_run``. Writes from several threads are
-    captured one at a time (the real writes run concurrently)."""
+    the first write through ``start_run``, and writes the user's files from
+    the step's stored rows (one execution). A write whose capture fails is
+    done as the user's own and recorded as an uncaptured write (fail open),
+    unless the run is strict. Writes from several threads are captured one
+    at a time (their jobs and the real writes run concurrently)."""
 
     def __init__(self, start_run: Callable[[SparkSession], CaptureRun]) -> None:
         self._start_run = start_run
@@ -94,21 +99,83 @@ class WriteTracer:
         self._names: set[str] = set()
 
     # -- a write ---------------------------------------------------------------
-    def on_write(self, df: DataFrame, target: str | None, is_table: bool, write: Callable[[], Any]) -> Any:
-        """Capture the write of ``df`` to ``target`` as a step, then ``write()``."""
+    def on_write(
+        self,
+        df: DataFrame,
+        written: Written,
+        write: Callable[[], Any],
+        replay: Callable[[DataFrame], Any] | None,
+    ) -> Any:
+        """Capture the write of ``df`` as a step, then ``replay`` the user's
+        write on its stored rows; when it cannot be captured (or ``replay``
+        is None: the writer's configuration is unknown), ``write()`` as the
+        user asked and record an uncaptured write."""
         with self._lock:
             run = self._start_run(df.sparkSession)
-            session = self._bound(run, df.sparkSession)
-            name = self._unique(_dataset_name(target, is_table))
-            traced = self._traced(session, df, name)
-            step = StepInfo(f"write:{name}", (), (name,), {"dataset": target or ""})
-            output = run.call_step(step, _as_written, (traced,), {})
-        result = write()
-        key = self._written_key(session.rewriter.jvm, df.sparkSession, target, is_table)
+            if replay is None:
+                self.uncaptured(run, written.dataset, "its writer was made before provplug intercepted writes")
+                return write()
+            table = self._captured(run, df, written)
+        if table is None:
+            return write()
+        try:
+            stored = self._stored(table)  # waits for the step's writer job; raises its error
+        except Exception as exc:
+            with self._lock:
+                self._not_captured(run, written.dataset, exc, {table}, after=table)
+            return write()
+        result = replay(stored)  # the user's write itself: its errors are the user's
+        key = self._written_key(stored.sparkSession, written) if written.linked else None
         if key is not None:
             with self._lock:
-                self._written[key] = output.table_id
+                self._written[key] = table
         return result
+
+    def _captured(self, run: CaptureRun, df: DataFrame, written: Written) -> int | None:
+        """The table the step capturing the write stores its rows into (its
+        writer job running), or None when it cannot be captured."""
+        session = self._session or (run.session if isinstance(run.session, SparkCaptureSession) else None)
+        before = session.table_ids() if session is not None else frozenset()
+        try:
+            session = self._bound(run, df.sparkSession)
+            name = self._unique(_dataset_name(written.target, written.is_table))
+            traced = self._traced(session, df, name)
+            step = StepInfo(f"write:{name}", (), (name,), {"dataset": written.dataset})
+            output = run.call_step(step, _as_written, (traced,), {})
+            return int(output.table_id)
+        except Exception as exc:
+            # The sources stored on the way stay (a later write may read them); the rest goes.
+            staged = session.table_ids() - before - set(self._sources.values()) if session else frozenset()
+            self._not_captured(run, written.dataset, exc, staged, after=max(before, default=-1))
+            return None
+
+    def _stored(self, table: int) -> DataFrame:
+        assert self._session is not None
+        return self._session.fresh_frame(table)
+
+    def _not_captured(
+        self, run: CaptureRun, dataset: str, error: Exception, tables: Collection[int], after: int
+    ) -> None:
+        """Forget what the failed capture staged (``tables``, and unfinished
+        tables reserved after table id ``after``) and record the write as
+        uncaptured; a strict run fails instead (``error`` goes on)."""
+        if run.strict:
+            raise error
+        if self._session is not None:
+            self._session.abandon(tables, after)
+        self.uncaptured(run, dataset, _reason(error))
+
+    def on_uncaptured(self, spark: SparkSession, dataset: str, reason: str) -> None:
+        """A write seen and not captured (the caller does it as the user asked)."""
+        with self._lock:
+            self.uncaptured(self._start_run(spark), dataset, reason)
+
+    @staticmethod
+    def uncaptured(run: CaptureRun, dataset: str, reason: str) -> None:
+        """Record a write provplug did not capture (a strict run fails instead)."""
+        if run.strict:
+            raise CaptureError(f"the write of {dataset} cannot be captured: {reason}")
+        run.record_uncaptured_write(dataset, reason)
 
     def _bound(self, run: CaptureRun, spark: SparkSession) -> SparkCaptureSession:
         session = run.session
@@ -160,12 +227,13 @@ class WriteTracer:
             self._sources[read] = session.source_table(session.rewriter.jvm.frame(leaf), self._unique(name))
         return self._sources[read]
 
-    @staticmethod
-    def _written_key(jvm: Catalyst, spark: SparkSession, target: str | None, is_table: bool) -> str | None:
+    def _written_key(self, spark: SparkSession, written: Written) -> str | None:
         """The key a later read of what was written has (see :meth:`Catalyst.relation`)."""
+        assert self._session is not None
+        jvm, target = self._session.rewriter.jvm, written.target
         if target is None:
             return None
-        if not is_table:
+        if not written.is_table:
             return path_key([jvm.qualified_path(target)])
         plan = jvm.plan(spark.table(target))
         while plan.children().size() == 1:
@@ -219,36 +287,50 @@ def intercepted_writes(tracer: WriteTracer) -> Iterator[None]:
 
 
 def _replacements(tracer: WriteTracer) -> Iterator[tuple[type, str, Any]]:
+    yield from recording_replacements()
     for method, argument in WRITER_METHODS.items():
-        original = DataFrameWriter.__dict__[method]
-        yield DataFrameWriter, method, _writing(original, tracer, argument, method in TABLE_METHODS)
-    yield DataFrameWriterV2, "__init__", _remembering_table(DataFrameWriterV2.__dict__["__init__"])
+        yield DataFrameWriter, method, _writing(DataFrameWriter.__dict__[method], tracer, _to_path_or_table(argument))
+    yield DataFrameWriter, "jdbc", _writing(DataFrameWriter.__dict__["jdbc"], tracer, _to_jdbc)
     for method in V2_METHODS:
-        yield DataFrameWriterV2, method, _writing(DataFrameWriterV2.__dict__[method], tracer, None, True)
+        yield DataFrameWriterV2, method, _writing(DataFrameWriterV2.__dict__[method], tracer, _to_v2_table)
+    yield SparkSession, "sql", sql_statements(SparkSession.__dict__["sql"], tracer)
     yield SparkSession, "stop", _stopping(SparkSession.__dict__["stop"], tracer)
 
 
-def _writing(original: Callable[..., Any], tracer: WriteTracer, argument: str | None, is_table: bool) -> Any:
+def _writing(
+    original: Callable[..., Any], tracer: WriteTracer, describe: Callable[[Any, dict[str, Any]], Written]
+) -> Any:
     signature = inspect.signature(original)
 
     @functools.wraps(original)
     def write(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if argument is None:
-            target = getattr(self, V2_TABLE, None)
-        else:
-            target = signature.bind(self, *args, **kwargs).arguments.get(argument)
-        return tracer.on_write(self._df, target, is_table, lambda: original(self, *args, **kwargs))
+        written = describe(self, signature.bind(self, *args, **kwargs).arguments)
+        replay = replaying(self, original, args, kwargs)
+        return tracer.on_write(self._df, written, lambda: original(self, *args, **kwargs), replay)
 
     return write
 
 
-def _remembering_table(original: Callable[..., Any]) -> Any:
-    @functools.wraps(original)
-    def init(self: Any, df: DataFrame, table: str) -> None:
-        original(self, df, table)
-        setattr(self, V2_TABLE, table)
+def _to_path_or_table(argument: str) -> Callable[[Any, dict[str, Any]], Written]:
+    is_table = argument != "path"
 
-    return init
+    def describe(writer: Any, arguments: dict[str, Any]) -> Written:
+        target = arguments.get(argument)
+        return Written(target, is_table, target or "")
+
+    return describe
+
+
+def _to_jdbc(writer: Any, arguments: dict[str, Any]) -> Written:
+    """A JDBC table: named after the table, recorded as the URL (without its
+    parameters: they may hold credentials) and the table."""
+    url, table = str(arguments["url"]), str(arguments["table"])
+    return Written(table, True, f"{re.split(r'[?;]', url, maxsplit=1)[0]}/{table}", linked=False)
+
+
+def _to_v2_table(writer: Any, arguments: dict[str, Any]) -> Written:
+    table = getattr(writer, V2_TABLE, None)  # None: a writer made before writes were intercepted
+    return Written(table, True, table or "a table")
 
 
 def _stopping(original: Callable[..., Any], tracer: WriteTracer) -> Any:
@@ -258,3 +340,9 @@ def _stopping(original: Callable[..., Any], tracer: WriteTracer) -> Any:
         original(self)
 
     return stop
+
+
+def _reason(error: Exception) -> str:
+    """An error in one line (a JVM error's first line), for an uncaptured write."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:500]
