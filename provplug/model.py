@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 OpKind = Literal["builtin", "udf", "imported", "coarse"]  # coarse: see CoarseEdge
 TableOrigin = Literal["source", "output", "imported"]
+COARSE_REASON = "coarse_reason"  # op parameter of a coarse step: why it is coarse
 
 
 def utc_now() -> datetime:

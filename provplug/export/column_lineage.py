@@ -27,6 +27,8 @@ udf       one / several input cells per output cell      DIRECT / TRANSFORMATION
                                                          AGGREGATION ("black-box UDF")
 imported  one / several                                  DIRECT / TRANSFORMATION /       —
                                                          AGGREGATION ("imported op")
+coarse    none: its coarse edges name the columns        DIRECT / TRANSFORMATION         —
+                                                         ("coarse step: REASON")
 ========  =============================================  ==============================  =====================
 
 Values are compared only where both tables' rows are stored (else the pair
@@ -253,3 +255,21 @@ class _ValueCache:
         order = np.argsort(numbers, kind="stable")
         data = rows.select(list(table.columns))
         return numbers[order], order, data
+
+
+def coarse_pairs(edges: Any, ops: list[dict[str, Any]], tables: dict[int, Table]) -> list[ColumnPair]:
+    """The column pairs of coarse steps, from their coarse edges (they have
+    no triple): each output column on each input column it may derive from."""
+    from provplug.export.scope import coarse_reason
+
+    reasons = {int(o["op_id"]): coarse_reason(o) for o in ops if o.get("kind") == "coarse"}
+    pairs = []
+    for edge in edges:
+        src, dst = tables.get(edge.src_table), tables.get(edge.dst_table)
+        if src is None or dst is None or edge.op not in reasons:
+            continue
+        how = Transformation("DIRECT", "TRANSFORMATION", f"coarse step: {reasons[edge.op]}")
+        for j, out in enumerate(dst.columns):
+            for i in edge.sources_of(j, len(src.columns)):
+                pairs.append(ColumnPair(edge.op, edge.src_table, src.columns[i], edge.dst_table, out, how))
+    return pairs

@@ -25,7 +25,7 @@ import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from provplug.export.column_lineage import ColumnPair, column_pairs
+from provplug.export.column_lineage import ColumnPair, coarse_pairs, column_pairs
 from provplug.export.scope import Table
 
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ def events(
 
     namespace = namespace or namespace_of(store)
     pairs = column_pairs(store, selection.ops, all_tables, triples)
+    for pair in coarse_pairs(selection.coarse, selection.ops, all_tables):
+        pairs.setdefault(pair.op_id, []).append(pair)
     return [
         Serde.to_dict(_event(store, namespace, op, all_tables, pairs.get(int(op["op_id"]), []))) for op in selection.ops
     ]

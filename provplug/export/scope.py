@@ -4,9 +4,12 @@ that a run's tables are read even where another run wrote the same name."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
+from provplug.model import COARSE_REASON, CoarseEdge
 from provplug.store.catalogue import StoreCatalogue, TableEntry
+from provplug.store.coarse import coarse_of
 
 # One table of one run, as the store's catalogue records it (the catalogue's own record).
 Table = TableEntry
@@ -52,3 +55,19 @@ def stored_rows(store: Store, table: Table) -> pa.Table:
 def value_count(store: Store, run_ids: set[str] | None) -> int:
     """Values (cells) of the runs, as their manifests count them."""
     return sum(int(m["counts"].get("values", 0)) for m in store.runs() if run_ids is None or m["run_id"] in run_ids)
+
+
+def coarse_reason(op: dict[str, Any]) -> str:
+    """Why a coarse op (kind ``"coarse"``) is coarse."""
+    params = op.get("params")
+    if isinstance(params, str):
+        params = json.loads(params or "{}")
+    return str((params or {}).get(COARSE_REASON, "not captured cell by cell"))
+
+
+def coarse_edges_of(store: Store, ops: list[dict[str, Any]]) -> list[CoarseEdge]:
+    """The coarse edges of the coarse ops among ``ops``."""
+    coarse = {int(o["op_id"]): o["run_id"] for o in ops if o.get("kind") == "coarse"}
+    if not coarse:
+        return []
+    return [e for e in coarse_of(store, set(coarse.values())) if e.op in coarse]

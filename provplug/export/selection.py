@@ -13,7 +13,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from provplug.errors import ExportError as ExportError
-from provplug.export.scope import Table, ops_of, resolve_run, stored_rows, tables_of, value_count
+from provplug.export.scope import (
+    Table,
+    coarse_edges_of,
+    ops_of,
+    resolve_run,
+    stored_rows,
+    tables_of,
+    value_count,
+)
+from provplug.model import CoarseEdge
 
 if TYPE_CHECKING:
     from provplug.plugin.protocols import Store
@@ -50,6 +59,7 @@ class Selection:
     edges: list[tuple[int, int, int]] = field(default_factory=list)
     query: list[int] = field(default_factory=list)
     targeted: bool = False
+    coarse: list[CoarseEdge] = field(default_factory=list)  # of the coarse ops among ``ops``
 
 
 def select(store: Store, run: str | None, target: Target | None, with_values: bool) -> Selection:
@@ -80,16 +90,20 @@ def _target_selection(store: Store, run: str | None, target: Target) -> Selectio
     ops = ops_of(store)
     table_of = {v["value_id"]: v["table_id"] for v in values}
     edges = [(e["src"], e["dst"], _op_id(ops, e["op"], table_of.get(e["dst"], -1))) for e in answer.edges]
-    op_ids = {op for _, _, op in edges}
+    op_ids = {op for _, _, op in edges} | {c["op_id"] for c in answer.coarse}  # the coarse steps it crosses
+    chosen = [o for o in ops if o["op_id"] in op_ids]
+    crossed = {t["table_id"] for c in answer.coarse for side in ("from", "continues_from") for t in c[side]}
+    used_tables = sorted(set(used_tables) | (crossed & set(tables)))
     return Selection(
         store.uri,
         sorted({tables[t].run_id for t in used_tables}),
         [tables[t] for t in used_tables],
-        [o for o in ops if o["op_id"] in op_ids],
+        chosen,
         values,
         edges,
         [r["value_id"] for r in answer.query],
         targeted=True,
+        coarse=coarse_edges_of(store, chosen),
     )
 
 
@@ -113,7 +127,7 @@ def _whole_selection(store: Store, run_ids: set[str] | None, with_values: bool) 
     tables = tables_of(store, run_ids)
     ops = ops_of(store, run_ids)
     runs = sorted({t.run_id for t in tables} | {o["run_id"] for o in ops})
-    selection = Selection(store.uri, runs, tables, ops)
+    selection = Selection(store.uri, runs, tables, ops, coarse=coarse_edges_of(store, ops))
     if not with_values:
         return selection
     count = value_count(store, run_ids)

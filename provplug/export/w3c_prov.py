@@ -13,6 +13,9 @@ op (step invocation)       activity ``ppo:<op id>``, ``prov:label`` its name, st
 op read / wrote a table    ``used(op, table)`` / ``wasGeneratedBy(table, op)``
 triple ⟨src, dst, op⟩      ``wasDerivedFrom(dst, src, op)``, ``used(op, src)``,
                            ``wasGeneratedBy(dst, op)``
+coarse step (no triple)    activity with ``pp:kind "coarse"`` and ``pp:coarseReason``;
+                           ``wasDerivedFrom(output table, input table, op)`` with
+                           ``pp:coarse true`` and ``pp:columns`` (``out<-in,in; ...``)
 =========================  ============================================================
 
 Every name lives under ``https://w3id.org/provplug/``: ``pp`` is the
@@ -25,7 +28,7 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from provplug.export.scope import Table
+from provplug.export.scope import Table, coarse_reason
 
 if TYPE_CHECKING:
     from provplug.plugin.protocols import ExportSelection
@@ -52,7 +55,24 @@ def document(selection: ExportSelection, all_tables: dict[int, Table]) -> Any:
         if value["table_id"] in tables:
             doc.hadMember(f"ppt:{value['table_id']}", f"ppv:{value['value_id']}")
     _add_derivations(doc, selection.edges)
+    _add_coarse_derivations(doc, selection, tables)
     return doc
+
+
+def _add_coarse_derivations(doc: Any, selection: ExportSelection, tables: dict[int, Table]) -> None:
+    """A coarse step's outputs derive from its inputs as tables, column by column as far as known."""
+    for edge in selection.coarse:
+        if edge.src_table not in tables or edge.dst_table not in tables:
+            continue
+        src, dst = tables[edge.src_table], tables[edge.dst_table]
+        mapping = [(c, edge.sources_of(j, len(src.columns))) for j, c in enumerate(dst.columns)]
+        columns = "; ".join(f"{c}<-{','.join(src.columns[i] for i in ins)}" for c, ins in mapping if ins)
+        doc.wasDerivedFrom(
+            f"ppt:{edge.dst_table}",
+            f"ppt:{edge.src_table}",
+            f"ppo:{edge.op}",
+            other_attributes={"pp:coarse": True, "pp:columns": columns},
+        )
 
 
 def prov_json(selection: ExportSelection, all_tables: dict[int, Table]) -> str:
@@ -95,6 +115,7 @@ def _add_activity(doc: Any, op: dict[str, Any], tables: dict[int, Table]) -> Non
             "pp:kind": op["kind"],
             "pp:operations": ", ".join(op["operations"]),
             "pp:run": op["run_id"],
+            **({"pp:coarseReason": coarse_reason(op)} if op["kind"] == "coarse" else {}),
         },
     )
     for table in op["inputs"]:

@@ -34,7 +34,7 @@ from provplug.errors import CaptureError
 from provplug.ingest.recorder import StagedRun
 from provplug.ingest.runcontext import checked_label, python_entry, run_context
 from provplug.ingest.transaction import observed_run
-from provplug.model import RunInfo, StepInfo
+from provplug.model import COARSE_REASON, RunInfo, StepInfo
 from provplug.plugin.manager import Plugins, get_plugins
 from provplug.plugin.protocols import AdapterSession, Store, Transaction
 from provplug.plugin.reductions import MODES, Reduction
@@ -48,7 +48,6 @@ _modules: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("prov
 MODULE_PARAM = "module"  # op parameter naming a step's module (the zoom queries')
 reduce_logger = logging.getLogger("provplug.reduce")
 summary_logger = logging.getLogger("provplug.summary")  # one line per committed run
-COARSE_REASON = "coarse_reason"  # op parameter: why a coarse step is coarse
 
 
 class ActiveRun(StagedRun):

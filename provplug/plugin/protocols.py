@@ -552,6 +552,9 @@ class ExportSelection(Protocol):
     """The queried value ids (a lineage answer's seeds)."""
     targeted: bool
     """True for a lineage answer, False for a whole run or store."""
+    coarse: list[Any]
+    """The coarse edges (:class:`provplug.model.CoarseEdge`) of the coarse
+    ops among ``ops``: what their outputs may derive from, with no triple."""
 
 
 class ExportFormat(Protocol):

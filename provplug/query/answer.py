@@ -13,6 +13,7 @@ from operator import itemgetter
 from typing import Any
 
 from provplug import ids
+from provplug.query.coarse import crossing_lines
 
 MAX_TREE_LINES = 400
 # Rows shown per (op, table) group of a tree level; the rest are counted.
@@ -43,6 +44,9 @@ class LineageAnswer:
     # was made from, which zooming in restores, and the modules zoomed out.
     fine: LineageAnswer | None = field(default=None, repr=False, compare=False)
     zoomed: tuple[str, ...] = field(default=(), compare=False)
+    # The coarse steps the answer crosses (provplug.query.coarse): where the
+    # cell-level answer ends and goes on from whole columns.
+    coarse: list[dict[str, Any]] = field(default_factory=list)
 
     # -- JSON ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -60,12 +64,13 @@ class LineageAnswer:
             "lineage": [_cell(r, rows) for r in self.lineage],
             "edges": self.edges,
             "rows": rows,
+            **({"coarse": self.coarse} if self.coarse else {}),
         }
 
     def to_json(self) -> str:
         """:meth:`to_dict` as JSON text with one row, cell or triple per line
         (greppable, and no indentation bytes repeated per cell)."""
-        return dumps_by_line(self.to_dict(), ("query", "lineage", "edges", "rows"))
+        return dumps_by_line(self.to_dict(), ("query", "lineage", "edges", "rows", "coarse"))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LineageAnswer:
@@ -84,6 +89,7 @@ class LineageAnswer:
             lineage=[record(c) for c in data["lineage"]],
             edges=[dict(e) for e in data["edges"]],
             stats={**data["stats"], **({"run": data["run"]} if data.get("run") else {})},
+            coarse=[dict(c) for c in data.get("coarse", ())],
         )
 
     @property
@@ -190,7 +196,11 @@ class LineageAnswer:
     # -- text ------------------------------------------------------------------
     def render(self, max_lines: int = MAX_TREE_LINES, max_siblings: int = MAX_SIBLINGS) -> str:
         """The answer as a tree, headed by the line naming its run (when known)."""
-        return _run_heading(self.stats) + self._body(max_lines, max_siblings)
+        return _run_heading(self.stats) + self._body(max_lines, max_siblings) + self._coarse_text()
+
+    def _coarse_text(self) -> str:
+        """The coarse steps the answer crosses, a line each (nothing when none)."""
+        return "".join("\n" + line for line in crossing_lines(self.coarse, self.direction))
 
     def _body(self, max_lines: int, max_siblings: int) -> str:
         if self.direction == "both":
@@ -198,7 +208,7 @@ class LineageAnswer:
         return _TreeRenderer(self, max_lines, max_siblings).render()
 
     def render_summary(self, max_rows: int = MAX_SUMMARY_ROWS) -> str:
-        return _run_heading(self.stats) + _summary_text(self.summary(), max_rows)
+        return _run_heading(self.stats) + _summary_text(self.summary(), max_rows) + self._coarse_text()
 
     def summary_json(self) -> str:
         """:meth:`summary` as JSON, one table, op or source row per line."""
@@ -289,6 +299,7 @@ def _summary(answer: LineageAnswer) -> dict[str, Any]:
         "source_cells": len(ends),
         "source_rows": list(source_rows.values()),
         "source_cells_without_stored_rows": dict(sorted(unstored.items())),
+        **({"coarse": answer.coarse} if answer.coarse else {}),
     }
 
 

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from provplug import ids, schema
 from provplug.errors import LineageQueryError
 from provplug.plugin.protocols import Store
+from provplug.query.coarse import CoarseGraph
 from provplug.query.index_reader import arrow_ids, cached, caches_of
 from provplug.store import files as storefiles
 from provplug.store.catalogue import StoreCatalogue, TableEntry
@@ -61,6 +62,8 @@ class Catalog:
         self.run_ids = tuple(m["run_id"] for m in manifests)
         self.tables: dict[int, TableEntry] = catalogue.tables
         self.ops: dict[int, str] = {o["op_id"]: o["name"] for o in catalogue.ops}
+        self.op_records = list(catalogue.ops)
+        self._coarse: CoarseGraph | None = None
         self._mapping: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._groups: list[_ValueGroup] | None = None  # the value mappings' row groups, once read
         self.queries = 0  # queries served by this (per-process) catalogue
@@ -105,6 +108,13 @@ class Catalog:
         writers = [m for m in self.manifests if m["run_id"] in wrote]
         manifest = next(m for m in self.manifests if m["run_id"] == entry.run_id)
         return run_used(manifest, writers, entry.name, given)
+
+    @property
+    def coarse(self) -> CoarseGraph:
+        """The coarse steps of the store's runs (read once per catalogue)."""
+        if self._coarse is None:
+            self._coarse = CoarseGraph(self.store, self.run_ids, self.tables, self.op_records)
+        return self._coarse
 
     def op_name(self, op_id: int) -> str:
         return self.ops.get(op_id, str(op_id))

@@ -97,6 +97,7 @@ class LineageQueries:
                 **result.extra,
             },
         )
+        answer.coarse = catalog.coarse.crossings(np.concatenate([seeds, result.walk.lineage]), direction)
         reduced = _reductions(catalog, np.concatenate([seeds, result.walk.lineage]))
         if reduced:
             answer.stats["reduction"] = reduced

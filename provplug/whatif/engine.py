@@ -27,6 +27,7 @@ unknown; and unknown spreads downstream like any change.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -36,6 +37,7 @@ import pyarrow as pa
 
 from provplug import ids, schema
 from provplug.errors import LineageQueryError
+from provplug.model import COARSE_REASON
 from provplug.plugin.protocols import Store
 from provplug.query.catalog import Catalog
 from provplug.rowrules import ColumnRule, OpRowRules
@@ -50,6 +52,7 @@ class Op:
     name: str
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
+    coarse: str | None = None  # a coarse step: why (its rows are not traced)
 
 
 @dataclasses.dataclass
@@ -67,8 +70,8 @@ class Propagation:
 
 def ordered_ops(store: Store[Any]) -> list[Op]:
     """The store's ops, each after the ops that wrote its inputs."""
-    rows = store.ops().select(["op_id", "name", "inputs", "outputs"]).to_pylist()
-    ops = [Op(int(r["op_id"]), r["name"], tuple(r["inputs"]), tuple(r["outputs"])) for r in rows]
+    rows = store.ops().select(["op_id", "name", "inputs", "outputs", "kind", "params"]).to_pylist()
+    ops = [Op(int(r["op_id"]), r["name"], tuple(r["inputs"]), tuple(r["outputs"]), _coarse_reason(r)) for r in rows]
     writer = {t: op.op_id for op in ops for t in op.outputs}
     done: set[int] = set()
     order: list[Op] = []
@@ -82,6 +85,13 @@ def ordered_ops(store: Store[Any]) -> list[Op]:
             order.append(o)
         pending = [o for o in pending if o.op_id not in done]
     return order
+
+
+def _coarse_reason(op: Mapping[str, Any]) -> str | None:
+    if op["kind"] != "coarse":
+        return None
+    params = json.loads(op["params"] or "{}") if isinstance(op["params"], str) else dict(op["params"] or {})
+    return str(params.get(COARSE_REASON, "not captured cell by cell"))
 
 
 class Engine:
@@ -153,6 +163,8 @@ class Engine:
 
     def _all_unknown(self, op: Op, rules: OpRowRules | None, inputs: dict[int, TableState]) -> str | None:
         """Why every row of the op's output is unknown, if it is."""
+        if op.coarse is not None:
+            return f"{op.name} is a coarse step, its rows are not traced ({op.coarse})"
         if rules is None:
             return f"op {op.name} recorded no row lineage"
         for t, state in inputs.items():

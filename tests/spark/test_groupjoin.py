@@ -32,7 +32,7 @@ def test_group_joins_setting_must_be_known(spark: Any, store_path: Path) -> None
     spark.conf.set(GROUP_JOINS_CONF, "sometimes")
     try:
         with pytest.raises(CaptureError, match="groupJoins must be 'global' or 'always'"):
-            capture(spark, store_path, {"S": S_ROWS}, lambda f: None)
+            capture(spark, store_path, {"S": S_ROWS}, lambda f: None, strict=True)
     finally:
         spark.conf.unset(GROUP_JOINS_CONF)
     assert not store_path.exists() or open_store(store_path).runs() == []
@@ -66,7 +66,7 @@ def test_pandas_aggregate_udf_per_group(spark: Any, store_path: Path) -> None:
         return df.orderBy("age").limit(2).groupBy("city").agg(mean("age").alias("m"))
 
     with pytest.raises(CaptureError, match="pandas aggregate UDF"):
-        capture(spark, store_path, {"S": S_ROWS}, lambda f: top_means(f["S"]))
+        capture(spark, store_path, {"S": S_ROWS}, lambda f: top_means(f["S"]), strict=True)
 
 
 def test_aggregate_through_union_and_using_join_keeps_exact_group_provenance(

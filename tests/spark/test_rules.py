@@ -511,8 +511,8 @@ def test_record_lambdas_fail_clearly_and_commit_nothing(spark: Any, store_path: 
     def opaque(df: Any) -> Any:
         return df.rdd.map(lambda r: (r.k, r.a)).toDF(["k", "a"])
 
-    with pytest.raises(CaptureError, match="RDD"):
-        capture(spark, store_path, {"T": T_ROWS}, lambda f: opaque(f["T"]))
+    with pytest.raises(CaptureError, match="RDD"):  # strict: the refusal (by default, a coarse step)
+        capture(spark, store_path, {"T": T_ROWS}, lambda f: opaque(f["T"]), strict=True)
     assert not store_path.exists()
 
 
@@ -531,6 +531,7 @@ def test_an_unregistered_driver_built_dataframe_is_named_as_such(spark: Any, sto
             store_path,
             {"T": T_ROWS},
             lambda f: lookup(f["T"], spark.createDataFrame([(1, "east")], "k int, region string")),
+            strict=True,
         )
     assert "RDD (" not in str(error.value)
     assert not store_path.exists()

@@ -119,7 +119,7 @@ def test_run_captures_each_write_and_lineage_crosses_writes(
 ) -> None:
     result = cli("run", "--store", store_path, SCRIPT, DATA, tmp_path / "out")
     assert result.code == 0, result.err
-    assert "3 writes, 5 tables" in result.err
+    assert "3 steps, 5 tables" in result.err
     triples = labelled_triples(store_path, KEYS)
     assert triples == _enriched() | _by_region() | _big_regions()
     # Across both writes: the average order of the north goes back to the amounts and

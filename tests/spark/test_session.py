@@ -114,7 +114,7 @@ def test_lifecycle_hooks_fire_for_the_run_and_every_step(spark: Any, store_path:
     assert all(o["started"] <= o["finished"] for o in ops(store_path).values())
     events.clear()
     with pytest.raises(CaptureError):
-        capture(spark, store_path, {"T": T_ROWS}, lambda f: bad(f["T"]))
+        capture(spark, store_path, {"T": T_ROWS}, lambda f: bad(f["T"]), strict=True)
     assert events == [
         ("run_started", "spark"),
         ("step_started", "Bad"),

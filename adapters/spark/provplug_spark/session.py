@@ -57,11 +57,12 @@ from provplug import ids, schema
 from provplug.errors import CaptureError
 from provplug.ingest.recorder import ROWS, StagedRun
 from provplug.location import LocationEdge, Rates, RowRuns, declared_rates
-from provplug.model import OpInfo, StepInfo, TableInfo, TableOrigin
+from provplug.model import COARSE_REASON, OpInfo, StepInfo, TableInfo, TableOrigin
 from provplug.plugin.protocols import RunRecorder
 
 from . import aligned, declared
 from ._jvm import PendingFrame
+from .coarse import coarse_edges, coarse_inputs, every_column
 from .groupjoin import group_jobs
 from .rewrite import PlanRewriter, Rewritten
 from .rowlineage import PairLayout
@@ -135,6 +136,7 @@ class SparkCaptureSession:
         # Row-aligned outputs stored as location edges (:mod:`.aligned`).
         self.location_lineage = aligned.enabled(spark, run.location_lineage)
         self._runs: dict[int, RowRuns] = {}  # table id -> its row numbers, once written
+        self._stored: dict[int, tuple[str, ...]] = {}  # table id -> columns, of every table steps may read
 
     # -- sources ---------------------------------------------------------------
     def source(self, data: Any, name: str) -> DataFrame:
@@ -189,7 +191,7 @@ class SparkCaptureSession:
     ) -> DataFrame:
         """Record ``table`` (now stored) and return its rows as the user sees them."""
         self.run.record_table(self._counted(table, origin, rows))
-        self.rewriter.register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id), positional))
+        self._register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id), positional))
         return self._read_back(table, data_schema, positional)
 
     def _counted(self, table: TableInfo, origin: TableOrigin, rows: int) -> TableInfo:
@@ -246,25 +248,49 @@ class SparkCaptureSession:
     # -- steps -----------------------------------------------------------------
     def run_step(self, step: StepInfo, func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         started = _now()
-        result = func(*args, **kwargs)
+        result = func(*args, **kwargs)  # the user's own code: its errors are the pipeline's
+        if self.run.strict:
+            return self._captured_step(step, result, started)
+        try:
+            return self._captured_step(step, result, started)
+        except Exception as failed:  # fail open: the pipeline goes on with the step's own result
+            reason = f"{type(failed).__name__}: {failed}"
+            logger.warning("provplug: step %s was not captured: %s", step.name, reason)
+            self.run.record_uncaptured_write(", ".join(step.outputs), f"step {step.name}: {reason}")
+            return result
+
+    def _captured_step(self, step: StepInfo, result: Any, started: dt.datetime) -> Any:
+        """Capture the step that returned ``result``; the DataFrames downstream steps read."""
         outputs = self._outputs(step, result)
         op_id = self.run.new_op_id()
-        # Every output rewritten before any is written: a step that fails to
-        # capture leaves no file behind, even if the caller goes on.
-        rewrites = [self.rewriter.rewrite(frame) for frame in outputs]
+        # Every output rewritten, and everything that may fail computed, before
+        # any is registered or written: a step that fails to capture leaves no
+        # file and no table behind, and the caller may go on.
+        try:
+            rewrites = [self.rewriter.rewrite(frame) for frame in outputs]
+        except Exception as refused:  # a refusal, or a plan the rewrite could not handle
+            if self.run.strict:
+                raise
+            why = (
+                str(refused) if isinstance(refused, CaptureError) else f"internal: {type(refused).__name__}: {refused}"
+            )
+            return self._coarse_step(step, outputs, op_id, started, why)
         tables = [
             self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
             for name, frame in zip(step.outputs, outputs, strict=True)
         ]
-        for rewritten, table in zip(rewrites, tables, strict=True):
-            row_rules = rewritten.rules_for(op_id, table.table_id)
-            if row_rules is not None:
-                self.run.record_row_rules(row_rules)
+        locations = [
+            self._location(step, len(outputs), frame, rewritten)
+            for frame, rewritten in zip(outputs, rewrites, strict=True)
+        ]
+        row_rules = [r.rules_for(op_id, t.table_id) for r, t in zip(rewrites, tables, strict=True)]
+        for rules in row_rules:
+            if rules is not None:
+                self.run.record_row_rules(rules)
         jobs, frames = [], []
-        for frame, rewritten, table in zip(outputs, rewrites, tables, strict=True):
+        for frame, rewritten, table, location in zip(outputs, rewrites, tables, locations, strict=True):
             # Registered now: a downstream rewrite can only meet this table once its rows are written.
-            self.rewriter.register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
-            location = self._location(step, len(outputs), frame, rewritten)
+            self._register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
             jobs.append(self.steps.submit(self._materialise, table, rewritten, op_id, frame, location, step.name))
             self._handed[table.table_id] = _Handed(
                 frame,
@@ -289,6 +315,73 @@ class SparkCaptureSession:
         self.run.record_op(op)  # finished and triples are known when the writes end (close)
         self.pending.append((op, jobs))
         return tuple(frames) if len(step.outputs) > 1 else frames[0]
+
+    def coarse_step(self, step: StepInfo, outputs: Sequence[DataFrame], inputs: Sequence[int], reason: str) -> Any:
+        """Store ``outputs`` (Spark DataFrames of data provplug cannot trace,
+        e.g. built from a pandas node's result) as a coarse step: every
+        output column on every column of the ``inputs`` tables. Returns the
+        DataFrames (one, or a tuple) downstream steps should read."""
+        started = _now()
+        every = {t: self._stored[t] for t in inputs if t in self._stored}
+        return self._coarse_step(step, list(outputs), self.run.new_op_id(), started, reason, every)
+
+    def _coarse_step(
+        self,
+        step: StepInfo,
+        outputs: list[DataFrame],
+        op_id: int,
+        started: dt.datetime,
+        reason: str,
+        every: Mapping[int, tuple[str, ...]] | None = None,
+    ) -> Any:
+        """A step whose rows cannot be traced exactly: its outputs are stored
+        as usual (numbered rows, read back downstream), with no triple; one
+        coarse edge per input table says what each output column may derive
+        from (:mod:`.coarse`; ``every``: on every column of these tables).
+        Fail open: the pipeline goes on unchanged."""
+        stored = dict(self._stored)
+        tables, jobs, frames, inputs = [], [], [], set()
+        for name, frame in zip(step.outputs, outputs, strict=True):
+            table = self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
+            if every is None:
+                found = coarse_inputs(self.rewriter.jvm, self.rewriter.tables, self.rewriter.jvm.plan(frame), stored)
+            else:
+                found = every_column(every, len(table.columns))
+            why = reason + ("; it also reads data that is not a table of the run" if found.hidden_inputs else "")
+            for edge in coarse_edges(op_id, table.table_id, found, why):
+                self.run.record_coarse_edge(edge)
+                inputs.add(edge.src_table)
+            self._register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
+            jobs.append(self.steps.submit(self._materialise_coarse, table, op_id, frame, step.name))
+            self._handed[table.table_id] = _Handed(
+                frame,
+                functools.partial(_frame_of, jobs[-1]),
+                functools.partial(self._reread, jobs[-1], table, frame.schema),
+            )
+            tables.append(table)
+            frames.append(self.table_frame(table.table_id))
+        logger.warning("provplug: step %s is stored as a coarse step: %s", step.name, reason)
+        params = {**step.params, COARSE_REASON: reason}
+        op = OpInfo(
+            op_id, step.name, self.run.run_id, "coarse", tuple(sorted(inputs)),
+            tuple(t.table_id for t in tables), (), params, started, None, None,
+        )  # fmt: skip
+        self.run.record_op(op)
+        self.pending.append((op, jobs))
+        return tuple(frames) if len(step.outputs) > 1 else frames[0]
+
+    def _register(self, leaf: TableLeaf) -> None:
+        """Make ``leaf`` a table downstream plans may read (the rewrite finds it by its path)."""
+        self.rewriter.register(leaf)
+        self._stored[leaf.table_id] = leaf.columns
+
+    def _materialise_coarse(self, table: TableInfo, op_id: int, frame: DataFrame, step: str) -> _Written:
+        """Write a coarse step's output rows once (numbered, no triple)."""
+        layout = OutputLayout(tuple(table.columns), (), ())
+        rows, _, runs = self._write(frame.select(*[_quoted(c) for c in table.columns]), layout, table.table_id, op_id)
+        self._runs[table.table_id] = RowRuns.of(sorted(runs))
+        logger.info("coarse step %s wrote %s: %s rows", step, table.name, f"{rows:,}")
+        return _Written(self._counted(table, "output", rows), self._read_back(table, frame.schema), 0, _now(), None)
 
     @staticmethod
     def _outputs(step: StepInfo, result: Any) -> list[DataFrame]:
