@@ -221,7 +221,23 @@ def test_a_strict_run_fails_where_the_capture_fails(spark: Any, mocker: Any, sto
 
     mocker.patch.object(SparkCaptureSession, "_materialise", side_effect=RuntimeError("writer job failed"))
     events = spark.createDataFrame(EVENTS, "event_id int, user string, song string")
-    with pytest.raises(RuntimeError, match="writer job failed"):
-        with provplug.capture_writes(spark, store=store_path, strict=True):
-            events.write.parquet(str(tmp_path / "copy"))
+    with (
+        pytest.raises(RuntimeError, match="writer job failed"),
+        provplug.capture_writes(spark, store=store_path, strict=True),
+    ):
+        events.write.parquet(str(tmp_path / "copy"))
     assert not store_path.exists()
+
+
+def test_a_step_the_session_leaves_uncaptured_is_written_as_the_users_own(
+    spark: Any, mocker: Any, store_path: Path, tmp_path: Path
+) -> None:
+    from provplug_spark.session import SparkCaptureSession
+
+    mocker.patch.object(SparkCaptureSession, "_captured_step", side_effect=RuntimeError("an internal error"))
+    events = spark.createDataFrame(EVENTS, "event_id int, user string, song string")
+    with provplug.capture_writes(spark, store=store_path):
+        events.write.parquet(str(tmp_path / "copy"))
+    assert _rows(spark.read.parquet(str(tmp_path / "copy")), ["event_id", "user"]) == [(e, u) for e, u, _ in EVENTS]
+    [write] = _manifest(store_path)["uncaptured_writes"]
+    assert write["name"] == "copy" and "an internal error" in write["reason"]

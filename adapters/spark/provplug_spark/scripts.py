@@ -57,7 +57,7 @@ from provplug.errors import CaptureError
 from provplug.model import StepInfo
 from provplug.plugin.protocols import CaptureRun
 
-from ._jvm import Catalyst, path_key
+from ._jvm import Catalyst, PendingFrame, path_key
 from .replay import V2_TABLE, Written, recording_replacements, replaying
 from .session import SparkCaptureSession
 from .sqlwrites import sql_statements
@@ -142,12 +142,14 @@ class WriteTracer:
             traced = self._traced(session, df, name)
             step = StepInfo(f"write:{name}", (), (name,), {"dataset": written.dataset})
             output = run.call_step(step, _as_written, (traced,), {})
-            return int(output.table_id)
         except Exception as exc:
             # The sources stored on the way stay (a later write may read them); the rest goes.
             staged = session.table_ids() - before - set(self._sources.values()) if session else frozenset()
             self._not_captured(run, written.dataset, exc, staged, after=max(before, default=-1))
             return None
+        # A step whose capture failed is left out by the session, which records it as uncaptured
+        # (fail open) and hands back the DataFrame itself: no stored rows to write from.
+        return output.table_id if isinstance(output, PendingFrame) and output.table_id is not None else None
 
     def _stored(self, table: int) -> DataFrame:
         assert self._session is not None

@@ -573,6 +573,7 @@ class SparkCaptureSession:
         for table_id in sorted(abandoned | self._unhanded_rows(after)):
             self._handed.pop(table_id, None)
             self._runs.pop(table_id, None)
+            self._stored.pop(table_id, None)
             self._delete_files(table_id)
 
     def _unhanded_rows(self, after: int) -> set[int]:
