@@ -319,3 +319,14 @@ def sql_write_over(spark: SparkSession, command: Any, rows: DataFrame) -> DataFr
 def query_frame(spark: SparkSession, query: Any) -> DataFrame:
     """A parsed query as a DataFrame (analyzed, not run)."""
     return Catalyst(spark).frame(query)
+
+
+def positional_insert_columns(spark: SparkSession, command: Any) -> list[str] | None:
+    """The columns of the table an ``INSERT`` without a column list fills by
+    position (its query's columns go into them in order); None otherwise."""
+    if command.nodeName() != "InsertIntoStatement" or command.byName() or not command.userSpecifiedCols().isEmpty():
+        return None
+    try:
+        return list(spark.table(sql_write_target(command)[0]).columns)
+    except Exception:  # not a table Spark can read back (the statement reports its own errors)
+        return None

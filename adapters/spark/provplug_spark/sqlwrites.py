@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ._jvm import (
     parsed_statement,
+    positional_insert_columns,
     query_frame,
     skipped_sql_write,
     sql_write_over,
@@ -72,6 +73,9 @@ def sql_statements(original: Callable[..., Any], tracer: WriteTracer) -> Any:
             done = plain()
             tracer.on_uncaptured(self, target, f"its query could not be analyzed alone: {exc}".splitlines()[0])
             return done
+        columns = positional_insert_columns(self, command)
+        if columns is not None and len(columns) == len(query.columns):
+            query = query.toDF(*columns)  # the written table's cells are named as the table names them
         result: DataFrame = tracer.on_write(
             query, Written(target, is_table, target), plain, lambda rows: sql_write_over(self, command, rows)
         )
