@@ -2,12 +2,14 @@
 
 While :func:`intercepted_writes` is installed, the write methods of PySpark's
 ``DataFrameWriter`` (``save``, ``parquet``, ``csv``, ``json``, ``orc``,
-``text``, ``saveAsTable``, ``insertInto``) and ``DataFrameWriterV2``
-(``create``, ``replace``, ``createOrReplace``, ``append``, ``overwrite``,
-``overwritePartitions``) hand the written DataFrame to a :class:`WriteTracer`
-before doing the real write, unchanged. This module is the only place that
-patches PySpark; the originals are put back when the block ends, however it
-ends. ``SparkSession.stop`` is wrapped too, so that a script that stops its
+``text``, ``xml``, ``saveAsTable``, ``insertInto``, ``jdbc``),
+``DataFrameWriterV2`` (``create``, ``replace``, ``createOrReplace``,
+``append``, ``overwrite``, ``overwritePartitions``) and the SQL writes run
+through ``SparkSession.sql`` (:mod:`.sqlwrites`) hand the written DataFrame
+to a :class:`WriteTracer`. This module is the only place that patches
+PySpark (the writers' configuration methods too, :mod:`.replay`); the
+originals are put back when the block ends, however it ends.
+``SparkSession.stop`` is wrapped too, so that a script that stops its
 session at the end lets the run's background jobs finish first.
 
 A write is captured as the step ``write:<name>`` whose one output table
@@ -33,10 +35,15 @@ written plan, at write time, and nothing is captured for reads no write uses:
 Each such leaf is replaced by a fresh read of the table's stored rows, with
 the leaf's own columns (cast to its types), and the resulting DataFrame goes
 through the ordinary capture of a step (:meth:`provplug.ingest.capture.ActiveRun.call_step`).
-The real write then writes the user's own DataFrame, exactly as without
-provplug (the capture is one more job over the same plan). The run is
-started by the first write, on that DataFrame's SparkSession (a script
-creates its own), through ``start_run``.
+One execution: the real write then writes the step's STORED rows with the
+user's own writer configuration (:mod:`.replay`), so the files and the store
+hold the same rows even when the plan is nondeterministic. Fail open: when
+the capture fails (the step's writer job included), the write is done from
+the user's own DataFrame as without provplug, what the capture staged is
+dropped (:meth:`.session.SparkCaptureSession.abandon`) and the run records an
+uncaptured write; a strict run fails instead. The run is started by the
+first write, on that DataFrame's SparkSession (a script creates its own),
+through ``start_run``.
 """
 
 from __future__ import annotations

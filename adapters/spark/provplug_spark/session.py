@@ -29,12 +29,13 @@ restricted to the table's columns: the row-number column stays in the files
 
 Those files move (or, when the run keeps no rows, vanish) when the run ends,
 so the DataFrames a run handed out (sources and step outputs, each a
-:class:`~._jvm.PendingFrame`) are re-pointed then at the user's own plans:
-the DataFrame the user registered, or the one the step returned, with every
-read of a table of the run replaced by that table's own user plan. They keep
-working after the capture block as they would without provplug (recomputed
-from the user's inputs), whether the run committed or failed, kept rows or
-not, and whatever later happens to the store.
+:class:`~._jvm.PendingFrame`) are re-pointed then: a table whose own plan is
+deterministic at the user's own plan (the DataFrame the user registered, or
+the one the step returned, with every read of a table of the run replaced by
+that table's after-run DataFrame), which recomputes the rows stored and no
+longer depends on the store; a nondeterministic one at the rows stored for
+it (the committed run's when it keeps rows, else a local checkpoint taken
+before the files go), since recomputing it would give other rows.
 """
 
 from __future__ import annotations
