@@ -42,7 +42,7 @@ def _stored(store: Path, table: str, columns: list[str]) -> list[tuple[Any, ...]
 
 
 def test_sql_ctas_insert_and_insert_overwrite_are_captured_once(
-    spark: Any, events: Any, store_path: Path, cli: Any
+    spark: Any, events: Any, store_path: Path, cli: Any, tmp_path: Path
 ) -> None:
     with provplug.capture_writes(spark, store=store_path):
         spark.sql("CREATE TABLE provplug_sql_t USING parquet AS SELECT event_id, user, rand() AS r FROM provplug_ev")
@@ -50,6 +50,10 @@ def test_sql_ctas_insert_and_insert_overwrite_are_captured_once(
         spark.sql("CREATE TABLE provplug_sql_o (event_id int, user string) USING parquet")  # no rows: not a write
         spark.sql("INSERT OVERWRITE TABLE provplug_sql_o SELECT event_id, upper(user) FROM provplug_ev")
         count = spark.sql("SELECT count(*) AS n FROM provplug_sql_t").collect()[0]["n"]  # runs unchanged
+        directory = tmp_path / "exported"
+        spark.sql(
+            f"INSERT OVERWRITE DIRECTORY '{directory}' USING parquet SELECT event_id, rand() AS r FROM provplug_ev"
+        )
         # a write inside a CTE is not captured: done as Spark does it, and recorded
         spark.sql("WITH x AS (SELECT * FROM provplug_ev) INSERT INTO provplug_sql_o SELECT event_id, user FROM x")
     assert count == len(EVENTS) + 2
@@ -59,7 +63,15 @@ def test_sql_ctas_insert_and_insert_overwrite_are_captured_once(
         _stored(store_path, "provplug_sql_t", columns) + _stored(store_path, "provplug_sql_t-2", columns)
     )
     assert _stored(store_path, "provplug_sql_o", ["event_id", "user"]) == [(e, u.upper()) for e, u in EVENTS]
-    assert set(ops(store_path)) == {"write:provplug_sql_t", "write:provplug_sql_t-2", "write:provplug_sql_o"}
+    assert _rows(spark.read.parquet(str(directory)), ["event_id", "r"]) == _stored(
+        store_path, "exported", ["event_id", "r"]
+    )
+    assert set(ops(store_path)) == {
+        "write:provplug_sql_t",
+        "write:provplug_sql_t-2",
+        "write:provplug_sql_o",
+        "write:exported",
+    }
     # by hand: the overwrite's user cell of event 1 comes from the user cell of event 1
     triples = labelled_triples(store_path, {"events": ["event_id"], "provplug_sql_o": ["event_id"]})
     assert {t for t in triples if t[2] == "write:provplug_sql_o"} == expect(

@@ -51,6 +51,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 import os
 import re
 import threading
@@ -81,6 +82,7 @@ WRITER_METHODS: dict[str, str] = {
     "saveAsTable": "name",
     "insertInto": "tableName",
 }
+logger = logging.getLogger("provplug.spark")
 V2_METHODS = ("create", "replace", "createOrReplace", "append", "overwrite", "overwritePartitions")
 
 
@@ -132,11 +134,20 @@ class WriteTracer:
                 self._not_captured(run, written.dataset, exc, {table}, after=table)
             return write()
         result = replay(stored)  # the user's write itself: its errors are the user's
-        key = self._written_key(stored.sparkSession, written) if written.linked else None
+        self._remember(stored.sparkSession, written, table)
+        return result
+
+    def _remember(self, spark: SparkSession, written: Written, table: int) -> None:
+        """Link later reads of what was written to ``table`` (fail open: a
+        dataset that cannot be looked up is not linked; its reads are sources)."""
+        try:
+            key = self._written_key(spark, written) if written.linked else None
+        except Exception as exc:  # py4j: e.g. a table of a catalog that cannot be read back
+            logger.warning("provplug: later reads of %s are not linked to its write: %s", written.dataset, _reason(exc))
+            return
         if key is not None:
             with self._lock:
                 self._written[key] = table
-        return result
 
     def _captured(self, run: CaptureRun, df: DataFrame, written: Written) -> int | None:
         """The table the step capturing the write stores its rows into (its

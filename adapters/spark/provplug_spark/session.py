@@ -607,12 +607,13 @@ class SparkCaptureSession:
         """Before the run's files move or vanish: checkpoint the stored rows of
         every nondeterministic table (none when the committed run keeps them)."""
         self._committed_rows = committing
+        if committing:
+            return
         for table_id, handed in list(self._handed.items()):
-            if committing or self.rewriter.jvm.plan(handed.original).deterministic():
-                continue
             try:
-                self._after_run[table_id] = handed.current().localCheckpoint(eager=True)
-            except Exception as exc:  # its rows were never written (the run failed): recomputed
+                if not self.rewriter.jvm.plan(handed.original).deterministic():
+                    self._after_run[table_id] = handed.current().localCheckpoint(eager=True)
+            except Exception as exc:  # its rows were never written (the run failed), or Spark has stopped
                 logger.warning("table %d: its stored rows cannot be kept after the run (%s)", table_id, exc)
 
     def _original(self, table_id: int) -> DataFrame:
