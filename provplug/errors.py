@@ -101,3 +101,9 @@ class UsageError(ProvplugError):
 
 class RetentionError(ProvplugError):
     """A retention rule (``provplug gc --keep-last N`` / ``--older-than DAYS``) that makes no sense."""
+
+
+class LostFilesError(CaptureError):
+    """Files Spark's tasks reported writing into the store are not there (or
+    hold other counts): the executors do not share the store's storage. The
+    run fails and commits nothing, whatever the capture mode."""

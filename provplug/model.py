@@ -28,6 +28,11 @@ class TableInfo:
     columns: tuple[str, ...] = ()
     rows: int | None = None
     stored_rows: bool = False
+    # The dataset the table is, as OpenLineage names it (namespace and name:
+    # ``file`` and an absolute path, ``s3://bucket`` and a key, a catalog and
+    # ``db.table``); None when the table is no dataset outside the run.
+    namespace: str | None = None
+    dataset: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,6 +32,8 @@ TABLES = pa.schema(
         pa.field("columns", pa.list_(pa.string()), nullable=False),
         pa.field("rows", pa.int64(), nullable=True),
         pa.field("stored_rows", pa.bool_(), nullable=False),
+        pa.field("namespace", pa.string(), nullable=True),  # TableInfo.namespace; absent from older stores
+        pa.field("dataset", pa.string(), nullable=True),
     ]
 )
 

@@ -13,8 +13,8 @@ def add_parser(sub: Any) -> None:
         "run",
         help="run an unmodified PySpark script, capturing every DataFrame write as a step",
         description="Runs SCRIPT like `python SCRIPT ARGS` and captures each DataFrame write it makes as a "
-        "step (op write:NAME, output table NAME: the written table, or the path's last component without "
-        "its extension) into STORE. The run commits when the script exits with status 0; otherwise the "
+        "step (op write:NAME, output table NAME: the written table, or a readable name of its path, see "
+        "docs/capture-semantics.md) into STORE. The run commits when the script exits with status 0; otherwise the "
         "store is left as it was and provplug exits with the script's status. provplug's options go before "
         "SCRIPT (between STORE and SCRIPT, or before STORE); everything after SCRIPT is the script's.",
         epilog="Deprecated form, still accepted: provplug run --store STORE SCRIPT [ARGS].",

@@ -58,6 +58,8 @@ class TableRecord(TypedDict):
     columns: list[str]
     rows: int | None
     stored_rows: bool
+    namespace: str | None  # the dataset the table is, as OpenLineage names it (None: none known)
+    dataset: str | None
 
 
 class OpRecord(TypedDict):
@@ -140,6 +142,8 @@ def _table_record(entry: TableEntry) -> TableRecord:
         columns=list(entry.columns),
         rows=entry.rows,
         stored_rows=entry.stored_rows,
+        namespace=entry.namespace,
+        dataset=entry.dataset,
     )
 
 

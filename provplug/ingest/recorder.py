@@ -71,6 +71,7 @@ class StagedRun:
         self._kept_rows: dict[int, Any] | None = None  # production-mode reduction: source table id -> kept rows
         self._row_rules: dict[int, OpRowRules] = {}  # output table id -> its op's row rules
         self._location_edges: list[LocationEdge] = []  # written as locations.json when the run finishes
+        self._identities: dict[str, tuple[str, str]] = {}  # table name -> (namespace, dataset)
 
     # -- identity --------------------------------------------------------------
     @property
@@ -89,6 +90,10 @@ class StagedRun:
     def strict(self) -> bool:
         return self._strict
 
+    @property
+    def store_uri(self) -> str:
+        return str(self.store.uri)
+
     # -- reserve ---------------------------------------------------------------
     def new_table(self, name: str, origin: TableOrigin, columns: Sequence[str]) -> TableInfo:
         """Reserve a table id for ``name``; the adapter records it once written."""
@@ -101,7 +106,13 @@ class StagedRun:
         return self.txn.reserve("ops")
 
     # -- record ----------------------------------------------------------------
+    def identify_table(self, name: str, namespace: str, dataset: str) -> None:
+        self._identities[name] = (namespace, dataset)
+
     def record_table(self, table: TableInfo) -> None:
+        if table.namespace is None and table.name in self._identities:
+            namespace, dataset = self._identities[table.name]
+            table = dataclasses.replace(table, namespace=namespace, dataset=dataset)
         if table.origin == "source":
             self._sources[table.name] = table
         self.txn.add_table(table)

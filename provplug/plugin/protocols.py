@@ -148,6 +148,11 @@ class RunRecorder(Protocol):
         """Stage ``table`` in the run's catalogue."""
         ...
 
+    def identify_table(self, name: str, namespace: str, dataset: str) -> None:
+        """Record which dataset the run's table ``name`` is (OpenLineage's
+        namespace and name; :attr:`TableInfo.namespace`), before or after it is reserved."""
+        ...
+
     def record_op(self, op: OpInfo) -> None:
         """Stage ``op`` (``triples`` and ``finished`` may still be None)."""
         ...
@@ -196,6 +201,11 @@ class RunRecorder(Protocol):
         """Store ``edge``, a :class:`provplug.location.LocationEdge` (typed
         ``Any``: provplug.location reads stores through this module), in
         place of the triples it stands for (once per op, input and output table)."""
+        ...
+
+    @property
+    def store_uri(self) -> str:
+        """The URI (or path) of the store the run commits into."""
         ...
 
     @property

@@ -146,13 +146,18 @@ class Destination:
             if i.type == pafs.FileType.File and i.base_name.startswith(prefix)
         )
 
-    def discard_files(self, prefix: str, keep: Collection[str]) -> None:
+    def discard_files(self, prefix: str, keep: Collection[str]) -> set[str]:
         """Delete the files named ``prefix*`` whose path is not in ``keep``:
-        the parts of task attempts an engine did not use."""
+        the parts of task attempts an engine did not use. Returns the kept
+        paths found (a kept path not found is a file the store never got)."""
         fs = self.filesystem()
+        found = set()
         for path in self.files(prefix):
             if path not in keep:
                 fs.delete_file(path)
+            else:
+                found.add(path)
+        return found
 
     def write_text(self, name: str, text: str) -> None:
         with self.filesystem().open_output_stream(self.file(name)) as out:

@@ -30,6 +30,8 @@ class TableEntry:
     columns: tuple[str, ...]
     rows: int | None
     stored_rows: bool
+    namespace: str | None = None  # the dataset it is (OpenLineage naming); None in older stores
+    dataset: str | None = None
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> TableEntry:
@@ -42,6 +44,8 @@ class TableEntry:
             tuple(record["columns"] or ()),
             record["rows"],
             bool(record["stored_rows"]),
+            record.get("namespace"),
+            record.get("dataset"),
         )
 
 

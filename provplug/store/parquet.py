@@ -893,6 +893,8 @@ def _tables_table(tables: Sequence[TableInfo]) -> pa.Table:
                 "columns": list(t.columns),
                 "rows": t.rows,
                 "stored_rows": t.stored_rows,
+                "namespace": t.namespace,
+                "dataset": t.dataset,
             }
             for t in tables
         ],

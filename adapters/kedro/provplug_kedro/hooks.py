@@ -27,7 +27,10 @@ The mapping (docs/capturing.md "Kedro"): one capture run per ``kedro run``, comm
 ``after_pipeline_run`` and discarded in ``on_pipeline_error``; each node is a
 step named after the node (its namespace recorded as the op parameter
 ``module``); each dataset a node reads or writes is a table named after its
-catalog entry; an input no node of the run has produced yet (a free input) is
+catalog entry without Kedro's transcoding suffix (``companies@spark`` is
+``companies``; :func:`provplug_spark.naming.kedro_name`), and recorded as the
+dataset its ``filepath`` is, where the catalog says (OpenLineage's naming:
+``file`` and the absolute path, ``s3://bucket`` and the key, ...); an input no node of the run has produced yet (a free input) is
 registered as a source when first read. ``params:*`` and ``parameters`` are
 not tables: the ``params:*`` values a node reads are recorded as op
 parameters.
@@ -58,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from kedro.framework.hooks import hook_impl
+from provplug_spark.naming import Aliases, DatasetId, kedro_name, path_identity
 
 from provplug.errors import CaptureError
 from provplug.ingest.capture import ActiveRun, capture
@@ -93,12 +97,29 @@ def _refuse(node: Any, role: str, dataset: str, data: Any) -> CaptureError:
 class _KedroRun:
     """The capture of one ``kedro run``: its tables so far."""
 
-    def __init__(self, run: ActiveRun, stack: contextlib.ExitStack, store: str) -> None:
+    def __init__(
+        self, run: ActiveRun, stack: contextlib.ExitStack, store: str, catalog: Any = None, project: str | None = None
+    ) -> None:
         self.run = run
         self.stack = stack
         self.store = store
         self.tables: dict[str, Any] = {}  # dataset name -> its traced DataFrame
         self.lock = threading.Lock()  # ThreadRunner calls the node hooks from several threads
+        self.catalog = catalog
+        self.project = project
+        self._names: dict[str, str] = {}  # dataset name -> its table's name
+        self._aliases = Aliases()
+
+    def table_name(self, dataset: str) -> str:
+        """The table ``dataset`` is: its name without the transcoding suffix,
+        recorded with the dataset identity of its file, when the catalog has one."""
+        if dataset not in self._names:
+            identity = _catalog_identity(self.catalog, dataset, self.project)
+            name = self._aliases.claim(kedro_name(dataset), identity)
+            if identity is not None:
+                self.run.identify_table(name, identity.namespace, identity.name)
+            self._names[dataset] = name
+        return self._names[dataset]
 
     def inputs(self, node: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """The traced table of every dataset ``node`` reads (free inputs registered on first read)."""
@@ -110,7 +131,7 @@ class _KedroRun:
                 if name not in self.tables:
                     if not _is_spark_frame(data):
                         raise _refuse(node, "input", name, data)
-                    self.tables[name] = _with_node(node, self.run.source, data, name)
+                    self.tables[name] = _with_node(node, self.run.source, data, self.table_name(name))
                 traced[name] = self.tables[name]
         return traced
 
@@ -123,9 +144,10 @@ class _KedroRun:
             if not _is_spark_frame(outputs[name]):
                 raise _refuse(node, "output", name, outputs[name])
         frames = tuple(outputs[n] for n in names)
-        step = StepInfo(
-            node.name, tuple(n for n in inputs if not is_parameter(n)), tuple(names), _op_params(node, inputs)
-        )
+        with self.lock:
+            read = tuple(self.table_name(n) for n in inputs if not is_parameter(n))
+            written = tuple(self.table_name(n) for n in names)
+        step = StepInfo(node.name, read, written, _op_params(node, inputs))
 
         def computed() -> Any:  # the node already ran: its outputs are lazy plans over the traced inputs
             return frames if len(frames) > 1 else frames[0]
@@ -144,6 +166,25 @@ def _with_node(node: Any, action: Callable[..., Any], *args: Any) -> Any:
         if f"node {node.name!r}" in str(exc):
             raise
         raise CaptureError(f"node {node.name!r}: {exc}") from exc
+
+
+def _catalog_identity(catalog: Any, dataset: str, project: str | None) -> DatasetId | None:
+    """The identity of the file behind catalog entry ``dataset``; None when
+    the catalog gives it no ``filepath`` (memory datasets, parameters, ...)."""
+    getter = getattr(catalog, "get", None)
+    found = getter(dataset) if callable(getter) else None
+    describe = getattr(found, "_describe", None)  # every Kedro dataset's own description of itself
+    described = describe() if callable(describe) else None
+    filepath = described.get("filepath") if isinstance(described, Mapping) else None
+    if not filepath:
+        return None
+    assert isinstance(described, Mapping)
+    where, protocol = str(filepath), str(described.get("protocol") or "")
+    if "://" not in where and protocol not in ("", "file", "local"):
+        where = f"{protocol}://{where}"  # fsspec datasets keep the protocol apart from the path
+    elif "://" not in where and not where.startswith("file:") and not os.path.isabs(where) and project:
+        where = os.path.join(project, where)  # Kedro reads relative paths from the project's root
+    return path_identity(where)
 
 
 def _op_params(node: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -243,7 +284,7 @@ class ProvplugHooks:
         except BaseException:
             stack.close()
             raise
-        self.current = _KedroRun(run, stack, store)
+        self.current = _KedroRun(run, stack, store, catalog, run_params.get("project_path"))
         if logger.level == logging.NOTSET:  # Kedro's default logging shows INFO for its own loggers only
             logger.setLevel(logging.INFO)
         logger.info("provplug: capturing this run into %s", store)

@@ -14,7 +14,6 @@ the node it reads.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -25,6 +24,8 @@ from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from pyspark.sql.types import StructType, _parse_datatype_json_string
 
 from provplug.errors import CaptureError
+
+from . import naming
 
 
 class Catalyst:
@@ -161,8 +162,9 @@ class Catalyst:
     def relation(leaf: Any) -> tuple[str, str] | None:
         """(key, name) of a leaf that reads files or a catalog table: the key
         ``table:<qualified name>`` or ``path:<root paths>`` identifies what
-        it reads; the name is the table's, or the first path's last component
-        without its extension. None for any other leaf."""
+        it reads; the name is the table's, or the readable alias of its paths
+        (:func:`.naming.alias`: a glob Spark expanded names its folder). None
+        for any other leaf."""
         if leaf.nodeName() != "LogicalRelation":
             return None
         catalog = leaf.catalogTable()
@@ -175,7 +177,7 @@ class Catalyst:
             return None
         if not paths:
             return None
-        return path_key(paths), os.path.splitext(os.path.basename(paths[0].rstrip("/")))[0] or "data"
+        return path_key(paths), naming.alias(naming.paths_identity(paths))
 
     def qualified_path(self, path: str) -> str:
         """``path`` as Spark's file relations name it (scheme, absolute)."""

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from provplug import hookimpl
+from provplug.errors import CaptureError
 
 if TYPE_CHECKING:
     from provplug.plugin.protocols import AdapterSession, CaptureRun, RunRecorder
@@ -20,16 +21,34 @@ class SparkAdapter:
 
     def accepts(self, engine: object) -> bool:
         # Compare by class name first so a non-Spark engine never imports pyspark.
+        # A Spark Connect session is accepted here so that open() refuses it by name.
         if type(engine).__name__ != "SparkSession":
             return False
         from pyspark.sql import SparkSession
 
-        return isinstance(engine, SparkSession)
+        return isinstance(engine, SparkSession) or is_spark_connect(engine)
 
     def open(self, engine: Any, run: RunRecorder) -> AdapterSession:
+        if is_spark_connect(engine):
+            raise CaptureError(SPARK_CONNECT_REFUSAL)
         from .session import SparkCaptureSession
 
         return SparkCaptureSession(engine, run)
+
+
+# Spark Connect sends plans to a server as protobuf: the client holds no
+# Catalyst plan for provplug to rewrite and no JVM to run its jobs on.
+SPARK_CONNECT_REFUSAL = (
+    "provplug cannot capture through Spark Connect (a sc:// session): its plans live on the Connect server, out "
+    "of provplug's reach; run the pipeline with a classic SparkSession (SparkSession.builder.master(...), "
+    "spark-submit, or unset SPARK_REMOTE) to capture it"
+)
+
+
+def is_spark_connect(engine: object) -> bool:
+    """Whether ``engine`` is a Spark Connect session or DataFrame (told by its
+    class's module: importing Spark Connect needs grpc, which may be missing)."""
+    return type(engine).__module__.startswith("pyspark.sql.connect")
 
 
 class SparkWriteInterceptor:

@@ -60,12 +60,15 @@ class Written:
     """What a write writes: ``target`` (a path, or a table when ``is_table``)
     names its table; ``dataset`` is recorded (the step's ``dataset``
     parameter, an uncaptured write's name); ``linked``: a later read of it
-    in the run is a read of this write's output (files and catalog tables)."""
+    in the run is a read of this write's output (files and catalog tables);
+    ``identity``: the dataset as OpenLineage names it, when Spark's catalog
+    and paths cannot say (a JDBC table: the URL and the table)."""
 
     target: str | None
     is_table: bool
     dataset: str
     linked: bool = True
+    identity: tuple[str, str] | None = None  # (namespace, name) of a dataset Spark's catalog does not name
 
 
 def recording_replacements() -> Iterator[tuple[type, str, Any]]:

@@ -52,7 +52,6 @@ import contextlib
 import functools
 import inspect
 import logging
-import os
 import re
 import threading
 from collections.abc import Callable, Collection, Iterator
@@ -65,6 +64,7 @@ from provplug.errors import CaptureError
 from provplug.model import StepInfo
 from provplug.plugin.protocols import CaptureRun
 
+from . import naming
 from ._jvm import Catalyst, PendingFrame, path_key
 from .replay import V2_TABLE, Written, recording_replacements, replaying
 from .session import SparkCaptureSession
@@ -105,7 +105,7 @@ class WriteTracer:
         self._session: SparkCaptureSession | None = None
         self._sources: dict[str, int] = {}  # what a leaf reads -> its source table
         self._written: dict[str, int] = {}  # what a write wrote -> its output table
-        self._names: set[str] = set()
+        self._aliases = naming.Aliases()
 
     # -- a write ---------------------------------------------------------------
     def on_write(
@@ -156,7 +156,7 @@ class WriteTracer:
         before = session.table_ids() if session is not None else frozenset()
         try:
             session = self._bound(run, df.sparkSession)
-            name = self._unique(_dataset_name(written.target, written.is_table))
+            name = self._name(session, written)
             traced = self._traced(session, df, name)
             step = StepInfo(f"write:{name}", (), (name,), {"dataset": written.dataset})
             output = run.call_step(step, _as_written, (traced,), {})
@@ -168,6 +168,13 @@ class WriteTracer:
         # A step whose capture failed is left out by the session, which records it as uncaptured
         # (fail open) and hands back the DataFrame itself: no stored rows to write from.
         return output.table_id if isinstance(output, PendingFrame) and output.table_id is not None else None
+
+    def _name(self, session: SparkCaptureSession, written: Written) -> str:
+        """The written dataset's table name (:mod:`.naming`)."""
+        if written.identity is not None:  # a dataset outside Spark's catalog and files (a JDBC table)
+            identity = naming.DatasetId(*written.identity, is_path=False)
+            return self._unique(naming.alias(identity), identity)
+        return self._unique(*_dataset_name(session.rewriter.jvm, written.target, written.is_table))
 
     def _stored(self, table: int) -> DataFrame:
         assert self._session is not None
@@ -207,13 +214,12 @@ class WriteTracer:
             raise CaptureError("the script writes from a second SparkSession; a captured run follows one session")
         return session
 
-    def _unique(self, name: str) -> str:
-        """``name``, or ``name-2``, ``name-3``, ... when the run has a table of that name."""
-        unique, n = name, 1
-        while unique in self._names:
-            n += 1
-            unique = f"{name}-{n}"
-        self._names.add(unique)
+    def _unique(self, name: str, identity: naming.DatasetId | None = None) -> str:
+        """A table name not yet taken in the run (see :class:`.naming.Aliases`),
+        recorded with the dataset ``identity`` it is."""
+        unique = self._aliases.claim(name, identity)
+        if identity is not None and self._session is not None:
+            self._session.run.identify_table(unique, identity.namespace, identity.name)
         return unique
 
     # -- its inputs ------------------------------------------------------------
@@ -244,7 +250,8 @@ class WriteTracer:
         # header, say) are another table: their columns differ.
         read = f"{key} {leaf.schema().json()}"
         if read not in self._sources:
-            self._sources[read] = session.source_table(session.rewriter.jvm.frame(leaf), self._unique(name))
+            name = self._unique(name, naming.relation_identity(session.spark, leaf))
+            self._sources[read] = session.source_table(session.rewriter.jvm.frame(leaf), name)
         return self._sources[read]
 
     def _written_key(self, spark: SparkSession, written: Written) -> str | None:
@@ -277,12 +284,13 @@ def _driver_rows(jvm: Catalyst, leaf: Any, written: str) -> tuple[str, str] | No
     return f"rdd:{leaf.rdd().id()}", f"{written}-input"
 
 
-def _dataset_name(target: str | None, is_table: bool) -> str:
+def _dataset_name(jvm: Catalyst, target: str | None, is_table: bool) -> tuple[str, naming.DatasetId | None]:
+    """The readable name of a written dataset (:mod:`.naming`) and its identity."""
     if not target:
-        return "dataset"
-    if is_table:  # the table's own name, without database or catalog
-        return target.rsplit(".", 1)[-1].strip("`")
-    return os.path.splitext(os.path.basename(target.rstrip("/")))[0] or "dataset"
+        return "dataset", None
+    qualified = None if is_table else jvm.qualified_path(target)
+    identity = naming.written_identity(jvm.spark, target, is_table, qualified)
+    return naming.alias(identity), identity
 
 
 # -- the patch -------------------------------------------------------------------------
@@ -345,7 +353,8 @@ def _to_jdbc(writer: Any, arguments: dict[str, Any]) -> Written:
     """A JDBC table: named after the table, recorded as the URL (without its
     parameters: they may hold credentials) and the table."""
     url, table = str(arguments["url"]), str(arguments["table"])
-    return Written(table, True, f"{re.split(r'[?;]', url, maxsplit=1)[0]}/{table}", linked=False)
+    base = re.split(r"[?;]", url, maxsplit=1)[0]
+    return Written(table, True, f"{base}/{table}", linked=False, identity=(base, table))
 
 
 def _to_v2_table(writer: Any, arguments: dict[str, Any]) -> Written:

@@ -67,7 +67,8 @@ from .coarse import coarse_edges, coarse_inputs, every_column
 from .groupjoin import group_jobs
 from .rewrite import PlanRewriter, Rewritten
 from .rowlineage import PairLayout
-from .sources import TableLeaf, parquet_files, parquet_parts
+from .shared import check_reported, check_shared_store
+from .sources import TableLeaf, copied_rows, parquet_files, parquet_parts
 from .workers import check_workers
 from .writer import RESULT_SCHEMA, RUNS, OutputLayout, Target, write_output, write_pairs
 
@@ -117,6 +118,7 @@ class SparkCaptureSession:
     """The Spark adapter's state for one capture run (AdapterSession protocol)."""
 
     def __init__(self, spark: SparkSession, run: RunRecorder) -> None:
+        check_shared_store(spark, run)  # before anything runs on the executors
         check_workers(spark)  # before anything is staged: fail at once, in one line
         self.spark = spark
         self.run = run
@@ -149,9 +151,10 @@ class SparkCaptureSession:
         columns = self._checked_columns(frame.columns, name)
         table = self.run.new_table(name, "source", columns)
         files = parquet_parts(parquet_files(frame), columns)
-        positional = files is not None
-        if files is not None:  # immutable input files: stored as copies, rows numbered by position
-            rows = self.run.copy_positional_rows(table.table_id, files)
+        copied = None if files is None else copied_rows(self.run, table.table_id, files)
+        positional = copied is not None
+        if copied is not None:  # immutable input files: stored as copies, rows numbered by position
+            rows = copied
             self._runs[table.table_id] = RowRuns.of([(0, rows)])
         else:
             layout = OutputLayout(tuple(columns), (), ())
@@ -240,10 +243,12 @@ class SparkCaptureSession:
                     runs.append((int(r["path"]), r["rows"]))
                 continue
             counts[r["dataset"]] = counts.get(r["dataset"], 0) + r["rows"]
-        kept = {r["path"] for r in results if r["dataset"] != RUNS}
+        kept = {r["path"]: r["rows"] for r in results if r["dataset"] != RUNS}
+        found: set[str] = set()
         for destination in (target.rows, target.triples, target.keys, target.lineage):
             if destination is not None:
-                destination.discard_files(target.prefix, kept)
+                found |= destination.discard_files(target.prefix, kept)
+        check_reported(self.run, kept, found)
         return counts
 
     # -- steps -----------------------------------------------------------------

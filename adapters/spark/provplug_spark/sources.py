@@ -7,21 +7,54 @@
 * :func:`parquet_files` and :func:`parquet_parts`: a source that is a bare
   read of Parquet files is copied into the store instead of being rewritten
   (its row numbers are file offset + position, see :mod:`provplug.schema`);
-  these list its files.
+  these list its files. :func:`copied_rows` copies them, or says it could not.
+
+A copy must hold exactly the rows Spark reads, so it is made only when the
+read is one Spark does file by file, whole: a copy of the listed files read
+back with the same schema is then what Spark reads from the originals. The
+file index has already applied ``pathGlobFilter``, ``recursiveFileLookup``
+and ``modifiedBefore``/``modifiedAfter`` (they choose the files listed). Any
+other read option, or ``ignoreCorruptFiles`` / ``ignoreMissingFiles`` on
+(option or SQL conf: Spark may then skip files or their tails), or partition
+columns (values that are in no file), or a file whose columns are not the
+table's (``mergeSchema``, a narrower read schema), and the source is read
+through Spark instead, as any other source. So is one whose files pyarrow
+cannot read or copy: an error there never reaches the user's job.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
+from typing import Any
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame
 
 from provplug.errors import CaptureError
+from provplug.plugin.protocols import RunRecorder
 from provplug.plugin.writers import SourceFile
+
+logger = logging.getLogger(__name__)
+
+# Read options (Spark keeps them lower-cased) under which the listed files,
+# copied whole, are exactly what Spark reads: they only choose the files.
+# ``mergeschema`` only changes the read schema, which each file is checked
+# against (parquet_parts).
+FILE_CHOOSING_OPTIONS = frozenset(
+    {"path", "paths", "pathglobfilter", "recursivefilelookup", "modifiedbefore", "modifiedafter", "mergeschema"}
+)
+# Options (and their SQL confs) with which Spark skips what it cannot read.
+SKIPPING_OPTIONS = {
+    "ignorecorruptfiles": "spark.sql.files.ignoreCorruptFiles",
+    "ignoremissingfiles": "spark.sql.files.ignoreMissingFiles",
+}
+# What pyarrow raises on a file it cannot read or copy (not Parquet, truncated, gone).
+UNREADABLE = (pa.ArrowException, OSError)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +92,8 @@ class Tables:
 
 
 def parquet_files(frame: DataFrame) -> list[str] | None:
-    """The files of ``frame`` when it is a bare read of Parquet files (no
-    partition columns, no operation on top), else None."""
+    """The files of ``frame`` when it is a bare read of whole Parquet files
+    that a copy reproduces exactly (see the module's docstring), else None."""
     plan = frame._jdf.queryExecution().analyzed()
     if plan.nodeName() != "LogicalRelation":
         return None
@@ -68,9 +101,33 @@ def parquet_files(frame: DataFrame) -> list[str] | None:
         relation = plan.relation()
         if relation.fileFormat().shortName() != "parquet" or relation.partitionSchema().length() != 0:
             return None
+        options = _options(relation.options())
     except Py4JError:  # not a file relation (JDBC, in-memory, ...)
         return None
+    if not copies_are_exact(options, frame.sparkSession.conf.get):
+        return None
     return sorted(frame.inputFiles())
+
+
+def _options(jmap: Any) -> dict[str, str]:
+    """A Scala map of read options as a dict (keys lower-cased, as Spark compares them)."""
+    found, entries = {}, jmap.iterator()
+    while entries.hasNext():
+        entry = entries.next()
+        found[str(entry._1()).lower()] = str(entry._2())
+    return found
+
+
+def copies_are_exact(options: dict[str, str], conf: Any) -> bool:
+    """Whether copies of the listed files read back are what Spark reads
+    under ``options`` and the session's ``conf`` (``conf(key, default)``)."""
+    for option, key in SKIPPING_OPTIONS.items():
+        setting = options.pop(option, None)
+        if setting is None:
+            setting = conf(key, "false")
+        if str(setting).strip().lower() == "true":
+            return False
+    return set(options) <= FILE_CHOOSING_OPTIONS
 
 
 def parquet_parts(uris: Sequence[str] | None, columns: Sequence[str]) -> list[SourceFile] | None:
@@ -81,9 +138,26 @@ def parquet_parts(uris: Sequence[str] | None, columns: Sequence[str]) -> list[So
         return None
     parts = []
     for uri in uris:
-        source_fs, path = pafs.FileSystem.from_uri(uri)
-        metadata = pq.ParquetFile(source_fs.open_input_file(path)).metadata
+        try:
+            source_fs, path = pafs.FileSystem.from_uri(uri)
+            with source_fs.open_input_file(path) as opened:
+                metadata = pq.ParquetFile(opened).metadata
+        except UNREADABLE as exc:
+            logger.info("source file %s is read through Spark, not copied: %s", uri, exc)
+            return None
         if set(metadata.schema.to_arrow_schema().names) != set(columns):
             return None
         parts.append(SourceFile(source_fs, path, metadata.num_rows))
     return parts
+
+
+def copied_rows(run: RunRecorder, table_id: int, parts: Sequence[SourceFile]) -> int | None:
+    """Copy ``parts`` as the positional rows of ``table_id``; the number of
+    rows, or None (nothing left behind) when a file cannot be copied, for
+    the caller to read the source through Spark instead."""
+    try:
+        return run.copy_positional_rows(table_id, parts)
+    except UNREADABLE as exc:
+        logger.info("source table %d is read through Spark, its files could not be copied: %s", table_id, exc)
+        run.rows_destination(table_id).delete()
+        return None
