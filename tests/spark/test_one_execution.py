@@ -134,12 +134,18 @@ def test_save_as_table_and_write_to_create(spark: Any, store_path: Path, tmp_pat
         with provplug.capture_writes(spark, store=store_path):
             events.withColumn("r", F.rand()).write.format("parquet").mode("overwrite").saveAsTable("provplug_oe_t")
             events.withColumn("u", F.expr("uuid()")).writeTo("provplug_oe_v2").using("parquet").create()
+            # insertInto fills the table by position: the stored cells are named as the table names them
+            late = events.filter(F.col("event_id") > 4).select("event_id", "user", "song", F.rand().alias("noise"))
+            late.write.insertInto("provplug_oe_t")
         t_rows = _rows(spark.table("provplug_oe_t"), ["event_id", "r"])
         v2_rows = _rows(spark.table("provplug_oe_v2"), ["event_id", "u"])
     finally:
         spark.sql("DROP TABLE IF EXISTS provplug_oe_t")
         spark.sql("DROP TABLE IF EXISTS provplug_oe_v2")
-    assert t_rows == _stored(store_path, "provplug_oe_t", ["event_id", "r"]) and len(t_rows) == len(EVENTS)
+    stored = _stored(store_path, "provplug_oe_t", ["event_id", "r"]) + _stored(
+        store_path, "provplug_oe_t-2", ["event_id", "r"]
+    )
+    assert t_rows == sorted(stored) and len(t_rows) == len(EVENTS) + 2
     assert v2_rows == _stored(store_path, "provplug_oe_v2", ["event_id", "u"]) and len(v2_rows) == len(EVENTS)
 
 

@@ -334,9 +334,21 @@ def _writing(
     def write(self: Any, *args: Any, **kwargs: Any) -> Any:
         written = describe(self, signature.bind(self, *args, **kwargs).arguments)
         replay = replaying(self, original, args, kwargs)
-        return tracer.on_write(self._df, written, lambda: original(self, *args, **kwargs), replay)
+        frame = _as_table_names_it(self._df, written.target) if original.__name__ == "insertInto" else self._df
+        return tracer.on_write(frame, written, lambda: original(self, *args, **kwargs), replay)
 
     return write
+
+
+def _as_table_names_it(frame: DataFrame, table: str | None) -> DataFrame:
+    """``insertInto`` fills the table's columns by position: the written
+    cells are named as the table names them (``frame`` as it is when the
+    table cannot be looked up or has other columns: the write reports that)."""
+    try:
+        columns = frame.sparkSession.table(table).columns if table else []
+    except Exception:  # py4j: not a table Spark can read back
+        return frame
+    return frame.toDF(*columns) if len(columns) == len(frame.columns) else frame
 
 
 def _to_path_or_table(argument: str) -> Callable[[Any, dict[str, Any]], Written]:
