@@ -336,9 +336,9 @@ def run_summary(run: StagedRun) -> str:
 
 
 def _announce(run: StagedRun) -> None:
-    """The run's summary through logging: a warning (shown on stderr even
-    when the application configured no logging) when the run has coarse
-    steps or uncaptured writes, else at info level."""
-    coarse = any(op.kind == "coarse" for op in run.txn.ops)
-    level = logging.WARNING if coarse or run.uncaptured_writes else logging.INFO
-    summary_logger.log(level, "provplug: %s", run_summary(run))
+    """When the run has coarse steps or uncaptured writes, its summary as a
+    warning (shown on stderr even when the application configured no
+    logging): what a user must not miss. (A run without either has said
+    "committed" at info level.)"""
+    if any(op.kind == "coarse" for op in run.txn.ops) or run.uncaptured_writes:
+        summary_logger.warning("provplug: %s", run_summary(run))

@@ -50,6 +50,7 @@ class Catalyst:
         self._array_list = jvm.java.util.ArrayList
         self._to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
         self.none = jvm.scala.Option.apply(None)
+        self._option = jvm.scala.Option
         self._byte_tag = jvm.scala.reflect.ClassTag.Byte()
 
     # -- Scala collections -------------------------------------------------------
@@ -59,6 +60,10 @@ class Catalyst:
         for item in items:
             jlist.add(item)
         return self._to_seq(jlist)
+
+    def some(self, value: Any) -> Any:
+        """A Scala Option holding ``value``."""
+        return self._option.apply(value)
 
     @staticmethod
     def items(jseq: Any) -> list[Any]:
@@ -187,6 +192,46 @@ class Catalyst:
         fs = hadoop_path.getFileSystem(self.spark._jsc.hadoopConfiguration())
         return str(fs.makeQualified(hadoop_path).toString())
 
+    def copy_with(self, node: Any, **changed: Any) -> Any:
+        """A copy of a Catalyst case class (plan node, expression) with the
+        named constructor fields changed."""
+        fields = [str(node.productElementName(i)) for i in range(node.productArity())]
+        unknown = set(changed) - set(fields)
+        if unknown:
+            raise CaptureError(f"internal: {node.nodeName()} has no field {sorted(unknown)} (fields {fields})")
+        return node.copy(*[changed[f] if f in changed else node.productElement(i) for i, f in enumerate(fields)])
+
+    def outer_reference(self, attr: Any) -> Any:
+        """A reference from a subquery to ``attr`` of the plan around it."""
+        jvm = self.spark._jvm
+        assert jvm is not None
+        return jvm.org.apache.spark.sql.catalyst.expressions.OuterReference(attr)
+
+    def python_function_of(self, command: Any) -> Any:
+        """A JVM PythonFunction running the picklable ``command`` (a UDTF
+        class), as PySpark makes one."""
+        from pyspark.sql.udf import _wrap_function
+
+        return _wrap_function(self.spark.sparkContext, command)
+
+    def data_type(self, json: str) -> Any:
+        """A JVM DataType from its JSON form."""
+        jvm = self.spark._jvm
+        assert jvm is not None
+        return jvm.org.apache.spark.sql.types.DataType.fromJson(json)
+
+    def udtf_class(self, udtf: Any) -> type:
+        """The user's class a PythonUDTF runs (PySpark pickles the class itself)."""
+        try:
+            handler = CloudPickleSerializer().loads(bytes(udtf.func().command().toArray(self._byte_tag)))
+        except Exception as exc:  # a broadcast command (> 1 MB pickled) or another PySpark layout
+            raise CaptureError(
+                f"cannot capture Python UDTF {udtf.name()}: its class could not be read back from the plan"
+            ) from exc
+        if not isinstance(handler, type):
+            raise CaptureError(f"cannot capture Python UDTF {udtf.name()}: its handler is not a class")
+        return handler
+
     def hidden_output(self, project: Any) -> list[Any]:
         """The attributes a Project hides but lets its parents resolve (the
         other side's key of a ``using`` join); none for other Projects."""
@@ -205,23 +250,47 @@ class Catalyst:
             ) from exc
         return func, schema
 
-    def built_in_driver(self, logical_rdd: Any, limit: int = 200) -> bool:
+    def built_in_driver(self, logical_rdd: Any) -> bool:
         """Whether a LogicalRDD's rows come from the driver (createDataFrame of
-        local rows, parallelize): every root of its RDD lineage is a
-        ParallelCollectionRDD, and no DataFrame's rows (a SQLExecutionRDD, as
-        in ``df.rdd.map(...).toDF()``) lie on the way."""
-        pending, seen = [logical_rdd.rdd()], 0
-        while pending and seen < limit:
-            rdd = pending.pop()
-            seen += 1
-            kind = rdd.getClass().getSimpleName()
-            if kind == "SQLExecutionRDD":
-                return False
-            deps = self.items(rdd.dependencies())
-            if not deps and kind != "ParallelCollectionRDD":
-                return False
-            pending += [d.rdd() for d in deps]
-        return not pending
+        local rows, parallelize, ``spark.read.json`` of parallelized strings):
+        every root of its RDD lineage is a ParallelCollectionRDD, and no Python
+        function reads a DataFrame's rows on the way (see
+        :meth:`rdd_of_frames`). A DataFrame computed inside the lineage from
+        driver rows alone (the JSON parse of ``read.json``) is rows built in
+        the driver too."""
+        steps = list(_rdd_lineage(logical_rdd))
+        return bool(steps) and all(
+            not (kind == "SQLExecutionRDD" and python_above) and (has_deps or kind == "ParallelCollectionRDD")
+            for kind, has_deps, python_above in steps
+        )
+
+    @staticmethod
+    def rdd_of_frames(logical_rdd: Any) -> bool:
+        """Whether Python RDD functions computed a LogicalRDD's rows from a
+        DataFrame's rows (``df.rdd.map(...).toDF()``): a PythonRDD lies above
+        a SQLExecutionRDD (the rows of a DataFrame) in its RDD lineage."""
+        return any(kind == "SQLExecutionRDD" and above for kind, _, above in _rdd_lineage(logical_rdd))
+
+
+RDD_LINEAGE_LIMIT = 200  # RDDs looked at in a LogicalRDD's lineage; longer lineages are not built in the driver
+
+
+def _rdd_lineage(logical_rdd: Any) -> Iterator[tuple[str, bool, bool]]:
+    """(class name, has dependencies, a Python function lies above it) of
+    each RDD in a LogicalRDD's lineage; a lineage longer than
+    RDD_LINEAGE_LIMIT ends with ("", False, False) (an unknown root)."""
+    pending: list[tuple[Any, bool]] = [(logical_rdd.rdd(), False)]
+    for _ in range(RDD_LINEAGE_LIMIT):
+        if not pending:
+            return
+        rdd, python_above = pending.pop()
+        kind = rdd.getClass().getSimpleName()
+        deps = Catalyst.items(rdd.dependencies())
+        yield kind, bool(deps), python_above
+        above = python_above or kind == "PythonRDD"
+        pending += [(d.rdd(), above) for d in deps]
+    if pending:
+        yield "", False, False
 
 
 def path_key(paths: Sequence[str]) -> str:

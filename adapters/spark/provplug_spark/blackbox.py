@@ -10,12 +10,21 @@ the data alone and appends to each output row, per row-number column, the
 list of row numbers the function had received when it produced the row: the
 whole group for ``applyInPandas``, the partition's batches read so far for
 ``mapInPandas`` (it cannot have used a batch it had not read).
+
+A Python UDTF (:func:`carried_udtf`) is called once per argument row and
+may keep state in its instance between calls: an output row depends on the
+argument row of the call that yielded it and on every argument row received
+since the instance last held the state it was created with at the start of
+a call (its attributes, compared pickled): the rows its state may carry.
+A stateless UDTF's rows depend on their own argument row alone; a
+``terminate`` row on the rows its state gathered.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import pickle
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -80,3 +89,70 @@ def partition_function(
 
     for out in func(data()):
         yield _tagged(out, carried, {rows: list(numbers) for rows, numbers in received.items()})
+
+
+def _state(instance: Any) -> bytes | None:
+    """The instance's attributes, pickled (None: they cannot be compared)."""
+    try:
+        return pickle.dumps(vars(instance))
+    except Exception:  # __slots__, or state pickle cannot hold: treated as changed
+        return None
+
+
+def _received(value: Any, scalar: bool) -> list[int]:
+    if value is None:
+        return []
+    return [int(value)] if scalar else [int(n) for n in value if n is not None]
+
+
+def carried_udtf(handler: type, scalar: tuple[bool, ...]) -> type:
+    """A UDTF class that runs ``handler`` (the user's UDTF class) on all but
+    its last ``len(scalar)`` arguments, the row numbers of the argument row
+    (per row-number column: one number, or a list when not ``scalar``), and
+    appends to each output row, per row-number column, the list of row
+    numbers the row depends on (see the module's docstring)."""
+    count = len(scalar)
+
+    class CarriedUDTF:
+        def __init__(self) -> None:
+            self._udtf = handler()
+            self._initial = _state(self._udtf)
+            # The argument rows received since the instance last held its
+            # initial state at the start of a call: all its state can carry.
+            self._since: list[list[int]] = [[] for _ in scalar]
+
+        def _carried(self) -> list[list[int]]:
+            """The rows the instance's state may carry (none when it is the initial one)."""
+            now = _state(self._udtf)
+            if now is not None and now == self._initial:
+                self._since = [[] for _ in scalar]
+            return self._since
+
+        def eval(self, *args: Any, **kwargs: Any) -> Iterator[tuple[Any, ...]]:
+            data, numbers = args[:-count], args[-count:]
+            since = self._carried()
+            for seen, value, one in zip(since, numbers, scalar, strict=True):
+                seen += _received(value, one)
+            yield from _tagged_rows(self._udtf.eval(*data, **kwargs), [list(seen) for seen in since])
+
+        def terminate(self) -> Iterator[tuple[Any, ...]]:
+            finish = getattr(self._udtf, "terminate", None)
+            if finish is None:
+                return
+            yield from _tagged_rows(finish(), [list(seen) for seen in self._carried()])
+
+        def cleanup(self) -> None:
+            if hasattr(self._udtf, "cleanup"):
+                self._udtf.cleanup()
+
+    CarriedUDTF.__name__ = CarriedUDTF.__qualname__ = f"Carried{handler.__name__}"
+    return CarriedUDTF
+
+
+def _tagged_rows(rows: Any, lists: list[list[int]]) -> Iterator[tuple[Any, ...]]:
+    """The user's output rows (tuples, lists or Rows; None: no rows), each
+    followed by ``lists``."""
+    if rows is None:
+        return
+    for row in rows:
+        yield (*tuple(row), *lists)

@@ -184,7 +184,7 @@ def _walk(state: RewriteState, node: Any, merging_above: bool) -> Node:
     deterministic = table_read or all(e.deterministic() for e in jvm.items(node.expressions()))
     injective = name in rules.INJECTIVE_NODES and all(c.injective for c in children)
     expressions = frozenset() if table_read else jvm.expression_names(node)
-    rules.check_expressions(expressions)
+    rules.check_expressions(expressions, name)
     if expressions & rules.UDF_EXPRESSIONS:
         state.uses_udf = True
     if not table_read and name not in state.operations:

@@ -44,6 +44,9 @@ aliases
 ``FlatMapGroupsInPandas``,     ``apply_in_pandas`` / ``map_in_pandas``: black
 ``MapInPandas``                boxes; the function is wrapped (:mod:`.blackbox`)
                                to list the row numbers it received
+``LateralJoin``                ``lateral_join``: a Python UDTF called per left
+                               row, a black box over its argument rows
+                               (:mod:`.lateral`)
 =============================  =====================================================
 
 Every plan node kind is one :class:`NodeKind` record of :data:`NODE_KINDS`
@@ -72,6 +75,7 @@ from provplug.schema import POSITIONAL_PREFIX, ROW_COLUMN
 from . import groupjoin
 from ._jvm import Catalyst
 from .blackbox import Carried, group_function, partition_function, takes_key
+from .lateral import lateral_join
 from .rowlineage import (
     ONE_ROW_REASON,
     SUBQUERY_EXPRESSIONS,
@@ -155,9 +159,12 @@ UNSUPPORTED_EXPRESSIONS = {
 }
 
 
-def check_expressions(names: frozenset[str]) -> None:
-    """Refuse a node whose expressions have no provenance rule."""
+def check_expressions(names: frozenset[str], node_name: str = "") -> None:
+    """Refuse a node whose expressions have no provenance rule (a
+    LateralJoin's subquery is checked by its rule: a Python UDTF call is one)."""
     for expr_name, operation in UNSUPPORTED_EXPRESSIONS.items():
+        if expr_name == "LateralSubquery" and node_name == "LateralJoin":
+            continue
         if expr_name in names:
             raise CaptureError(f"cannot capture {operation} (expression {expr_name}) exactly")
 
@@ -411,6 +418,8 @@ def generate(node: Any, children: list[Node], ctx: Context) -> Node:
     """
     jvm = ctx.jvm
     refs = jvm.references(node.generator())
+    if node.generator().nodeName() == "PythonUDTF" and refs:  # Spark plans these as a LateralJoin
+        raise CaptureError("cannot capture a Python UDTF over input columns outside a lateral join")
     ctx.state.decide(refs, "explode")  # the array decides how many rows
     for attr in jvm.items(node.generatorOutput()):
         ctx.state.derive(jvm.expr_id(attr), refs)
@@ -878,6 +887,7 @@ NODE_KINDS: dict[str, NodeKind] = _kinds(
     NodeKind("Project", project, injective=True, aligned=True),
     NodeKind("Join", join),
     NodeKind("Generate", generate),
+    NodeKind("LateralJoin", lateral_join, merging=True, unstable=True),
     NodeKind("Union", union),
     # Nodes that merge rows.
     NodeKind("Aggregate", aggregate, merging=True, unstable=True),
@@ -912,15 +922,33 @@ def is_table_leaf(name: str) -> bool:
     return kind is not None and kind.table_leaf
 
 
+def _refuse_rdd(node: Any, jvm: Catalyst) -> None:
+    """A LogicalRDD with the reason capture refuses it (driver rows, or a
+    DataFrame's rows through Python RDD functions); other LogicalRDDs
+    (checkpoints, ...) are refused by their NodeKind."""
+    if jvm.built_in_driver(node):
+        raise CaptureError(
+            "cannot capture a DataFrame built in the driver (createDataFrame / parallelize / "
+            "spark.read.json of parallelized strings, plan node LogicalRDD) that is not a registered "
+            "source: pass it through run.source(df, name)"
+        )
+    if jvm.rdd_of_frames(node):
+        # An RDD function sees whole rows with no identity: which input row an
+        # output element came from is known only inside the user's function.
+        raise CaptureError(
+            "cannot capture a DataFrame made by Python RDD functions from another DataFrame's rows "
+            "(df.rdd.map(...).toDF(), spark.read.json(df.rdd...), plan node LogicalRDD) exactly: "
+            "which input row each element came from is not recorded; express the step with DataFrame "
+            "operations, a UDF or mapInPandas"
+        )
+
+
 def rule_for(node: Any, jvm: Catalyst) -> Rule:
     """The rule of plan node ``node``; CaptureError for a node whose
     provenance cannot be captured exactly."""
     name = node.nodeName()
-    if name == "LogicalRDD" and jvm.built_in_driver(node):
-        raise CaptureError(
-            "cannot capture a DataFrame built in the driver (createDataFrame / parallelize, plan "
-            "node LogicalRDD) that is not a registered source: pass it through run.source(df, name)"
-        )
+    if name == "LogicalRDD":
+        _refuse_rdd(node, jvm)
     kind = NODE_KINDS.get(name)
     if kind is not None and kind.refused is not None:
         raise CaptureError(

@@ -210,8 +210,10 @@ class WriteTracer:
             raise CaptureError("capturing writes needs the Spark adapter's session")
         if self._session is None:
             self._session = session
-        elif not session.spark._jsparkSession.equals(spark._jsparkSession):
-            raise CaptureError("the script writes from a second SparkSession; a captured run follows one session")
+        # Sessions of one SparkContext (spark.newSession()) share its JVM: their
+        # analyzed plans run in the run's session as they are.
+        elif session.spark.sparkContext is not spark.sparkContext:
+            raise CaptureError("the script writes from a second SparkContext; a captured run follows one context")
         return session
 
     def _unique(self, name: str, identity: naming.DatasetId | None = None) -> str:
