@@ -42,7 +42,9 @@ def generated_data(spark: Any, orders: int, into: Path) -> Path:
         (F.col("id") % 1000 + 1).alias("customer_id"),
         F.round(F.rand(7) * 100, 2).alias("amount"),
     ).write.parquet(str(into / "orders.parquet"))
-    regions = F.element_at(F.array(*[F.lit(r) for r in ("north", "south", "east", "west")]), (F.col("id") % 4 + 1).cast("int"))
+    regions = F.element_at(
+        F.array(*[F.lit(r) for r in ("north", "south", "east", "west")]), (F.col("id") % 4 + 1).cast("int")
+    )
     customers = spark.range(1, 1001).select(F.col("id").alias("customer_id"), regions.alias("region"))
     customers.coalesce(1).write.option("header", True).csv(str(into / "customers.csv"))
     return into
