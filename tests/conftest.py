@@ -18,6 +18,8 @@ os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "true")
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 DATA = EXAMPLES / "data"
+# HSQLDB's JDBC driver from Debian's libhsqldb-java (.ci/run installs it): the JDBC write tests' database.
+HSQLDB_JAR = Path("/usr/share/java/hsqldb.jar")
 
 
 @pytest.fixture(scope="session")
@@ -25,11 +27,10 @@ def spark() -> Iterator[Any]:
     """One local[2] SparkSession (UI off) shared by every test that asks for it."""
     from provplug.sparksession import local_spark
 
-    session = local_spark(
-        "provplug-tests",
-        "local[2]",
-        **{"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4", "spark.driver.memory": "2g"},
-    )
+    conf = {"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4", "spark.driver.memory": "2g"}
+    if HSQLDB_JAR.is_file():  # on the driver's class path: JDBC finds the driver there
+        conf |= {"spark.jars": str(HSQLDB_JAR), "spark.driver.extraClassPath": str(HSQLDB_JAR)}
+    session = local_spark("provplug-tests", "local[2]", **conf)
     yield session
     session.stop()
 

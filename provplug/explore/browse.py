@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 import pyarrow.compute as pc
 
 from provplug import schema
+from provplug.ingest.recorder import UNCAPTURED
 from provplug.plugin.protocols import Store
 from provplug.query.catalog import Catalog, catalog_for, jsonable
 from provplug.store.catalogue import TableEntry
@@ -46,6 +47,7 @@ class _RunCounts(TypedDict):
 
 class RunRecord(_RunCounts, total=False):
     reduction: dict[str, Any]  # a reduced capture's reduction (see provplug.reduce); absent otherwise
+    uncaptured_writes: list[dict[str, str]]  # writes the run saw and could not capture ({name, reason}); or absent
 
 
 class TableRecord(TypedDict):
@@ -113,6 +115,8 @@ def _run_record(manifest: dict[str, Any]) -> RunRecord:
     )
     if manifest.get("reduction"):
         record["reduction"] = dict(manifest["reduction"])
+    if manifest.get(UNCAPTURED):
+        record["uncaptured_writes"] = [{"name": w["name"], "reason": w["reason"]} for w in manifest[UNCAPTURED]]
     return record
 
 
@@ -222,7 +226,12 @@ def store_stats(store: Store) -> dict[str, Any]:
     exactly the store's runs)."""
     from provplug.index.stats import index_stats
 
-    sections: tuple[dict[str, Any], ...] = (store.verify(), _reduced_runs(store), index_stats(store))
+    sections: tuple[dict[str, Any], ...] = (
+        store.verify(),
+        _reduced_runs(store),
+        _uncaptured_writes(store),
+        index_stats(store),
+    )
     return {key: value for section in sections for key, value in section.items()}
 
 
@@ -230,6 +239,16 @@ def _reduced_runs(store: Store) -> dict[str, Any]:
     """``reduced_runs``: each run captured with a reduction (none: no key)."""
     reduced = [{"run_id": m["run_id"], **m["reduction"]} for m in store.runs() if m.get("reduction")]
     return {"reduced_runs": reduced} if reduced else {}
+
+
+def _uncaptured_writes(store: Store) -> dict[str, Any]:
+    """``uncaptured_writes``: every write a run saw and could not capture (none: no key)."""
+    writes = [
+        {"run_id": m["run_id"], "name": w["name"], "reason": w["reason"]}
+        for m in store.runs()
+        for w in m.get(UNCAPTURED) or ()
+    ]
+    return {"uncaptured_writes": writes} if writes else {}
 
 
 # -- text ----------------------------------------------------------------------------
@@ -256,7 +275,7 @@ def render_runs(runs: Sequence[RunRecord]) -> str:
         ],
         (True, *(False,) * 6, *(True,) * len(keys)),
     )
-    return "\n".join([table, *_reduction_lines(runs)])
+    return "\n".join([table, *_reduction_lines(runs), *_uncaptured_lines(runs)])
 
 
 def entry_point_text(run: RunRecord) -> str:
@@ -286,6 +305,15 @@ def _reduction_lines(runs: Sequence[RunRecord]) -> list[str]:
     from provplug.plugin.reductions import describe_run_reduction
 
     return [f"run {r['run_id']} reduced ({describe_run_reduction(r['reduction'])})" for r in runs if "reduction" in r]
+
+
+def _uncaptured_lines(runs: Sequence[RunRecord]) -> list[str]:
+    """A line per write a run could not capture: its dataset has no lineage from that run."""
+    return [
+        f"run {r['run_id']} did not capture the write of {w['name']}: {w['reason']}"
+        for r in runs
+        for w in r.get("uncaptured_writes", ())
+    ]
 
 
 def render_tables(tables: Sequence[TableRecord]) -> str:

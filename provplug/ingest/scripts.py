@@ -12,6 +12,11 @@ script creates its own session, after the writes are intercepted): a block
 or script that writes nothing commits nothing. It commits when the block (or
 the script) ends normally; an exception, or a script's non-zero exit status,
 commits nothing and leaves the store as it was.
+
+The files a captured write produces are written from the rows the run stored
+(one execution); a write provplug cannot capture is still done, as without
+provplug, and recorded as an uncaptured write, unless ``strict`` (see
+docs/capturing.md, "One execution" and "Fail open").
 """
 
 from __future__ import annotations

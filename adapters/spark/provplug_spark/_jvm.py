@@ -331,3 +331,73 @@ class PendingFrame(ClassicDataFrame):
     @property
     def rdd(self) -> Any:
         return self._ready().rdd
+
+
+# -- SQL writes (:mod:`.sqlwrites`) ------------------------------------------------------
+# The parsed (unresolved) commands of the SQL statements that write a query's rows.
+SQL_WRITES = ("InsertIntoStatement", "CreateTableAsSelect", "ReplaceTableAsSelect", "InsertIntoDir")
+
+
+def parsed_statement(spark: SparkSession, text: str) -> Any | None:
+    """``text`` parsed by the session's own SQL parser; None when it does not
+    parse (``spark.sql`` then reports the error as usual)."""
+    try:
+        return spark._jsparkSession.sessionState().sqlParser().parsePlan(text)
+    except Exception:  # py4j: Spark's ParseException, raised again by spark.sql itself
+        return None
+
+
+def sql_writes(plan: Any) -> list[Any]:
+    """The write commands in a parsed statement, top first."""
+    found = [plan] if plan.nodeName() in SQL_WRITES else []
+    for child in Catalyst.items(plan.children()):
+        found += sql_writes(child)
+    return found
+
+
+def sql_write_target(command: Any) -> tuple[str, bool]:
+    """(the table a SQL write writes, True) or (the directory, False)."""
+    kind = command.nodeName()
+    if kind == "InsertIntoStatement":
+        return str(command.table().tableName()), True
+    if kind == "InsertIntoDir":
+        location = command.storage().locationUri()
+        return (str(location.get().toString()) if location.isDefined() else "a directory"), False
+    return ".".join(Catalyst.items(command.name().nameParts())), True
+
+
+def sql_write_query(command: Any) -> Any:
+    """The query whose rows a SQL write writes (a parsed plan)."""
+    return command.child() if command.nodeName() == "InsertIntoDir" else command.query()
+
+
+def skipped_sql_write(spark: SparkSession, command: Any) -> bool:
+    """``CREATE TABLE IF NOT EXISTS ... AS`` over a table that exists: it writes nothing."""
+    if command.nodeName() != "CreateTableAsSelect" or not command.ignoreIfExists():
+        return False
+    return bool(spark.catalog.tableExists(sql_write_target(command)[0]))
+
+
+def sql_write_over(spark: SparkSession, command: Any, rows: DataFrame) -> DataFrame:
+    """Run the SQL write ``command`` with ``rows`` in place of its query, as
+    ``spark.sql`` runs it (a command runs when its Dataset is made)."""
+    query = sql_write_query(command)
+    children = [Catalyst.plan(rows) if c is query or c.equals(query) else c for c in Catalyst.items(command.children())]
+    catalyst = Catalyst(spark)
+    return catalyst.frame(command.withNewChildren(catalyst.seq(children)))
+
+
+def query_frame(spark: SparkSession, query: Any) -> DataFrame:
+    """A parsed query as a DataFrame (analyzed, not run)."""
+    return Catalyst(spark).frame(query)
+
+
+def positional_insert_columns(spark: SparkSession, command: Any) -> list[str] | None:
+    """The columns of the table an ``INSERT`` without a column list fills by
+    position (its query's columns go into them in order); None otherwise."""
+    if command.nodeName() != "InsertIntoStatement" or command.byName() or not command.userSpecifiedCols().isEmpty():
+        return None
+    try:
+        return list(spark.table(sql_write_target(command)[0]).columns)
+    except Exception:  # not a table Spark can read back (the statement reports its own errors)
+        return None

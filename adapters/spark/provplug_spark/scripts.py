@@ -2,25 +2,25 @@
 
 While :func:`intercepted_writes` is installed, the write methods of PySpark's
 ``DataFrameWriter`` (``save``, ``parquet``, ``csv``, ``json``, ``orc``,
-``text``, ``saveAsTable``, ``insertInto``) and ``DataFrameWriterV2``
-(``create``, ``replace``, ``createOrReplace``, ``append``, ``overwrite``,
-``overwritePartitions``) hand the written DataFrame to a :class:`WriteTracer`
-before doing the real write, unchanged. This module is the only place that
-patches PySpark; the originals are put back when the block ends, however it
-ends. ``SparkSession.stop`` is wrapped too, so that a script that stops its
+``text``, ``xml``, ``saveAsTable``, ``insertInto``, ``jdbc``),
+``DataFrameWriterV2`` (``create``, ``replace``, ``createOrReplace``,
+``append``, ``overwrite``, ``overwritePartitions``) and the SQL writes run
+through ``SparkSession.sql`` (:mod:`.sqlwrites`) hand the written DataFrame
+to a :class:`WriteTracer`. This module is the only place that patches
+PySpark (the writers' configuration methods too, :mod:`.replay`); the
+originals are put back when the block ends, however it ends.
+``SparkSession.stop`` is wrapped too, so that a script that stops its
 session at the end lets the run's background jobs finish first.
 
 A write is captured as the step ``write:<name>`` whose one output table
-``<name>`` is the written dataset, named by the readable alias of its
-identity (:mod:`.naming`: the catalog table's name, or the path's last
-component that says what the data is — ``/jobs/report/output`` is
-``report``), which the run records with the table. Its input tables are found in the
+``<name>`` is the written dataset: the catalog table's name, or the path's
+last component without its extension. Its input tables are found in the
 written plan, at write time, and nothing is captured for reads no write uses:
 
 * a leaf that reads files (Parquet, CSV, JSON, ...) or a catalog table is a
-  source table, registered on its first use (named alike: month folders
-  read by a glob are their folder's name; another dataset of the same name
-  is told apart by its identity, the same dataset twice gets ``-2``) and shared by
+  source table, registered on its first use (named after the table, or the
+  first path's last component without its extension; ``-2``, ``-3``, ...
+  appended when the run already has a table of that name) and shared by
   every later write that reads it with the same columns;
 * a leaf that reads a path or table an earlier write of the run wrote is that
   write's output table: lineage crosses writes. (A DataFrame written and then
@@ -35,10 +35,15 @@ written plan, at write time, and nothing is captured for reads no write uses:
 Each such leaf is replaced by a fresh read of the table's stored rows, with
 the leaf's own columns (cast to its types), and the resulting DataFrame goes
 through the ordinary capture of a step (:meth:`provplug.ingest.capture.ActiveRun.call_step`).
-The real write then writes the user's own DataFrame, exactly as without
-provplug (the capture is one more job over the same plan). The run is
-started by the first write, on that DataFrame's SparkSession (a script
-creates its own), through ``start_run``.
+One execution: the real write then writes the step's STORED rows with the
+user's own writer configuration (:mod:`.replay`), so the files and the store
+hold the same rows even when the plan is nondeterministic. Fail open: when
+the capture fails (the step's writer job included), the write is done from
+the user's own DataFrame as without provplug, what the capture staged is
+dropped (:meth:`.session.SparkCaptureSession.abandon`) and the run records an
+uncaptured write; a strict run fails instead. The run is started by the
+first write, on that DataFrame's SparkSession (a script creates its own),
+through ``start_run``.
 """
 
 from __future__ import annotations
@@ -46,8 +51,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
+import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -58,8 +65,10 @@ from provplug.model import StepInfo
 from provplug.plugin.protocols import CaptureRun
 
 from . import naming
-from ._jvm import Catalyst, path_key
+from ._jvm import Catalyst, PendingFrame, path_key
+from .replay import V2_TABLE, Written, recording_replacements, replaying
 from .session import SparkCaptureSession
+from .sqlwrites import sql_statements
 
 # DataFrameWriter method -> its argument naming what it writes (a V2 writer is named at writeTo)
 WRITER_METHODS: dict[str, str] = {
@@ -69,12 +78,12 @@ WRITER_METHODS: dict[str, str] = {
     "json": "path",
     "orc": "path",
     "text": "path",
+    "xml": "path",
     "saveAsTable": "name",
     "insertInto": "tableName",
 }
-TABLE_METHODS = {"saveAsTable", "insertInto"}
+logger = logging.getLogger("provplug.spark")
 V2_METHODS = ("create", "replace", "createOrReplace", "append", "overwrite", "overwritePartitions")
-V2_TABLE = "_provplug_table"  # where a patched DataFrameWriterV2 keeps the table it writes
 
 
 def _as_written(frame: DataFrame) -> DataFrame:
@@ -84,8 +93,11 @@ def _as_written(frame: DataFrame) -> DataFrame:
 
 class WriteTracer:
     """Turns each DataFrame write into a step of one capture run, started by
-    the first write through ``start_run``. Writes from several threads are
-    captured one at a time (the real writes run concurrently)."""
+    the first write through ``start_run``, and writes the user's files from
+    the step's stored rows (one execution). A write whose capture fails is
+    done as the user's own and recorded as an uncaptured write (fail open),
+    unless the run is strict. Writes from several threads are captured one
+    at a time (their jobs and the real writes run concurrently)."""
 
     def __init__(self, start_run: Callable[[SparkSession], CaptureRun]) -> None:
         self._start_run = start_run
@@ -96,21 +108,101 @@ class WriteTracer:
         self._aliases = naming.Aliases()
 
     # -- a write ---------------------------------------------------------------
-    def on_write(self, df: DataFrame, target: str | None, is_table: bool, write: Callable[[], Any]) -> Any:
-        """Capture the write of ``df`` to ``target`` as a step, then ``write()``."""
+    def on_write(
+        self,
+        df: DataFrame,
+        written: Written,
+        write: Callable[[], Any],
+        replay: Callable[[DataFrame], Any] | None,
+    ) -> Any:
+        """Capture the write of ``df`` as a step, then ``replay`` the user's
+        write on its stored rows; when it cannot be captured (or ``replay``
+        is None: the writer's configuration is unknown), ``write()`` as the
+        user asked and record an uncaptured write."""
         with self._lock:
             run = self._start_run(df.sparkSession)
-            session = self._bound(run, df.sparkSession)
-            name = self._unique(*_dataset_name(session.rewriter.jvm, target, is_table))
-            traced = self._traced(session, df, name)
-            step = StepInfo(f"write:{name}", (), (name,), {"dataset": target or ""})
-            output = run.call_step(step, _as_written, (traced,), {})
-        result = write()
-        key = self._written_key(session.rewriter.jvm, df.sparkSession, target, is_table)
+            if replay is None:
+                self.uncaptured(run, written.dataset, "its writer was made before provplug intercepted writes")
+                return write()
+            table = self._captured(run, df, written)
+        if table is None:
+            return write()
+        try:
+            stored = self._stored(table)  # waits for the step's writer job; raises its error
+        except Exception as exc:
+            with self._lock:
+                self._not_captured(run, written.dataset, exc, {table}, after=table)
+            return write()
+        result = replay(stored)  # the user's write itself: its errors are the user's
+        self._remember(stored.sparkSession, written, table)
+        return result
+
+    def _remember(self, spark: SparkSession, written: Written, table: int) -> None:
+        """Link later reads of what was written to ``table`` (fail open: a
+        dataset that cannot be looked up is not linked; its reads are sources)."""
+        try:
+            key = self._written_key(spark, written) if written.linked else None
+        except Exception as exc:  # py4j: e.g. a table of a catalog that cannot be read back
+            logger.warning("provplug: later reads of %s are not linked to its write: %s", written.dataset, _reason(exc))
+            return
         if key is not None:
             with self._lock:
-                self._written[key] = output.table_id
-        return result
+                self._written[key] = table
+
+    def _captured(self, run: CaptureRun, df: DataFrame, written: Written) -> int | None:
+        """The table the step capturing the write stores its rows into (its
+        writer job running), or None when it cannot be captured."""
+        session = self._session or (run.session if isinstance(run.session, SparkCaptureSession) else None)
+        before = session.table_ids() if session is not None else frozenset()
+        try:
+            session = self._bound(run, df.sparkSession)
+            name = self._name(session, written)
+            traced = self._traced(session, df, name)
+            step = StepInfo(f"write:{name}", (), (name,), {"dataset": written.dataset})
+            output = run.call_step(step, _as_written, (traced,), {})
+        except Exception as exc:
+            # The sources stored on the way stay (a later write may read them); the rest goes.
+            staged = session.table_ids() - before - set(self._sources.values()) if session else frozenset()
+            self._not_captured(run, written.dataset, exc, staged, after=max(before, default=-1))
+            return None
+        # A step whose capture failed is left out by the session, which records it as uncaptured
+        # (fail open) and hands back the DataFrame itself: no stored rows to write from.
+        return output.table_id if isinstance(output, PendingFrame) and output.table_id is not None else None
+
+    def _name(self, session: SparkCaptureSession, written: Written) -> str:
+        """The written dataset's table name (:mod:`.naming`)."""
+        if written.identity is not None:  # a dataset outside Spark's catalog and files (a JDBC table)
+            identity = naming.DatasetId(*written.identity, is_path=False)
+            return self._unique(naming.alias(identity), identity)
+        return self._unique(*_dataset_name(session.rewriter.jvm, written.target, written.is_table))
+
+    def _stored(self, table: int) -> DataFrame:
+        assert self._session is not None
+        return self._session.fresh_frame(table)
+
+    def _not_captured(
+        self, run: CaptureRun, dataset: str, error: Exception, tables: Collection[int], after: int
+    ) -> None:
+        """Forget what the failed capture staged (``tables``, and unfinished
+        tables reserved after table id ``after``) and record the write as
+        uncaptured; a strict run fails instead (``error`` goes on)."""
+        if run.strict:
+            raise error
+        if self._session is not None:
+            self._session.abandon(tables, after)
+        self.uncaptured(run, dataset, _reason(error))
+
+    def on_uncaptured(self, spark: SparkSession, dataset: str, reason: str) -> None:
+        """A write seen and not captured (the caller does it as the user asked)."""
+        with self._lock:
+            self.uncaptured(self._start_run(spark), dataset, reason)
+
+    @staticmethod
+    def uncaptured(run: CaptureRun, dataset: str, reason: str) -> None:
+        """Record a write provplug did not capture (a strict run fails instead)."""
+        if run.strict:
+            raise CaptureError(f"the write of {dataset} cannot be captured: {reason}")
+        run.record_uncaptured_write(dataset, reason)
 
     def _bound(self, run: CaptureRun, spark: SparkSession) -> SparkCaptureSession:
         session = run.session
@@ -164,12 +256,13 @@ class WriteTracer:
             self._sources[read] = session.source_table(session.rewriter.jvm.frame(leaf), name)
         return self._sources[read]
 
-    @staticmethod
-    def _written_key(jvm: Catalyst, spark: SparkSession, target: str | None, is_table: bool) -> str | None:
+    def _written_key(self, spark: SparkSession, written: Written) -> str | None:
         """The key a later read of what was written has (see :meth:`Catalyst.relation`)."""
+        assert self._session is not None
+        jvm, target = self._session.rewriter.jvm, written.target
         if target is None:
             return None
-        if not is_table:
+        if not written.is_table:
             return path_key([jvm.qualified_path(target)])
         plan = jvm.plan(spark.table(target))
         while plan.children().size() == 1:
@@ -224,36 +317,63 @@ def intercepted_writes(tracer: WriteTracer) -> Iterator[None]:
 
 
 def _replacements(tracer: WriteTracer) -> Iterator[tuple[type, str, Any]]:
+    yield from recording_replacements()
     for method, argument in WRITER_METHODS.items():
-        original = DataFrameWriter.__dict__[method]
-        yield DataFrameWriter, method, _writing(original, tracer, argument, method in TABLE_METHODS)
-    yield DataFrameWriterV2, "__init__", _remembering_table(DataFrameWriterV2.__dict__["__init__"])
+        yield DataFrameWriter, method, _writing(DataFrameWriter.__dict__[method], tracer, _to_path_or_table(argument))
+    yield DataFrameWriter, "jdbc", _writing(DataFrameWriter.__dict__["jdbc"], tracer, _to_jdbc)
     for method in V2_METHODS:
-        yield DataFrameWriterV2, method, _writing(DataFrameWriterV2.__dict__[method], tracer, None, True)
+        yield DataFrameWriterV2, method, _writing(DataFrameWriterV2.__dict__[method], tracer, _to_v2_table)
+    yield SparkSession, "sql", sql_statements(SparkSession.__dict__["sql"], tracer)
     yield SparkSession, "stop", _stopping(SparkSession.__dict__["stop"], tracer)
 
 
-def _writing(original: Callable[..., Any], tracer: WriteTracer, argument: str | None, is_table: bool) -> Any:
+def _writing(
+    original: Callable[..., Any], tracer: WriteTracer, describe: Callable[[Any, dict[str, Any]], Written]
+) -> Any:
     signature = inspect.signature(original)
 
     @functools.wraps(original)
     def write(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if argument is None:
-            target = getattr(self, V2_TABLE, None)
-        else:
-            target = signature.bind(self, *args, **kwargs).arguments.get(argument)
-        return tracer.on_write(self._df, target, is_table, lambda: original(self, *args, **kwargs))
+        written = describe(self, signature.bind(self, *args, **kwargs).arguments)
+        replay = replaying(self, original, args, kwargs)
+        frame = _as_table_names_it(self._df, written.target) if original.__name__ == "insertInto" else self._df
+        return tracer.on_write(frame, written, lambda: original(self, *args, **kwargs), replay)
 
     return write
 
 
-def _remembering_table(original: Callable[..., Any]) -> Any:
-    @functools.wraps(original)
-    def init(self: Any, df: DataFrame, table: str) -> None:
-        original(self, df, table)
-        setattr(self, V2_TABLE, table)
+def _as_table_names_it(frame: DataFrame, table: str | None) -> DataFrame:
+    """``insertInto`` fills the table's columns by position: the written
+    cells are named as the table names them (``frame`` as it is when the
+    table cannot be looked up or has other columns: the write reports that)."""
+    try:
+        columns = frame.sparkSession.table(table).columns if table else []
+    except Exception:  # py4j: not a table Spark can read back
+        return frame
+    return frame.toDF(*columns) if len(columns) == len(frame.columns) else frame
 
-    return init
+
+def _to_path_or_table(argument: str) -> Callable[[Any, dict[str, Any]], Written]:
+    is_table = argument != "path"
+
+    def describe(writer: Any, arguments: dict[str, Any]) -> Written:
+        target = arguments.get(argument)
+        return Written(target, is_table, target or "")
+
+    return describe
+
+
+def _to_jdbc(writer: Any, arguments: dict[str, Any]) -> Written:
+    """A JDBC table: named after the table, recorded as the URL (without its
+    parameters: they may hold credentials) and the table."""
+    url, table = str(arguments["url"]), str(arguments["table"])
+    base = re.split(r"[?;]", url, maxsplit=1)[0]
+    return Written(table, True, f"{base}/{table}", linked=False, identity=(base, table))
+
+
+def _to_v2_table(writer: Any, arguments: dict[str, Any]) -> Written:
+    table = getattr(writer, V2_TABLE, None)  # None: a writer made before writes were intercepted
+    return Written(table, True, table or "a table")
 
 
 def _stopping(original: Callable[..., Any], tracer: WriteTracer) -> Any:
@@ -263,3 +383,9 @@ def _stopping(original: Callable[..., Any], tracer: WriteTracer) -> Any:
         original(self)
 
     return stop
+
+
+def _reason(error: Exception) -> str:
+    """An error in one line (a JVM error's first line), for an uncaptured write."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:500]

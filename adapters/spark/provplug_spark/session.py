@@ -29,12 +29,13 @@ restricted to the table's columns: the row-number column stays in the files
 
 Those files move (or, when the run keeps no rows, vanish) when the run ends,
 so the DataFrames a run handed out (sources and step outputs, each a
-:class:`~._jvm.PendingFrame`) are re-pointed then at the user's own plans:
-the DataFrame the user registered, or the one the step returned, with every
-read of a table of the run replaced by that table's own user plan. They keep
-working after the capture block as they would without provplug (recomputed
-from the user's inputs), whether the run committed or failed, kept rows or
-not, and whatever later happens to the store.
+:class:`~._jvm.PendingFrame`) are re-pointed then: a table whose own plan is
+deterministic at the user's own plan (the DataFrame the user registered, or
+the one the step returned, with every read of a table of the run replaced by
+that table's after-run DataFrame), which recomputes the rows stored and no
+longer depends on the store; a nondeterministic one at the rows stored for
+it (the committed run's when it keeps rows, else a local checkpoint taken
+before the files go), since recomputing it would give other rows.
 """
 
 from __future__ import annotations
@@ -44,16 +45,18 @@ import datetime as dt
 import functools
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
+import pyarrow.fs as pafs
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from provplug import ids, schema
 from provplug.errors import CaptureError
+from provplug.ingest.recorder import ROWS, StagedRun
 from provplug.location import LocationEdge, Rates, RowRuns, declared_rates
 from provplug.model import COARSE_REASON, OpInfo, StepInfo, TableInfo, TableOrigin
 from provplug.plugin.protocols import RunRecorder
@@ -131,6 +134,7 @@ class SparkCaptureSession:
         self._handed: dict[int, _Handed] = {}
         self._after_run: dict[int, DataFrame] = {}  # the re-pointed plans, once the run has ended
         self._ended = False
+        self._committed_rows = False  # set as the run ends: whether its committed run will hold the rows
         self._lock = threading.RLock()
         # Row-aligned outputs stored as location edges (:mod:`.aligned`).
         self.location_lineage = aligned.enabled(spark, run.location_lineage)
@@ -512,9 +516,14 @@ class SparkCaptureSession:
         wait([g for g in groups if g is not None])
 
     def close(self, error: BaseException | None) -> None:
+        failed = error
         try:
             self._close(error)
+        except BaseException as exc:
+            failed = exc
+            raise
         finally:  # the run's files are about to move or vanish
+            self._keep_nondeterministic(committing=failed is None and self.run.store_rows)
             self._ended = True
 
     def _close(self, error: BaseException | None) -> None:
@@ -546,20 +555,106 @@ class SparkCaptureSession:
         # rows of a run that keeps none (they were only the fixed ids' carrier
         # for downstream steps) and records the rows and triples datasets.
 
+    # -- a failed capture (fail open) ---------------------------------------------
+    def table_ids(self) -> frozenset[int]:
+        """The tables of the run handed out so far (sources and step outputs)."""
+        return frozenset(self._handed)
+
+    def abandon(self, tables: Collection[int], after: int) -> None:
+        """Forget the step outputs ``tables`` whose capture failed, so that
+        the run commits without them: the ops writing them (their jobs
+        waited for) leave the staged ops, and their files are deleted; so are
+        the rows of any table reserved after table id ``after`` and never
+        handed out (a source whose storing failed half way)."""
+        abandoned = set(tables)
+        dropped = [(op, jobs) for op, jobs in self.pending if abandoned & set(op.outputs)]
+        for op, jobs in dropped:
+            wait(jobs)  # no job may write into the files deleted below
+            groups = [j.result().groups for j in jobs if j.exception() is None]
+            wait([g for g in groups if g is not None])
+            self.pending.remove((op, jobs))
+            abandoned |= set(op.outputs)
+            staged = self.run.txn.ops if isinstance(self.run, StagedRun) else []
+            staged[:] = [o for o in staged if o.op_id != op.op_id]
+        for table_id in sorted(abandoned | self._unhanded_rows(after)):
+            self._handed.pop(table_id, None)
+            self._runs.pop(table_id, None)
+            self._stored.pop(table_id, None)
+            self._delete_files(table_id)
+
+    def _unhanded_rows(self, after: int) -> set[int]:
+        """Tables reserved after ``after`` with a rows directory but never handed out."""
+        rows = self.run.triples_destination()  # a sibling of the rows directories' parent (see StagedRun)
+        parent = dataclasses.replace(
+            rows, path=rows.path.rsplit("/", 1)[0] + "/rows", spark_path=rows.spark_path.rsplit("/", 1)[0] + "/rows"
+        )
+        listing = parent.filesystem().get_file_info(pafs.FileSelector(parent.path, allow_not_found=True))
+        found = {int(i.base_name) for i in listing if i.type == pafs.FileType.Directory and i.base_name.isdigit()}
+        return {t for t in found if t > after and t not in self._handed}
+
+    def _delete_files(self, table_id: int) -> None:
+        self.run.rows_destination(table_id).delete()
+        prefix = f"t{table_id}-"  # every writer job of the table names its files so (writer.Target)
+        self.run.triples_destination().discard_files(prefix, ())
+        self.run.row_lineage_destination().discard_files(prefix, ())
+        self.run.scratch_destination(KEYS_DIR, str(table_id)).delete()
+
     # -- after the run ---------------------------------------------------------
+    # The DataFrames handed out stay usable after the run (module docstring).
+    # A table whose own plan is deterministic becomes that plan again, over
+    # its inputs' after-run DataFrames: recomputing it gives the rows stored,
+    # and it no longer depends on the store. A nondeterministic one
+    # (monotonically_increasing_id, rand, uuid, ...) would give other rows if
+    # recomputed: it reads the rows stored for it instead -- in the
+    # committed run when the run keeps rows (read on first use), else a
+    # local checkpoint of them taken before the run's files go.
+    def _keep_nondeterministic(self, committing: bool) -> None:
+        """Before the run's files move or vanish: checkpoint the stored rows of
+        every nondeterministic table (none when the committed run keeps them)."""
+        self._committed_rows = committing
+        if committing:
+            return
+        for table_id, handed in list(self._handed.items()):
+            try:
+                if not self.rewriter.jvm.plan(handed.original).deterministic():
+                    self._after_run[table_id] = handed.current().localCheckpoint(eager=True)
+            except Exception as exc:  # its rows were never written (the run failed), or Spark has stopped
+                logger.warning("table %d: its stored rows cannot be kept after the run (%s)", table_id, exc)
+
     def _original(self, table_id: int) -> DataFrame:
-        """Table ``table_id`` as the user's own plan: the DataFrame the user
-        gave or the step returned, its reads of the run's tables replaced by
-        theirs (recursively). Built on first use, once."""
+        """Table ``table_id`` after the run: the user's own plan (the DataFrame
+        the user gave or the step returned, its reads of the run's tables
+        replaced by theirs, recursively) or, for a nondeterministic plan,
+        its stored rows. Built on first use, once."""
         with self._lock:  # PySpark allows several threads; build each plan once
             if table_id not in self._after_run:
                 jvm = self.rewriter.jvm
                 plan = jvm.plan(self._handed[table_id].original)
-                self._after_run[table_id] = jvm.frame(jvm.replace_leaves(plan, self._original_leaf))
+                if not plan.deterministic() and self._committed_rows:
+                    self._after_run[table_id] = self._committed(table_id)
+                else:
+                    self._after_run[table_id] = jvm.frame(jvm.replace_leaves(plan, self._original_leaf))
             return self._after_run[table_id]
 
+    def _committed(self, table_id: int) -> DataFrame:
+        """The rows of ``table_id`` in the committed run (the user's plan,
+        recomputed, when they are not there: the commit failed)."""
+        original = self._handed[table_id].original
+        store = self.run.store if isinstance(self.run, StagedRun) else None
+        fields = StructType([original.schema[c] for c in original.columns])  # the stored row number is not shown
+        try:
+            if store is None:
+                raise CaptureError("the run's store is unknown")
+            return self.spark.read.schema(fields).parquet(
+                store.spark_path("runs", self.run.run_id, ROWS, str(table_id))
+            )
+        except Exception as exc:
+            logger.warning("table %d: the committed run's rows cannot be read (%s); recomputed", table_id, exc)
+            jvm = self.rewriter.jvm
+            return jvm.frame(jvm.replace_leaves(jvm.plan(original), self._original_leaf))
+
     def _original_leaf(self, leaf: Any) -> Any | None:
-        """The user's plan standing in for ``leaf`` when it reads a table of the run."""
+        """The after-run DataFrame standing in for ``leaf`` when it reads a table of the run."""
         jvm = self.rewriter.jvm
         if leaf.nodeName() != "LogicalRelation":
             return None
