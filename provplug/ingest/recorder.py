@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from provplug.errors import CaptureError
@@ -217,6 +217,16 @@ class StagedRun:
     def coarse_edges(self) -> Sequence[CoarseEdge]:
         """The coarse edges recorded so far in this run."""
         return tuple(self._coarse_edges)
+
+    def forget_tables(self, table_ids: Collection[int]) -> None:
+        """Drop what the run staged for tables whose capture was abandoned
+        (fail open): the ops writing them, their row rules, their coarse edges."""
+        gone = set(table_ids)
+        self.txn.ops[:] = [o for o in self.txn.ops if not gone & set(o.outputs)]
+        for table in gone:
+            self._row_rules.pop(table, None)
+        self._coarse_edges = [e for e in self._coarse_edges if e.dst_table not in gone]
+        self._location_edges = [e for e in self._location_edges if e.dst_table not in gone]
 
     def record_uncaptured_write(self, name: str, reason: str) -> None:
         """A write the run saw and could not capture (recorded in its manifest)."""

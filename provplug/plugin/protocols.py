@@ -32,7 +32,7 @@ adapters) can name these types without an import cycle.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
@@ -219,6 +219,11 @@ class RunRecorder(Protocol):
         """Record a :class:`provplug.model.CoarseEdge`: what an output of a
         coarse step (op kind ``"coarse"``, rows stored, no triples) may
         derive from. Written with the run as ``coarse.json``."""
+        ...
+
+    def forget_tables(self, table_ids: Collection[int]) -> None:
+        """Drop what the run staged for these tables (their ops, row rules and
+        edges): their capture failed and the pipeline went on without it."""
         ...
 
     def record_uncaptured_write(self, name: str, reason: str) -> None:

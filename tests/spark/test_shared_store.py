@@ -103,3 +103,17 @@ def test_a_file_with_other_counts_than_reported_fails_the_run(spark: Any, store_
     with pytest.raises(LostFilesError, match="where the task that wrote it reported"):
         capture(spark, store_path, {"T": ROWS}, lambda f: count_per_key(f["T"]).collect())
     assert not store_path.exists() or open_store(store_path).runs() == []
+
+
+def test_under_capture_writes_the_user_s_write_is_done_and_the_run_fails(
+    spark: Any, store_path: Path, tmp_path: Path, mocker: Any
+) -> None:
+    import provplug
+
+    data = tmp_path / "in"
+    spark.createDataFrame(*ROWS).coalesce(1).write.parquet(str(data))
+    _losing(mocker, "rows")
+    with pytest.raises(LostFilesError, match="not in the store"), provplug.capture_writes(spark, store=store_path):
+        spark.read.parquet(str(data)).groupBy("k").count().write.parquet(str(tmp_path / "out"))
+    assert sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out")).collect()) == [(1, 2), (2, 1)]
+    assert not store_path.exists() or open_store(store_path).runs() == []

@@ -55,7 +55,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from provplug import ids, schema
-from provplug.errors import CaptureError
+from provplug.errors import CaptureError, LostFilesError
 from provplug.ingest.recorder import ROWS, StagedRun
 from provplug.location import LocationEdge, Rates, RowRuns, declared_rates
 from provplug.model import COARSE_REASON, OpInfo, StepInfo, TableInfo, TableOrigin
@@ -139,6 +139,7 @@ class SparkCaptureSession:
         # Row-aligned outputs stored as location edges (:mod:`.aligned`).
         self.location_lineage = aligned.enabled(spark, run.location_lineage)
         self._runs: dict[int, RowRuns] = {}  # table id -> its row numbers, once written
+        self.lost: LostFilesError | None = None  # set when a writer job's files are not in the store
         self._stored: dict[int, tuple[str, ...]] = {}  # table id -> columns, of every table steps may read
 
     # -- sources ---------------------------------------------------------------
@@ -248,7 +249,11 @@ class SparkCaptureSession:
         for destination in (target.rows, target.triples, target.keys, target.lineage):
             if destination is not None:
                 found |= destination.discard_files(target.prefix, kept)
-        check_reported(self.run, kept, found)
+        try:
+            check_reported(self.run, kept, found)
+        except LostFilesError as lost:  # never abandoned like a failed step: the run must fail
+            self.lost = self.lost or lost
+            raise
         return counts
 
     # -- steps -----------------------------------------------------------------
@@ -539,6 +544,8 @@ class SparkCaptureSession:
         self.triples.shutdown(wait=True, cancel_futures=error is not None)
         if error is not None:
             return
+        if self.lost is not None:  # files a task wrote are not in the store: commit nothing
+            raise self.lost
         for op, jobs in pending:  # a failed write fails the run
             outputs = [j.result() for j in jobs]
             groups = [o.groups.result() for o in outputs if o.groups is not None]
@@ -574,8 +581,7 @@ class SparkCaptureSession:
             wait([g for g in groups if g is not None])
             self.pending.remove((op, jobs))
             abandoned |= set(op.outputs)
-            staged = self.run.txn.ops if isinstance(self.run, StagedRun) else []
-            staged[:] = [o for o in staged if o.op_id != op.op_id]
+        self.run.forget_tables(abandoned)
         for table_id in sorted(abandoned | self._unhanded_rows(after)):
             self._handed.pop(table_id, None)
             self._runs.pop(table_id, None)
