@@ -20,6 +20,10 @@ the geometric mean of the ratios. Two fixed costs: *per step*, the captured
 minus the plain time of a write of the 25-row ``nation`` table (a step with
 next to no data); *per run*, the captured block's wall time minus the sum of
 its writes (run start, commit).
+
+``--profile QUERY FILE`` instead writes a cProfile of one captured write of
+QUERY (after a write that starts the run and one that stores its sources)
+to FILE, sorted by cumulative time: where a step's fixed cost goes.
 """
 
 from __future__ import annotations
@@ -156,6 +160,23 @@ def report(figures: dict[str, Any], scale: float, rounds: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def profile(spark: Any, files: dict[str, Path], sql: str, into: Path, scratch: Path) -> None:
+    import cProfile
+    import pstats
+
+    for name, path in files.items():
+        spark.read.parquet(str(path)).createOrReplaceTempView(name)
+    with provplug.capture_writes(spark, store=scratch / "profiled.prov"):
+        spark.sql(TINY_SQL).write.mode("overwrite").parquet(str(scratch / "start"))  # the run starts
+        spark.sql(sql).write.mode("overwrite").parquet(str(scratch / "first"))  # its sources are stored
+        profiler = cProfile.Profile()
+        profiler.enable()
+        spark.sql(sql).write.mode("overwrite").parquet(str(scratch / "profiled"))
+        profiler.disable()
+    with into.open("w") as out:
+        pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(60)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=0.1)
@@ -163,6 +184,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--only", help="comma-separated query names (default: all 22)")
     parser.add_argument("--out", type=Path, default=HERE / "tpch_capture.md")
+    parser.add_argument("--profile", nargs=2, metavar=("QUERY", "FILE"), help="profile one captured write")
     args = parser.parse_args(argv)
     sql = queries(args.scale)
     if args.only:
@@ -173,6 +195,13 @@ def main(argv: list[str]) -> int:
         sql = {n: sql[n] for n in wanted}
     files = tpch_tables(args.scale)
     spark = local_spark("provplug-tpch-capture", "local[2]", **{"spark.driver.memory": "4g"})
+    if args.profile:
+        query, into = args.profile
+        if query not in queries(args.scale):
+            parser.error(f"unknown query {query} (q1 ... q22)")
+        with tempfile.TemporaryDirectory(prefix="provplug-tpch-") as scratch:
+            profile(spark, files, queries(args.scale)[query], Path(into), Path(scratch))
+        return 0
     with tempfile.TemporaryDirectory(prefix="provplug-tpch-") as scratch:
         figures = measure(spark, files, sql, args.rounds, args.warmup, Path(scratch))
     text = report(figures, args.scale, args.rounds)
