@@ -41,9 +41,7 @@ import argparse
 import datetime as dt
 import functools
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +61,9 @@ from provplug.rowrules import LINEAGE
 from provplug.sparksession import local_spark
 from provplug.store.locations import locations_of
 from provplug.store.open import open_store
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tpch_queries import tpch_tables  # beside this script, not a package
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
@@ -217,12 +218,9 @@ def tpch_pipeline(sources: dict[str, DataFrame], aligned_step: bool = True) -> l
 
 
 def tpch_data(scale: float) -> dict[str, Path]:
-    folder = DATA / f"tpch-sf{scale:g}"
-    if not all((folder / f"{t}.parquet").exists() for t in TPCH_TABLES):
-        folder.mkdir(parents=True, exist_ok=True)
-        cli = shutil.which("tpchgen-cli") or str(Path(sys.executable).parent / "tpchgen-cli")
-        subprocess.run([cli, "parquet", "-s", f"{scale:g}", f"--output-dir={folder}"], check=True)
-    return {t: folder / f"{t}.parquet" for t in TPCH_TABLES}
+    """The pipeline's six TPC-H tables (generated once, with the other two, by :mod:`tpch_queries`)."""
+    files = tpch_tables(scale)
+    return {t: files[t] for t in TPCH_TABLES}
 
 
 # -- measuring -------------------------------------------------------------------------

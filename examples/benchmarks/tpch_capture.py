@@ -33,7 +33,6 @@ import math
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,22 +44,12 @@ from provplug.sparksession import local_spark
 from provplug.store.open import open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tpch_queries import TABLES, queries  # beside this script, not a package
+from tpch_queries import queries, tpch_tables  # beside this script, not a package
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
 TINY = "tiny_nation"  # the step that measures the fixed cost per step
 TINY_SQL = "select * from nation"
-
-
-def tpch_tables(scale: float) -> dict[str, Path]:
-    """The eight TPC-H tables as Parquet files, generated once."""
-    folder = DATA / f"tpch-sf{scale:g}"
-    if not all((folder / f"{t}.parquet").exists() for t in TABLES):
-        folder.mkdir(parents=True, exist_ok=True)
-        cli = shutil.which("tpchgen-cli") or str(Path(sys.executable).parent / "tpchgen-cli")
-        subprocess.run([cli, "parquet", "-s", f"{scale:g}", f"--output-dir={folder}"], check=True)
-    return {t: folder / f"{t}.parquet" for t in TABLES}
 
 
 def workload(spark: Any, files: dict[str, Path], sql: dict[str, str], out: Path) -> dict[str, float]:

@@ -10,7 +10,24 @@ a common table expression. Q11's fraction is the spec's 0.0001 / SF.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data"
 TABLES = ("part", "supplier", "partsupp", "customer", "orders", "lineitem", "nation", "region")
+
+
+def tpch_tables(scale: float) -> dict[str, Path]:
+    """The eight TPC-H tables as ``tpchgen-cli`` Parquet files at ``scale``,
+    generated once into examples/benchmarks/data/."""
+    folder = DATA / f"tpch-sf{scale:g}"
+    if not all((folder / f"{t}.parquet").exists() for t in TABLES):
+        folder.mkdir(parents=True, exist_ok=True)
+        cli = shutil.which("tpchgen-cli") or str(Path(sys.executable).parent / "tpchgen-cli")
+        subprocess.run([cli, "parquet", "-s", f"{scale:g}", f"--output-dir={folder}"], check=True)
+    return {t: folder / f"{t}.parquet" for t in TABLES}
 
 
 def queries(scale: float) -> dict[str, str]:
@@ -184,8 +201,6 @@ group by cntrycode order by cntrycode""",
 
 def main(argv: list[str]) -> int:
     """``python tpch_queries.py [SCALE] QUERY...``: print the SQL of the named queries."""
-    import sys
-
     scale = float(argv[0]) if argv and argv[0][:1].isdigit() else 0.1
     wanted = [a for a in argv if not a[:1].isdigit()] or list(queries(scale))
     sql = queries(scale)
@@ -199,6 +214,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
     sys.exit(main(sys.argv[1:]))

@@ -18,7 +18,7 @@ import json
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from provplug.errors import DamagedStoreError, StoreError
+from provplug.errors import DamagedStoreError
 from provplug.model import CoarseEdge
 from provplug.plugin.protocols import Store
 from provplug.plugin.writers import Destination
@@ -75,17 +75,4 @@ def write_coarse(directory: Destination, edges: Iterable[CoarseEdge]) -> None:
 def coarse_of(store: Store[Any], run_ids: Collection[str] | None = None) -> list[CoarseEdge]:
     """The coarse edges of every committed run of ``store`` (of ``run_ids``
     only, when given), oldest run first."""
-    edges: list[CoarseEdge] = []
-    for manifest in store.runs():
-        if COARSE not in manifest.get("datasets", ()) or (run_ids is not None and manifest["run_id"] not in run_ids):
-            continue
-        path = store.path("runs", manifest["run_id"], COARSE)
-        try:
-            edges.extend(parse_coarse(storefiles.read_text(store.fs, path), path))
-        except FileNotFoundError:
-            if not any(m["run_id"] == manifest["run_id"] for m in store.runs()):
-                raise StoreError(
-                    f"run {manifest['run_id']} of {store.uri} was deleted while this command read it: run it again"
-                ) from None
-            raise DamagedStoreError(f"damaged store {store.uri}: {path} is missing") from None
-    return edges
+    return storefiles.run_text_datasets(store, COARSE, parse_coarse, run_ids)

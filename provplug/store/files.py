@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from provplug.errors import DamagedStoreError
+from provplug.errors import DamagedStoreError, StoreError
 from provplug.store.liveness import process_gone as process_gone
 from provplug.store.liveness import process_record as process_record
+
+T = TypeVar("T")
 
 # Errors that mean "the bytes are not what the format says", as opposed to a
 # missing file (FileNotFoundError), which callers handle themselves.
@@ -119,3 +121,27 @@ def count_rows(fs: pafs.FileSystem, paths: str | Sequence[str], what: str) -> in
     with damage_reported(what):
         source = paths if isinstance(paths, str) else list(paths)
         return int(pads.dataset(source, format="parquet", filesystem=fs).count_rows())
+
+
+def run_text_datasets(
+    store: Any, name: str, parse: Callable[[str, str], list[T]], run_ids: Collection[str] | None = None
+) -> list[T]:
+    """The records of the small text dataset ``name`` (``locations.json``,
+    ``coarse.json``, ...) of every committed run of ``store`` that lists it
+    (of ``run_ids`` only, when given), oldest run first; ``parse(text, path)``
+    reads one file. A listed file that is gone is a run deleted meanwhile
+    (:class:`StoreError`) or damage (:class:`DamagedStoreError`)."""
+    records: list[T] = []
+    for manifest in store.runs():
+        if name not in manifest.get("datasets", ()) or (run_ids is not None and manifest["run_id"] not in run_ids):
+            continue
+        path = store.path("runs", manifest["run_id"], name)
+        try:
+            records.extend(parse(read_text(store.fs, path), path))
+        except FileNotFoundError:
+            if not any(m["run_id"] == manifest["run_id"] for m in store.runs()):
+                raise StoreError(
+                    f"run {manifest['run_id']} of {store.uri} was deleted while this command read it: run it again"
+                ) from None
+            raise DamagedStoreError(f"damaged store {store.uri}: {path} is missing") from None
+    return records

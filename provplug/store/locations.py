@@ -21,7 +21,7 @@ import json
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from provplug.errors import DamagedStoreError, IdSpaceError, LocationError, ProvplugError, StoreError
+from provplug.errors import DamagedStoreError, IdSpaceError, LocationError
 from provplug.location.edges import LocationEdge, location_edge
 from provplug.location.rates import Rates
 from provplug.location.rows import RowRuns
@@ -95,20 +95,4 @@ def read_locations(fs: Any, path: str) -> list[LocationEdge]:
 def locations_of(store: Store[Any], run_ids: Collection[str] | None = None) -> list[LocationEdge]:
     """The location edges of every committed run of ``store`` (of the runs
     ``run_ids`` only, when given), oldest run first."""
-    edges: list[LocationEdge] = []
-    for manifest in store.runs():
-        if LOCATIONS not in manifest.get("datasets", ()) or (run_ids is not None and manifest["run_id"] not in run_ids):
-            continue
-        path = store.path("runs", manifest["run_id"], LOCATIONS)
-        try:
-            edges.extend(read_locations(store.fs, path))
-        except FileNotFoundError:
-            raise _missing(store, manifest["run_id"], path) from None
-    return edges
-
-
-def _missing(store: Store[Any], run_id: str, path: str) -> ProvplugError:
-    """A file the manifest lists is gone: the run was deleted meanwhile, or damage."""
-    if not any(m["run_id"] == run_id for m in store.runs()):
-        return StoreError(f"run {run_id} of {store.uri} was deleted while this command read it: run it again")
-    return DamagedStoreError(f"damaged store {store.uri}: {path} is missing")
+    return storefiles.run_text_datasets(store, LOCATIONS, parse_edges, run_ids)
