@@ -64,6 +64,7 @@ class RunInfo:
     finished: datetime | None = None
     status: Literal["running", "committed", "failed"] = "running"
     number: int | None = None  # the run's number (1, 2, ...), once committed
+    index: str | None = None  # index the run at commit: "auto" (small runs) or "always" (capture(index=...))
 
 
 @dataclasses.dataclass(frozen=True)

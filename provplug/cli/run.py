@@ -42,6 +42,11 @@ def add_parser(sub: Any) -> None:
         help="fail the run (and the script, before its write) on a step provplug cannot capture cell by cell, "
         "instead of storing it as a coarse step",
     )
+    p.add_argument(
+        "--index",
+        choices=("auto", "always"),
+        help="index the run as it commits: auto (when it is small, see PROVPLUG_AUTO_INDEX_TRIPLES) or always",
+    )
     p.add_argument("--label", metavar="LABEL", help="name the run (see `provplug runs`; --run LABEL picks it)")
     p.add_argument("--tag", action="append", default=[], metavar="TAG", help="tag the run (repeatable)")
     p.add_argument(
@@ -122,6 +127,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         label=args.label,
         tags=args.tag,
         strict=args.strict,
+        index=args.index,
     )
     if status != 0:
         print(f"provplug: the script exited with status {status}; nothing captured", file=sys.stderr)

@@ -47,6 +47,7 @@ _active_run: contextvars.ContextVar[ActiveRun | None] = contextvars.ContextVar("
 _modules: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("provplug_modules", default=())
 MODULE_PARAM = "module"  # op parameter naming a step's module (the zoom queries')
 reduce_logger = logging.getLogger("provplug.reduce")
+INDEX_MODES = ("auto", "always")  # capture(index=...): see provplug.index.at_commit
 summary_logger = logging.getLogger("provplug.summary")  # one line per committed run
 
 
@@ -246,13 +247,15 @@ def capture(
     tags: Sequence[str] = (),
     entry_point: Mapping[str, Any] | None = None,
     strict: bool = False,
+    index: str | None = None,
 ) -> Iterator[ActiveRun]:
     """Capture one run of a pipeline on ``engine`` into ``store``, atomically.
 
     By default a step provplug cannot capture cell by cell becomes a coarse
     step (its rows stored, its dependency recorded at the finest certain
     grain, docs/capture-semantics.md); ``strict=True`` makes it fail the run
-    instead.
+    instead. ``index="auto"`` indexes the run as it commits when it is small
+    (``index="always"``: whatever its size; docs/queries.md).
 
     ``store_rows=False`` keeps only ids (answers then show no cell values).
     ``reduce``: source table name -> a :class:`provplug.reduce.Reduction`
@@ -271,6 +274,8 @@ def capture(
     """
     if _active_run.get() is not None:
         raise CaptureError("a capture run is already active in this context")
+    if index is not None and index not in INDEX_MODES:
+        raise CaptureError(f"index must be one of {', '.join(INDEX_MODES)} or None, not {index!r}")
     if reduce_mode not in MODES:
         raise CaptureError(f"reduce_mode must be one of {', '.join(MODES)}, not {reduce_mode!r}")
     plugins = plugins or get_plugins()
@@ -288,6 +293,7 @@ def capture(
 
     target = open_store(store, plugins)
     with observed_run(target, plugins, "capture", adapter.name) as (txn, info):
+        info.index = index  # run_finished indexes it (provplug.index.at_commit)
         run = ActiveRun(
             target, txn, info, plugins, store_rows, engine, reductions, reduce_mode, location_lineage, strict
         )

@@ -102,6 +102,7 @@ def capture_writes(
     tags: Sequence[str] = (),
     entry_point: Mapping[str, Any] | None = None,
     strict: bool = False,
+    index: str | None = None,
 ) -> Iterator[WriteCapture]:
     """Capture every DataFrame write inside the block as a step, into ``store``.
 
@@ -110,7 +111,7 @@ def capture_writes(
     table name -> reduction or its spec, see :mod:`provplug.reduce`) reduces
     the provenance kept, in production mode: the script reads its own
     inputs, so every row is computed and only the kept rows' triples stored.
-    ``label``, ``tags``, ``entry_point`` and ``strict`` are
+    ``label``, ``tags``, ``entry_point``, ``strict`` and ``index`` are
     :func:`provplug.capture`'s (the entry point defaults to the module
     calling this function).
     """
@@ -119,7 +120,13 @@ def capture_writes(
     label, tags = checked_label(label, tags)  # a bad label fails before anything runs
     entry = dict(entry_point) if entry_point is not None else python_entry(sys._getframe(1))
     writes = WriteCapture(
-        store, store_rows, plugins, spark, reduce, {"label": label, "tags": tags, "entry_point": entry}, strict
+        store,
+        store_rows,
+        plugins,
+        spark,
+        reduce,
+        {"label": label, "tags": tags, "entry_point": entry, "index": index},
+        strict,
     )
     interceptors = (plugins or get_plugins()).write_interceptors()
     if not interceptors:
@@ -156,6 +163,7 @@ def run_script(
     label: str | None = None,
     tags: Sequence[str] = (),
     strict: bool = False,
+    index: str | None = None,
 ) -> tuple[int, ActiveRun | None]:
     """Run ``script`` with ``args`` as ``python script ARGS`` would
     (``sys.argv``, ``__name__ == "__main__"``, its directory first on
@@ -184,6 +192,7 @@ def run_script(
                 tags=tags,
                 entry_point=script_entry(path, args),
                 strict=strict,
+                index=index,
             ) as writes,
         ):
             logger.info("running %s; its first DataFrame write starts the capture run", script)

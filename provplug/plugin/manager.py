@@ -34,6 +34,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "provplug.store.parquet",
     "provplug.query.methods",
     "provplug.index.autosplit",
+    "provplug.index.at_commit",
     "provplug.reduce.techniques",
     "provplug.export.formats",
 )
