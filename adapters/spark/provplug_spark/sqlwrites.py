@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -36,8 +36,20 @@ from ._jvm import (
 )
 from .replay import Written
 
-if TYPE_CHECKING:
-    from .scripts import WriteTracer
+
+class WriteTracer(Protocol):
+    """What SQL writes need of :class:`.scripts.WriteTracer` (named here, not
+    imported: the tracer's module installs this one's patch)."""
+
+    def on_write(
+        self,
+        df: DataFrame,
+        written: Written,
+        write: Callable[[], Any],
+        replay: Callable[[DataFrame], Any] | None,
+    ) -> Any: ...
+
+    def on_uncaptured(self, spark: SparkSession, dataset: str, reason: str) -> None: ...
 
 
 def sql_statements(original: Callable[..., Any], tracer: WriteTracer) -> Any:
