@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Literal
@@ -10,6 +11,15 @@ from typing import Any, Literal
 OpKind = Literal["builtin", "udf", "imported", "coarse"]  # coarse: see CoarseEdge
 TableOrigin = Literal["source", "output", "imported"]
 COARSE_REASON = "coarse_reason"  # op parameter of a coarse step: why it is coarse
+
+
+def coarse_reason(op: Mapping[str, Any]) -> str:
+    """Why the coarse op ``op`` (an op record, its ``params`` a mapping or
+    the JSON text the store keeps) is coarse."""
+    params = op.get("params")
+    if isinstance(params, str):
+        params = json.loads(params or "{}")
+    return str((params or {}).get(COARSE_REASON, "not captured cell by cell"))
 
 
 def utc_now() -> datetime:

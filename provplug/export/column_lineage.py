@@ -260,7 +260,7 @@ class _ValueCache:
 def coarse_pairs(edges: Any, ops: list[dict[str, Any]], tables: dict[int, Table]) -> list[ColumnPair]:
     """The column pairs of coarse steps, from their coarse edges (they have
     no triple): each output column on each input column it may derive from."""
-    from provplug.export.scope import coarse_reason
+    from provplug.model import coarse_reason
 
     reasons = {int(o["op_id"]): coarse_reason(o) for o in ops if o.get("kind") == "coarse"}
     pairs = []

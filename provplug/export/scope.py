@@ -4,10 +4,9 @@ that a run's tables are read even where another run wrote the same name."""
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
-from provplug.model import COARSE_REASON, CoarseEdge
+from provplug.model import CoarseEdge
 from provplug.store.catalogue import StoreCatalogue, TableEntry
 from provplug.store.coarse import coarse_of
 
@@ -55,14 +54,6 @@ def stored_rows(store: Store, table: Table) -> pa.Table:
 def value_count(store: Store, run_ids: set[str] | None) -> int:
     """Values (cells) of the runs, as their manifests count them."""
     return sum(int(m["counts"].get("values", 0)) for m in store.runs() if run_ids is None or m["run_id"] in run_ids)
-
-
-def coarse_reason(op: dict[str, Any]) -> str:
-    """Why a coarse op (kind ``"coarse"``) is coarse."""
-    params = op.get("params")
-    if isinstance(params, str):
-        params = json.loads(params or "{}")
-    return str((params or {}).get(COARSE_REASON, "not captured cell by cell"))
 
 
 def coarse_edges_of(store: Store, ops: list[dict[str, Any]]) -> list[CoarseEdge]:

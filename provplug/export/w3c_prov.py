@@ -28,7 +28,8 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from provplug.export.scope import Table, coarse_reason
+from provplug.export.scope import Table
+from provplug.model import coarse_reason
 
 if TYPE_CHECKING:
     from provplug.plugin.protocols import ExportSelection

@@ -15,14 +15,13 @@ reported with the step, its run and its reason.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from provplug import ids
-from provplug.model import COARSE_REASON, CoarseEdge
+from provplug.model import CoarseEdge, coarse_reason
 from provplug.plugin.protocols import Store
 from provplug.store.catalogue import TableEntry
 from provplug.store.coarse import coarse_of
@@ -71,7 +70,7 @@ class CoarseGraph:
             "op": op.get("name", str(op_id)),
             "op_id": op_id,
             "run_id": op.get("run_id"),
-            "reason": _reason(op),
+            "reason": coarse_reason(op),
             "from": self._named(sorted(pairs)),
             "continues_from": self._named(far),
             "rows": "all",
@@ -122,13 +121,6 @@ def _columns_of(values: np.ndarray) -> set[Column]:
     tables = packed >> ids.TABLE_SHIFT
     columns = (packed >> ids.COLUMN_SHIFT) & ((1 << ids.COLUMN_BITS) - 1)
     return {(int(t), int(c)) for t, c in set(zip(tables.tolist(), columns.tolist(), strict=True))}
-
-
-def _reason(op: dict[str, Any]) -> str:
-    params = op.get("params")
-    if isinstance(params, str):
-        params = json.loads(params or "{}")
-    return str((params or {}).get(COARSE_REASON, "not captured cell by cell"))
 
 
 def crossing_lines(crossings: Sequence[dict[str, Any]], direction: str) -> list[str]:

@@ -27,7 +27,6 @@ unknown; and unknown spreads downstream like any change.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -37,7 +36,7 @@ import pyarrow as pa
 
 from provplug import ids, schema
 from provplug.errors import LineageQueryError
-from provplug.model import COARSE_REASON
+from provplug.model import coarse_reason
 from provplug.plugin.protocols import Store
 from provplug.query.catalog import Catalog
 from provplug.rowrules import ColumnRule, OpRowRules
@@ -88,10 +87,7 @@ def ordered_ops(store: Store[Any]) -> list[Op]:
 
 
 def _coarse_reason(op: Mapping[str, Any]) -> str | None:
-    if op["kind"] != "coarse":
-        return None
-    params = json.loads(op["params"] or "{}") if isinstance(op["params"], str) else dict(op["params"] or {})
-    return str(params.get(COARSE_REASON, "not captured cell by cell"))
+    return coarse_reason(op) if op["kind"] == "coarse" else None
 
 
 class Engine:

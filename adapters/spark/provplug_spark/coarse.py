@@ -94,14 +94,15 @@ class _Walk:
         children = self.jvm.items(node.children())
         if not children:
             return self._leaf(node)
+        walked = [self.attrs(child) for child in children]  # each child once
         below: dict[int, Deps] = {}
-        for child in children:
-            below.update(self.attrs(child))
+        for child_attrs in walked:
+            below.update(child_attrs)
         everything: Deps = frozenset().union(*below.values()) if below else frozenset()
         name = node.nodeName()
         indirect = self._indirect(node, below, everything) if name not in NO_INDIRECT else frozenset()
         if name == "Union":
-            return self._union(node, children, indirect)
+            return self._union(node, children, walked, indirect)
         defined = self._aliases(node, below, everything) if name in PASS_THROUGH else {}
         out: dict[int, Deps] = {}
         for attr in self.jvm.items(node.output()):
@@ -160,9 +161,12 @@ class _Walk:
                     read |= deps
         return frozenset(read)
 
-    def _union(self, node: Any, children: list[Any], indirect: Deps) -> dict[int, Deps]:
-        """A union's column i holds column i of every child."""
-        per_child = [[self.attrs(c)[self.jvm.expr_id(a)] for a in self.jvm.items(c.output())] for c in children]
+    def _union(self, node: Any, children: list[Any], walked: list[dict[int, Deps]], indirect: Deps) -> dict[int, Deps]:
+        """A union's column i holds column i of every child (``walked``: each child's attributes)."""
+        per_child = [
+            [deps[self.jvm.expr_id(a)] for a in self.jvm.items(c.output())]
+            for c, deps in zip(children, walked, strict=True)
+        ]
         out: dict[int, Deps] = {}
         for i, attr in enumerate(self.jvm.items(node.output())):
             out[self.jvm.expr_id(attr)] = frozenset().union(*(cols[i] for cols in per_child)) | indirect
