@@ -67,7 +67,7 @@ class WriteCapture:
     def start(self, engine: object) -> ActiveRun:
         """The run, started on ``engine`` by the first write."""
         if self.run is None:
-            if self.engine is not None and engine is not self.engine:
+            if self.engine is not None and not _same_engine(engine, self.engine):
                 raise CaptureError("a write inside capture_writes comes from another SparkSession than the one given")
             opened = capture(
                 engine,
@@ -88,6 +88,14 @@ class WriteCapture:
             self._context.run(self._stack.close)
         else:
             self._context.run(self._stack.__exit__, type(error), error, error.__traceback__)
+
+
+def _same_engine(engine: object, given: object) -> bool:
+    """``engine`` is the one given, or a session of the same context (Spark's
+    ``newSession()``, or the active session a DataFrame built from an RDD
+    takes): one run follows one SparkContext, as the write tracer does."""
+    context = getattr(given, "sparkContext", None)
+    return engine is given or (context is not None and getattr(engine, "sparkContext", None) is context)
 
 
 @contextlib.contextmanager
