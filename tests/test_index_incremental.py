@@ -90,24 +90,40 @@ def _full_copy_answers(store: Path, tmp: Path, values: list[int], theta: int) ->
 
 @pytest.mark.parametrize("seed", range(4))
 def test_incremental_answers_equal_a_full_rebuild(tmp_path: Path, seed: int) -> None:
+    """Random commits (each indexed) and deletions of any run, base layer or
+    not (the deletion alone updates the index: no `provplug index`)."""
     rng = random.Random(seed)
     theta = rng.choice([3, 6, 25_000])  # small: large components are split into sets
     store = tmp_path / "s.prov"
     inputs = tmp_path / "in"
-    runs = [_commit(store, rng, inputs, 40)]
+    runs = [_commit(store, rng, inputs, 40), _commit(store, rng, inputs, 10)]
     build_index(store, theta=theta, engine="local")
     incremental_steps = 0
-    for _ in range(5):
-        if len(runs) > 1 and rng.random() < 0.3:
+    for step in range(7):
+        before = current_generation(open_store(store))
+        if step == 6:  # last: a run of the base layer goes (the loop may not have picked one)
+            runs.append(_commit(store, rng, inputs, 3))
+            meta = build_index(store, theta=theta, engine="local")
+            base = [r for r in runs if r not in {r for entry in meta.get(LAYERS, []) for r in entry["runs"]}]
+            if not base:  # every base run was deleted: compact, so the base holds them all
+                build_index(store, theta=theta, engine="local", full=True)
+                base = list(runs)
+            gone = rng.choice(base)
+            runs.remove(gone)
+            assert provplug.open(store).delete_run(gone)["index_stale"] is False
+            meta = read_meta(open_store(store)) or {}
+            assert "base" in meta["incremental"]["trimmed"]
+        elif len(runs) > 1 and rng.random() < 0.4:
             gone = rng.choice(runs)
             runs.remove(gone)
-            provplug.open(store).delete_run(gone)
+            assert provplug.open(store).delete_run(gone)["index_stale"] is False
+            meta = read_meta(open_store(store)) or {}
         else:
             runs.append(_commit(store, rng, inputs, rng.randrange(1, 8)))
-        before = current_generation(open_store(store))
-        meta = build_index(store, theta=theta, engine="local")
+            meta = build_index(store, theta=theta, engine="local")
         incremental_steps += "incremental" in meta
         assert current_generation(open_store(store)) != before
+        assert sorted(meta["runs"]) == sorted(runs)
         values = rng.sample(_live_values(store), min(QUERIED, len(_live_values(store))))
         got = _answers(store, values)
         assert got == _full_copy_answers(store, tmp_path, values, theta)
@@ -191,14 +207,14 @@ def test_deleting_an_incrementally_indexed_run_keeps_the_index_current(tmp_path:
     assert meta["runs"] == [first] and meta[LAYERS] == []
     values = _live_values(store)
     assert _answers(store, values) == _full_copy_answers(store, tmp_path, values, 5)
-    # A run in the base layer cannot be dropped: the index is stale until rebuilt, as before.
+    # A run in the base layer is trimmed from it: the index stays current, no rebuild.
     third = _commit(store, rng, inputs, 6)
     build_index(store, theta=5, engine="local")
-    assert provplug.open(store).delete_run(first)["index_stale"] is True
-    with pytest.raises(NotIndexedError, match="1 indexed run\\(s\\) were deleted"):
-        provplug.open(store).lineage(value_id=_live_values(store)[0], method="csprov")
-    assert (build_index(store, theta=5, engine="local").get("incremental")) is None
-    assert (read_meta(open_store(store)) or {})["runs"] == [third]
+    assert provplug.open(store).delete_run(first)["index_stale"] is False
+    meta = read_meta(open_store(store)) or {}
+    assert meta["runs"] == [third] and meta["incremental"]["trimmed"]["base"]["triples_removed"] == 40
+    values = _live_values(store)
+    assert _answers(store, values) == _full_copy_answers(store, tmp_path, values, 5)
 
 
 def test_full_flag_rebuilds_and_an_unchanged_store_rebuilds_in_full(tmp_path: Path) -> None:

@@ -53,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -63,7 +64,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from provplug.index import integrity, layout
+from provplug.index import integrity, layout, trim
 from provplug.index.generation import generation_meta, new_generation_name, publish, remove_stale_generations
 from provplug.index.localwcc import wcc_labels
 from provplug.index.spill import write_parquet
@@ -91,7 +92,8 @@ class Change:
     meta: dict[str, Any]
     runs: list[str]  # the store's runs now, in order
     added: list[str]  # runs with triples the live generation lacks
-    dropped_layers: list[str]  # layer paths of deleted runs
+    trimmed: dict[str, int]  # layers ("" the base) holding deleted runs -> triples their other runs hold
+    deleted: list[str]  # indexed runs no longer in the store
 
     @property
     def layers(self) -> list[dict[str, Any]]:
@@ -116,26 +118,32 @@ def plan(store: Store, live: str | None, theta: int, splits: Any, engine: str) -
     added = [m["run_id"] for m in manifests if m["run_id"] not in indexed and "triples" in m.get("datasets", ())]
     deleted = set(indexed) - set(present)
     layers = list(meta.get(LAYERS, []))
-    dropped = [entry for entry in layers if set(entry["runs"]) & deleted]
-    if any(not set(entry["runs"]) <= deleted for entry in dropped):
-        return None  # a layer also holds a run that stays
-    if deleted - {r for entry in dropped for r in entry["runs"]}:
-        return None  # a deleted run is in the base layer
     if not added and not deleted:
         return None  # nothing new: a full build (it compacts the layers)
-    if len(layers) - len(dropped) + 1 > MAX_LAYERS:
+    if len(layers) + 1 > MAX_LAYERS:
         return None
-    return Change(live, meta, present, added, [str(entry["path"]) for entry in dropped])
+    in_layers = {str(r) for entry in layers for r in entry["runs"]}
+    holders = [("", [str(r) for r in indexed if r not in in_layers])]
+    holders += [(str(e["path"]), [str(r) for r in e["runs"]]) for e in layers]
+    triples = {m["run_id"]: _triple_count(m) for m in manifests}
+    trimmed = {path: sum(triples[r] for r in runs if r not in deleted) for path, runs in holders if set(runs) & deleted}
+    return Change(live, meta, present, added, trimmed, sorted(deleted))
+
+
+def _triple_count(manifest: dict[str, Any]) -> int:
+    counts = manifest.get("counts", {})
+    return int(counts.get("triples", 0)) + int(counts.get("location_triples", 0))
 
 
 def update(store: Store, change: Change, catalogue: TableCatalogue, progress: Progress) -> dict[str, Any] | None:
     """Index ``change`` into a new generation and publish it; its meta, or None
-    when the new triples are too many for a layer (the caller builds in full)."""
+    when the new triples are too many for a layer or the deleted runs cannot
+    be trimmed exactly (the caller builds in full)."""
     t0 = time.monotonic()
     triples = _new_triples(store, change.added)
     base_triples = int(change.meta.get("counts", {}).get("triples", 0))
-    layered = sum(int(e.get("triples", 0)) for e in change.layers if e["path"] not in change.dropped_layers)
-    if triples.num_rows + layered > MAX_LAYER_SHARE * max(base_triples, 1):
+    layered = sum(int(e.get("triples", 0)) for e in change.layers)
+    if triples.num_rows and triples.num_rows + layered > MAX_LAYER_SHARE * max(base_triples, 1):
         progress.done(f"{triples.num_rows:,} new triples: more than the layers may hold, building in full")
         return None
     progress.done("read new triples", triples.num_rows, "triples")
@@ -144,19 +152,30 @@ def update(store: Store, change: Change, catalogue: TableCatalogue, progress: Pr
     gen_dir = store.path(layout.INDEX_DIR, name)
     remove_stale_generations(store, keep={change.live, _pointer(store, "PREVIOUS")})
     try:
-        kept = _link_kept(store, live_dir, gen_dir, change)
+        _link_kept(store, live_dir, gen_dir, change)
+        removed = _trim_deleted(store, gen_dir, change)
+        if removed is None:
+            store.fs.delete_dir(gen_dir)
+            progress.done("the deleted runs cannot be trimmed from the index exactly, building in full")
+            return None
+        dropped = _drop_emptied(gen_dir, change, removed)
+        progress.done(
+            f"deleted runs trimmed from {len(removed)} layer(s)", sum(r.triples for r in removed.values()), "triples"
+        )
+        kept = ["", *(p for p in layer_paths(change.meta) if p not in dropped)]
+        now = {**change.meta, integrity.FILES: integrity.listing(store.fs, gen_dir)}
         aliases = _read_aliases(store, live_dir, change.meta)
         entry: dict[str, Any] | None = None
         touched = 0
         if triples.num_rows:
             layer = f"{LAYERS}/L-{name}"
-            old = _lookup(store, live_dir, change.meta, kept, np.unique(_ends(triples)), aliases)
+            old = _lookup(store, gen_dir, now, kept, np.unique(_ends(triples)), aliases)
             built = _build_layer(triples, old, aliases, change.meta, catalogue, int(change.meta["theta"]))
             aliases, touched = built.aliases, built.touched
             counts = _write_layer(store, f"{gen_dir}/{layer}", built)
             entry = {"path": layer, "runs": list(change.added), **counts}
         _write_aliases(store, gen_dir, aliases)
-        meta = _meta(change, name, entry, touched, time.monotonic() - t0)
+        meta = _meta(change, name, entry, touched, removed, dropped, time.monotonic() - t0)
         meta[integrity.FILES] = integrity.listing(store.fs, gen_dir)
         store.write_text(f"{gen_dir}/{layout.META}", json.dumps(meta, indent=1))
         publish(store, name)
@@ -165,9 +184,37 @@ def update(store: Store, change: Change, catalogue: TableCatalogue, progress: Pr
         raise
     progress.done(
         f"index {name} published (incremental: {len(change.added)} run(s) added, "
-        f"{len(change.dropped_layers)} layer(s) dropped)"
+        f"{len(change.deleted)} deleted, {len(dropped)} layer(s) dropped)"
     )
     return meta
+
+
+def _trim_deleted(store: Store, gen_dir: str, change: Change) -> dict[str, trim.Removed] | None:
+    """Take the deleted runs out of the layers holding them (see
+    :mod:`provplug.index.trim`); None when that cannot be done exactly."""
+    if not change.trimmed:
+        return {}
+    files = integrity.listing(store.fs, gen_dir)
+    layers = trim.layers_of(gen_dir, change.meta, files, ["", *layer_paths(change.meta)])
+    tables = np.asarray(store.tables().column("table_id").to_numpy(), dtype=np.int64)
+    try:
+        return trim.trim(store, layers, change.trimmed, tables)
+    except trim.CannotTrim:
+        return None
+
+
+def _drop_emptied(gen_dir: str, change: Change, removed: dict[str, trim.Removed]) -> list[str]:
+    """Remove the layers left with no run, triple or value; their paths."""
+    dropped = []
+    for entry in change.layers:
+        path = str(entry["path"])
+        lost = removed.get(path)
+        if lost is None or set(entry["runs"]) - set(change.deleted):
+            continue
+        if lost.kept_triples == 0 and lost.values >= int(entry.get("values", 0)):
+            shutil.rmtree(f"{gen_dir}/{path}")
+            dropped.append(path)
+    return dropped
 
 
 def _pointer(store: Store, name: str) -> str | None:
@@ -194,13 +241,12 @@ def _ends(triples: pa.Table) -> np.ndarray:
     return np.concatenate([_ints(triples, "src"), _ints(triples, "dst")])
 
 
-def _link_kept(store: Store, live_dir: str, gen_dir: str, change: Change) -> list[str]:
-    """Hard-link every file of the live generation but the dropped layers'
-    and the aliases (rewritten); return the layers kept (base first: "")."""
-    dropped = tuple(f"{p}/" for p in change.dropped_layers)
+def _link_kept(store: Store, live_dir: str, gen_dir: str, change: Change) -> None:
+    """Hard-link every file of the live generation but the aliases (rewritten);
+    trimming replaces the links of the files it changes."""
     made: set[str] = set()
     for relative in change.meta[integrity.FILES]:
-        if relative.startswith(dropped) or relative == ALIASES:
+        if relative == ALIASES:
             continue
         target = f"{gen_dir}/{relative}"
         folder = os.path.dirname(target)
@@ -208,7 +254,6 @@ def _link_kept(store: Store, live_dir: str, gen_dir: str, change: Change) -> lis
             os.makedirs(folder, exist_ok=True)
             made.add(folder)
         os.link(f"{live_dir}/{relative}", target)
-    return ["", *(p for p in layer_paths(change.meta) if p not in change.dropped_layers)]
 
 
 def _read_aliases(store: Store, gen_dir: str, meta: dict[str, Any]) -> dict[int, int]:
@@ -233,7 +278,7 @@ def resolve(ccids: np.ndarray, aliases: dict[int, int]) -> np.ndarray:
 
 def _lookup(
     store: Store,
-    live_dir: str,
+    gen_dir: str,
     meta: dict[str, Any],
     layers: Iterable[str],
     values: np.ndarray,
@@ -243,7 +288,7 @@ def _lookup(
     ccid = np.full(len(values), -1, np.int64)
     csid = np.full(len(values), -1, np.int64)
     for layer in layers:
-        root = f"{live_dir}/{layer}".rstrip("/")
+        root = f"{gen_dir}/{layer}".rstrip("/")
         prefix = f"{layer}/" if layer else ""
         files = {p[len(prefix) :]: s for p, s in meta[integrity.FILES].items() if p.startswith(prefix)}
         found_c, found_s = _layer_lookup(store, root, files, values, _value_buckets(meta, layer))
@@ -532,13 +577,36 @@ def _write_aliases(store: Store, gen_dir: str, aliases: dict[int, int]) -> None:
     pq.write_table(table, f"{gen_dir}/{ALIASES}", filesystem=store.fs)
 
 
-def _meta(change: Change, name: str, entry: dict[str, Any] | None, touched: int, seconds: float) -> dict[str, Any]:
+def _meta(
+    change: Change,
+    name: str,
+    entry: dict[str, Any] | None,
+    touched: int,
+    removed: dict[str, trim.Removed],
+    dropped: list[str],
+    seconds: float,
+) -> dict[str, Any]:
     meta = {k: v for k, v in change.meta.items() if k != integrity.FILES}
-    layers = [e for e in change.layers if e["path"] not in change.dropped_layers] + ([entry] if entry else [])
+    gone = set(change.deleted)
+    layers = []
+    for old in change.layers:
+        lost = removed.get(str(old["path"]), trim.Removed())
+        if old["path"] not in dropped:
+            layers.append(
+                {
+                    **old,
+                    "runs": [r for r in old["runs"] if r not in gone],
+                    "triples": int(old.get("triples", 0)) - lost.triples,
+                    "values": int(old.get("values", 0)) - lost.values,
+                }
+            )
+    layers += [entry] if entry else []
     counts = dict(meta.get("counts", {}))
-    for gone in (e for e in change.layers if e["path"] in change.dropped_layers):
-        for key in ("triples", "values", "sets", "set_dependencies"):  # merged components stay merged
-            counts[key] = int(counts.get(key, 0)) - int(gone.get(key, 0))
+    counts["triples"] = int(counts.get("triples", 0)) - sum(r.triples for r in removed.values())
+    counts["values"] = int(counts.get("values", 0)) - sum(r.values for r in removed.values())
+    for old in (e for e in change.layers if e["path"] in dropped):
+        for key in ("sets", "set_dependencies"):  # merged components stay merged
+            counts[key] = int(counts.get(key, 0)) - int(old.get(key, 0))
     for key in ("triples", "values", "sets", "set_dependencies", "components"):
         counts[key] = int(counts.get(key, 0)) + int((entry or {}).get(key, 0))
     meta.update(
@@ -551,7 +619,17 @@ def _meta(change: Change, name: str, entry: dict[str, Any] | None, touched: int,
             "from": change.live,
             "added_runs": change.added,
             "added_triples": int((entry or {}).get("triples", 0)),
-            "dropped_layers": change.dropped_layers,
+            "deleted_runs": change.deleted,
+            "trimmed": {
+                path or "base": {
+                    "triples_removed": r.triples,
+                    "values_removed": r.values,
+                    "files_rewritten": len(r.rewritten),
+                }
+                for path, r in removed.items()
+                if r.triples or r.values
+            },
+            "dropped_layers": dropped,
             "components_touched": touched,
             "note": "set_dependencies is summed over layers (a pair may be counted in two)",
         },

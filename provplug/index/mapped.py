@@ -343,6 +343,12 @@ def _read_bucket(fs: pafs.FileSystem, directory: str, columns: list[str]) -> pa.
     return storefiles.scan(fs, files, f"{directory} (a file of)", columns=columns)
 
 
+def write_sorted(fs: pafs.FileSystem, path: str, table: pa.Table, key: str | None) -> tuple[int, np.ndarray]:
+    """One mapped file of ``table`` sorted by ``key`` (see :func:`_write_sorted`), written
+    aside and renamed into place: a hard link at ``path`` is replaced, its file untouched."""
+    return _write_sorted(fs, path, table, key)
+
+
 def _write_sorted(fs: pafs.FileSystem, path: str, table: pa.Table, key: str | None) -> tuple[int, np.ndarray]:
     """``table`` sorted by ``key`` (stable; None: as it is) as one int64
     record batch in an Arrow IPC file; its size and its sorted key."""
