@@ -10,10 +10,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from test_index_incremental import _answers, _commit, _full_copy_answers, _live_values
+
 import provplug
 from provplug.index import build_index, current_generation, read_meta
 from provplug.store.open import open_store
-from test_index_incremental import _answers, _commit, _full_copy_answers, _live_values
 
 
 def _three_indexed_runs(tmp_path: Path, theta: int) -> tuple[Path, list[str]]:

@@ -19,7 +19,9 @@ in a loop from a second process while an incremental build runs (one more
 build, untimed, so that the querier does not share the timed builds'
 cores), and after.
 Then ``delete-run`` of the new run (it drops the run's layer: the index
-stays current) is timed. ``--from STORE`` copies the trace's runs from an
+stays current) is timed, and in the fully built copy (where the run is in
+the base layer, so the deletion trims the base) against a full rebuild after
+it, answers compared. ``--from STORE`` copies the trace's runs from an
 existing store instead of generating it. Writes ``index_incremental.md``.
 """
 
@@ -154,7 +156,7 @@ def during_build(base: Path, work: Path, files: tuple[Path, Path], value: int) -
 
 
 def repetition(
-    base: Path, work: Path, files: tuple[Path, Path], sample: dict[str, list[int]], i: int
+    base: Path, work: Path, files: tuple[Path, Path], sample: dict[str, list[int]], i: int, base_delete: bool
 ) -> dict[str, Any]:
     inc, full = work / f"inc-{i}.prov", work / f"full-{i}.prov"
     for path in (inc, full):
@@ -200,9 +202,26 @@ def repetition(
         "delete_stale": deleted["index_stale"],
         "after_delete_ancestors": len(after_delete.value_ids),
     }
+    if base_delete:
+        result.update(delete_from_base(full, run, sample, timings))
     for path in (inc, full):
         shutil.rmtree(path)
     return result
+
+
+def delete_from_base(full: Path, run: str, sample: dict[str, list[int]], timings: dict[str, float]) -> dict[str, Any]:
+    """In the fully built copy the new run is in the base layer: deleting it
+    trims the base (timed), then a full rebuild (timed); answers compared."""
+    trace_values = [v for key, vs in sample.items() if key != "new run" for v in vs]
+    t = time.perf_counter()
+    base_deleted = provplug.open(full).delete_run(run)
+    timings["delete-run, base"] = time.perf_counter() - t
+    trimmed = answers(full, trace_values)
+    t = time.perf_counter()
+    build_index(full, engine="local", full=True)
+    timings["rebuild after delete"] = time.perf_counter() - t
+    rebuilt = answers(full, trace_values)
+    return {"base_delete_stale": base_deleted["index_stale"], "base_delete_equal": trimmed == rebuilt}
 
 
 def report(
@@ -211,6 +230,7 @@ def report(
     full = [r["timings"]["full"] for r in rows]
     inc = [r["timings"]["incremental"] for r in rows]
     dele = [r["timings"]["delete-run"] for r in rows]
+    base = "delete-run, base" in rows[0]["timings"]
     lines = [
         "# Incremental index against a full rebuild",
         "",
@@ -224,18 +244,21 @@ def report(
         " a third in the trace's three largest components, a third elsewhere in the trace, a third the run's"
         " own earlier cells.",
         "",
-        "| repetition | full build (s) | incremental (s) | incremental / full | delete-run, layer dropped (s) |",
-        "|---|---|---|---|---|",
+        "| repetition | full build (s) | incremental (s) | incremental / full | delete-run, layer dropped (s) |"
+        + (" delete-run, base layer trimmed (s) | full rebuild after it (s) | trimmed / rebuild |" if base else ""),
+        "|---|---|---|---|---|" + ("---|---|---|" if base else ""),
     ]
     for i, r in enumerate(rows, 1):
         t = r["timings"]
         lines.append(
             f"| {i} ({'incremental first' if i % 2 == 1 else 'full first'}) | {t['full']:.2f} |"
             f" {t['incremental']:.2f} | {t['incremental'] / t['full']:.1%} | {t['delete-run']:.2f} |"
+            + (_base_cells(t["delete-run, base"], t["rebuild after delete"]) if base else "")
         )
     lines.append(
         f"| **median** | **{statistics.median(full):.2f}** | **{statistics.median(inc):.2f}** |"
         f" **{statistics.median(inc) / statistics.median(full):.1%}** | {statistics.median(dele):.2f} |"
+        + (_base_cells(*(statistics.median(r["timings"][k] for r in rows) for k in BASE_TIMINGS)) if base else "")
     )
     r0 = rows[0]
     lines += [
@@ -260,7 +283,20 @@ def report(
         f"- after `delete-run` of the new run: index stale = {[r['delete_stale'] for r in rows]},"
         f" the trace query answered ({r0['after_delete_ancestors']:,} ancestors).",
     ]
+    if base:
+        lines.append(
+            "- `delete-run` of the new run from the fully built copy (the run in the base layer, trimmed from it):"
+            f" index stale = {[r['base_delete_stale'] for r in rows]}; the trace values' answers (every method,"
+            f" both directions) equal a full rebuild's afterwards: {[r['base_delete_equal'] for r in rows]}."
+        )
     return "\n".join(lines) + "\n"
+
+
+BASE_TIMINGS = ("delete-run, base", "rebuild after delete")
+
+
+def _base_cells(trimmed: float, rebuild: float) -> str:
+    return f" {trimmed:.2f} | {rebuild:.2f} | {trimmed / rebuild:.1%} |"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,6 +306,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--from", dest="source", type=Path, help="copy the trace's runs from this store")
     parser.add_argument("--data", type=Path, default=HERE / "data")
+    parser.add_argument(
+        "--no-base-delete",
+        dest="base_delete",
+        action="store_false",
+        help="skip timing delete-run of a base-layer run (it costs one more full build)",
+    )
     parser.add_argument("--out", type=Path, default=HERE / "index_incremental.md")
     args = parser.parse_args(argv)
     args.data.mkdir(parents=True, exist_ok=True)
@@ -281,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         new_triples = pq.read_metadata(files[0]).num_rows
         rows = []
         for i in range(args.runs):
-            rows.append(repetition(base, work, (files[0], files[1]), sample, i))
+            rows.append(repetition(base, work, (files[0], files[1]), sample, i, args.base_delete))
             t = rows[-1]["timings"]
             print(
                 f"repetition {i + 1}: full {t['full']:.2f}s, incremental {t['incremental']:.2f}s,"
@@ -292,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     text = report(rows, during, base_triples, new_triples, args)
     args.out.write_text(text)
     print(text)
-    return 0 if all(r["equal"] for r in rows) and not during["failures"] else 1
+    exact = all(r["equal"] and r.get("base_delete_equal", True) and not r.get("base_delete_stale") for r in rows)
+    return 0 if exact and not during["failures"] else 1
 
 
 if __name__ == "__main__":
