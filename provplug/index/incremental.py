@@ -37,11 +37,14 @@ every layer and concatenate what they find.
   every cross-set triple), so the answers equal a full rebuild's; only the
   sets differ (the rebuild would merge a small component that grew into one
   set), which costs queries a few more set hops, never a wrong answer.
-* **Deleting a run** whose triples are exactly one or more whole layers drops
-  those layers (their values and triples go; component merges they caused
-  stay, which only makes components coarser: answers are unchanged). A
-  deleted run in the base layer needs a full build (the index stays stale
-  until then, as before).
+* **Deleting a run** (``delete-run``, ``gc`` retention) trims it from the
+  layers holding it, the base included (:mod:`provplug.index.trim`): only
+  the buckets that held its triples, the values only it had and the set
+  dependencies only it made are rewritten, every other file stays a link,
+  and no set or component id changes; a layer left with no run, triple or
+  value goes. Component merges it caused stay, which only makes components
+  coarser: answers are unchanged. When the kept rows do not match the
+  remaining runs' manifests exactly, the build is full instead.
 * **Compaction**: a full build (``provplug index --full``, the Spark engine,
   a different ``theta`` or ``--splits``, or once the layers hold more than
   :data:`MAX_LAYER_SHARE` of the triples or :data:`MAX_LAYERS` layers)
