@@ -4,6 +4,7 @@ answerable, exactly as after a full rebuild, without ``provplug index``."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import shutil
@@ -27,9 +28,16 @@ def _three_indexed_runs(tmp_path: Path, theta: int) -> tuple[Path, list[str]]:
     return store, runs
 
 
+def _contents(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()
+    }
+
+
 def test_deleting_a_base_run_keeps_answers_exact_and_untouched_files_linked(tmp_path: Path) -> None:
     store, runs = _three_indexed_runs(tmp_path, theta=4)
     first = current_generation(open_store(store))
+    old_bytes = _contents(store / "index" / str(first))
     done = provplug.open(store).delete_run(runs[0])
     assert done["index_stale"] is False
     meta = read_meta(open_store(store)) or {}
@@ -53,6 +61,8 @@ def test_deleting_a_base_run_keeps_answers_exact_and_untouched_files_linked(tmp_
     assert (new_dir / "mapped" / "sets_by_ccid.arrow").stat().st_ino == (
         old_dir / "mapped" / "sets_by_ccid.arrow"
     ).stat().st_ino
+    # The live generation a query may still hold was not written through the links.
+    assert _contents(old_dir) == old_bytes
 
 
 def test_cli_delete_run_and_gc_keep_last_of_base_runs_need_no_index_build(cli: Any, tmp_path: Path) -> None:
