@@ -162,7 +162,7 @@ def repetition(
     for path in (inc, full):
         shutil.copytree(base, path)
     run = str(import_provenance(open_store(inc), *files)["run_id"])
-    import_provenance(open_store(full), *files)
+    full_run = str(import_provenance(open_store(full), *files)["run_id"])
     trace_value = sample["largest components"][0]
     # Right after the commit, before re-indexing: the trace answers, the new run is refused.
     before = provplug.open(inc).lineage(value_id=trace_value, method="csprov")
@@ -203,7 +203,7 @@ def repetition(
         "after_delete_ancestors": len(after_delete.value_ids),
     }
     if base_delete:
-        result.update(delete_from_base(full, run, sample, timings))
+        result.update(delete_from_base(full, full_run, sample, timings))
     for path in (inc, full):
         shutil.rmtree(path)
     return result
