@@ -29,6 +29,7 @@ goes, and so does the target when the write created it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import uuid
@@ -36,10 +37,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
+
+from provplug.plugin.writers import OutputFileWriter
 
 from .replay import CALLS, Call, recorded_mode
 
@@ -208,9 +209,8 @@ def _remove(path: str) -> None:
 def _empty_file(direct: DirectFiles, path: str) -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    spark_schema = T.StructType.fromJson(__import__("json").loads(direct.spark_schema))
-    arrow = to_arrow_schema(spark_schema)
-    pq.write_table(arrow.empty_table().replace_schema_metadata(_metadata(direct)), path, compression=direct.codec)
+    arrow = to_arrow_schema(T.StructType.fromJson(json.loads(direct.spark_schema)))
+    OutputFileWriter(path, direct.codec, _metadata(direct)).empty(arrow)
 
 
 def _metadata(direct: DirectFiles) -> dict[str, str]:
@@ -218,27 +218,6 @@ def _metadata(direct: DirectFiles) -> dict[str, str]:
 
 
 # -- the tasks ---------------------------------------------------------------------------
-class DirectWriter:
+def task_writer(direct: DirectFiles, partition: int, attempt: int) -> OutputFileWriter:
     """One task attempt's file of the user's rows (opened at its first row)."""
-
-    def __init__(self, direct: DirectFiles, partition: int, attempt: int) -> None:
-        self.direct = direct
-        self.path = direct.attempt_file(partition, attempt)
-        self.rows = 0
-        self._writer: pq.ParquetWriter | None = None
-
-    def write(self, table: pa.Table) -> None:
-        if not table.num_rows:
-            return
-        if self._writer is None:
-            schema = table.schema.with_metadata(_metadata(self.direct))
-            self._writer = pq.ParquetWriter(self.path, schema, compression=self.direct.codec)
-        self._writer.write_table(table.replace_schema_metadata(self._writer.schema.metadata))
-        self.rows += table.num_rows
-
-    def close(self) -> list[tuple[str, int]]:
-        """(path, rows) of the file written, if any."""
-        if self._writer is None:
-            return []
-        self._writer.close()
-        return [(self.path, self.rows)]
+    return OutputFileWriter(direct.attempt_file(partition, attempt), direct.codec, _metadata(direct))
