@@ -128,12 +128,15 @@ class StagedRun:
         return self._identities.get(name)
 
     # -- versions (provplug.store.versions) ---------------------------------------
-    def latest_version(self, name: str) -> tuple[str, WrittenVersion] | None:
+    def latest_version(
+        self, name: str, identity: tuple[str, str] | None = None
+    ) -> tuple[str, WrittenVersion] | None:
         """(run id, version) of the latest committed write of the dataset the
-        table ``name`` is (None: it has no identity, or no run wrote it)."""
+        table ``name`` is (its recorded identity, else ``identity``); None
+        when it has none, or no run wrote it."""
         from provplug.store.versions import latest_write
 
-        identity = self._identities.get(name)
+        identity = self._identities.get(name, identity)
         return None if identity is None else latest_write(self.store, *identity)
 
     def record_linked_read(self, read: LinkedRead) -> None:

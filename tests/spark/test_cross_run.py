@@ -117,3 +117,31 @@ def test_touching_a_file_is_a_new_version_too(cli: Any, store_path: Path, jobs: 
     _run(cli, store_path, "report", jobs["job2"], jobs["adults"], jobs["by_city"])
     versions = json.loads((next((store_path / "runs").iterdir()) / "versions.json").read_text())
     assert versions["writes"] and not any(op.startswith("read:") for _, _, op in labelled_triples(store_path, KEYS))
+
+
+@provplug.step("Totals", output="totals")
+def _totals(adults: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return adults.groupBy("city").agg(F.sum("age2").alias("total"))
+
+
+def test_capture_writes_then_provplug_capture_link_the_same_way(
+    spark: Any, store_path: Path, jobs: dict[str, Path]
+) -> None:
+    from pyspark.sql import functions as F
+
+    with provplug.capture_writes(spark, store=store_path, label="stage"):
+        people = spark.read.parquet(str(jobs["people"]))
+        adults = people.where(F.col("age") > 20).select("name", "city", (F.col("age") * 2).alias("age2"))
+        adults.write.mode("overwrite").parquet(str(jobs["adults"]))
+    with provplug.capture(spark, store=store_path, label="report") as run:
+        _totals(run.source(spark.read.parquet(str(jobs["adults"])), "adults"))
+    answer = provplug.open(store_path).lineage(table="totals", column="total", where="city = 'NY'", method="rq")
+    assert {(r["column"], r["row"]["name"]) for r in answer.lineage if r["table"] == "people"} == {
+        ("age", "ann"),
+        ("age", "bob"),
+    }
+    assert [(b["from"]["label"], b["op"], b["to"]["label"]) for b in answer.run_boundaries] == [
+        ("stage", "read:adults", "report")
+    ]

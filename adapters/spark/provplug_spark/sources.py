@@ -45,6 +45,8 @@ from provplug.plugin.writers import SourceFile
 from provplug.schema import ROW_COLUMN
 from provplug.store.versions import LinkedRead, WrittenVersion, fingerprint, relative_files
 
+from . import naming
+
 logger = logging.getLogger(__name__)
 
 # Read options (Spark keeps them lower-cased) under which the listed files,
@@ -179,8 +181,8 @@ def linked_rows(run: RunRecorder, table: TableInfo, frame: DataFrame) -> tuple[i
     stored from the files as any other source."""
     if not isinstance(run, StagedRun):
         return None
-    found = run.latest_version(table.name)
     files = parquet_files(frame)
+    found = run.latest_version(table.name, _read_identity(frame)) if files is not None else None
     if found is None or files is None:
         return None
     writer, version = found
@@ -193,6 +195,13 @@ def linked_rows(run: RunRecorder, table: TableInfo, frame: DataFrame) -> tuple[i
     rows = _copy_stored_rows(run, writer, written.table_id, table.table_id)
     _record_link(run, table, written, version, writer, rows)
     return rows.size, rows
+
+
+def _read_identity(frame: DataFrame) -> tuple[str, str] | None:
+    """The dataset ``frame`` reads (a bare file read: see :func:`parquet_files`),
+    for a source registered without one (``run.source(spark.read.parquet(...))``)."""
+    identity = naming.relation_identity(frame.sparkSession, frame._jdf.queryExecution().analyzed())
+    return None if identity is None else (identity.namespace, identity.name)
 
 
 def _unchanged(version: WrittenVersion, files: Sequence[str]) -> bool:
