@@ -128,9 +128,7 @@ class StagedRun:
         return self._identities.get(name)
 
     # -- versions (provplug.store.versions) ---------------------------------------
-    def latest_version(
-        self, name: str, identity: tuple[str, str] | None = None
-    ) -> tuple[str, WrittenVersion] | None:
+    def latest_version(self, name: str, identity: tuple[str, str] | None = None) -> tuple[str, WrittenVersion] | None:
         """(run id, version) of the latest committed write of the dataset the
         table ``name`` is (its recorded identity, else ``identity``); None
         when it has none, or no run wrote it."""

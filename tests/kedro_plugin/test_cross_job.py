@@ -54,9 +54,7 @@ def _kedro_run(store: Path, adults: Path, out: Path, project: Path) -> None:
     run_like_a_session(ProvplugHooks(store=store), flow, catalog, project)
 
 
-def test_a_kedro_run_reading_a_scripts_output_links_to_the_scripts_run(
-    spark: Any, cli: Any, tmp_path: Path
-) -> None:
+def test_a_kedro_run_reading_a_scripts_output_links_to_the_scripts_run(spark: Any, cli: Any, tmp_path: Path) -> None:
     store, adults = tmp_path / "store.prov", tmp_path / "stage" / "adults"
     pq.write_table(pa.table(PEOPLE), tmp_path / "people.parquet")
     script = tmp_path / "job.py"

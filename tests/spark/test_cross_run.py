@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 import pytest
 
 import provplug
-from provplug.store.open import open_store
 from provplug.testing import assert_lineage_matches_oracle
 
 from .helpers import labelled_triples
@@ -79,7 +78,9 @@ def test_a_second_job_reading_the_first_jobs_output_links_to_its_rows(
     # The read of adults in run 2 is the version run 1 wrote: each cell is the same cell of run 1's table.
     link = {(s, d, op) for s, d, op in triples if op == "read:adults"}
     assert link == {
-        (("adults", c, n), ("adults", c, n), "read:adults") for n in ("ann", "bob", "cid") for c in ("name", "city", "age2")
+        (("adults", c, n), ("adults", c, n), "read:adults")
+        for n in ("ann", "bob", "cid")
+        for c in ("name", "city", "age2")
     }
     answer = provplug.open(store_path).lineage(table="by_city", column="total", where="city = 'NY'", method="rq")
     data = answer.to_dict()
@@ -104,7 +105,9 @@ def test_overwriting_the_dataset_outside_provplug_makes_a_new_source_version(
     spark.read.parquet(str(jobs["adults"]) + "-copy").write.mode("overwrite").parquet(str(jobs["adults"]))
     _run(cli, store_path, "report", jobs["job2"], jobs["adults"], jobs["by_city"])
     assert not any(op.startswith("read:") for _, _, op in labelled_triples(store_path, KEYS))
-    answer = provplug.open(store_path).lineage(table="by_city", column="total", where="city = 'NY'", method="rq").to_dict()
+    answer = (
+        provplug.open(store_path).lineage(table="by_city", column="total", where="city = 'NY'", method="rq").to_dict()
+    )
     assert {r["table"] for r in answer["lineage"]} == {"adults"}  # run 2's own source: lineage stops there
     assert answer["run_boundaries"] == []
 

@@ -206,9 +206,10 @@ def _read_identity(frame: DataFrame) -> tuple[str, str] | None:
 
 def _unchanged(version: WrittenVersion, files: Sequence[str]) -> bool:
     """The dataset's files are the ones the write left, and the read reads all its data files."""
-    return fingerprint(version.namespace, version.dataset) == version.files and relative_files(
-        version.namespace, version.dataset, files
-    ) == version.data_files
+    return (
+        fingerprint(version.namespace, version.dataset) == version.files
+        and relative_files(version.namespace, version.dataset, files) == version.data_files
+    )
 
 
 def _written_table(run: StagedRun, writer: str, table_id: int) -> TableInfo | None:
