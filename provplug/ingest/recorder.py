@@ -26,7 +26,7 @@ from provplug.plugin.protocols import Store, Transaction
 from provplug.rowrules import LINEAGE, RULES, OpRowRules, rules_text
 
 if TYPE_CHECKING:
-    from provplug.location import LocationEdge
+    from provplug.location import LocationEdge, RowRuns
     from provplug.plugin.writers import Destination, RowLineageWriter, RowsWriter, TripleWriter
     from provplug.store.versions import LinkedRead, WrittenVersion
 
@@ -136,6 +136,16 @@ class StagedRun:
 
         identity = self._identities.get(name, identity)
         return None if identity is None else latest_write(self.store, *identity)
+
+    def link_version(
+        self, table: TableInfo, files: Sequence[str], identity: tuple[str, str] | None = None
+    ) -> RowRuns | None:
+        """Store the source ``table``, read from ``files``, as the version of
+        its dataset an earlier run wrote, linked to it; its row numbers, or
+        None: a new source version (:mod:`provplug.ingest.linking`)."""
+        from provplug.ingest.linking import link_version
+
+        return link_version(self, table, files, identity)
 
     def record_linked_read(self, read: LinkedRead) -> None:
         """The source ``read.table`` is the version run ``read.run_id`` wrote."""

@@ -29,7 +29,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -37,13 +36,11 @@ from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame
 
 from provplug.errors import CaptureError
-from provplug.ingest.recorder import ROWS, StagedRun
-from provplug.location import RowRuns, location_edge
-from provplug.model import OpInfo, TableInfo, utc_now
+from provplug.ingest.recorder import StagedRun
+from provplug.location import RowRuns
+from provplug.model import TableInfo
 from provplug.plugin.protocols import RunRecorder
 from provplug.plugin.writers import SourceFile
-from provplug.schema import ROW_COLUMN
-from provplug.store.versions import LinkedRead, WrittenVersion, fingerprint, relative_files
 
 from . import naming
 
@@ -171,30 +168,19 @@ def copied_rows(run: RunRecorder, table_id: int, parts: Sequence[SourceFile]) ->
         return None
 
 
-# -- a dataset an earlier run wrote (provplug.store.versions) -----------------------------
+# -- a dataset an earlier run wrote (provplug.ingest.linking) -----------------------------
 def linked_rows(run: RunRecorder, table: TableInfo, frame: DataFrame) -> tuple[int, RowRuns] | None:
     """When ``frame`` reads, whole, the files the latest committed write of
-    the dataset the source ``table`` is left (same fingerprint), store the
-    writing run's rows as ``table``'s, with the same row numbers, link the
-    two by one aligned location edge (an op ``read:<name>`` of this run), and
-    return (rows, their row numbers); else None: the source is a new version,
-    stored from the files as any other source."""
-    if not isinstance(run, StagedRun):
-        return None
+    the dataset the source ``table`` is left (same fingerprint), the run
+    stores the writing run's rows as ``table``'s, with the same row numbers,
+    linked to them (:func:`provplug.ingest.linking.link_version`): (rows,
+    their row numbers). Else None: the source is a new version, stored from
+    its files as any other source."""
     files = parquet_files(frame)
-    found = run.latest_version(table.name, _read_identity(frame)) if files is not None else None
-    if found is None or files is None:
+    if not isinstance(run, StagedRun) or files is None:
         return None
-    writer, version = found
-    if not _unchanged(version, files):
-        logger.info("provplug: %s changed since run %s wrote it: a new source version", version.dataset, writer)
-        return None
-    written = _written_table(run, writer, version.table)
-    if written is None or set(written.columns) != set(table.columns) or not _same_types(run, written, files):
-        return None
-    rows = _copy_stored_rows(run, writer, written.table_id, table.table_id)
-    _record_link(run, table, written, version, writer, rows)
-    return rows.size, rows
+    rows = run.link_version(table, files, _read_identity(frame))
+    return None if rows is None else (rows.size, rows)
 
 
 def _read_identity(frame: DataFrame) -> tuple[str, str] | None:
@@ -202,76 +188,3 @@ def _read_identity(frame: DataFrame) -> tuple[str, str] | None:
     for a source registered without one (``run.source(spark.read.parquet(...))``)."""
     identity = naming.relation_identity(frame.sparkSession, frame._jdf.queryExecution().analyzed())
     return None if identity is None else (identity.namespace, identity.name)
-
-
-def _unchanged(version: WrittenVersion, files: Sequence[str]) -> bool:
-    """The dataset's files are the ones the write left, and the read reads all its data files."""
-    return (
-        fingerprint(version.namespace, version.dataset) == version.files
-        and relative_files(version.namespace, version.dataset, files) == version.data_files
-    )
-
-
-def _written_table(run: StagedRun, writer: str, table_id: int) -> TableInfo | None:
-    """The writing run's table, when that run kept its rows."""
-    tables = run.store.tables().to_pylist()
-    record = next((t for t in tables if t["table_id"] == table_id and t["run_id"] == writer), None)
-    if record is None or not record["stored_rows"]:
-        return None
-    return TableInfo(
-        table_id, record["name"], writer, record["origin"], tuple(record["columns"]), record["rows"], True,
-        record.get("namespace"), record.get("dataset"),
-    )  # fmt: skip
-
-
-def _stored_files(run: StagedRun, writer: str, table_id: int) -> list[str]:
-    directory = run.store.path("runs", writer, ROWS, str(table_id))
-    listing = run.store.fs.get_file_info(pafs.FileSelector(directory, recursive=False))
-    return sorted(i.path for i in listing if i.type == pafs.FileType.File and not i.base_name.startswith(("_", ".")))
-
-
-def _same_types(run: StagedRun, written: TableInfo, files: Sequence[str]) -> bool:
-    """The user's files hold the stored rows' columns with the same types
-    (a read of them gives what the stored rows give)."""
-    stored = _stored_files(run, written.run_id, written.table_id)
-    if not stored or not files:
-        return False
-    try:
-        source_fs, path = pafs.FileSystem.from_uri(files[0])
-        with source_fs.open_input_file(path) as opened:
-            theirs = pq.ParquetFile(opened).schema_arrow
-        with run.store.fs.open_input_file(stored[0]) as opened:
-            ours = pq.ParquetFile(opened).schema_arrow
-    except UNREADABLE:
-        return False
-    return all(theirs.field(c).type == ours.field(c).type for c in written.columns)
-
-
-def _copy_stored_rows(run: StagedRun, writer: str, src_table: int, table_id: int) -> RowRuns:
-    """Copy the writing run's stored rows of ``src_table`` as this run's
-    rows of ``table_id``; their row numbers, ascending."""
-    destination = run.rows_destination(table_id)
-    fs = run.store.fs
-    for path in _stored_files(run, writer, src_table):
-        fs.copy_file(path, f"{destination.path}/{path.rsplit('/', 1)[-1]}")
-    numbers = pq.read_table(destination.path, columns=[ROW_COLUMN], filesystem=fs).column(ROW_COLUMN)
-    return RowRuns.from_rows(np.sort(numbers.to_numpy()))
-
-
-def _record_link(
-    run: StagedRun, table: TableInfo, written: TableInfo, version: WrittenVersion, writer: str, rows: RowRuns
-) -> None:
-    """The op ``read:<name>``: each cell of ``table`` is the same cell of the written table."""
-    columns = {table.columns.index(c): [written.columns.index(c)] for c in table.columns}
-    op_id = run.new_op_id()
-    edge = location_edge(op_id, written.table_id, table.table_id, columns, rows)
-    now = utc_now()
-    params = {"dataset": f"{version.namespace}:{version.dataset}", "version_of_run": writer}
-    run.record_op(
-        OpInfo(op_id, f"read:{table.name}", run.run_id, "builtin", (written.table_id,), (table.table_id,),
-               ("read",), params, now, now, edge.triple_count)
-    )  # fmt: skip
-    run.record_location_edge(edge)
-    run.record_linked_read(
-        LinkedRead(table.table_id, version.namespace, version.dataset, writer, written.table_id, op_id)
-    )
