@@ -14,6 +14,7 @@ import pytest
 from conftest import snapshot
 
 import provplug
+from provplug.errors import NotIndexedError
 from provplug.testing import assert_lineage_matches_oracle
 
 pytest.importorskip("pyspark")
@@ -63,9 +64,13 @@ def test_deleting_a_run_another_run_read_is_refused_naming_the_reader(
 def test_a_forced_deletion_marks_the_missing_version_in_the_readers_answers(cli: Any, chained: Path) -> None:
     before = provplug.open(chained).lineage(table="totals", column="total", where="city = 'NY'", method="rq")
     assert {r["table"] for r in before.lineage} == {"adults", "people"} and before.missing_versions == []
+    assert cli("index", chained).code == 0
     result = cli("delete-run", chained, "1", "--force")
     assert result.code == 0, result.err
     assert "run 2 (report) read" in result.out and "missing" in result.out
+    # The index still links run 2's cells to the deleted ones: it is refused until rebuilt.
+    with pytest.raises(NotIndexedError):
+        provplug.open(chained).lineage(table="totals", column="total", where="city = 'NY'", method="ccprov")
     assert cli("index", chained).code == 0
     for method in ("rq", "ccprov", "csprov"):
         answer = provplug.open(chained).lineage(table="totals", column="total", where="city = 'NY'", method=method)

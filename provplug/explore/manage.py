@@ -59,15 +59,17 @@ def delete_run(
     indexed = _indexed_runs(store)
     orphaned = _orphan(store, manifests, chosen, readers)
     done = store.delete_run(chosen["run_id"], before_removal)
-    followed = chosen["run_id"] in indexed and incremental.update_after_delete(store)
+    # An indexed reader's link to the deleted cells is in the index: it is not
+    # followed incrementally, so queries refuse the index until a rebuild drops the link.
+    linked = any(r in indexed for r in readers)
+    followed = chosen["run_id"] in indexed and not linked and incremental.update_after_delete(store)
     return DeletedRun(
         run_id=done["run_id"],
         kind=str(done.get("kind", "?")),
         committed=done["committed"],
         counts={k: int(v) for k, v in done["counts"].items()},
         bytes=int(done["bytes"]),
-        # The index still links a reader's cells to the deleted version: a rebuild drops that.
-        index_stale=(chosen["run_id"] in indexed and not followed) or any(r in indexed for r in readers),
+        index_stale=(chosen["run_id"] in indexed and not followed) or linked,
         orphaned=orphaned,
     )
 
