@@ -94,6 +94,16 @@ def test_a_second_job_reading_the_first_jobs_output_links_to_its_rows(
     assert (boundary["from"]["number"], boundary["from"]["label"], boundary["to"]["number"]) == (1, "stage", 2)
     assert "run boundary: adults of run 1 (stage) -> read:adults -> adults of run 2 (report)" in answer.render()
     assert_lineage_matches_oracle(store_path, methods=("rq", "ccprov", "csprov"), sample=30)
+    # Run 2 only read adults: the table resolves to the run that wrote it, which alone wrote it.
+    result = cli("lineage", store_path, "adults.age2", "--where", "name = 'ann'", "--format", "json")
+    assert result.code == 0, result.err
+    run = json.loads(result.out)["run"]
+    assert (run["number"], run["label"]) == (1, "stage")
+    copy = provplug.open(store_path).lineage(table="adults", column="age2", where="name = 'ann'", run="2")
+    assert sorted((r["table"], r["value"], r["run"]["number"]) for r in copy.lineage) == [
+        ("adults", 60, 1),
+        ("people", 30, 1),
+    ]
 
 
 def test_overwriting_the_dataset_outside_provplug_makes_a_new_source_version(
