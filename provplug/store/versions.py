@@ -144,10 +144,9 @@ def relative_files(namespace: str, dataset: str, uris: Iterable[str]) -> frozens
         if path.rstrip("/") == base.rstrip("/"):
             found.add("")  # the dataset is this one file
             continue
-        at = path.find(base.lstrip("/"))
-        if at < 0:
+        if not path.lstrip("/").startswith(base.lstrip("/")):
             return None
-        found.add(path[at + len(base.lstrip("/")) :])
+        found.add(path.lstrip("/")[len(base.lstrip("/")) :])
     return frozenset(found)
 
 

@@ -158,3 +158,30 @@ def test_capture_writes_then_provplug_capture_link_the_same_way(
     assert [(b["from"]["label"], b["op"], b["to"]["label"]) for b in answer.run_boundaries] == [
         ("stage", "read:adults", "report")
     ]
+
+
+def test_a_fingerprint_names_every_file_with_size_and_mtime_and_reads_are_matched_below_the_dataset(
+    tmp_path: Path,
+) -> None:
+    from provplug.errors import DamagedStoreError
+    from provplug.store.versions import FileStamp, WrittenVersion, fingerprint, parse_versions, relative_files
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "part-0.parquet").write_bytes(b"abc")
+    (folder / "_SUCCESS").write_bytes(b"")
+    stamps = fingerprint("file", str(folder))
+    assert stamps is not None
+    assert [(s.path, s.size) for s in stamps] == [("_SUCCESS", 0), ("part-0.parquet", 3)]
+    assert WrittenVersion(1, "file", str(folder), stamps).data_files == {"part-0.parquet"}
+    assert relative_files("file", str(folder), [f"file://{folder}/part-0.parquet"]) == {"part-0.parquet"}
+    assert relative_files("file", str(folder), [f"file://{tmp_path}/other/part-0.parquet"]) is None
+    assert fingerprint("file", str(tmp_path / "missing")) is None
+    assert fingerprint("hive://metastore:9083", "db.table") is None  # a catalog table is not fingerprinted
+    (folder / "part-0.parquet").write_bytes(b"abcd")
+    assert fingerprint("file", str(folder)) != stamps
+    assert FileStamp("part-0.parquet", 4, 0) in {
+        FileStamp(s.path, s.size, 0) for s in fingerprint("file", str(folder)) or ()
+    }
+    with pytest.raises(DamagedStoreError, match=r"versions\.json"):
+        parse_versions('{"format": "provplug-versions", "version": 9}', "runs/x/versions.json")
