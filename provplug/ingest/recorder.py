@@ -120,7 +120,11 @@ class StagedRun:
         if table.origin == "source":
             self._sources[table.name] = table
         elif table.origin == "output" and table.namespace is not None and table.dataset is not None:
-            self._written[(table.namespace, table.dataset)] = table  # a later write of it replaces it
+            # The run's last write of a dataset is the version it leaves: tables are
+            # reserved in write order (and may be recorded in another order).
+            earlier = self._written.get((table.namespace, table.dataset))
+            if earlier is None or earlier.table_id < table.table_id:
+                self._written[(table.namespace, table.dataset)] = table
         self.txn.add_table(table)
 
     def identity_of(self, name: str) -> tuple[str, str] | None:
