@@ -401,3 +401,11 @@ def positional_insert_columns(spark: SparkSession, command: Any) -> list[str] | 
         return list(spark.table(sql_write_target(command)[0]).columns)
     except Exception:  # not a table Spark can read back (the statement reports its own errors)
         return None
+
+
+def path_exists(spark: SparkSession, path: str) -> bool:
+    """Whether ``path`` exists on its (Hadoop) filesystem, as Spark's writer checks it."""
+    jvm = spark._jvm
+    assert jvm is not None
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    return bool(hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(hadoop_path))

@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from .replay import CALLS, Call
+from .replay import CALLS, Call, recorded_mode
 
 DIRECT = "direct"  # the dataset name a task reports the user's files under
 SPARK_SCHEMA_KEY = "org.apache.spark.sql.parquet.row.metadata"  # Spark reads its own types back from it
@@ -90,13 +90,14 @@ def direct_files(writer: Any, terminal: str, arguments: Mapping[str, Any], frame
     """How the writer job writes the user's files for ``writer.<terminal>(**arguments)``,
     or None when Spark must write them (see the module's conditions)."""
     calls: list[Call] | None = getattr(writer, CALLS, None)
+    mode = recorded_mode(writer, arguments)
     spark = frame.sparkSession
     if calls is None or terminal not in ("parquet", "save") or not str(spark.sparkContext.master).startswith("local"):
         return None
     settings = _settings(calls, terminal, arguments)
-    if settings is None:
+    if settings is None or mode is None:
         return None
-    fmt, mode, options, path = settings
+    fmt, options, path = settings
     target = _local_path(path)
     if fmt != "parquet" or mode not in MODES or set(options) - {"compression"} or target is None:
         return None
@@ -116,13 +117,13 @@ def direct_files(writer: Any, terminal: str, arguments: Mapping[str, Any], frame
 
 def _settings(
     calls: Sequence[Call], terminal: str, arguments: Mapping[str, Any]
-) -> tuple[str, str, dict[str, Any], Any] | None:
-    """(format, mode, options, path) of a path write configured only by
+) -> tuple[str, dict[str, Any], Any] | None:
+    """(format, options, path) of a path write configured only by
     mode/format/option(s) calls, or None."""
-    fmt, mode, options = "parquet" if terminal == "parquet" else None, "errorifexists", {}
+    fmt, options = "parquet" if terminal == "parquet" else None, {}
     for call in calls:
         if call.method == "mode" and len(call.args) == 1 and not call.kwargs:
-            mode = str(call.args[0] or "errorifexists").lower()
+            continue  # recorded_mode
         elif call.method == "format" and len(call.args) == 1 and terminal == "save":
             fmt = str(call.args[0]).lower()
         elif call.method == "option" and len(call.args) == 2 and not call.kwargs:
@@ -137,11 +138,9 @@ def _settings(
         return None
     if arguments.get("format"):
         fmt = str(arguments["format"]).lower()
-    if arguments.get("mode"):
-        mode = str(arguments["mode"]).lower()
     if arguments.get("compression"):
         options["compression"] = arguments["compression"]
-    return (fmt or "", mode, options, arguments.get("path"))
+    return (fmt or "", options, arguments.get("path"))
 
 
 def _local_path(path: object) -> str | None:

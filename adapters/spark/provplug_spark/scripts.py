@@ -65,9 +65,9 @@ from provplug.model import StepInfo
 from provplug.plugin.protocols import CaptureRun
 
 from . import naming
-from ._jvm import Catalyst, PendingFrame, path_key
+from ._jvm import Catalyst, PendingFrame, path_exists, path_key
 from .direct import DirectFiles, direct_files
-from .replay import V2_TABLE, Written, recording_replacements, replaying
+from .replay import V2_TABLE, Written, recorded_mode, recording_replacements, replaying
 from .session import SparkCaptureSession
 from .sqlwrites import sql_statements
 
@@ -354,12 +354,32 @@ def _writing(
     def write(self: Any, *args: Any, **kwargs: Any) -> Any:
         arguments = signature.bind(self, *args, **kwargs).arguments
         written = describe(self, arguments)
+        if _ignored(self, arguments, written):
+            return original(self, *args, **kwargs)  # Spark writes nothing: nothing to capture
         replay = replaying(self, original, args, kwargs)
         frame = _as_table_names_it(self._df, written.target) if original.__name__ == "insertInto" else self._df
         user_files = _direct(self, original.__name__, arguments, frame)
         return tracer.on_write(frame, written, lambda: original(self, *args, **kwargs), replay, user_files)
 
     return write
+
+
+def _ignored(writer: Any, arguments: dict[str, Any], written: Written) -> bool:
+    """A write in mode ``ignore`` over a path or table that exists: Spark
+    writes nothing, so no row of it may be stored (a later read of the
+    target reads what was there: a source)."""
+    if not isinstance(writer, DataFrameWriter) or written.target is None or written.identity is not None:
+        return False
+    try:
+        if recorded_mode(writer, arguments) != "ignore":
+            return False
+        spark = writer._spark
+        if written.is_table:
+            return bool(spark.catalog.tableExists(written.target))
+        return path_exists(spark, written.target)
+    except Exception as exc:  # py4j: cannot tell; capture the write as any other
+        logger.debug("provplug: cannot tell whether %s exists: %s", written.target, _reason(exc))
+        return False
 
 
 def _direct(writer: Any, terminal: str, arguments: dict[str, Any], frame: DataFrame) -> DirectFiles | None:
