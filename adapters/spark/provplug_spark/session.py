@@ -69,7 +69,7 @@ from .groupjoin import group_jobs
 from .rewrite import PlanRewriter, Rewritten
 from .rowlineage import PairLayout
 from .shared import check_reported, check_shared_store
-from .sources import TableLeaf, copied_rows, parquet_files, parquet_parts
+from .sources import TableLeaf, copied_rows, linked_rows, parquet_files, parquet_parts
 from .workers import check_workers
 from .writer import RESULT_SCHEMA, RUNS, OutputLayout, Target, write_output, write_pairs
 
@@ -156,10 +156,13 @@ class SparkCaptureSession:
         frame = data if isinstance(data, DataFrame) else self.spark.createDataFrame(data)
         columns = self._checked_columns(frame.columns, name)
         table = self.run.new_table(name, "source", columns)
-        files = parquet_parts(parquet_files(frame), columns)
+        linked = linked_rows(self.run, table, frame)  # the version an earlier run wrote: its rows (.sources)
+        files = None if linked is not None else parquet_parts(parquet_files(frame), columns)
         copied = None if files is None else copied_rows(self.run, table.table_id, files)
         positional = copied is not None
-        if copied is not None:  # immutable input files: stored as copies, rows numbered by position
+        if linked is not None:
+            rows, self._runs[table.table_id] = linked
+        elif copied is not None:  # immutable input files: stored as copies, rows numbered by position
             rows = copied
             self._runs[table.table_id] = RowRuns.of([(0, rows)])
         else:
