@@ -52,6 +52,8 @@ class Catalyst:
         self.none = jvm.scala.Option.apply(None)
         self._option = jvm.scala.Option
         self._byte_tag = jvm.scala.reflect.ClassTag.Byte()
+        # InlineCTE(alwaysInline, keepDanglingRelations, isAnalysis): every CTE reference inlined.
+        self._inline_cte = catalyst.optimizer.InlineCTE(True, False, False)
 
     # -- Scala collections -------------------------------------------------------
     def seq(self, items: Sequence[Any]) -> Any:
@@ -119,6 +121,13 @@ class Catalyst:
     def plan(frame: DataFrame) -> Any:
         """A DataFrame's analyzed logical plan."""
         return frame._jdf.queryExecution().analyzed()
+
+    def inlined(self, plan: Any) -> Any:
+        """``plan`` with every CTE reference (``WITH a AS (...)``) replaced by
+        the plan it names, as Spark's optimizer does: a reference then has the
+        provenance of its definition (the same plan, new expression ids per
+        reference). A plan without CTE comes back as it is."""
+        return self._inline_cte.apply(plan)
 
     def with_children(self, node: Any, children: Sequence[Any]) -> Any:
         """``node`` over other child plans, analyzed."""

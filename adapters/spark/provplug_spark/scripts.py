@@ -263,7 +263,7 @@ class WriteTracer:
                     f"cannot link a read of {key.split(':', 1)[1]} to the write that wrote it earlier in the run: {exc}"
                 ) from None
 
-        return jvm.frame(jvm.replace_leaves(jvm.plan(df), stand_in))
+        return jvm.frame(jvm.replace_leaves(jvm.inlined(jvm.plan(df)), stand_in))
 
     def _source(self, session: SparkCaptureSession, leaf: Any, key: str, name: str) -> int:
         # The same files read with other options (a CSV with or without its
