@@ -107,6 +107,11 @@ class WriteTracer:
         self._sources: dict[str, int] = {}  # what a leaf reads -> its source table
         self._written: dict[str, int] = {}  # what a write wrote -> its output table
         self._aliases = naming.Aliases()
+        # The plan standing in for a leaf, by the leaf's output attributes (their
+        # names and expression ids: one relation's), with what the leaf reads. A
+        # script's frames and views keep their leaves' ids from write to write, so
+        # the stand-in is made once (its py4j calls are most of a write's fixed cost).
+        self._stand_ins: dict[str, tuple[str, Any]] = {}
 
     # -- a write ---------------------------------------------------------------
     def on_write(
@@ -158,6 +163,8 @@ class WriteTracer:
         if key is not None:
             with self._lock:
                 self._written[key] = table
+                # A leaf reading what was just written now stands for this write's rows.
+                self._stand_ins = {k: v for k, v in self._stand_ins.items() if v[0] != key}
 
     def _captured(
         self, run: CaptureRun, df: DataFrame, written: Written, user_files: DirectFiles | None = None
@@ -249,10 +256,17 @@ class WriteTracer:
         jvm = session.rewriter.jvm
 
         def stand_in(leaf: Any) -> Any | None:
+            attributes = str(leaf.output().toString())
+            if attributes in self._stand_ins:
+                return self._stand_ins[attributes][1]
             found = Catalyst.relation(leaf) or _driver_rows(jvm, leaf, dataset)
             if found is None:  # literals, or a leaf the rewrite refuses with its own message
                 return None
-            key, name = found
+            plan = made_stand_in(leaf, *found)
+            self._stand_ins[attributes] = (found[0], plan)
+            return plan
+
+        def made_stand_in(leaf: Any, key: str, name: str) -> Any:
             written = self._written.get(key)
             if written is None:
                 return jvm.standing_in(leaf, session.fresh_frame(self._source(session, leaf, key, name)))
