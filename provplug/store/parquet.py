@@ -850,10 +850,10 @@ class RunTransaction:
         if store.local:
             # Not recursive: a missing _staging means the store is being removed (see remove_if_unused).
             os.mkdir(self.staging)
-        else:
-            store.fs.create_dir(self.staging, recursive=True)
         # The owner record stays until the commit's rename: while it is here,
-        # garbage collection can tell whether this writer is alive.
+        # garbage collection can tell whether this writer is alive. On object
+        # stores it is the run folder's first object (no folder marker before
+        # it): a folder there never lacks one before its commit.
         store._write_text_atomic(self.path(OWNER), storefiles.process_record(run_id=self.run_id))
         self.reserved: list[tuple[str, int]] = []
         self.tables: list[TableInfo] = []

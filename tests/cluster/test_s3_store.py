@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_lineage_support import PAPER_TABLES
+from test_lineage_support import PAPER_TABLES  # type: ignore[import-not-found]
 
 from provplug import ids, schema
 from provplug.model import OpInfo, TableInfo
