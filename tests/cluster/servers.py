@@ -168,6 +168,8 @@ def spark_cluster(work: Path, worker_env: dict[str, str]) -> Iterator[SparkClust
         "PYSPARK_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": HOST,
         "SPARK_NO_DAEMONIZE": "1",
+        # What bin/load-spark-env.sh sets: without it the worker's launcher looks for a source build.
+        "SPARK_SCALA_VERSION": "2.13",
     }
     port, ui = free_port(), free_port()
     master_url = f"spark://{HOST}:{port}"

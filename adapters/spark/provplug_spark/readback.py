@@ -86,7 +86,7 @@ class FilePartition(InputPartition):
 
 class StoreRowsReader(DataSourceReader):
     def __init__(self, store_uri: str, folder: str, schema: StructType) -> None:
-        self.store_uri, self.folder, self.columns = store_uri, folder, [f.name for f in schema.fields]
+        self.store_uri, self.folder, self.schema = store_uri, folder, schema
 
     def partitions(self) -> list[InputPartition]:
         files = _parquet_files(_filesystem(self.store_uri), self.folder)
@@ -94,8 +94,12 @@ class StoreRowsReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, FilePartition)
-        table = pq.read_table(partition.path, columns=self.columns, filesystem=_filesystem(self.store_uri))
-        yield from table.to_batches()
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        wanted = to_arrow_schema(self.schema)
+        table = pq.read_table(partition.path, columns=wanted.names, filesystem=_filesystem(self.store_uri))
+        # Spark takes the batches only in exactly its schema: nullable fields, no view types.
+        yield from table.cast(wanted).to_batches()
 
 
 def _filesystem(store_uri: str) -> pafs.FileSystem:
@@ -114,3 +118,18 @@ def _parquet_files(fs: pafs.FileSystem, folder: str) -> list[str]:
         and i.path.endswith(".parquet")
         and not any(p.startswith(("_", ".")) for p in posixpath.relpath(i.path, folder).split("/"))
     )
+
+
+def read_back_paths(leaf: Any) -> list[str] | None:
+    """The folder a plan leaf reads when it is a read-back through
+    :class:`StoreRowsSource` (a ``DataSourceV2Relation`` with its options),
+    as a file relation's root paths name it; None for any other leaf. The
+    plan walkers that find the run's tables by their root paths ask this too."""
+    if leaf.nodeName() != "DataSourceV2Relation":
+        return None
+    try:
+        options = leaf.options()
+        ours = options.containsKey("store") and options.containsKey("path")
+        return [str(options.get("path"))] if ours else None
+    except Exception:  # py4j: a relation of another source, without these options
+        return None
