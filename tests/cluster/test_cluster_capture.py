@@ -69,12 +69,7 @@ def test_people_on_the_cluster_to_s3_answers_as_local(
     local = str(tmp_path / "people.prov")
     capture_people(spark, local)
     remote = s3_env.uri("people-cluster")
-    driver = subprocess.run(
-        [sys.executable, str(HERE / "people_driver.py"), cluster.master, remote],
-        env={**s3_env.env(), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-    )
+    driver = _drive(cluster, s3_env, remote)
     assert driver.returncode == 0, driver.stderr[-3000:]
     expected = _answers(cli, local)
     assert json.loads(cli("stats", local, "--json").out)["triples"] == 15
@@ -83,3 +78,24 @@ def test_people_on_the_cluster_to_s3_answers_as_local(
     assert cli("delete-run", remote, "1", "--quiet").code == 0
     assert json.loads(cli("runs", remote, "--json").out) == []
     assert cli("gc", remote, "--now", "--quiet").code == 0
+
+
+def _drive(cluster: SparkCluster, s3: S3Server, store: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """people_driver.py on the cluster, as a driver process of its own."""
+    return subprocess.run(
+        [sys.executable, str(HERE / "people_driver.py"), cluster.master, store, *options],
+        env={**s3.env(), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.mark.cluster
+def test_a_local_path_store_on_the_cluster_is_refused_before_the_pipeline_runs(
+    cluster: SparkCluster, s3: S3Server, tmp_path: Path
+) -> None:
+    store = tmp_path / "people.prov"
+    driver = _drive(cluster, s3, str(store))
+    assert driver.returncode != 0
+    assert "spark.provplug.sharedStore=true" in driver.stderr and cluster.master in driver.stderr, driver.stderr[-2000:]
+    assert not store.exists() or not any((store / "runs").iterdir())
