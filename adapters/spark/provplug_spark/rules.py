@@ -165,6 +165,8 @@ def check_expressions(names: frozenset[str], node_name: str = "") -> None:
     for expr_name, operation in UNSUPPORTED_EXPRESSIONS.items():
         if expr_name == "LateralSubquery" and node_name == "LateralJoin":
             continue
+        if expr_name == "ScalarSubquery" and node_name == "Filter":
+            continue  # part of a predicate: it decides which rows pass, as IN and EXISTS do (``copy``)
         if expr_name in names:
             raise CaptureError(f"cannot capture {operation} (expression {expr_name}) exactly")
 
@@ -252,7 +254,7 @@ def copy(node: Any, children: list[Node], ctx: Context) -> Node:
         ctx.state.decide(ctx.jvm.references(node.condition()), "a filter")
         if not node.condition().deterministic():
             facts.opaque("a nondeterministic filter")
-        if ctx.expressions & SUBQUERY_EXPRESSIONS:
+        if ctx.expressions & (SUBQUERY_EXPRESSIONS | {"ScalarSubquery"}):
             facts.opaque("a filter with a subquery")
     elif (opaque := NODE_KINDS[name].opaque) is not None:
         facts.opaque(opaque)

@@ -65,8 +65,9 @@ from provplug.model import StepInfo
 from provplug.plugin.protocols import CaptureRun
 
 from . import naming
-from ._jvm import Catalyst, PendingFrame, path_key
-from .replay import V2_TABLE, Written, recording_replacements, replaying
+from ._jvm import Catalyst, PendingFrame, path_exists, path_key
+from .direct import DirectFiles, direct_files
+from .replay import V2_TABLE, Written, recorded_mode, recording_replacements, replaying
 from .session import SparkCaptureSession
 from .sqlwrites import sql_statements
 
@@ -114,27 +115,36 @@ class WriteTracer:
         written: Written,
         write: Callable[[], Any],
         replay: Callable[[DataFrame], Any] | None,
+        user_files: DirectFiles | None = None,
     ) -> Any:
         """Capture the write of ``df`` as a step, then ``replay`` the user's
-        write on its stored rows; when it cannot be captured (or ``replay``
-        is None: the writer's configuration is unknown), ``write()`` as the
-        user asked and record an uncaptured write."""
+        write on its stored rows (or, with ``user_files``, let the step's
+        writer job write the user's files itself: :mod:`.direct`); when it
+        cannot be captured (or ``replay`` is None: the writer's
+        configuration is unknown), ``write()`` as the user asked and record
+        an uncaptured write."""
         with self._lock:
             run = self._start_run(df.sparkSession)
             if replay is None:
                 self.uncaptured(run, written.dataset, "its writer was made before provplug intercepted writes")
                 return write()
-            table = self._captured(run, df, written)
+            table = self._captured(run, df, written, user_files)
         if table is None:
             return write()
         try:
-            stored = self._stored(table)  # waits for the step's writer job; raises its error
+            # Both wait for the step's writer job and raise its error.
+            stored = None if self._wrote_directly(table) else self._stored(table)
         except Exception as exc:
             with self._lock:
                 self._not_captured(run, written.dataset, exc, {table}, after=table)
             return write()
-        result = replay(stored)  # the user's write itself: its errors are the user's
-        self._remember(stored.sparkSession, written, table)
+        if stored is None:
+            # Spark refreshes what it cached of a path it wrote; so does the direct write.
+            df.sparkSession.catalog.refreshByPath(str(written.target))
+            result = None  # what parquet() and save() return
+        else:
+            result = replay(stored)  # the user's write itself: its errors are the user's
+        self._remember(df.sparkSession, written, table)
         return result
 
     def _remember(self, spark: SparkSession, written: Written, table: int) -> None:
@@ -149,7 +159,9 @@ class WriteTracer:
             with self._lock:
                 self._written[key] = table
 
-    def _captured(self, run: CaptureRun, df: DataFrame, written: Written) -> int | None:
+    def _captured(
+        self, run: CaptureRun, df: DataFrame, written: Written, user_files: DirectFiles | None = None
+    ) -> int | None:
         """The table the step capturing the write stores its rows into (its
         writer job running), or None when it cannot be captured."""
         session = self._session or (run.session if isinstance(run.session, SparkCaptureSession) else None)
@@ -159,6 +171,8 @@ class WriteTracer:
             name = self._name(session, written)
             traced = self._traced(session, df, name)
             step = StepInfo(f"write:{name}", (), (name,), {"dataset": written.dataset})
+            if user_files is not None:
+                session.write_directly(step.name, user_files)
             output = run.call_step(step, _as_written, (traced,), {})
         except Exception as exc:
             # The sources stored on the way stay (a later write may read them); the rest goes.
@@ -179,6 +193,10 @@ class WriteTracer:
     def _stored(self, table: int) -> DataFrame:
         assert self._session is not None
         return self._session.fresh_frame(table)
+
+    def _wrote_directly(self, table: int) -> bool:
+        assert self._session is not None
+        return self._session.wrote_directly(table)
 
     def _not_captured(
         self, run: CaptureRun, dataset: str, error: Exception, tables: Collection[int], after: int
@@ -245,7 +263,7 @@ class WriteTracer:
                     f"cannot link a read of {key.split(':', 1)[1]} to the write that wrote it earlier in the run: {exc}"
                 ) from None
 
-        return jvm.frame(jvm.replace_leaves(jvm.plan(df), stand_in))
+        return jvm.frame(jvm.replace_leaves(jvm.inlined(jvm.plan(df)), stand_in))
 
     def _source(self, session: SparkCaptureSession, leaf: Any, key: str, name: str) -> int:
         # The same files read with other options (a CSV with or without its
@@ -334,12 +352,44 @@ def _writing(
 
     @functools.wraps(original)
     def write(self: Any, *args: Any, **kwargs: Any) -> Any:
-        written = describe(self, signature.bind(self, *args, **kwargs).arguments)
+        arguments = signature.bind(self, *args, **kwargs).arguments
+        written = describe(self, arguments)
+        if _ignored(self, arguments, written):
+            return original(self, *args, **kwargs)  # Spark writes nothing: nothing to capture
         replay = replaying(self, original, args, kwargs)
         frame = _as_table_names_it(self._df, written.target) if original.__name__ == "insertInto" else self._df
-        return tracer.on_write(frame, written, lambda: original(self, *args, **kwargs), replay)
+        user_files = _direct(self, original.__name__, arguments, frame)
+        return tracer.on_write(frame, written, lambda: original(self, *args, **kwargs), replay, user_files)
 
     return write
+
+
+def _ignored(writer: Any, arguments: dict[str, Any], written: Written) -> bool:
+    """A write in mode ``ignore`` over a path or table that exists: Spark
+    writes nothing, so no row of it may be stored (a later read of the
+    target reads what was there: a source)."""
+    if not isinstance(writer, DataFrameWriter) or written.target is None or written.identity is not None:
+        return False
+    try:
+        if recorded_mode(writer, arguments) != "ignore":
+            return False
+        spark = writer._spark
+        if written.is_table:
+            return bool(spark.catalog.tableExists(written.target))
+        return path_exists(spark, written.target)
+    except Exception as exc:  # py4j: cannot tell; capture the write as any other
+        logger.debug("provplug: cannot tell whether %s exists: %s", written.target, _reason(exc))
+        return False
+
+
+def _direct(writer: Any, terminal: str, arguments: dict[str, Any], frame: DataFrame) -> DirectFiles | None:
+    """The user's files the step's writer job may write itself; None, so
+    that Spark writes them, when that cannot even be decided."""
+    try:
+        return direct_files(writer, terminal, arguments, frame)
+    except Exception as exc:  # py4j, or an unusual argument: Spark's own write is always right
+        logger.debug("provplug: the write is replayed by Spark: %s", _reason(exc))
+        return None
 
 
 def _as_table_names_it(frame: DataFrame, table: str | None) -> DataFrame:

@@ -61,15 +61,16 @@ from provplug.location import LocationEdge, Rates, RowRuns, declared_rates
 from provplug.model import COARSE_REASON, OpInfo, StepInfo, TableInfo, TableOrigin
 from provplug.plugin.protocols import RunRecorder
 
-from . import aligned, declared
+from . import aligned, declared, direct
 from ._jvm import PendingFrame
 from .coarse import coarse_edges, coarse_inputs, every_column
+from .direct import DirectFiles
 from .groupjoin import group_jobs
 from .readback import read_parquet
 from .rewrite import PlanRewriter, Rewritten
 from .rowlineage import PairLayout
 from .shared import check_reported, check_shared_store
-from .sources import TableLeaf, copied_rows, parquet_files, parquet_parts
+from .sources import TableLeaf, copied_rows, linked_rows, parquet_files, parquet_parts
 from .workers import check_workers
 from .writer import RESULT_SCHEMA, RUNS, OutputLayout, Target, write_output, write_pairs
 
@@ -137,6 +138,10 @@ class SparkCaptureSession:
         self._ended = False
         self._committed_rows = False  # set as the run ends: whether its committed run will hold the rows
         self._lock = threading.RLock()
+        # The user's files a step's writer job writes itself (:mod:`.direct`), by step name, and the
+        # tables whose job did.
+        self._direct: dict[str, DirectFiles] = {}
+        self._wrote_directly: set[int] = set()
         # Row-aligned outputs stored as location edges (:mod:`.aligned`).
         self.location_lineage = aligned.enabled(spark, run.location_lineage)
         self._runs: dict[int, RowRuns] = {}  # table id -> its row numbers, once written
@@ -152,10 +157,13 @@ class SparkCaptureSession:
         frame = data if isinstance(data, DataFrame) else self.spark.createDataFrame(data)
         columns = self._checked_columns(frame.columns, name)
         table = self.run.new_table(name, "source", columns)
-        files = parquet_parts(parquet_files(frame), columns)
+        linked = linked_rows(self.run, table, frame)  # the version an earlier run wrote: its rows (.sources)
+        files = None if linked is not None else parquet_parts(parquet_files(frame), columns)
         copied = None if files is None else copied_rows(self.run, table.table_id, files)
         positional = copied is not None
-        if copied is not None:  # immutable input files: stored as copies, rows numbered by position
+        if linked is not None:
+            rows, self._runs[table.table_id] = linked
+        elif copied is not None:  # immutable input files: stored as copies, rows numbered by position
             rows = copied
             self._runs[table.table_id] = RowRuns.of([(0, rows)])
         else:
@@ -216,11 +224,18 @@ class SparkCaptureSession:
         return rows.select(*[_quoted(c) for c in table.columns])
 
     def _write(
-        self, frame: DataFrame, layout: OutputLayout, table_id: int, op_id: int, keys: bool = False
+        self,
+        frame: DataFrame,
+        layout: OutputLayout,
+        table_id: int,
+        op_id: int,
+        keys: bool = False,
+        user_files: DirectFiles | None = None,
     ) -> tuple[int, int, list[tuple[int, int]]]:
         """Write ``frame`` as the rows (and per-row triples and row-lineage
-        records) of ``table_id`` in one Spark job; return (rows, triples, the
-        runs of row numbers a row-aligned output's tasks used)."""
+        records) of ``table_id`` in one Spark job, and with ``user_files``
+        the user's own files; return (rows, triples, the runs of row numbers
+        a row-aligned output's tasks used)."""
         target = Target(
             table_id,
             op_id,
@@ -228,11 +243,17 @@ class SparkCaptureSession:
             self.run.triples_destination(),
             self.run.scratch_destination(KEYS_DIR, str(table_id)) if keys else None,
             self.run.row_lineage_destination() if layout.members is not None else None,
+            direct=None if user_files is None else direct.prepare(user_files),
         )
         runs: list[tuple[int, int]] = []
-        written = self._run_writer(
-            frame.mapInArrow(functools.partial(write_output, target, layout), RESULT_SCHEMA), target, runs
-        )
+        try:
+            written = self._run_writer(
+                frame.mapInArrow(functools.partial(write_output, target, layout), RESULT_SCHEMA), target, runs
+            )
+        except BaseException:
+            if target.direct is not None:
+                direct.abandon(target.direct)  # the user's own write follows: nothing of this one stays
+            raise
         return written.get("rows", 0), written.get("triples", 0), runs
 
     def _run_writer(self, job: DataFrame, target: Target, runs: list[tuple[int, int]] | None = None) -> dict[str, int]:
@@ -246,7 +267,7 @@ class SparkCaptureSession:
                     runs.append((int(r["path"]), r["rows"]))
                 continue
             counts[r["dataset"]] = counts.get(r["dataset"], 0) + r["rows"]
-        kept = {r["path"]: r["rows"] for r in results if r["dataset"] != RUNS}
+        kept = {r["path"]: r["rows"] for r in results if r["dataset"] not in (RUNS, direct.DIRECT)}
         found: set[str] = set()
         for destination in (target.rows, target.triples, target.keys, target.lineage):
             if destination is not None:
@@ -256,6 +277,9 @@ class SparkCaptureSession:
         except LostFilesError as lost:  # never abandoned like a failed step: the run must fail
             self.lost = self.lost or lost
             raise
+        if target.direct is not None:
+            direct.finish(target.direct, [r["path"] for r in results if r["dataset"] == direct.DIRECT])
+            self._wrote_directly.add(target.table_id)
         return counts
 
     # -- steps -----------------------------------------------------------------
@@ -272,8 +296,18 @@ class SparkCaptureSession:
             self.run.record_uncaptured_write(", ".join(step.outputs), f"step {step.name}: {reason}")
             return result
 
+    def write_directly(self, step: str, user_files: DirectFiles) -> None:
+        """Let the writer job of ``step`` (one output) write ``user_files`` too (:mod:`.direct`)."""
+        self._direct[step] = user_files
+
+    def wrote_directly(self, table_id: int) -> bool:
+        """Whether the (finished) writer job of ``table_id`` wrote the user's files itself."""
+        self._handed[table_id].current()  # waits for the job
+        return table_id in self._wrote_directly
+
     def _captured_step(self, step: StepInfo, result: Any, started: dt.datetime) -> Any:
         """Capture the step that returned ``result``; the DataFrames downstream steps read."""
+        user_files = self._direct.pop(step.name, None) if len(step.outputs) == 1 else None
         outputs = self._outputs(step, result)
         op_id = self.run.new_op_id()
         # Every output rewritten, and everything that may fail computed, before
@@ -287,7 +321,7 @@ class SparkCaptureSession:
             why = (
                 str(refused) if isinstance(refused, CaptureError) else f"internal: {type(refused).__name__}: {refused}"
             )
-            return self._coarse_step(step, outputs, op_id, started, why)
+            return self._coarse_step(step, outputs, op_id, started, why, user_files=user_files)
         tables = [
             self.run.new_table(name, "output", self._checked_columns(frame.columns, name))
             for name, frame in zip(step.outputs, outputs, strict=True)
@@ -304,7 +338,9 @@ class SparkCaptureSession:
         for frame, rewritten, table, location in zip(outputs, rewrites, tables, locations, strict=True):
             # Registered now: a downstream rewrite can only meet this table once its rows are written.
             self._register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
-            jobs.append(self.steps.submit(self._materialise, table, rewritten, op_id, frame, location, step.name))
+            jobs.append(
+                self.steps.submit(self._materialise, table, rewritten, op_id, frame, location, step.name, user_files)
+            )
             self._handed[table.table_id] = _Handed(
                 frame,
                 functools.partial(_frame_of, jobs[-1]),
@@ -346,6 +382,7 @@ class SparkCaptureSession:
         started: dt.datetime,
         reason: str,
         every: Mapping[int, tuple[str, ...]] | None = None,
+        user_files: DirectFiles | None = None,
     ) -> Any:
         """A step whose rows cannot be traced exactly: its outputs are stored
         as usual (numbered rows, read back downstream), with no triple; one
@@ -365,7 +402,7 @@ class SparkCaptureSession:
                 self.run.record_coarse_edge(edge)
                 inputs.add(edge.src_table)
             self._register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
-            jobs.append(self.steps.submit(self._materialise_coarse, table, op_id, frame, step.name))
+            jobs.append(self.steps.submit(self._materialise_coarse, table, op_id, frame, step.name, user_files))
             self._handed[table.table_id] = _Handed(
                 frame,
                 functools.partial(_frame_of, jobs[-1]),
@@ -388,10 +425,13 @@ class SparkCaptureSession:
         self.rewriter.register(leaf)
         self._stored[leaf.table_id] = leaf.columns
 
-    def _materialise_coarse(self, table: TableInfo, op_id: int, frame: DataFrame, step: str) -> _Written:
+    def _materialise_coarse(
+        self, table: TableInfo, op_id: int, frame: DataFrame, step: str, user_files: DirectFiles | None = None
+    ) -> _Written:
         """Write a coarse step's output rows once (numbered, no triple)."""
         layout = OutputLayout(tuple(table.columns), (), ())
-        rows, _, runs = self._write(frame.select(*[_quoted(c) for c in table.columns]), layout, table.table_id, op_id)
+        selected = frame.select(*[_quoted(c) for c in table.columns])
+        rows, _, runs = self._write(selected, layout, table.table_id, op_id, user_files=user_files)
         self._runs[table.table_id] = RowRuns.of(sorted(runs))
         logger.info("coarse step %s wrote %s: %s rows", step, table.name, f"{rows:,}")
         return _Written(self._counted(table, "output", rows), self._read_back(table, frame.schema), 0, _now(), None)
@@ -430,6 +470,7 @@ class SparkCaptureSession:
         frame: DataFrame,
         location: aligned.Aligned | tuple[int, Rates] | None = None,
         step: str = "",
+        user_files: DirectFiles | None = None,
     ) -> _Written:
         """Write the output once (rows, row numbers, per-row triples and the
         markers of group joins); start writing the group joins' triples. A
@@ -444,7 +485,9 @@ class SparkCaptureSession:
             layout = OutputLayout(tuple(table.columns), (), kept, rewritten.members, numbered_by=row_aligned.rows)
         else:
             layout = OutputLayout(tuple(table.columns), tuple(rewritten.cells), kept, rewritten.members)
-        rows, triples, runs = self._write(rewritten.frame, layout, table.table_id, op_id, keys=deferred)
+        rows, triples, runs = self._write(
+            rewritten.frame, layout, table.table_id, op_id, keys=deferred, user_files=user_files
+        )
         edge = None
         if row_aligned is not None:
             source = self._runs.get(row_aligned.input)

@@ -15,6 +15,9 @@ directory:
 * the run's scratch directory ``keys/<table>/`` — row numbers beside the
   hidden group-join columns (and the rows' flat member columns), when an
   aggregate's provenance is deferred to a group join.
+* the user's own Parquet files, for a plain local Parquet write
+  (:mod:`.direct`): the same batches' data columns, into the target's
+  staging folder.
 
 The directories are :class:`~provplug.plugin.writers.Destination` objects the run
 hands out (strings only: they pickle into the tasks, which open the store's
@@ -47,6 +50,7 @@ from provplug import ids, schema
 from provplug.errors import CaptureError
 from provplug.plugin.writers import Destination, PartWriter, RowLineageWriter, RowsWriter, TripleWriter, WrittenFile
 
+from .direct import DIRECT, DirectFiles, task_writer
 from .rowlineage import MemberLayout, PairLayout, Slot
 from .terms import Term
 
@@ -81,6 +85,7 @@ class Target:
     keys: Destination | None = None  # row numbers beside hidden group-join columns
     lineage: Destination | None = None  # row-lineage records
     job: str = "rows"  # one writer job per (output, job): their files never share a prefix
+    direct: DirectFiles | None = None  # the user's Parquet files, written from the same batches (:mod:`.direct`)
 
     @property
     def prefix(self) -> str:
@@ -225,6 +230,7 @@ def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.Reco
         if target.lineage is not None and layout.members
         else None
     )
+    direct_file = task_writer(target.direct, partition, attempt) if target.direct is not None else None
     count = 0
     runs: list[tuple[int, int]] = []
     for batch in batches:
@@ -240,7 +246,10 @@ def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.Reco
             if batch.num_rows:  # consecutive numbers: one run, continued batch after batch
                 _add_run(runs, int(rows[0]), batch.num_rows)
         count += batch.num_rows
-        rows_file.write(pa.Table.from_arrays([batch.column(c) for c in layout.data], names=list(layout.data)), rows)
+        data = pa.Table.from_arrays([batch.column(c) for c in layout.data], names=list(layout.data))
+        rows_file.write(data, rows)
+        if direct_file is not None:
+            direct_file.write(data)
         src, dst = cell_pairs(batch, rows, layout.cells, target.table_id)
         triples_file.write(src, dst, target.op_id, dst_table=target.table_id)
         if lineage_file is not None and layout.members is not None:
@@ -257,6 +266,7 @@ def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.Reco
         + triples_file.close()
         + (keys_file.close() if keys_file else [])
         + (lineage_file.close() if lineage_file else [])
+        + ([WrittenFile(DIRECT, path, n) for path, n in direct_file.close()] if direct_file else [])
     )
     yield _result(written, runs)
 
