@@ -20,12 +20,16 @@ import posixpath
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
+
+from provplug import schema
+from provplug.errors import CaptureError
 
 FORMAT = "provplug_store_rows"
 
@@ -97,9 +101,23 @@ class StoreRowsReader(DataSourceReader):
         from pyspark.sql.pandas.types import to_arrow_schema
 
         wanted = to_arrow_schema(self.schema)
-        table = pq.read_table(partition.path, columns=wanted.names, filesystem=_filesystem(self.store_uri))
+        fs = _filesystem(self.store_uri)
+        stored = pq.read_schema(partition.path, filesystem=fs).names
+        table = pq.read_table(partition.path, columns=[n for n in wanted.names if n in stored], filesystem=fs)
+        if schema.ROW_COLUMN in wanted.names and schema.ROW_COLUMN not in stored:
+            table = _numbered(table, partition.path)
         # Spark takes the batches only in exactly its schema: nullable fields, no view types.
-        yield from table.cast(wanted).to_batches()
+        yield from table.select(wanted.names).cast(wanted).to_batches()
+
+
+def _numbered(table: pa.Table, path: str) -> pa.Table:
+    """A positional copy's rows with their row numbers: the offset in the
+    file's name plus the position (what a file relation's ``_metadata`` gives
+    Spark's own reader, which a Python Data Source has not)."""
+    offset = schema.positional_offset(path)
+    if offset is None:
+        raise CaptureError(f"{path} has no {schema.ROW_COLUMN} column and is not a positional copy")
+    return table.append_column(schema.ROW_COLUMN, pa.array(np.arange(offset, offset + table.num_rows), pa.int64()))
 
 
 def _filesystem(store_uri: str) -> pafs.FileSystem:

@@ -66,7 +66,7 @@ from ._jvm import PendingFrame
 from .coarse import coarse_edges, coarse_inputs, every_column
 from .direct import DirectFiles
 from .groupjoin import group_jobs
-from .readback import read_parquet
+from .readback import jvm_reaches, read_parquet
 from .rewrite import PlanRewriter, Rewritten
 from .rowlineage import PairLayout
 from .shared import check_reported, check_shared_store
@@ -217,8 +217,9 @@ class SparkCaptureSession:
         path = self._rows_path(table.table_id)
         # An explicit schema: no footer read to infer it.
         fields = [data_schema[c] for c in table.columns]
-        if positional:  # exactly the table's columns: no projection for the rewrite to walk
+        if positional and jvm_reaches(self.spark, path):  # exactly the table's columns: no projection to walk
             return read_parquet(self.spark, self.run.store_uri, path, StructType(fields))
+        # (Read back through the Python Data Source, a positional copy's rows come with their numbers.)
         fields.append(StructField(schema.ROW_COLUMN, LongType()))
         rows = read_parquet(self.spark, self.run.store_uri, path, StructType(fields))
         return rows.select(*[_quoted(c) for c in table.columns])
