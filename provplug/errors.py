@@ -107,3 +107,8 @@ class LostFilesError(CaptureError):
     """Files Spark's tasks reported writing into the store are not there (or
     hold other counts): the executors do not share the store's storage. The
     run fails and commits nothing, whatever the capture mode."""
+
+
+class VersionInUseError(StoreError):
+    """A run cannot be deleted: another run's lineage reads a dataset
+    version it wrote (``--force`` deletes it; answers then mark the version missing)."""

@@ -18,7 +18,8 @@ ratio of the medians and each round's ratio, the triples it stored and
 whether it was captured cell by cell or as a coarse step. Over all queries:
 the geometric mean of the ratios. Two fixed costs: *per step*, the captured
 minus the plain time of a write of the 25-row ``nation`` table (a step with
-next to no data); *per run*, the captured block's wall time minus the sum of
+next to no data), made as the run's last step (the same write as its first
+step also starts the run); *per run*, the captured block's wall time minus the sum of
 its writes (run start, commit).
 
 ``--profile QUERY FILE`` instead writes a cProfile of one captured write of
@@ -50,6 +51,7 @@ HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
 TINY = "tiny_nation"  # the step that measures the fixed cost per step
 TINY_SQL = "select * from nation"
+FIRST = "first_nation"  # the run's first step: it also pays for starting the run
 
 
 def workload(spark: Any, files: dict[str, Path], sql: dict[str, str], out: Path) -> dict[str, float]:
@@ -57,7 +59,7 @@ def workload(spark: Any, files: dict[str, Path], sql: dict[str, str], out: Path)
     for name, path in files.items():
         spark.read.parquet(str(path)).createOrReplaceTempView(name)
     seconds = {}
-    for name, text in {TINY: TINY_SQL, **sql}.items():
+    for name, text in {FIRST: TINY_SQL, **sql, TINY: TINY_SQL}.items():
         start = time.perf_counter()
         spark.sql(text).write.mode("overwrite").parquet(str(out / name))
         seconds[name] = time.perf_counter() - start
@@ -115,7 +117,7 @@ def measure(
 
 def report(figures: dict[str, Any], scale: float, rounds: int) -> str:
     plain, captured, kinds = figures["plain"], figures["captured"], figures["kinds"]
-    names = [n for n in plain if n != TINY]
+    names = [n for n in plain if n not in (TINY, FIRST)]
     lines = [
         f"# TPC-H capture overhead: 22 queries, one step each (SF {scale:g})",
         "",
@@ -140,10 +142,12 @@ def report(figures: dict[str, Any], scale: float, rounds: int) -> str:
         "",
         f"**Geometric mean of the ratios: {geomean:.2f}x** over {len(ratios)} queries.",
         "",
-        f"- Fixed cost per step: {step:.2f} s (captured minus plain write of the 25-row nation table; "
+        f"- Fixed cost per step: {step:.2f} s (captured minus plain write of the 25-row nation table, the run's "
+        "last step; "
         f"plain {statistics.median(plain[TINY]):.2f} s, captured {statistics.median(captured[TINY]):.2f} s).",
         f"- Fixed cost per run: {statistics.median(figures['per_run']):.2f} s (the captured block's wall time "
-        "minus its writes: run start and commit).",
+        "minus its writes: run start and commit; the run's first step, the same nation write, "
+        f"took {statistics.median(captured[FIRST]):.2f} s captured).",
         f"- Coarse steps: {sum(1 for n in names if kinds.get(n, ('',))[0] == 'coarse')} of {len(names)}.",
     ]
     return "\n".join(lines) + "\n"

@@ -29,22 +29,30 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--older-than", type=float, metavar="DAYS", help="first delete the runs committed more than DAYS days ago"
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="delete the runs the rules let go even when a kept run read a dataset one wrote "
+        "(its answers then mark the version missing)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_gc)
 
 
 def _cmd_gc(args: argparse.Namespace) -> int:
+    from provplug.cli.delete_run import orphaned_lines
     from provplug.explore.manage import collect_garbage
     from provplug.explore.retention import retire
 
     store = opened(args.store)
-    runs = retire(store, args.keep_last, args.older_than, dry_run=args.dry_run)
+    runs = retire(store, args.keep_last, args.older_than, dry_run=args.dry_run, force=args.force)
     garbage = collect_garbage(store, dry_run=args.dry_run, now=args.now)
     verb = "would remove" if args.dry_run else "removed"
     lines = [
         f"{'would delete' if args.dry_run else 'deleted'} run {r['number']} ({r['run_id']}, committed {r['committed']})"
         for r in runs
     ]
+    lines += [line for r in runs for line in orphaned_lines(r.get("orphaned", []))]
     if any(r.get("index_stale") for r in runs):
         lines.append(
             f"the index still holds deleted runs' triples: queries refuse it until `provplug index {args.store}`"

@@ -16,14 +16,15 @@ and the index stays current; otherwise queries refuse it until ``provplug index`
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypedDict
 
-from provplug.errors import ProvplugError, StoreError
+from provplug.errors import ProvplugError, StoreError, VersionInUseError
 from provplug.index import generation, incremental
 from provplug.plugin.protocols import Store
+from provplug.store import versions
 from provplug.store.parquet import Garbage
-from provplug.store.runs import select_run
+from provplug.store.runs import Manifest, describe_run, numbered, run_summary, select_run
 
 
 class DeletedRun(TypedDict):
@@ -33,6 +34,9 @@ class DeletedRun(TypedDict):
     counts: dict[str, int]
     bytes: int
     index_stale: bool
+    # Runs whose lineage read a dataset version the deleted run wrote (--force):
+    # their answers now mark that version missing.
+    orphaned: list[dict[str, Any]]
 
 
 class GcReport(TypedDict):
@@ -42,20 +46,66 @@ class GcReport(TypedDict):
     skipped: list[str]
 
 
-def delete_run(store: Store, run: str, before_removal: Callable[[], None] | None = None) -> DeletedRun:
-    """Delete run ``run`` (an id or a unique prefix) from ``store``."""
-    chosen = select_run(store.runs(), run)
-    indexed = chosen["run_id"] in _indexed_runs(store)
+def delete_run(
+    store: Store, run: str, before_removal: Callable[[], None] | None = None, force: bool = False
+) -> DeletedRun:
+    """Delete run ``run`` (an id or a unique prefix) from ``store``. A run
+    whose written datasets another run read (:mod:`provplug.store.versions`)
+    is kept with a :class:`VersionInUseError` naming the reading run, unless
+    ``force``: the readers then record the version as missing first."""
+    manifests = numbered(store.runs())
+    chosen = select_run(manifests, run)
+    readers = check_readers(store, manifests, [chosen], force)
+    indexed = _indexed_runs(store)
+    orphaned = _orphan(store, manifests, chosen, readers)
     done = store.delete_run(chosen["run_id"], before_removal)
-    followed = indexed and incremental.update_after_delete(store)
+    # An indexed reader's link to the deleted cells is in the index: it is not
+    # followed incrementally, so queries refuse the index until a rebuild drops the link.
+    linked = any(r in indexed for r in readers)
+    followed = chosen["run_id"] in indexed and not linked and incremental.update_after_delete(store)
     return DeletedRun(
         run_id=done["run_id"],
         kind=str(done.get("kind", "?")),
         committed=done["committed"],
         counts={k: int(v) for k, v in done["counts"].items()},
         bytes=int(done["bytes"]),
-        index_stale=indexed and not followed,
+        index_stale=(chosen["run_id"] in indexed and not followed) or linked,
+        orphaned=orphaned,
     )
+
+
+def check_readers(
+    store: Store, manifests: Sequence[Manifest], deleted: Sequence[Manifest], force: bool
+) -> dict[str, list[versions.LinkedRead]]:
+    """The runs (not among ``deleted``) that read a dataset version one of
+    ``deleted`` wrote, with those reads; a :class:`VersionInUseError` naming
+    the first such reading run unless ``force``."""
+    gone = {m["run_id"] for m in deleted}
+    readers: dict[str, list[versions.LinkedRead]] = {}
+    for reader, read in versions.readers_of(store, gone):
+        readers.setdefault(reader, []).append(read)
+    if readers and not force:
+        reader, reads = next(iter(readers.items()))
+        by_id = {m["run_id"]: m for m in manifests}
+        raise VersionInUseError(
+            f"{describe_run(by_id[reads[0].run_id])} wrote {reads[0].dataset}, which {describe_run(by_id[reader])} "
+            "read: its lineage goes through that version; --force deletes it anyway (answers then mark it missing)"
+        )
+    return readers
+
+
+def _orphan(
+    store: Store, manifests: Sequence[Manifest], deleted: Manifest, readers: dict[str, list[versions.LinkedRead]]
+) -> list[dict[str, Any]]:
+    """Before ``deleted`` goes: each reader records the versions it read from
+    it as missing (and stops linking to them); what each reader read."""
+    about = {k: v for k, v in run_summary(deleted).items() if k != "id"}
+    by_id = {m["run_id"]: m for m in manifests}
+    orphaned = []
+    for reader, reads in readers.items():
+        versions.mark_missing(store, reader, deleted["run_id"], about)
+        orphaned += [{"run": run_summary(by_id[reader]), "dataset": r.dataset} for r in reads]
+    return orphaned
 
 
 def _indexed_runs(store: Store) -> list[str]:

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from provplug.errors import RetentionError
-from provplug.explore.manage import DeletedRun, delete_run
+from provplug.explore.manage import DeletedRun, check_readers, delete_run
 from provplug.model import utc_now
 from provplug.plugin.protocols import Store
 from provplug.store.runs import Manifest, numbered
@@ -43,20 +43,29 @@ def _committed(manifest: Manifest) -> datetime:
 
 
 def retire(
-    store: Store, keep_last: int | None = None, older_than_days: float | None = None, dry_run: bool = False
+    store: Store,
+    keep_last: int | None = None,
+    older_than_days: float | None = None,
+    dry_run: bool = False,
+    force: bool = False,
 ) -> list[dict[str, Any]]:
-    """Delete (unless ``dry_run``) the runs the rules let go; what each was."""
-    chosen = retired_runs(store.runs(), keep_last, older_than_days)
+    """Delete (unless ``dry_run``) the runs the rules let go; what each was.
+    A run whose written datasets a kept run read stops it all with a
+    :class:`~provplug.errors.VersionInUseError` naming that run, unless ``force``."""
+    manifests = store.runs()
+    chosen = retired_runs(manifests, keep_last, older_than_days)
+    check_readers(store, numbered(manifests), chosen, force)
     if dry_run:
         return [
             {"run_id": m["run_id"], "number": m["number"], "committed": m["committed"], "deleted": False}
             for m in chosen
         ]
+    # Reads among the retired runs go with them; reads by kept runs were checked above.
     return [_deleted(store, m) for m in chosen]
 
 
 def _deleted(store: Store, manifest: Manifest) -> dict[str, Any]:
-    done: DeletedRun = delete_run(store, str(manifest["run_id"]))
+    done: DeletedRun = delete_run(store, str(manifest["run_id"]), force=True)
     return {
         "run_id": done["run_id"],
         "number": manifest["number"],
@@ -64,4 +73,5 @@ def _deleted(store: Store, manifest: Manifest) -> dict[str, Any]:
         "deleted": True,
         "bytes": done["bytes"],
         "index_stale": done["index_stale"],
+        "orphaned": done["orphaned"],
     }

@@ -26,8 +26,9 @@ from provplug.plugin.protocols import Store, Transaction
 from provplug.rowrules import LINEAGE, RULES, OpRowRules, rules_text
 
 if TYPE_CHECKING:
-    from provplug.location import LocationEdge
+    from provplug.location import LocationEdge, RowRuns
     from provplug.plugin.writers import Destination, RowLineageWriter, RowsWriter, TripleWriter
+    from provplug.store.versions import LinkedRead, WrittenVersion
 
 # The writers (pyarrow) load when a run first writes, not when a pipeline
 # module defines its @provplug.step functions.
@@ -39,9 +40,10 @@ SCRATCH = "_scratch"
 # Location-based lineage edges (provplug.location.LOCATIONS, asserted equal by its tests).
 LOCATIONS = "locations.json"
 COARSE = "coarse.json"  # coarse edges (provplug.store.coarse.COARSE)
+VERSIONS = "versions.json"  # dataset versions written and read (provplug.store.versions.VERSIONS)
 UNCAPTURED = "uncaptured_writes"  # the manifest's list of writes the run could not capture
 RESERVED = frozenset(
-    {ROWS, TRIPLES, "tables.parquet", "ops.parquet", "values.parquet", LINEAGE, RULES, LOCATIONS, COARSE}
+    {ROWS, TRIPLES, "tables.parquet", "ops.parquet", "values.parquet", LINEAGE, RULES, LOCATIONS, COARSE, VERSIONS}
 )
 logger = logging.getLogger(__name__)
 
@@ -72,6 +74,8 @@ class StagedRun:
         self._row_rules: dict[int, OpRowRules] = {}  # output table id -> its op's row rules
         self._location_edges: list[LocationEdge] = []  # written as locations.json when the run finishes
         self._identities: dict[str, tuple[str, str]] = {}  # table name -> (namespace, dataset)
+        self._written: dict[tuple[str, str], TableInfo] = {}  # identity -> the run's last output table of it
+        self._linked: list[LinkedRead] = []  # sources that are versions earlier runs wrote
 
     # -- identity --------------------------------------------------------------
     @property
@@ -115,7 +119,41 @@ class StagedRun:
             table = dataclasses.replace(table, namespace=namespace, dataset=dataset)
         if table.origin == "source":
             self._sources[table.name] = table
+        elif table.origin == "output" and table.namespace is not None and table.dataset is not None:
+            # The run's last write of a dataset is the version it leaves: tables are
+            # reserved in write order (and may be recorded in another order).
+            earlier = self._written.get((table.namespace, table.dataset))
+            if earlier is None or earlier.table_id < table.table_id:
+                self._written[(table.namespace, table.dataset)] = table
         self.txn.add_table(table)
+
+    def identity_of(self, name: str) -> tuple[str, str] | None:
+        """The dataset (namespace, name) the run's table ``name`` is, if recorded."""
+        return self._identities.get(name)
+
+    # -- versions (provplug.store.versions) ---------------------------------------
+    def latest_version(self, name: str, identity: tuple[str, str] | None = None) -> tuple[str, WrittenVersion] | None:
+        """(run id, version) of the latest committed write of the dataset the
+        table ``name`` is (its recorded identity, else ``identity``); None
+        when it has none, or no run wrote it."""
+        from provplug.store.versions import latest_write
+
+        identity = self._identities.get(name, identity)
+        return None if identity is None else latest_write(self.store, *identity)
+
+    def link_version(
+        self, table: TableInfo, files: Sequence[str], identity: tuple[str, str] | None = None
+    ) -> RowRuns | None:
+        """Store the source ``table``, read from ``files``, as the version of
+        its dataset an earlier run wrote, linked to it; its row numbers, or
+        None: a new source version (:mod:`provplug.ingest.linking`)."""
+        from provplug.ingest.linking import link_version
+
+        return link_version(self, table, files, identity)
+
+    def record_linked_read(self, read: LinkedRead) -> None:
+        """The source ``read.table`` is the version run ``read.run_id`` wrote."""
+        self._linked.append(read)
 
     @property
     def sources(self) -> Mapping[str, TableInfo]:
@@ -227,6 +265,8 @@ class StagedRun:
             self._row_rules.pop(table, None)
         self._coarse_edges = [e for e in self._coarse_edges if e.dst_table not in gone]
         self._location_edges = [e for e in self._location_edges if e.dst_table not in gone]
+        self._written = {k: t for k, t in self._written.items() if t.table_id not in gone}
+        self._linked = [r for r in self._linked if r.table not in gone]
 
     def record_uncaptured_write(self, name: str, reason: str) -> None:
         """A write the run saw and could not capture (recorded in its manifest)."""
@@ -301,6 +341,24 @@ class StagedRun:
 
             write_coarse(root, self._coarse_edges)
             self.txn.mark_dataset(COARSE)
+        self._write_versions(root)
+
+    def _write_versions(self, root: Destination) -> None:
+        """Fingerprint the datasets the run wrote (their files as the run
+        leaves them), with the reads linked to earlier runs' versions. Only a
+        run that keeps its rows can be linked to: a later read reuses them."""
+        from provplug.store.versions import RunVersions, WrittenVersion, fingerprint, write_versions
+
+        writes = []
+        # An uncaptured write may have replaced a captured one's files: no fingerprint is then trusted.
+        linkable = self.store_rows and not self._uncaptured
+        for (namespace, dataset), table in self._written.items() if linkable else ():
+            stamps = fingerprint(namespace, dataset)
+            if stamps:
+                writes.append(WrittenVersion(table.table_id, namespace, dataset, stamps))
+        if writes or self._linked:
+            write_versions(root, RunVersions(self.run_id, tuple(writes), tuple(self._linked)))
+            self.txn.mark_dataset(VERSIONS)
 
     def _reduce_triples(self) -> None:
         """Filter the staged triples to the kept paths; each op's count follows."""

@@ -15,6 +15,9 @@ Writers append Parquet *parts* to a destination:
   (:data:`provplug.schema.ROW_COLUMN`);
 * :class:`PartWriter` — any other Arrow table (scratch files).
 
+Outside the store, :class:`OutputFileWriter` writes one Parquet file of a
+pipeline's own output (the Spark adapter's direct writes of the user's files).
+
 Each buffers its input into row groups of ``row_group_rows`` rows, starts a
 new part after ``file_rows`` rows, names its parts ``<stem>-<n>.parquet``
 and reports what it wrote (:class:`WrittenFile`: dataset, path, rows), so a
@@ -454,3 +457,39 @@ def local_destination(path: str | os.PathLike[str]) -> Destination:
     """A destination on the local filesystem (tests, tools outside a store)."""
     absolute = os.path.abspath(os.fspath(path))
     return Destination(absolute, absolute, absolute)
+
+
+class OutputFileWriter:
+    """One Parquet file of a pipeline's own output at a local ``path`` (not
+    the store): opened at its first rows, every row group with the schema's
+    ``metadata`` (the engine's own footer keys); ``empty`` writes a file
+    with no row."""
+
+    def __init__(self, path: str, compression: str, metadata: dict[str, str]) -> None:
+        self.path = path
+        self.compression = compression
+        self.metadata = metadata
+        self.rows = 0
+        self._writer: pq.ParquetWriter | None = None
+
+    def write(self, table: pa.Table) -> None:
+        if not table.num_rows:
+            return
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(
+                self.path, table.schema.with_metadata(self.metadata), compression=self.compression
+            )
+        self._writer.write_table(table.replace_schema_metadata(self._writer.schema.metadata))
+        self.rows += table.num_rows
+
+    def empty(self, schema_: pa.Schema) -> None:
+        pq.write_table(
+            schema_.empty_table().replace_schema_metadata(self.metadata), self.path, compression=self.compression
+        )
+
+    def close(self) -> list[tuple[str, int]]:
+        """(path, rows) of the file written, if any."""
+        if self._writer is None:
+            return []
+        self._writer.close()
+        return [(self.path, self.rows)]

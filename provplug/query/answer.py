@@ -47,6 +47,11 @@ class LineageAnswer:
     # The coarse steps the answer crosses (provplug.query.coarse): where the
     # cell-level answer ends and goes on from whole columns.
     coarse: list[dict[str, Any]] = field(default_factory=list)
+    # Where the answer goes from a table of one run to a table of another
+    # (a run read what an earlier run wrote), and the versions it reaches
+    # whose writing run was deleted since (provplug.query.lineage._mark_runs).
+    run_boundaries: list[dict[str, Any]] = field(default_factory=list)
+    missing_versions: list[dict[str, Any]] = field(default_factory=list)
 
     # -- JSON ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -65,6 +70,8 @@ class LineageAnswer:
             "edges": self.edges,
             "rows": rows,
             **({"coarse": self.coarse} if self.coarse else {}),
+            "run_boundaries": self.run_boundaries,
+            **({"missing_versions": self.missing_versions} if self.missing_versions else {}),
         }
 
     def to_json(self) -> str:
@@ -90,6 +97,8 @@ class LineageAnswer:
             edges=[dict(e) for e in data["edges"]],
             stats={**data["stats"], **({"run": data["run"]} if data.get("run") else {})},
             coarse=[dict(c) for c in data.get("coarse", ())],
+            run_boundaries=[dict(b) for b in data.get("run_boundaries", ())],
+            missing_versions=[dict(m) for m in data.get("missing_versions", ())],
         )
 
     @property
@@ -200,7 +209,8 @@ class LineageAnswer:
 
     def _coarse_text(self) -> str:
         """The coarse steps the answer crosses, a line each (nothing when none)."""
-        return "".join("\n" + line for line in crossing_lines(self.coarse, self.direction))
+        lines = [*crossing_lines(self.coarse, self.direction), *_run_lines(self)]
+        return "".join("\n" + line for line in lines)
 
     def _body(self, max_lines: int, max_siblings: int) -> str:
         if self.direction == "both":
@@ -344,6 +354,25 @@ def _run_heading(stats: dict[str, Any]) -> str:
     if isinstance(index, dict) and index.get("note"):
         lines.append(f"index: {index['note']}")  # newer runs are not indexed yet
     return "".join(f"{line}\n" for line in lines if line)
+
+
+def _run_lines(answer: LineageAnswer) -> list[str]:
+    """A line per run boundary the answer crosses and per missing version it reaches."""
+
+    def run(mark: dict[str, Any]) -> str:
+        label = f" ({mark['label']})" if mark.get("label") else ""
+        return f"run {mark.get('number', '?')}{label}"
+
+    lines = [
+        f"run boundary: {b['from']['table']} of {run(b['from'])} -> {b['op']} -> {b['to']['table']} of {run(b['to'])}"
+        for b in answer.run_boundaries
+    ]
+    lines += [
+        f"missing version: {m['table']} of {run(m)} is the version {run(m['version_of'])} wrote; "
+        "that run was deleted, lineage stops here"
+        for m in answer.missing_versions
+    ]
+    return lines
 
 
 # -- subgraph --------------------------------------------------------------------

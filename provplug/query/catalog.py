@@ -26,7 +26,8 @@ from provplug.query.coarse import CoarseGraph
 from provplug.query.index_reader import arrow_ids, cached, caches_of
 from provplug.store import files as storefiles
 from provplug.store.catalogue import StoreCatalogue, TableEntry
-from provplug.store.runs import describe_run, describe_runs, run_used, select_run
+from provplug.store.runs import describe_run, describe_runs, run_summary, run_used, select_run
+from provplug.store.versions import LinkedRead, RunVersions, versions_of
 
 
 def jsonable(value: Any) -> Any:
@@ -66,6 +67,7 @@ class Catalog:
         self._coarse: CoarseGraph | None = None
         self._mapping: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._groups: list[_ValueGroup] | None = None  # the value mappings' row groups, once read
+        self._versions: list[RunVersions] | None = None  # the runs' versions.json, once read
         self.queries = 0  # queries served by this (per-process) catalogue
 
     # -- tables ----------------------------------------------------------------
@@ -82,7 +84,7 @@ class Catalog:
         if not matches:
             known = sorted({t.name for t in self.tables.values()})
             raise LineageQueryError(f"unknown table {name!r} (tables: {', '.join(known) or 'none'})")
-        writers = [m for m in self.manifests if any(t.run_id == m["run_id"] for t in matches)]
+        writers = [m for m in self.manifests if any(t.run_id == m["run_id"] for t in self._written(matches))]
         chosen = select_run(self.manifests, run) if run is not None else writers[-1]  # manifests: by number
         matches = [t for t in matches if t.run_id == chosen["run_id"]]
         if not matches:
@@ -104,10 +106,76 @@ class Catalog:
         """The ``run`` object of an answer about table ``table_id``: its run,
         and how many runs wrote a table of its name."""
         entry = self.tables[table_id]
-        wrote = {t.run_id for t in self.tables.values() if t.name == entry.name}
+        wrote = {t.run_id for t in self._written([t for t in self.tables.values() if t.name == entry.name])}
         writers = [m for m in self.manifests if m["run_id"] in wrote]
         manifest = next(m for m in self.manifests if m["run_id"] == entry.run_id)
         return run_used(manifest, writers, entry.name, given)
+
+    # -- runs over time (provplug.store.versions) -----------------------------------
+    @property
+    def versions(self) -> list[RunVersions]:
+        """What each run wrote and read of datasets other runs see (read once per catalogue)."""
+        if self._versions is None:
+            self._versions = versions_of(self.store, self.run_ids)
+        return self._versions
+
+    def linked_reads(self) -> dict[int, LinkedRead]:
+        """The source tables that are versions other runs wrote, by table id."""
+        return {read.table: read for run in self.versions for read in run.reads}
+
+    def _written(self, tables: list[TableEntry]) -> list[TableEntry]:
+        """``tables`` without the versions a run read from another run (a
+        run that only read a dataset did not write it); all of them when
+        every one is such a read."""
+        linked = self.linked_reads()
+        return [t for t in tables if t.table_id not in linked] or tables
+
+    def run_mark(self, table_id: int) -> dict[str, Any] | None:
+        """``{id, number, label}`` of the run of table ``table_id`` (None when unknown)."""
+        entry = self.tables.get(table_id)
+        if entry is None:
+            return None
+        return run_summary(next(m for m in self.manifests if m["run_id"] == entry.run_id))
+
+    def run_boundaries(self, src: np.ndarray, dst: np.ndarray, op: np.ndarray) -> list[dict[str, Any]]:
+        """Where triples ``(src, dst, op)`` go from a table of one run to a
+        table of another: one record per (op, table, table), with both runs
+        (``{table, id, number, label}``) and the number of triples."""
+        packed = (np.asarray(src) >= ids.IMPORTED_ID_LIMIT) & (np.asarray(dst) >= ids.IMPORTED_ID_LIMIT)
+        found: dict[tuple[int, int, int], int] = {}
+        for s, d, o in zip(
+            (np.asarray(src)[packed] >> ids.TABLE_SHIFT).tolist(),
+            (np.asarray(dst)[packed] >> ids.TABLE_SHIFT).tolist(),
+            np.asarray(op)[packed].tolist(),
+            strict=True,
+        ):
+            a, b = self.tables.get(s), self.tables.get(d)
+            if a is not None and b is not None and a.run_id != b.run_id:
+                found[(o, s, d)] = found.get((o, s, d), 0) + 1
+        return [
+            {
+                "op": self.op_name(o),
+                "from": {"table": self.tables[s].name, **(self.run_mark(s) or {})},
+                "to": {"table": self.tables[d].name, **(self.run_mark(d) or {})},
+                "triples": n,
+            }
+            for (o, s, d), n in sorted(found.items())
+        ]
+
+    def missing_versions(self, values: np.ndarray) -> list[dict[str, Any]]:
+        """The tables of ``values`` that are versions another run wrote and
+        that run was deleted since (``delete-run --force``): lineage stops there."""
+        tables = set((np.asarray(values)[np.asarray(values) >= ids.IMPORTED_ID_LIMIT] >> ids.TABLE_SHIFT).tolist())
+        return [
+            {
+                "table": self.tables[t].name,
+                **(self.run_mark(t) or {}),
+                "dataset": f"{read.namespace}:{read.dataset}",
+                "version_of": dict(read.missing),
+            }
+            for t, read in sorted(self.linked_reads().items())
+            if t in tables and t in self.tables and read.missing is not None
+        ]
 
     @property
     def coarse(self) -> CoarseGraph:

@@ -98,6 +98,7 @@ class LineageQueries:
             },
         )
         answer.coarse = catalog.coarse.crossings(np.concatenate([seeds, result.walk.lineage]), direction)
+        _mark_runs(catalog, answer, np.concatenate([seeds, result.walk.lineage]), edges)
         reduced = _reductions(catalog, np.concatenate([seeds, result.walk.lineage]))
         if reduced:
             answer.stats["reduction"] = reduced
@@ -188,3 +189,19 @@ def _reductions(catalog: Catalog, values: np.ndarray) -> dict[str, Any]:
     tables = np.unique(np.asarray(values, dtype=np.int64)[values >= ids.IMPORTED_ID_LIMIT] >> ids.TABLE_SHIFT)
     runs = {catalog.tables[t].run_id for t in tables.tolist() if t in catalog.tables}
     return {m["run_id"]: m["reduction"] for m in catalog.manifests if m["run_id"] in runs and m.get("reduction")}
+
+
+def _mark_runs(catalog: Catalog, answer: LineageAnswer, values: np.ndarray, edges: Any) -> None:
+    """Mark where the answer crosses from one run to another (a run read a
+    dataset an earlier run wrote, :mod:`provplug.store.versions`): the
+    crossings, each cell's run when the answer spans several, and the
+    versions read whose writing run was deleted since."""
+    answer.run_boundaries = catalog.run_boundaries(edges.src, edges.dst, edges.op)
+    answer.missing_versions = catalog.missing_versions(values)
+    tables = np.unique(values[values >= ids.IMPORTED_ID_LIMIT] >> ids.TABLE_SHIFT).tolist()
+    runs = {t: catalog.run_mark(t) for t in tables}
+    if len({r["id"] for r in runs.values() if r is not None}) < 2:
+        return
+    for record in [*answer.query, *answer.lineage]:
+        if ids.is_packed(record["value_id"]):
+            record["run"] = runs.get(record["value_id"] >> ids.TABLE_SHIFT)

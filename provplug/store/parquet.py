@@ -32,6 +32,26 @@ its files are removed; a crash in between leaves a hidden folder that
 :meth:`ParquetStore.garbage` lists and ``provplug gc`` removes. Ids are never
 reused: a deleted run's id reservations stay under ``_ids``.
 
+Object stores (S3 and any filesystem other than the local one) cannot
+rename a folder, so there the store commits by the object-store protocol:
+nothing is renamed, ever.
+
+* A run is written in place, under ``runs/RUN/`` (a name no other writer can
+  take: the run id holds a random part), with its owner record. It becomes
+  visible by ONE single-object write, its ``_manifest.json``, written last:
+  readers take a folder under ``runs/`` without a manifest for a run not yet
+  committed (or an abandoned one) and skip it, so they see a run whole or not
+  at all. A committed run is never rewritten.
+* Id reservations and run numbers are put-if-absent objects (on S3 one
+  conditional ``PutObject``, :mod:`provplug.store.objectstore`): two writers
+  never take the same id, with no counter read and written back.
+* A run is deleted by recording the deleter (``_deleting.json``), then
+  deleting its manifest (the deletion point: one single-object delete), then
+  its files. A crash after the deletion point leaves a folder with a
+  ``_deleting.json`` and no manifest, which :meth:`ParquetStore.garbage` lists.
+* ``gc`` removes folders without a manifest whose writer is dead (their ids
+  are released, as for a dead writer's staging folder on local disk).
+
 Every store file is read through :mod:`provplug.store.files`, so damage is a
 one-line :class:`~provplug.errors.DamagedStoreError` naming the file.
 """
@@ -62,6 +82,7 @@ from provplug.errors import DamagedStoreError, StoreError
 from provplug.model import OpInfo, StoreLocation, TableInfo, utc_now
 from provplug.plugin.markers import hookimpl
 from provplug.store import files as storefiles
+from provplug.store.objectstore import put_if_absent, s3_uri
 from provplug.store.runs import numbered
 from provplug.store.triples import TripleScan
 
@@ -76,6 +97,7 @@ RESERVATIONS = "_reservations"
 LOCATIONS = "locations.json"  # a run's location edges (provplug.location.LOCATIONS; asserted equal by its tests)
 ID_KINDS = ("tables", "ops")
 RUN_NUMBERS = "runs"  # _ids/runs/N: run numbers, reserved at commit (see reserve_run_number)
+DELETING = "_deleting.json"  # object stores: the record of a deletion under way (see delete_run)
 DELETED_PREFIX = ".deleted-"  # runs/.deleted-RUN: a deleted run whose files are being removed
 SKELETON = (MARKER, "runs", "_staging", "_ids")
 # A staging folder without a readable owner record is a dead writer's once it
@@ -100,7 +122,7 @@ class Garbage:
 def provplug_store_location(uri: str) -> StoreLocation:
     """A local path, or any URI pyarrow's filesystems understand."""
     try:
-        fs, path = pafs.FileSystem.from_uri(uri)
+        fs, path = pafs.FileSystem.from_uri(s3_uri(uri))  # s3a:// and s3n:// are S3
     except (pa.ArrowInvalid, ValueError):
         fs, path = pafs.LocalFileSystem(), os.path.abspath(uri)
     local = isinstance(fs, pafs.LocalFileSystem)
@@ -174,8 +196,7 @@ class ParquetStore:
                 self.check()
                 return False
             if not self.local:
-                self._make_skeleton(self.root)
-                return True
+                return self._make_skeleton(self.root)
             if self._install_skeleton():
                 return True
             # Another writer's store is in place (whole: it was renamed there
@@ -186,10 +207,16 @@ class ParquetStore:
             if time.monotonic() > deadline:
                 raise StoreError(f"{self.uri}: cannot create the store, other writers keep replacing it")
 
-    def _make_skeleton(self, root: str) -> None:
+    def _make_skeleton(self, root: str) -> bool:
+        """Make the store's folders and its marker at ``root``; False if
+        another writer's marker was there first (object stores: put-if-absent)."""
         for sub in ("runs", "_staging", *(f"_ids/{k}" for k in ID_KINDS)):
             self.fs.create_dir(f"{root}/{sub}", recursive=True)
-        self.write_text(f"{root}/{MARKER}", json.dumps({"format": FORMAT, "version": FORMAT_VERSION}))
+        marker = json.dumps({"format": FORMAT, "version": FORMAT_VERSION})
+        if self.local:
+            self.write_text(f"{root}/{MARKER}", marker)
+            return True
+        return self.create_exclusive(f"{root}/{MARKER}", marker)
 
     def _install_skeleton(self) -> bool:
         """Build the skeleton beside the root and rename it into place; False
@@ -266,8 +293,9 @@ class ParquetStore:
 
         On local disk it is atomic and the file is never seen empty or half
         written: a finished file is hard-linked into place. On other
-        filesystems it is a check, then a write: provplug assumes one writer
-        at a time there."""
+        filesystems it is one conditional write where the filesystem has one
+        (S3: :func:`~provplug.store.objectstore.put_if_absent`), else a check,
+        then a write: provplug assumes one writer at a time there."""
         if self.local:
             tmp = self.path("_ids", f".{uuid.uuid4().hex}.tmp")
             self.write_text(tmp, text)
@@ -278,6 +306,9 @@ class ParquetStore:
                 return False
             finally:
                 os.unlink(tmp)
+        created = put_if_absent(self.fs, self.uri, path, text.encode())
+        if created is not None:
+            return created
         if self._info(path).type != pafs.FileType.NotFound:
             return False
         self.write_text(path, text)
@@ -289,8 +320,8 @@ class ParquetStore:
     ) -> int:
         """Reserve the next free id of ``kind`` for this process, store-wide.
 
-        Exclusive file creation makes concurrent writers safe on local/POSIX
-        filesystems; on object stores provplug assumes one writer at a time.
+        Exclusive file creation (:meth:`create_exclusive`) makes concurrent
+        writers safe on local/POSIX filesystems and on S3.
         The reservation holds ``owner`` (a run id), so that releasing it for a
         dead writer can never free another's; ``announce(candidate)`` runs
         before each attempt, so a writer can log a candidate before it may own it.
@@ -398,13 +429,32 @@ class ParquetStore:
         return removed
 
     def _dead_staging(self) -> list[tuple[pafs.FileInfo, str]]:
-        """Staging folders of dead writers, with their run ids."""
+        """Staging folders of dead writers, with their run ids (on object
+        stores: the folders of uncommitted runs under ``runs/``)."""
+        staged = self.fs.get_file_info(pafs.FileSelector(self.path("_staging"), allow_not_found=True))
+        if not self.local:
+            staged = [*staged, *(i for i in self._uncommitted() if not self._deleting(i))]
         found = []
-        for info in self.fs.get_file_info(pafs.FileSelector(self.path("_staging"))):
+        for info in staged:
             run_id = self._dead_run(info) if info.type == pafs.FileType.Directory else None
             if run_id is not None:
                 found.append((info, run_id))
         return found
+
+    def _uncommitted(self) -> list[pafs.FileInfo]:
+        """Object stores: the folders under ``runs/`` without a manifest (runs
+        being written or deleted, or left by a writer or deleter that died)."""
+        folders = [
+            i
+            for i in self._listing(self.path("runs"))
+            if i.type == pafs.FileType.Directory and not i.base_name.startswith(".")
+        ]
+        manifests = self.fs.get_file_info([f"{i.path}/{MANIFEST}" for i in folders])
+        return [f for f, m in zip(folders, manifests, strict=True) if m.type == pafs.FileType.NotFound]
+
+    def _deleting(self, folder: pafs.FileInfo) -> bool:
+        """Object stores: whether the run folder is one a deletion has hidden."""
+        return bool(self._info(f"{folder.path}/{DELETING}").type == pafs.FileType.File)
 
     def _collect_staging(self, path: str, run_id: str) -> bool:
         """Remove one dead writer's staging folder and free its ids; False if
@@ -423,6 +473,12 @@ class ParquetStore:
         of dead writers, and the hidden folders of interrupted deletions."""
         self.check()
         found = [Garbage("staging", run_id, info.path, self._size(info.path)) for info, run_id in self._dead_staging()]
+        if not self.local:
+            found += [
+                Garbage("deleted-run", info.base_name, info.path, self._size(info.path))
+                for info in self._uncommitted()
+                if self._deleting(info)
+            ]
         for info in self._listing(self.path("runs")):
             if info.type == pafs.FileType.Directory and info.base_name.startswith(DELETED_PREFIX):
                 name = info.base_name[len(DELETED_PREFIX) :]
@@ -455,6 +511,9 @@ class ParquetStore:
         One rename hides the run (the deletion point: readers see it whole
         before, not at all after), then its files are removed. A crash in
         between leaves ``runs/.deleted-RUN``, which :meth:`garbage` lists.
+        On object stores the deletion point is the deletion of the run's
+        manifest, after a ``_deleting.json`` record that tells :meth:`garbage`
+        the folder left by a crash is a deleted run's.
         ``before_removal`` runs between the two (tests simulate a crash there)."""
         manifest = next((m for m in self.runs() if m["run_id"] == run_id), None)
         if manifest is None:
@@ -463,7 +522,9 @@ class ParquetStore:
         if self.local:
             os.rename(self.path("runs", run_id), hidden)  # the deletion point
         else:
-            self.fs.move(self.path("runs", run_id), hidden)
+            hidden = self.path("runs", run_id)
+            self.write_text(f"{hidden}/{DELETING}", storefiles.process_record(run_id=run_id))
+            self.fs.delete_file(f"{hidden}/{MANIFEST}")  # the deletion point
         if before_removal is not None:
             before_removal()
         freed = self._size(hidden)
@@ -478,16 +539,26 @@ class ParquetStore:
             host, pid = record["host"], int(record["pid"])
             run_id = str(record.get("run_id", info.base_name))
         except (FileNotFoundError, DamagedStoreError, KeyError, TypeError, ValueError):
-            mtime = info.mtime.timestamp() if info.mtime is not None else time.time()
+            mtime = self._last_written(info)
             return info.base_name if time.time() - mtime > OWNERLESS_GRACE_S else None
         return run_id if storefiles.process_gone(host, pid) else None
+
+    def _last_written(self, folder: pafs.FileInfo) -> float:
+        """When ``folder`` was last written to (object stores keep no time
+        for a folder: its newest file's; now when it is empty)."""
+        if folder.mtime is not None:
+            return float(folder.mtime.timestamp())
+        infos = self.fs.get_file_info(pafs.FileSelector(folder.path, recursive=True, allow_not_found=True))
+        times = [i.mtime.timestamp() for i in infos if i.mtime is not None]
+        return max(times, default=time.time())
 
     def _claim(self, path: str) -> str | None:
         """Rename a dead writer's staging folder to a name of our own, so that
         of several collectors exactly one releases its ids (a second release
-        could free an id another writer has reserved since)."""
+        could free an id another writer has reserved since). Object stores
+        rename nothing: the collector that creates ``_collecting`` first wins."""
         if not self.local:
-            return path
+            return path if self.create_exclusive(f"{path}/_collecting", uuid.uuid4().hex) else None
         claimed = self.path("_staging", f".collecting-{uuid.uuid4().hex[:12]}")
         try:
             os.rename(path, claimed)
@@ -515,17 +586,20 @@ class ParquetStore:
 
         Every folder under ``runs/`` is a committed run (staging is renamed
         there after its manifest is written), so one without a readable
-        manifest is damage, reported rather than skipped."""
+        manifest is damage, reported rather than skipped. On object stores a
+        folder without a manifest is a run not committed (see the module):
+        skipped."""
         return numbered(self._manifests())
 
     def _manifests(self) -> list[dict[str, Any]]:
         """The committed runs' manifests as written (in no order)."""
         self.check()
-        return [
+        manifests = (
             self._manifest(info)
             for info in self._listing(self.path("runs"))
             if info.type == pafs.FileType.Directory and not info.base_name.startswith(".")
-        ]
+        )
+        return [m for m in manifests if m is not None]
 
     def _listing(self, folder: str, recursive: bool = False) -> list[pafs.FileInfo]:
         """The entries of a folder the store must have."""
@@ -539,15 +613,25 @@ class ParquetStore:
         the run was deleted while we read it (a retry sees it gone), or damage."""
         runs = self.path("runs") + "/"
         run = path[len(runs) :].split("/", 1)[0] if path.startswith(runs) else None
-        if run and self._info(self.path("runs", run)).type == pafs.FileType.NotFound:
+        if run and self._info(self._commit_record(run)).type == pafs.FileType.NotFound:
             return StoreError(f"run {run} of {self.uri} was deleted while this command read it: run it again")
         return DamagedStoreError(f"damaged store {self.uri}: {path} is missing")
 
-    def _manifest(self, run: pafs.FileInfo) -> dict[str, Any]:
+    def _commit_record(self, run_id: str) -> str:
+        """What exists exactly while ``run_id`` is committed: its folder, or
+        on object stores (where a deleted run's folder outlives the deletion
+        point for a while) its manifest."""
+        return self.path("runs", run_id) if self.local else self.path("runs", run_id, MANIFEST)
+
+    def _manifest(self, run: pafs.FileInfo) -> dict[str, Any] | None:
+        """The manifest of the run folder ``run``; None for a folder of an
+        object store that has none (a run not committed)."""
         path = f"{run.path}/{MANIFEST}"
         try:
             manifest = storefiles.read_json(self.fs, path)
         except FileNotFoundError:
+            if not self.local:
+                return None
             raise DamagedStoreError(
                 f"damaged store {self.uri}: run {run.base_name} has no {MANIFEST} (every committed run has one)"
             ) from None
@@ -759,14 +843,17 @@ class RunTransaction:
         self.kind = kind
         self.started = utc_now()
         self.run_id = f"{self.started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
-        self.staging = store.path("_staging", self.run_id)
+        # Object stores cannot rename a folder: the run is written in place (see the module).
+        self.in_place = not store.local
+        self.staging = store.path("runs" if self.in_place else "_staging", self.run_id)
+        self.committed = False
         if store.local:
             # Not recursive: a missing _staging means the store is being removed (see remove_if_unused).
             os.mkdir(self.staging)
-        else:
-            store.fs.create_dir(self.staging, recursive=True)
         # The owner record stays until the commit's rename: while it is here,
-        # garbage collection can tell whether this writer is alive.
+        # garbage collection can tell whether this writer is alive. On object
+        # stores it is the run folder's first object (no folder marker before
+        # it): a folder there never lacks one before its commit.
         store._write_text_atomic(self.path(OWNER), storefiles.process_record(run_id=self.run_id))
         self.reserved: list[tuple[str, int]] = []
         self.tables: list[TableInfo] = []
@@ -782,7 +869,7 @@ class RunTransaction:
         return "/".join([self.staging, *parts])
 
     def spark_path(self, *parts: str) -> str:
-        return self.store.spark_path("_staging", self.run_id, *parts)
+        return self.store.to_spark_path(self.path(*parts))
 
     def reserve(self, kind: str) -> int:
         ident = self.store.reserve_id(kind, owner=self.run_id, announce=lambda c: self._log_reserved((kind, c)))
@@ -811,7 +898,9 @@ class RunTransaction:
         """Write the catalogue and the manifest, then rename the staging
         folder into ``runs/``: the commit point. The owner record and the
         reservation log go along (so a crash before the rename leaves a
-        folder garbage collection recognises) and are dropped after it."""
+        folder garbage collection recognises) and are dropped after it.
+        On object stores the run is in place already: the manifest's one
+        write is the commit point."""
         fs = self.store.fs
         self._write_catalogue()
         counts = {
@@ -839,12 +928,11 @@ class RunTransaction:
             "counts": counts,
         }
         manifest.update((k, v) for k, v in self.annotations.items() if k not in manifest)
-        self.store.write_text(self.path(MANIFEST), json.dumps(manifest, indent=1))
+        self.store.write_text(self.path(MANIFEST), json.dumps(manifest, indent=1))  # object stores: the commit point
         target = self.store.path("runs", self.run_id)
-        if self.store.local:
+        if not self.in_place:
             os.rename(self.staging, target)  # the commit point
-        else:
-            fs.move(self.staging, target)
+        self.committed = True
         for bookkeeping in (OWNER, RESERVATIONS):
             with contextlib.suppress(OSError):  # readers ignore them; a leftover is harmless
                 fs.delete_file(f"{target}/{bookkeeping}")
@@ -874,6 +962,8 @@ class RunTransaction:
         return sum(storefiles.parquet_metadata(self.store.fs, f).num_rows for f in files)
 
     def abort(self) -> None:
+        if self.committed:
+            return  # a failure after the commit point (the run is whole): nothing to undo
         logger.debug("aborted run %s of %s: its staging folder and reserved ids go", self.run_id, self.store.uri)
         with contextlib.suppress(FileNotFoundError, OSError):
             self.store.fs.delete_dir(self.staging)

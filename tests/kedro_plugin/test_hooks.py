@@ -165,6 +165,21 @@ def test_a_parallel_runner_run_is_refused_before_anything_is_staged(tmp_path: Pa
     assert hooks.current is None and not store.exists()
 
 
+def test_a_spark_connect_run_is_refused_in_one_line_before_anything_is_staged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under SPARK_REMOTE the project's session would be a Spark Connect one (issue 27)."""
+    from kedro.io import DataCatalog
+
+    monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:1")
+    store = tmp_path / "store.prov"
+    hooks = ProvplugHooks(store=store)
+    with pytest.raises(CaptureError) as refused:
+        hooks.before_pipeline_run({"project_path": str(tmp_path)}, Pipeline([]), DataCatalog())
+    assert "Spark Connect" in str(refused.value) and "\n" not in str(refused.value)
+    assert hooks.current is None and not store.exists()
+
+
 def test_the_parameters_reduce_a_source_in_production_mode(spark: Any, tmp_path: Path) -> None:
     """provplug: {reduce: {numbers: keep x <= 2}, reduce_mode: production}: every
     row is computed, only the kept rows' results have lineage (issue 14)."""

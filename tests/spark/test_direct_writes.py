@@ -146,3 +146,20 @@ def test_a_failed_capture_job_leaves_nothing_and_spark_writes_the_users_files(
     [run] = open_store(tmp_path / "s.prov").runs()
     [uncaptured] = run["uncaptured_writes"]
     assert uncaptured["name"] == str(out) and "the writer job failed" in uncaptured["reason"]
+
+
+def test_ignore_mode_over_an_existing_path_stores_nothing(spark: Any, tmp_path: Path) -> None:
+    """Spark writes nothing there, so provplug stores nothing: a later read of the
+    path is a source holding what was there."""
+    old, fresh = tmp_path / "old", tmp_path / "fresh"
+    spark.range(2).write.parquet(str(old))
+    before = sorted(os.listdir(old))
+    with provplug.capture_writes(spark, store=tmp_path / "s.prov"):
+        spark.range(10, 15).write.mode("ignore").parquet(str(old))
+        spark.range(20, 23).write.mode("ignore").parquet(str(fresh))
+        spark.read.parquet(str(old)).write.parquet(str(tmp_path / "copy"))
+    assert sorted(os.listdir(old)) == before
+    writes = {o["name"] for o in open_store(tmp_path / "s.prov").ops().to_pylist()}
+    assert writes == {"write:fresh", "write:copy"}
+    assert sorted(r["id"] for r in table_rows(tmp_path / "s.prov", "old")) == [0, 1]  # the source as it was
+    assert sorted(r["id"] for r in table_rows(tmp_path / "s.prov", "fresh")) == [20, 21, 22]

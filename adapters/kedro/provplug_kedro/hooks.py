@@ -84,6 +84,7 @@ from typing import Any
 
 from kedro.framework.hooks import hook_impl
 from provplug_spark.naming import Aliases, DatasetId, kedro_name, path_identity
+from provplug_spark.plugin import SPARK_CONNECT_REFUSAL, connect_in_use
 
 from provplug.errors import CaptureError
 from provplug.ingest.capture import ActiveRun, capture
@@ -522,6 +523,8 @@ class ProvplugHooks:
         store = self.configured_store(run_params, catalog)
         if store is None:
             return
+        if connect_in_use():  # before the session: under SPARK_REMOTE the builder would make a Connect one
+            raise CaptureError(SPARK_CONNECT_REFUSAL)
         if run_params.get("runner") == "ParallelRunner":
             raise CaptureError(
                 "provplug cannot capture a ParallelRunner run (its nodes run in other processes); "

@@ -52,6 +52,8 @@ class Catalyst:
         self.none = jvm.scala.Option.apply(None)
         self._option = jvm.scala.Option
         self._byte_tag = jvm.scala.reflect.ClassTag.Byte()
+        # InlineCTE(alwaysInline, keepDanglingRelations, isAnalysis): every CTE reference inlined.
+        self._inline_cte = catalyst.optimizer.InlineCTE(True, False, False)
 
     # -- Scala collections -------------------------------------------------------
     def seq(self, items: Sequence[Any]) -> Any:
@@ -119,6 +121,13 @@ class Catalyst:
     def plan(frame: DataFrame) -> Any:
         """A DataFrame's analyzed logical plan."""
         return frame._jdf.queryExecution().analyzed()
+
+    def inlined(self, plan: Any) -> Any:
+        """``plan`` with every CTE reference (``WITH a AS (...)``) replaced by
+        the plan it names, as Spark's optimizer does: a reference then has the
+        provenance of its definition (the same plan, new expression ids per
+        reference). A plan without CTE comes back as it is."""
+        return self._inline_cte.apply(plan)
 
     def with_children(self, node: Any, children: Sequence[Any]) -> Any:
         """``node`` over other child plans, analyzed."""
@@ -401,3 +410,11 @@ def positional_insert_columns(spark: SparkSession, command: Any) -> list[str] | 
         return list(spark.table(sql_write_target(command)[0]).columns)
     except Exception:  # not a table Spark can read back (the statement reports its own errors)
         return None
+
+
+def path_exists(spark: SparkSession, path: str) -> bool:
+    """Whether ``path`` exists on its (Hadoop) filesystem, as Spark's writer checks it."""
+    jvm = spark._jvm
+    assert jvm is not None
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    return bool(hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(hadoop_path))

@@ -31,6 +31,7 @@ from typing import Any
 from provplug.model import CoarseEdge
 
 from ._jvm import Catalyst
+from .readback import read_back_paths
 from .sources import Tables
 
 Column = tuple[int, int]  # (table id, column index)
@@ -183,10 +184,11 @@ def coarse_inputs(jvm: Catalyst, tables: Tables, plan: Any, stored: Mapping[int,
     ``stored`` tables of the run (table id -> columns)."""
 
     def table_of(leaf: Any) -> tuple[int, tuple[str, ...]] | None:
-        if leaf.nodeName() != "LogicalRelation":
+        read_back = read_back_paths(leaf)
+        if leaf.nodeName() != "LogicalRelation" and read_back is None:
             return None
         try:
-            paths = [str(p) for p in jvm.items(leaf.relation().location().rootPaths())]
+            paths = read_back or [str(p) for p in jvm.items(leaf.relation().location().rootPaths())]
             found = tables.read_by(paths)
         except Exception:  # py4j: not a file relation; CaptureError: not a table of the run
             return None

@@ -29,6 +29,7 @@ goes, and so does the target when the write created it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import uuid
@@ -36,12 +37,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from .replay import CALLS, Call
+from provplug.plugin.writers import OutputFileWriter
+
+from .replay import CALLS, Call, recorded_mode
 
 DIRECT = "direct"  # the dataset name a task reports the user's files under
 SPARK_SCHEMA_KEY = "org.apache.spark.sql.parquet.row.metadata"  # Spark reads its own types back from it
@@ -90,13 +91,14 @@ def direct_files(writer: Any, terminal: str, arguments: Mapping[str, Any], frame
     """How the writer job writes the user's files for ``writer.<terminal>(**arguments)``,
     or None when Spark must write them (see the module's conditions)."""
     calls: list[Call] | None = getattr(writer, CALLS, None)
+    mode = recorded_mode(writer, arguments)
     spark = frame.sparkSession
     if calls is None or terminal not in ("parquet", "save") or not str(spark.sparkContext.master).startswith("local"):
         return None
     settings = _settings(calls, terminal, arguments)
-    if settings is None:
+    if settings is None or mode is None:
         return None
-    fmt, mode, options, path = settings
+    fmt, options, path = settings
     target = _local_path(path)
     if fmt != "parquet" or mode not in MODES or set(options) - {"compression"} or target is None:
         return None
@@ -116,13 +118,13 @@ def direct_files(writer: Any, terminal: str, arguments: Mapping[str, Any], frame
 
 def _settings(
     calls: Sequence[Call], terminal: str, arguments: Mapping[str, Any]
-) -> tuple[str, str, dict[str, Any], Any] | None:
-    """(format, mode, options, path) of a path write configured only by
+) -> tuple[str, dict[str, Any], Any] | None:
+    """(format, options, path) of a path write configured only by
     mode/format/option(s) calls, or None."""
-    fmt, mode, options = "parquet" if terminal == "parquet" else None, "errorifexists", {}
+    fmt, options = "parquet" if terminal == "parquet" else None, {}
     for call in calls:
         if call.method == "mode" and len(call.args) == 1 and not call.kwargs:
-            mode = str(call.args[0] or "errorifexists").lower()
+            continue  # recorded_mode
         elif call.method == "format" and len(call.args) == 1 and terminal == "save":
             fmt = str(call.args[0]).lower()
         elif call.method == "option" and len(call.args) == 2 and not call.kwargs:
@@ -137,11 +139,9 @@ def _settings(
         return None
     if arguments.get("format"):
         fmt = str(arguments["format"]).lower()
-    if arguments.get("mode"):
-        mode = str(arguments["mode"]).lower()
     if arguments.get("compression"):
         options["compression"] = arguments["compression"]
-    return (fmt or "", mode, options, arguments.get("path"))
+    return (fmt or "", options, arguments.get("path"))
 
 
 def _local_path(path: object) -> str | None:
@@ -209,9 +209,8 @@ def _remove(path: str) -> None:
 def _empty_file(direct: DirectFiles, path: str) -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    spark_schema = T.StructType.fromJson(__import__("json").loads(direct.spark_schema))
-    arrow = to_arrow_schema(spark_schema)
-    pq.write_table(arrow.empty_table().replace_schema_metadata(_metadata(direct)), path, compression=direct.codec)
+    arrow = to_arrow_schema(T.StructType.fromJson(json.loads(direct.spark_schema)))
+    OutputFileWriter(path, direct.codec, _metadata(direct)).empty(arrow)
 
 
 def _metadata(direct: DirectFiles) -> dict[str, str]:
@@ -219,27 +218,6 @@ def _metadata(direct: DirectFiles) -> dict[str, str]:
 
 
 # -- the tasks ---------------------------------------------------------------------------
-class DirectWriter:
+def task_writer(direct: DirectFiles, partition: int, attempt: int) -> OutputFileWriter:
     """One task attempt's file of the user's rows (opened at its first row)."""
-
-    def __init__(self, direct: DirectFiles, partition: int, attempt: int) -> None:
-        self.direct = direct
-        self.path = direct.attempt_file(partition, attempt)
-        self.rows = 0
-        self._writer: pq.ParquetWriter | None = None
-
-    def write(self, table: pa.Table) -> None:
-        if not table.num_rows:
-            return
-        if self._writer is None:
-            schema = table.schema.with_metadata(_metadata(self.direct))
-            self._writer = pq.ParquetWriter(self.path, schema, compression=self.direct.codec)
-        self._writer.write_table(table.replace_schema_metadata(self._writer.schema.metadata))
-        self.rows += table.num_rows
-
-    def close(self) -> list[tuple[str, int]]:
-        """(path, rows) of the file written, if any."""
-        if self._writer is None:
-            return []
-        self._writer.close()
-        return [(self.path, self.rows)]
+    return OutputFileWriter(direct.attempt_file(partition, attempt), direct.codec, _metadata(direct))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from provplug import hookimpl
@@ -59,7 +60,26 @@ class SparkWriteInterceptor:
     def intercept(self, start_run: Callable[[Any], CaptureRun]) -> contextlib.AbstractContextManager[None]:
         from .scripts import WriteTracer, intercepted_writes
 
-        return intercepted_writes(WriteTracer(start_run))
+        return _connect_refused_after(intercepted_writes(WriteTracer(start_run)))
+
+
+def connect_in_use() -> bool:
+    """Whether this process's Spark is Spark Connect: ``SPARK_REMOTE`` names a
+    server (the builder then makes Connect sessions), or pyspark has switched
+    to Connect mode."""
+    return bool(os.environ.get("SPARK_REMOTE")) or "SPARK_CONNECT_MODE_ENABLED" in os.environ
+
+
+@contextlib.contextmanager
+def _connect_refused_after(intercepting: contextlib.AbstractContextManager[None]) -> Iterator[None]:
+    """Intercept writes; when the block ends and Spark was Spark Connect, refuse
+    by name: Connect's writes never pass through the classic writer provplug
+    intercepts, so they would go uncaptured without a word. The block's own
+    writes are done (a script ran to its end); only the capture fails."""
+    with intercepting:
+        yield
+    if connect_in_use():
+        raise CaptureError(SPARK_CONNECT_REFUSAL)
 
 
 @hookimpl

@@ -112,6 +112,20 @@ def _recorded(original: Callable[..., Any], method: str) -> Any:
     return configure
 
 
+def recorded_mode(writer: Any, arguments: Mapping[str, Any]) -> str | None:
+    """The save mode of a DataFrameWriter's write, lower-cased: the
+    terminal's ``mode`` argument, else the last ``mode()`` call, else
+    Spark's default; None when the writer has no record."""
+    calls: list[Call] | None = getattr(writer, CALLS, None)
+    if calls is None:
+        return None
+    mode = "errorifexists"
+    for call in calls:
+        if call.method == "mode" and len(call.args) == 1 and not call.kwargs:
+            mode = str(call.args[0] or "errorifexists").lower()
+    return str(arguments["mode"]).lower() if arguments.get("mode") else mode
+
+
 def replaying(writer: Any, terminal: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
     """A function writing another DataFrame as ``writer`` was about to write
     its own: same configuration, then ``terminal(*args, **kwargs)``; None

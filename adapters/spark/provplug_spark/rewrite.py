@@ -80,7 +80,7 @@ class PlanRewriter:
         self.tables.register(leaf)
 
     def rewrite(self, frame: DataFrame) -> Rewritten:
-        plan = self.jvm.plan(frame)
+        plan = self.jvm.inlined(self.jvm.plan(frame))
         out_attrs = self.jvm.items(plan.output())
         names = [a.name() for a in out_attrs]
         if len(set(names)) != len(names):

@@ -76,6 +76,7 @@ from . import groupjoin
 from ._jvm import Catalyst
 from .blackbox import Carried, group_function, partition_function, takes_key
 from .lateral import lateral_join
+from .readback import read_back_paths
 from .rowlineage import (
     ONE_ROW_REASON,
     SUBQUERY_EXPRESSIONS,
@@ -165,6 +166,8 @@ def check_expressions(names: frozenset[str], node_name: str = "") -> None:
     for expr_name, operation in UNSUPPORTED_EXPRESSIONS.items():
         if expr_name == "LateralSubquery" and node_name == "LateralJoin":
             continue
+        if expr_name == "ScalarSubquery" and node_name == "Filter":
+            continue  # part of a predicate: it decides which rows pass, as IN and EXISTS do (``copy``)
         if expr_name in names:
             raise CaptureError(f"cannot capture {operation} (expression {expr_name}) exactly")
 
@@ -193,7 +196,7 @@ def table_read(node: Any, children: list[Node], ctx: Context) -> Node:
     """
     jvm, state = ctx.jvm, ctx.state
     try:
-        paths = [str(p) for p in jvm.items(node.relation().location().rootPaths())]
+        paths = read_back_paths(node) or [str(p) for p in jvm.items(node.relation().location().rootPaths())]
     except Exception as exc:  # py4j: not a file relation
         raise CaptureError(
             f"cannot capture a read of {node.toString().strip()}: register inputs with run.source()"
@@ -201,12 +204,12 @@ def table_read(node: Any, children: list[Node], ctx: Context) -> Node:
     leaf = state.tables.read_by(paths)
     state.inputs.add(leaf.table_id)
     attrs = [(a.name(), jvm.expr_id(a)) for a in jvm.items(node.output())]
-    if leaf.positional:
+    if ROW_COLUMN in {n for n, _ in attrs}:  # a positional copy read back by readback.StoreRowsSource too
+        row = f"CAST(`{ROW_COLUMN}` AS BIGINT)"
+    elif leaf.positional:
         # The copy's name holds its first row number (provplug.schema.positional_name).
         start = len(POSITIONAL_PREFIX) + 1
         row = f"CAST(substring(_metadata.file_name, {start}, 12) AS BIGINT) + _metadata.row_index"
-    elif ROW_COLUMN in {n for n, _ in attrs}:
-        row = f"CAST(`{ROW_COLUMN}` AS BIGINT)"
     else:
         raise CaptureError(f"input {leaf.path} has no {ROW_COLUMN} column")
     rows = state.new_rows(RowColumn(leaf.table_id, scalar=True, may_repeat=False))
@@ -252,7 +255,7 @@ def copy(node: Any, children: list[Node], ctx: Context) -> Node:
         ctx.state.decide(ctx.jvm.references(node.condition()), "a filter")
         if not node.condition().deterministic():
             facts.opaque("a nondeterministic filter")
-        if ctx.expressions & SUBQUERY_EXPRESSIONS:
+        if ctx.expressions & (SUBQUERY_EXPRESSIONS | {"ScalarSubquery"}):
             facts.opaque("a filter with a subquery")
     elif (opaque := NODE_KINDS[name].opaque) is not None:
         facts.opaque(opaque)
@@ -864,6 +867,7 @@ def _refused(name: str, operation: str) -> NodeKind:
 NODE_KINDS: dict[str, NodeKind] = _kinds(
     # Leaves.
     NodeKind("LogicalRelation", table_read, table_leaf=True, injective=True),
+    NodeKind("DataSourceV2Relation", table_read, table_leaf=True, injective=True),  # readback.StoreRowsSource
     NodeKind("Relation", table_read, table_leaf=True, injective=True),
     NodeKind("LocalRelation", constant, injective=True),
     NodeKind("Range", constant, injective=True),

@@ -65,9 +65,9 @@ from provplug.model import StepInfo
 from provplug.plugin.protocols import CaptureRun
 
 from . import naming
-from ._jvm import Catalyst, PendingFrame, path_key
+from ._jvm import Catalyst, PendingFrame, path_exists, path_key
 from .direct import DirectFiles, direct_files
-from .replay import V2_TABLE, Written, recording_replacements, replaying
+from .replay import V2_TABLE, Written, recorded_mode, recording_replacements, replaying
 from .session import SparkCaptureSession
 from .sqlwrites import sql_statements
 
@@ -107,6 +107,11 @@ class WriteTracer:
         self._sources: dict[str, int] = {}  # what a leaf reads -> its source table
         self._written: dict[str, int] = {}  # what a write wrote -> its output table
         self._aliases = naming.Aliases()
+        # The plan standing in for a leaf, by the leaf's output attributes (their
+        # names and expression ids: one relation's), with what the leaf reads. A
+        # script's frames and views keep their leaves' ids from write to write, so
+        # the stand-in is made once (its py4j calls are most of a write's fixed cost).
+        self._stand_ins: dict[str, tuple[str, Any]] = {}
 
     # -- a write ---------------------------------------------------------------
     def on_write(
@@ -158,6 +163,8 @@ class WriteTracer:
         if key is not None:
             with self._lock:
                 self._written[key] = table
+                # A leaf reading what was just written now stands for this write's rows.
+                self._stand_ins = {k: v for k, v in self._stand_ins.items() if v[0] != key}
 
     def _captured(
         self, run: CaptureRun, df: DataFrame, written: Written, user_files: DirectFiles | None = None
@@ -249,10 +256,17 @@ class WriteTracer:
         jvm = session.rewriter.jvm
 
         def stand_in(leaf: Any) -> Any | None:
+            attributes = str(leaf.output().toString())
+            if attributes in self._stand_ins:
+                return self._stand_ins[attributes][1]
             found = Catalyst.relation(leaf) or _driver_rows(jvm, leaf, dataset)
             if found is None:  # literals, or a leaf the rewrite refuses with its own message
                 return None
-            key, name = found
+            plan = made_stand_in(leaf, *found)
+            self._stand_ins[attributes] = (found[0], plan)
+            return plan
+
+        def made_stand_in(leaf: Any, key: str, name: str) -> Any:
             written = self._written.get(key)
             if written is None:
                 return jvm.standing_in(leaf, session.fresh_frame(self._source(session, leaf, key, name)))
@@ -263,7 +277,7 @@ class WriteTracer:
                     f"cannot link a read of {key.split(':', 1)[1]} to the write that wrote it earlier in the run: {exc}"
                 ) from None
 
-        return jvm.frame(jvm.replace_leaves(jvm.plan(df), stand_in))
+        return jvm.frame(jvm.replace_leaves(jvm.inlined(jvm.plan(df)), stand_in))
 
     def _source(self, session: SparkCaptureSession, leaf: Any, key: str, name: str) -> int:
         # The same files read with other options (a CSV with or without its
@@ -354,12 +368,32 @@ def _writing(
     def write(self: Any, *args: Any, **kwargs: Any) -> Any:
         arguments = signature.bind(self, *args, **kwargs).arguments
         written = describe(self, arguments)
+        if _ignored(self, arguments, written):
+            return original(self, *args, **kwargs)  # Spark writes nothing: nothing to capture
         replay = replaying(self, original, args, kwargs)
         frame = _as_table_names_it(self._df, written.target) if original.__name__ == "insertInto" else self._df
         user_files = _direct(self, original.__name__, arguments, frame)
         return tracer.on_write(frame, written, lambda: original(self, *args, **kwargs), replay, user_files)
 
     return write
+
+
+def _ignored(writer: Any, arguments: dict[str, Any], written: Written) -> bool:
+    """A write in mode ``ignore`` over a path or table that exists: Spark
+    writes nothing, so no row of it may be stored (a later read of the
+    target reads what was there: a source)."""
+    if not isinstance(writer, DataFrameWriter) or written.target is None or written.identity is not None:
+        return False
+    try:
+        if recorded_mode(writer, arguments) != "ignore":
+            return False
+        spark = writer._spark
+        if written.is_table:
+            return bool(spark.catalog.tableExists(written.target))
+        return path_exists(spark, written.target)
+    except Exception as exc:  # py4j: cannot tell; capture the write as any other
+        logger.debug("provplug: cannot tell whether %s exists: %s", written.target, _reason(exc))
+        return False
 
 
 def _direct(writer: Any, terminal: str, arguments: dict[str, Any], frame: DataFrame) -> DirectFiles | None:

@@ -66,10 +66,11 @@ from ._jvm import PendingFrame
 from .coarse import coarse_edges, coarse_inputs, every_column
 from .direct import DirectFiles
 from .groupjoin import group_jobs
+from .readback import jvm_reaches, read_parquet
 from .rewrite import PlanRewriter, Rewritten
 from .rowlineage import PairLayout
 from .shared import check_reported, check_shared_store
-from .sources import TableLeaf, copied_rows, parquet_files, parquet_parts
+from .sources import TableLeaf, copied_rows, linked_rows, parquet_files, parquet_parts
 from .workers import check_workers
 from .writer import RESULT_SCHEMA, RUNS, OutputLayout, Target, write_output, write_pairs
 
@@ -156,10 +157,13 @@ class SparkCaptureSession:
         frame = data if isinstance(data, DataFrame) else self.spark.createDataFrame(data)
         columns = self._checked_columns(frame.columns, name)
         table = self.run.new_table(name, "source", columns)
-        files = parquet_parts(parquet_files(frame), columns)
+        linked = linked_rows(self.run, table, frame)  # the version an earlier run wrote: its rows (.sources)
+        files = None if linked is not None else parquet_parts(parquet_files(frame), columns)
         copied = None if files is None else copied_rows(self.run, table.table_id, files)
         positional = copied is not None
-        if copied is not None:  # immutable input files: stored as copies, rows numbered by position
+        if linked is not None:
+            rows, self._runs[table.table_id] = linked
+        elif copied is not None:  # immutable input files: stored as copies, rows numbered by position
             rows = copied
             self._runs[table.table_id] = RowRuns.of([(0, rows)])
         else:
@@ -213,10 +217,12 @@ class SparkCaptureSession:
         path = self._rows_path(table.table_id)
         # An explicit schema: no footer read to infer it.
         fields = [data_schema[c] for c in table.columns]
-        if positional:  # exactly the table's columns: no projection for the rewrite to walk
-            return self.spark.read.schema(StructType(fields)).parquet(path)
+        if positional and jvm_reaches(self.spark, path):  # exactly the table's columns: no projection to walk
+            return read_parquet(self.spark, self.run.store_uri, path, StructType(fields))
+        # (Read back through the Python Data Source, a positional copy's rows come with their numbers.)
         fields.append(StructField(schema.ROW_COLUMN, LongType()))
-        return self.spark.read.schema(StructType(fields)).parquet(path).select(*[_quoted(c) for c in table.columns])
+        rows = read_parquet(self.spark, self.run.store_uri, path, StructType(fields))
+        return rows.select(*[_quoted(c) for c in table.columns])
 
     def _write(
         self,
@@ -497,8 +503,11 @@ class SparkCaptureSession:
             keys_schema = StructType(
                 [StructField(schema.ROW_COLUMN, LongType())] + [rewritten.frame.schema[h] for h in kept]
             )
-            keys = self.spark.read.schema(keys_schema).parquet(
-                self.run.scratch_destination(KEYS_DIR, str(table.table_id)).spark_path
+            keys = read_parquet(
+                self.spark,
+                self.run.store_uri,
+                self.run.scratch_destination(KEYS_DIR, str(table.table_id)).spark_path,
+                keys_schema,
             )
             groups = self.triples.submit(self._write_groups, keys, rewritten, table.table_id, op_id)
         logger.info(
@@ -691,8 +700,8 @@ class SparkCaptureSession:
         try:
             if store is None:
                 raise CaptureError("the run's store is unknown")
-            return self.spark.read.schema(fields).parquet(
-                store.spark_path("runs", self.run.run_id, ROWS, str(table_id))
+            return read_parquet(
+                self.spark, store.uri, store.spark_path("runs", self.run.run_id, ROWS, str(table_id)), fields
             )
         except Exception as exc:
             logger.warning("table %d: the committed run's rows cannot be read (%s); recomputed", table_id, exc)

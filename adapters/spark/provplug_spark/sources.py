@@ -36,8 +36,13 @@ from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame
 
 from provplug.errors import CaptureError
+from provplug.ingest.recorder import StagedRun
+from provplug.location import RowRuns
+from provplug.model import TableInfo
 from provplug.plugin.protocols import RunRecorder
 from provplug.plugin.writers import SourceFile
+
+from . import naming
 
 logger = logging.getLogger(__name__)
 
@@ -161,3 +166,25 @@ def copied_rows(run: RunRecorder, table_id: int, parts: Sequence[SourceFile]) ->
         logger.info("source table %d is read through Spark, its files could not be copied: %s", table_id, exc)
         run.rows_destination(table_id).delete()
         return None
+
+
+# -- a dataset an earlier run wrote (provplug.ingest.linking) -----------------------------
+def linked_rows(run: RunRecorder, table: TableInfo, frame: DataFrame) -> tuple[int, RowRuns] | None:
+    """When ``frame`` reads, whole, the files the latest committed write of
+    the dataset the source ``table`` is left (same fingerprint), the run
+    stores the writing run's rows as ``table``'s, with the same row numbers,
+    linked to them (:func:`provplug.ingest.linking.link_version`): (rows,
+    their row numbers). Else None: the source is a new version, stored from
+    its files as any other source."""
+    files = parquet_files(frame)
+    if not isinstance(run, StagedRun) or files is None:
+        return None
+    rows = run.link_version(table, files, _read_identity(frame))
+    return None if rows is None else (rows.size, rows)
+
+
+def _read_identity(frame: DataFrame) -> tuple[str, str] | None:
+    """The dataset ``frame`` reads (a bare file read: see :func:`parquet_files`),
+    for a source registered without one (``run.source(spark.read.parquet(...))``)."""
+    identity = naming.relation_identity(frame.sparkSession, frame._jdf.queryExecution().analyzed())
+    return None if identity is None else (identity.namespace, identity.name)

@@ -50,7 +50,7 @@ from provplug import ids, schema
 from provplug.errors import CaptureError
 from provplug.plugin.writers import Destination, PartWriter, RowLineageWriter, RowsWriter, TripleWriter, WrittenFile
 
-from .direct import DIRECT, DirectFiles, DirectWriter
+from .direct import DIRECT, DirectFiles, task_writer
 from .rowlineage import MemberLayout, PairLayout, Slot
 from .terms import Term
 
@@ -230,7 +230,7 @@ def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.Reco
         if target.lineage is not None and layout.members
         else None
     )
-    direct_file = DirectWriter(target.direct, partition, attempt) if target.direct is not None else None
+    direct_file = task_writer(target.direct, partition, attempt) if target.direct is not None else None
     count = 0
     runs: list[tuple[int, int]] = []
     for batch in batches:

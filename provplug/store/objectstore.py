@@ -1,0 +1,81 @@
+"""The few operations of the store's object-store commit protocol that
+pyarrow's filesystems cannot do: a conditional write (put-if-absent).
+
+On S3 it is one ``PutObject`` with ``If-None-Match: *`` (S3, MinIO and moto
+honour it): of several writers creating the same key exactly one succeeds,
+and the object appears whole. pyarrow has no conditional put, so it is made
+with boto3, configured from the store URI's own query (``endpoint_override``,
+``scheme``, ``region``, ``access_key``/``secret_key``) and the environment
+(``AWS_*``), as pyarrow configures itself. Where boto3 is not installed, or
+the filesystem is not S3, :func:`put_if_absent` says so (None) and the store
+falls back to a check, then a write (one writer at a time).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pyarrow.fs as pafs
+
+from provplug.errors import StoreError
+
+logger = logging.getLogger(__name__)
+
+# Schemes that name S3 (Hadoop's s3a/s3n are S3 to pyarrow too).
+S3_SCHEMES = ("s3", "s3a", "s3n")
+# The answers of an S3 server to a put-if-absent whose key exists.
+_TAKEN = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
+
+
+def s3_uri(uri: str) -> str:
+    """``uri`` with Hadoop's S3 schemes (``s3a://``, ``s3n://``) as pyarrow's ``s3://``."""
+    scheme, sep, rest = uri.partition("://")
+    return f"s3://{rest}" if sep and scheme.lower() in S3_SCHEMES else uri
+
+
+def put_if_absent(fs: pafs.FileSystem, uri: str, path: str, data: bytes) -> bool | None:
+    """Create the object ``path`` (``bucket/key``) holding ``data`` unless it
+    exists: True if this call created it, False if it existed; None when the
+    filesystem offers no conditional write here (not S3, or no boto3)."""
+    if not isinstance(fs, pafs.S3FileSystem):
+        return None
+    client = _s3_client(uri)
+    if client is None:
+        return None
+    bucket, _, key = path.partition("/")
+    from botocore.exceptions import ClientError  # type: ignore[import-untyped]
+
+    try:
+        client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+    except ClientError as exc:
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        if code in _TAKEN:
+            return False
+        raise StoreError(f"cannot create s3://{path}: {code or exc}") from exc
+    return True
+
+
+@functools.lru_cache(maxsize=8)
+def _s3_client(uri: str) -> Any | None:
+    """A boto3 S3 client for the store at ``uri`` (None without boto3)."""
+    try:
+        import boto3  # type: ignore[import-untyped]
+    except ImportError:
+        logger.warning(
+            "boto3 is not installed: the store %s cannot create files exclusively on S3 and assumes one "
+            "writer at a time (pip install boto3)",
+            uri,
+        )
+        return None
+    query = {k: v[-1] for k, v in parse_qs(urlparse(uri).query).items()}
+    endpoint = query.get("endpoint_override")
+    if endpoint and "://" not in endpoint:
+        endpoint = f"{query.get('scheme', 'https')}://{endpoint}"
+    options: dict[str, Any] = {"endpoint_url": endpoint, "region_name": query.get("region")}
+    if "access_key" in query:
+        options |= {"aws_access_key_id": query["access_key"], "aws_secret_access_key": query.get("secret_key")}
+        options["aws_session_token"] = query.get("session_token")
+    return boto3.client("s3", **{k: v for k, v in options.items() if v is not None})
