@@ -20,7 +20,7 @@ import two_runs
 from conftest import snapshot
 
 import provplug
-from provplug.errors import LineageQueryError, NotIndexedError, StoreError
+from provplug.errors import LineageQueryError, StoreError
 from provplug.explore import manage
 from provplug.index import generation
 from provplug.store.open import open_store
@@ -52,44 +52,35 @@ def _mark_ages(store: Path, **query: Any) -> list[tuple[str, str, Any]]:
 # -- delete-run ---------------------------------------------------------------------
 
 
-def test_delete_run_removes_the_run_and_the_index_notices(two: Path, cli: Any) -> None:
+def test_delete_run_removes_the_run_and_the_index_follows(two: Path, cli: Any) -> None:
     runs = _runs(two)
     imp = runs["import"]
     size = _bytes(two / "runs" / imp)
     result = cli("delete-run", two, imp[:-4])  # a unique prefix will do
     assert result.code == 0, result
-    first, second = result.out.splitlines()
-    assert first.startswith(f"deleted run {imp} (import, ")
-    assert f"2 tables, 1 ops, 2 triples; {size / 1024:.1f} KB ({size:,} bytes) freed" in first
-    assert "queries refuse it until `provplug index" in second
+    assert result.out.splitlines() == [result.out.strip()]  # no "queries refuse it" line: the index followed
+    assert result.out.startswith(f"deleted run {imp} (import, ")
+    assert f"2 tables, 1 ops, 2 triples; {size / 1024:.1f} KB ({size:,} bytes) freed" in result.out
     # Gone whole: from the listing, the tables, the disk.
     assert [r["run_id"] for r in json.loads(cli("runs", two, "--json").out)] == [runs["capture"]]
     assert [t["name"] for t in json.loads(cli("tables", two, "--json").out)] == ["Person1", "Person2"]
     assert sorted(p.name for p in (two / "runs").iterdir()) == [runs["capture"]]
-    # Before re-indexing, the index (which still holds the import's triples) is refused ...
-    lineage = cli("lineage", two, "Person2.Age", "--where", "Name = 'Mark'")
-    assert lineage.code == 2
-    assert "the store changed since it was indexed (1 indexed run(s) were deleted): run `provplug index" in lineage.err
-    assert json.loads(cli("stats", two, "--json").out)["index_current"] is False
-    # ... and the store's own triples no longer know the deleted values.
-    with pytest.raises(LineageQueryError, match="unknown value id 103"):
-        provplug.open(two).lineage(value_id=103, method="rq")
-    # Re-indexed, the remaining run answers as before; Person2 is no longer ambiguous.
-    assert cli("index", two, "--quiet").code == 0
+    # The index no longer holds the import's triples: current, no `provplug index` needed ...
+    assert json.loads(cli("stats", two, "--json").out)["index_current"] is True
+    # ... the remaining run answers as before; Person2 is no longer ambiguous ...
     for method in ("csprov", "rq"):
         assert _mark_ages(two, method=method) == [("Person1", "Age", 40)]
-    with pytest.raises(LineageQueryError, match="unknown value id 103"):
-        provplug.open(two).lineage(value_id=103, method="csprov")
+    # ... and neither the store nor the index knows the deleted values.
+    for method in ("rq", "csprov"):
+        with pytest.raises(LineageQueryError, match="unknown value id 103"):
+            provplug.open(two).lineage(value_id=103, method=method)
 
 
 def test_the_remaining_import_still_answers_after_the_capture_is_deleted(two: Path) -> None:
     store = provplug.open(two)
     done = store.delete_run(_runs(two)["capture"])
-    assert (done["kind"], done["counts"]["triples"], done["index_stale"]) == ("capture", 6, True)
-    with pytest.raises(NotIndexedError, match="the store changed since it was indexed"):
-        store.lineage(value_id=103)
-    store.index(engine="local")
-    answer = store.lineage(value_id=103)
+    assert (done["kind"], done["counts"]["triples"], done["index_stale"]) == ("capture", 6, False)
+    answer = store.lineage(value_id=103)  # no re-index: the deletion updated the index
     assert sorted((r["value_id"], r["table"], r["column"]) for r in answer.lineage) == [
         (101, "Person2", "Age"),
         (102, "Person2", "Age"),

@@ -9,9 +9,10 @@ unreadable; lineage that crossed runs through a shared imported value simply
 no longer crosses the deleted one. Ids are never reused (the deleted run's
 reservations stay), so nothing that remembers an old id (a stale index, a
 cached catalogue) can mistake a new table for it. The index records the runs
-it covers: when the deleted run was added to it incrementally (a layer of
-its own, :mod:`provplug.index.incremental`) the deletion drops that layer
-and the index stays current; otherwise queries refuse it until ``provplug index``.
+it covers: the deletion takes the run out of the index
+(``incremental.update_after_delete``: its layer dropped or its triples trimmed
+from the base) and the index stays current; only when that cannot be done
+exactly, or a build holds the lock, do queries refuse it until ``provplug index``.
 """
 
 from __future__ import annotations

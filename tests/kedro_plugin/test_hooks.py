@@ -165,6 +165,27 @@ def test_a_parallel_runner_run_is_refused_before_anything_is_staged(tmp_path: Pa
     assert hooks.current is None and not store.exists()
 
 
+def test_the_index_parameter_indexes_the_run_as_it_commits(spark: Any, tmp_path: Path) -> None:
+    """provplug: {index: always}: lineage answers from the index with no `provplug index`."""
+    from kedro.io import DataCatalog, MemoryDataset
+
+    numbers = spark.createDataFrame([(1,), (2,)], "x int")
+    (tmp_path / "numbers").mkdir()
+    numbers.write.parquet(str(tmp_path / "numbers" / "n.parquet"))
+    catalog = DataCatalog(
+        {
+            "numbers": MemoryDataset(spark.read.parquet(str(tmp_path / "numbers" / "n.parquet"))),
+            "params:provplug": MemoryDataset({"index": "always"}),
+        }
+    )
+    flow = pipeline([node(_doubled, "numbers", "doubled", name="double")])
+    store = tmp_path / "store.prov"
+    run_like_a_session(ProvplugHooks(store=store), flow, catalog, tmp_path)
+    answer = provplug.open(store).lineage(table="doubled", column="x", where="x = 4", method="csprov")
+    assert [(v["table"], v["column"], v["value"]) for v in answer.lineage] == [("numbers", "x", 2)]
+    assert "index" not in answer.stats  # answered from an index that covers the run
+
+
 def test_a_spark_connect_run_is_refused_in_one_line_before_anything_is_staged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -497,6 +497,13 @@ class ProvplugHooks:
         return {str(k): str(v) for k, v in reduce.items()}, str(settings.get("reduce_mode") or DEFAULT_REDUCE_MODE)
 
     @staticmethod
+    def configured_index(catalog: Any) -> str | None:
+        """``provplug: {index: auto|always}`` of the parameters: index the run as it commits."""
+        settings = catalog.load(STORE_PARAMETER) if STORE_PARAMETER in catalog else None
+        index = settings.get("index") if isinstance(settings, Mapping) else None
+        return None if index is None else str(index)  # capture() refuses other values in one line
+
+    @staticmethod
     def configured_strict(catalog: Any) -> bool:
         """``provplug: {strict: true}`` of the parameters: refuse what cannot be traced cell by cell."""
         settings = catalog.load(STORE_PARAMETER) if STORE_PARAMETER in catalog else None
@@ -545,6 +552,7 @@ class ProvplugHooks:
                     tags=tags,
                     entry_point=_kedro_entry(run_params, catalog),
                     strict=strict,
+                    index=self.configured_index(catalog),
                 )
             )
         except BaseException:
