@@ -17,36 +17,17 @@ from typing import Any
 import pytest
 
 from .servers import S3Server, SparkCluster
+from .test_s3_store import QUESTIONS as S3_QUESTIONS
 from .test_s3_store import _comparable
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
-# The questions of test_s3_store that one run can answer (no diff between runs).
+# The questions of test_s3_store that one run can answer (no diff between runs;
+# runs lists what differs by nature between two captures), and its tables.
 QUESTIONS: list[tuple[str, ...]] = [
-    *(
-        ("lineage", "{store}", "AvgAge.Age", "--where", "City = 'NY'", "--method", m, "--json")
-        for m in ("csprov", "ccprov", "rq")
-    ),
-    *(
-        (
-            "lineage",
-            "{store}",
-            "Person1.Age",
-            "--where",
-            "Name = 'Mark'",
-            "--direction",
-            "down",
-            "--method",
-            m,
-            "--json",
-        )
-        for m in ("csprov", "ccprov", "rq")
-    ),
-    ("whatif", "{store}", "--delete", "Person1", "--where", "City = 'LA'", "--json"),
-    ("export", "{store}", "AvgAge.Age", "--where", "City = 'NY'", "--format", "prov-json"),
+    *(q for q in S3_QUESTIONS if q[0] not in ("diff", "runs")),
     ("tables", "{store}", "--json"),
-    ("stats", "{store}", "--json"),
 ]
 
 
