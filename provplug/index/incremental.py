@@ -76,6 +76,7 @@ from provplug.model import utc_now
 from provplug.plugin.protocols import Store
 from provplug.progress import Progress
 from provplug.store import files as storefiles
+from provplug.store import versions
 from provplug.store.triples import TripleFilter, triple_table
 
 LAYERS = "layers"  # meta.json key: [{path, runs, triples, values}] above the base layer
@@ -123,6 +124,8 @@ def plan(store: Store, live: str | None, theta: int, splits: Any, engine: str) -
     layers = list(meta.get(LAYERS, []))
     if not added and not deleted:
         return None  # nothing new: a full build (it compacts the layers)
+    if deleted and _read_by_a_remaining_run(store, deleted):
+        return None  # the reader's link to the deleted cells left its run, not the index: only a rebuild drops it
     if len(layers) + 1 > MAX_LAYERS:
         return None
     in_layers = {str(r) for entry in layers for r in entry["runs"]}
@@ -131,6 +134,11 @@ def plan(store: Store, live: str | None, theta: int, splits: Any, engine: str) -
     triples = {m["run_id"]: _triple_count(m) for m in manifests}
     trimmed = {path: sum(triples[r] for r in runs if r not in deleted) for path, runs in holders if set(runs) & deleted}
     return Change(live, meta, present, added, trimmed, sorted(deleted))
+
+
+def _read_by_a_remaining_run(store: Store, deleted: set[str]) -> bool:
+    """Whether a run still in the store read a dataset version one of the ``deleted`` runs wrote."""
+    return any(read.run_id in deleted for run in versions.versions_of(store) for read in run.reads)
 
 
 def _triple_count(manifest: dict[str, Any]) -> int:
