@@ -18,7 +18,7 @@ import pytest
 
 from .servers import S3Server, SparkCluster
 from .test_s3_store import QUESTIONS as S3_QUESTIONS
-from .test_s3_store import _comparable
+from .test_s3_store import _comparable, answers
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -33,13 +33,7 @@ QUESTIONS: list[tuple[str, ...]] = [
 
 def _answers(cli: Any, store: str) -> dict[str, Any]:
     assert cli("index", store, "--local", "--quiet").code == 0
-    out = {}
-    for question in QUESTIONS:
-        args = [a.format(store=store) for a in question]
-        result = cli(*args)
-        assert result.code == 0, (args, result)
-        out[" ".join(question)] = _comparable(json.loads(result.out), store)
-    return out
+    return answers(cli, store, QUESTIONS)
 
 
 @pytest.mark.cluster

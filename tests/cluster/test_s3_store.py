@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,11 +93,11 @@ QUESTIONS: list[tuple[str, ...]] = [
 ]
 
 
-def answers(cli: Any, store: str) -> dict[str, Any]:
+def answers(cli: Any, store: str, questions: Sequence[tuple[str, ...]] = QUESTIONS) -> dict[str, Any]:
     """Each question's JSON answer (exit code 0 asserted), with what differs
     by nature between two stores (run ids, times, the store's name) blanked."""
     out = {}
-    for question in QUESTIONS:
+    for question in questions:
         args = [a.format(store=store) for a in question]
         result = cli(*args)
         assert result.code == 0, (args, result)
