@@ -46,7 +46,7 @@ from provplug.index import integrity, layout
 from provplug.index.generation import (
     Hold,
     check_generation,
-    current_generation,
+    current_pointer,
     generation_meta,
     hold,
     not_indexed_note,
@@ -320,10 +320,11 @@ class IndexReader:
         and held while the reader lives (``provplug gc --now`` leaves it)."""
         pointer = store.path(layout.INDEX_DIR, layout.CURRENT)
         for _ in range(_RESOLVE_ATTEMPTS):
-            if store.fs.get_file_info(pointer).type != pafs.FileType.File:
+            text = current_pointer(store)
+            if text is None:
                 raise NotIndexedError(f"{store.uri} has no lineage index: run `provplug index {store.uri}` first")
-            generation = current_generation(store)
-            if generation is None:
+            generation = text.strip()
+            if not generation:
                 raise integrity.damaged(store.uri, None, f"{pointer} is empty")
             held = hold(store, generation)
             if held is None:
