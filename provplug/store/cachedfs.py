@@ -101,7 +101,21 @@ class SealedFiles:
                 del self.listings[key]
 
 
-_PROCESS_FILES = SealedFiles()
+# Sealed files by store (its URI): two stores never share an entry.
+_STORES: dict[str, SealedFiles] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def sealed_files_of(space: str) -> SealedFiles:
+    """The process's memory of the sealed files of the store at ``space`` (its URI)."""
+    with _STORES_LOCK:
+        return _STORES.setdefault(space, SealedFiles())
+
+
+def forget_sealed_files() -> None:
+    """Empty the process's memory of sealed files (a benchmark's cold start)."""
+    with _STORES_LOCK:
+        _STORES.clear()
 
 
 def _under(path: str, folder: str) -> bool:
@@ -117,20 +131,24 @@ class CachingHandler(pafs.FileSystemHandler):  # type: ignore[misc]  # pyarrow s
         self,
         base: pafs.FileSystem,
         root: str,
+        space: str,
         fetch: Fetch | None = None,
         put: Put | None = None,
-        files: SealedFiles | None = None,
     ) -> None:
         self.base = base
         self.root = root.rstrip("/")
+        self.space = space
         self.fetch = fetch
         self.put = put
-        self.files = _PROCESS_FILES if files is None else files
         self._sealed: set[str] = set()  # folders whose commit record this handler has read
         self._stable: dict[str, pafs.FileInfo] = {}  # the store's root and marker, once seen
         self._marker: bytes | None = None  # the format marker's bytes, once read (written once)
         self._made: set[str] = set()  # folders this handler made (each is made once)
         self._lock = threading.Lock()
+
+    @property
+    def files(self) -> SealedFiles:
+        return sealed_files_of(self.space)
 
     # -- what is sealed -----------------------------------------------------------
     def _folder(self, path: str) -> str | None:
@@ -168,7 +186,7 @@ class CachingHandler(pafs.FileSystemHandler):  # type: ignore[misc]  # pyarrow s
         """This process wrote, moved or deleted ``path`` (a file or a folder)."""
         self.files.forget(path)
         with self._lock:
-            self._stable = {p: i for p, i in self._stable.items() if not (_under(p, path) or _under(path, p))}
+            self._stable = {p: i for p, i in self._stable.items() if not _under(p, path)}
             self._sealed = {f for f in self._sealed if not (_under(f, path) or _under(path, f))}
             self._made = {f for f in self._made if not _under(f, path)}
             if _under(f"{self.root}/{MARKER}", path):
@@ -192,7 +210,7 @@ class CachingHandler(pafs.FileSystemHandler):  # type: ignore[misc]  # pyarrow s
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A copy in another process starts with nothing cached, and no client of ours.
-        return (CachingHandler, (self.base, self.root))
+        return (CachingHandler, (self.base, self.root, self.space))
 
     def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
         found: dict[str, pafs.FileInfo] = {}
@@ -389,12 +407,13 @@ class _PutOnClose(io.RawIOBase):
 
 
 def cached_filesystem(
-    base: pafs.FileSystem, root: str, fetch: Fetch | None = None, put: Put | None = None
+    base: pafs.FileSystem, root: str, space: str, fetch: Fetch | None = None, put: Put | None = None
 ) -> pafs.FileSystem:
-    """``base`` with the memory of :class:`CachingHandler` (a local filesystem is returned as it is)."""
+    """``base`` with the memory of :class:`CachingHandler` for the store at
+    ``space`` (its URI), rooted at ``root`` (a local filesystem is returned as it is)."""
     if isinstance(base, pafs.LocalFileSystem):
         return base
-    return pafs.PyFileSystem(CachingHandler(base, root, fetch, put))
+    return pafs.PyFileSystem(CachingHandler(base, root, space, fetch, put))
 
 
 def base_filesystem(fs: pafs.FileSystem) -> pafs.FileSystem:

@@ -25,5 +25,5 @@ def open_store(uri: str | os.PathLike[str], plugins: Plugins | None = None) -> P
 def remembering(uri: str, location: StoreLocation) -> StoreLocation:
     """``location`` with its filesystem wrapped by :func:`cached_filesystem` (local disk: as it is)."""
     io = s3_whole_object_io(location.filesystem, uri)
-    fs = cached_filesystem(location.filesystem, location.root, *(io or (None, None)))
+    fs = cached_filesystem(location.filesystem, location.root, uri, *(io or (None, None)))
     return location if fs is location.filesystem else StoreLocation(location.uri, fs, location.root)
