@@ -150,6 +150,10 @@ class CachingHandler(pafs.FileSystemHandler):  # type: ignore[misc]  # pyarrow s
     def files(self) -> SealedFiles:
         return sealed_files_of(self.space)
 
+    @property
+    def _runs(self) -> str:
+        return f"{self.root}/{RUNS}"
+
     # -- what is sealed -----------------------------------------------------------
     def _folder(self, path: str) -> str | None:
         """The run or generation folder ``path`` lies in (None: elsewhere)."""
@@ -250,7 +254,8 @@ class CachingHandler(pafs.FileSystemHandler):  # type: ignore[misc]  # pyarrow s
     def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
         base_dir = selector.base_dir.rstrip("/")
         key = (base_dir, bool(selector.recursive))
-        sealed = self.sealed(base_dir) and base_dir != self._folder(base_dir)  # a run's own folder lists bookkeeping
+        # A run's own folder lists its bookkeeping files too, which its writer removes after the commit.
+        sealed = self.sealed(base_dir) and not (base_dir == self._folder(base_dir) and _under(base_dir, self._runs))
         if sealed:
             listed = self.files.listings.get(key)
             if listed is not None:
