@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -155,7 +156,7 @@ def measure_trace(uri: str, scale: float, counter: RequestCounter) -> dict[str, 
         _cold()
         start = len(counter.lines)
         cold = _timed(query, counter)
-        index_files = [line for line in counter.lines[start:] if "/index/gen-" in line and ".parquet" in line]
+        index_files = [path for path in _paths(counter.lines[start:]) if "/index/gen-" in path and ".parquet" in path]
         again = _timed(query, counter)
         queries.append(
             {
@@ -169,6 +170,12 @@ def measure_trace(uri: str, scale: float, counter: RequestCounter) -> dict[str, 
         )
     out["LC-SL"] = queries
     return out
+
+
+def _paths(lines: list[str]) -> list[str]:
+    """The object or listing each logged request asked for."""
+    found = (re.search(r"[A-Z]+ (/\S*) HTTP", line) for line in lines)
+    return [match.group(1) for match in found if match]
 
 
 def _lcsl_query(uri: str, value: int) -> Callable[[], None]:
@@ -263,7 +270,7 @@ def _trace_section(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         "three LC-SL values (100-200 ancestors in the largest component, picked by `query_bench.py` on a",
         "local copy of the same trace) asked with `provplug lineage STORE --value-id V --method csprov`.",
         "*Index files* are the distinct Parquet files of the generation the query read, and *requests on",
-        "them* how many requests that took.",
+        "them* how many requests that took. One run per value (no median): its wall times are indicative.",
         "",
         "| step | requests before | requests after | S3 wall before (s) | S3 wall after (s) |",
         "|---|---:|---:|---:|---:|",
