@@ -179,12 +179,16 @@ class CachingHandler(pafs.FileSystemHandler):  # type: ignore[misc]  # pyarrow s
         inside = path[len(folder) + 1 :].split("/") if path != folder else []
         return path == self._record(folder) or not any(part.startswith("_") for part in inside)
 
+    def _is_record(self, path: str) -> bool:
+        """Whether ``path`` is the commit record of a run or generation folder."""
+        folder = self._folder(path)
+        return folder is not None and path == self._record(folder)
+
     def _note_read(self, path: str) -> None:
         """A commit record read whole seals its folder."""
-        folder = self._folder(path)
-        if folder is not None and path == self._record(folder):
+        if self._is_record(path):
             with self._lock:
-                self._sealed.add(folder)
+                self._sealed.add(path.rsplit("/", 1)[0])
 
     def _changed(self, path: str) -> None:
         """This process wrote, moved or deleted ``path`` (a file or a folder)."""
@@ -306,15 +310,12 @@ class CachingHandler(pafs.FileSystemHandler):  # type: ignore[misc]  # pyarrow s
             if self._marker is None:
                 self._marker = self._read(path)  # written once, when the store is made
             return pa.BufferReader(self._marker)
-        if self.sealed(path) and self._cached_or_small(path):
-            return pa.BufferReader(self._whole(path))
+        if (self.sealed(path) and self._cached_or_small(path)) or self._is_record(path):
+            return pa.BufferReader(self._whole(path))  # a commit record (a small JSON) seals its folder
         if self.fetch is not None:
             # A stream is read whole: one GET (up to WHOLE_FILE_BYTES), not a HEAD and a GET.
             data, size = self.fetch(path, WHOLE_FILE_BYTES)
             if len(data) == size:
-                self._note_read(path)
-                if self.sealed(path):  # a generation's meta.json: sealed by this very read
-                    self.files.put(path, data)
                 return pa.BufferReader(data)
         return self.base.open_input_stream(path)
 
@@ -340,6 +341,10 @@ class CachingHandler(pafs.FileSystemHandler):  # type: ignore[misc]  # pyarrow s
         size = self.files.sizes.get(path)
         if size is None and self.fetch is not None:
             size = self._fetch_sealed(path)
+        elif size is None:
+            info = self.base.get_file_info(path)
+            self._remember_info(path, info)
+            size = info.size if info.type == pafs.FileType.File else None
         return size is not None and size <= WHOLE_FILE_BYTES
 
     def _fetch_sealed(self, path: str) -> int:
@@ -356,9 +361,8 @@ class CachingHandler(pafs.FileSystemHandler):  # type: ignore[misc]  # pyarrow s
 
     def _whole(self, path: str) -> bytes:
         data = self.files.get(path)
-        if data is not None:
-            return data
-        data = self._read(path)
+        if data is None:
+            data = self._read(path)
         self._note_read(path)
         if self.sealed(path):
             self.files.put(path, data)

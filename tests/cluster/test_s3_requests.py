@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow.fs as pafs
 import pytest
 
 from provplug.store import cachedfs
@@ -161,3 +162,97 @@ def _keys(endpoint: str, prefix: str) -> list[str]:
     client = boto3.client("s3", endpoint_url=f"http://{endpoint}", region_name=REGION)
     listed = client.list_objects_v2(Bucket="req", Prefix=prefix)
     return sorted(o["Key"] for o in listed.get("Contents", []))
+
+
+# -- the wrapper's memory, over a filesystem that counts its opens (no server) -------------------
+
+
+class CountingHandler(pafs.FileSystemHandler):  # type: ignore[misc]
+    """A local folder as a filesystem that counts the files it opens for reading."""
+
+    def __init__(self) -> None:
+        self.fs = pafs.LocalFileSystem()
+        self.opened: Counter[str] = Counter()
+
+    def get_type_name(self) -> str:
+        return "counting"
+
+    def normalize_path(self, path: str) -> str:
+        return path
+
+    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
+        return list(self.fs.get_file_info(paths))
+
+    def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
+        return list(self.fs.get_file_info(selector))
+
+    def create_dir(self, path: str, recursive: bool) -> None:
+        self.fs.create_dir(path, recursive=recursive)
+
+    def delete_dir(self, path: str) -> None:
+        self.fs.delete_dir(path)
+
+    def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
+        self.fs.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
+
+    def delete_root_dir_contents(self) -> None:
+        raise NotImplementedError
+
+    def delete_file(self, path: str) -> None:
+        self.fs.delete_file(path)
+
+    def move(self, src: str, dest: str) -> None:
+        self.fs.move(src, dest)
+
+    def copy_file(self, src: str, dest: str) -> None:
+        self.fs.copy_file(src, dest)
+
+    def open_input_stream(self, path: str) -> Any:
+        self.opened[path] += 1
+        return self.fs.open_input_stream(path)
+
+    def open_input_file(self, path: str) -> Any:
+        self.opened[path] += 1
+        return self.fs.open_input_file(path)
+
+    def open_output_stream(self, path: str, metadata: Any) -> Any:
+        return self.fs.open_output_stream(path)
+
+    def open_append_stream(self, path: str, metadata: Any) -> Any:
+        return self.fs.open_append_stream(path)
+
+
+def _write(fs: pafs.FileSystem, path: str, data: bytes) -> None:
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with fs.open_output_stream(path) as out:
+        out.write(data)
+
+
+def _read(fs: pafs.FileSystem, path: str) -> bytes:
+    with fs.open_input_file(path) as f:
+        return bytes(f.read())
+
+
+def test_only_files_of_a_folder_whose_commit_record_was_read_are_remembered(tmp_path: Any) -> None:
+    counting = CountingHandler()
+    root = str(tmp_path / "store")
+    fs = cachedfs.cached_filesystem(pafs.PyFileSystem(counting), root, f"test:{uuid.uuid4().hex}")
+    gen, run = f"{root}/index/gen-1", f"{root}/runs/r1"
+    for path in (f"{gen}/meta.json", f"{gen}/sets.parquet", f"{run}/_manifest.json", f"{run}/t.parquet"):
+        _write(fs, path, b"v1")
+    for _ in range(2):
+        assert _read(fs, f"{gen}/sets.parquet") == b"v1"  # not sealed yet: read each time
+    assert counting.opened[f"{gen}/sets.parquet"] == 2
+    for path in (f"{gen}/meta.json", f"{run}/_manifest.json"):  # the commit records seal their folders
+        with fs.open_input_stream(path) as stream:
+            stream.read()
+    for _ in range(3):
+        assert _read(fs, f"{gen}/sets.parquet") == b"v1" and _read(fs, f"{run}/t.parquet") == b"v1"
+        assert _read(fs, f"{run}/_manifest.json") == b"v1"
+    assert counting.opened[f"{gen}/sets.parquet"] == 3 and counting.opened[f"{run}/t.parquet"] == 1
+    assert counting.opened[f"{run}/_manifest.json"] == 4  # a run's manifest is always read afresh
+    _write(fs, f"{run}/t.parquet", b"v2")  # what this process writes unseals what it touches
+    assert _read(fs, f"{run}/t.parquet") == b"v2"
+    fs.delete_dir(gen)
+    with pytest.raises(FileNotFoundError):
+        _read(fs, f"{gen}/sets.parquet")
