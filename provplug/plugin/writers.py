@@ -428,29 +428,54 @@ class RowsWriter(PartWriter):
         super().write_table(table)
 
 
-def copy_positional(destination: Destination, files: Iterable[tuple[Any, str, int]]) -> int:
-    """Store a source's Parquet files as positional copies in ``destination``.
+@dataclasses.dataclass(frozen=True)
+class PositionalCopy:
+    """One source file to store as a positional copy; picklable, so that a
+    Spark task can make it (the bytes then never pass through the driver)."""
+
+    source_filesystem: Any  # pyarrow.fs.FileSystem (pickled with its settings)
+    source_path: str
+    destination: Destination
+    name: str
+
+    def make(self) -> None:
+        pafs.copy_files(
+            self.source_path,
+            self.destination.file(self.name),
+            source_filesystem=self.source_filesystem,
+            destination_filesystem=self.destination.filesystem(),
+        )
+
+
+def positional_copies(
+    destination: Destination, files: Iterable[tuple[Any, str, int]]
+) -> tuple[list[PositionalCopy], int]:
+    """The copies that store a source's Parquet files in ``destination``, and
+    the number of rows.
 
     Each non-empty file is copied as ``pos-<first row>.parquet`` (see
     :func:`provplug.schema.positional_name`): a row's number is its file's
-    first row plus its position, so the files are never rewritten. Returns
-    the number of rows.
+    first row plus its position, so the files are never rewritten.
     """
-    destination.create()
-    offset = 0
+    copies, offset = [], 0
     for source_fs, path, rows in files:
         if rows == 0:
             continue  # no row to number; two files must not share an offset
-        pafs.copy_files(
-            path,
-            destination.file(schema.positional_name(offset)),
-            source_filesystem=source_fs,
-            destination_filesystem=destination.filesystem(),
-        )
+        copies.append(PositionalCopy(source_fs, path, destination, schema.positional_name(offset)))
         offset += rows
     if offset > ids.MAX_ROWS:
         raise CaptureError(f"source has {offset} rows; at most {ids.MAX_ROWS} fit a value id")
-    return offset
+    return copies, offset
+
+
+def copy_positional(destination: Destination, files: Iterable[tuple[Any, str, int]]) -> int:
+    """Store a source's Parquet files as positional copies in ``destination``
+    (:func:`positional_copies`), in this process. Returns the number of rows."""
+    copies, rows = positional_copies(destination, files)
+    destination.create()
+    for copy in copies:
+        copy.make()
+    return rows
 
 
 def local_destination(path: str | os.PathLike[str]) -> Destination:

@@ -277,3 +277,34 @@ def test_a_copy_that_fails_midway_leaves_nothing_and_says_so(tmp_path: Path) -> 
     assert not (tmp_path / "rows" / "7").exists()
     assert copied_rows(run, 8, parts[:1]) == 2  # type: ignore[arg-type]
     assert [p.name for p in (tmp_path / "rows" / "8").iterdir()] == [schema.positional_name(0)]
+
+
+def test_source_files_are_copied_by_spark_tasks_not_the_driver(
+    spark: Any, store_path: Path, tmp_path: Path, mocker: Any
+) -> None:
+    """Issue 27: a source's files reach the store through the executors (a
+    Spark job of the copies' group, one task a file), and the driver's own
+    copying is never called; the copies are the files, byte for byte."""
+    from provplug_spark.sources import COPY_JOB_GROUP
+
+    from provplug.plugin import writers
+
+    for part in range(3):
+        _parquet(tmp_path / "src" / f"part-{part}.parquet", [{"k": part * 10 + i, "v": i} for i in range(part + 1)])
+    in_driver = mocker.spy(writers.pafs, "copy_files")  # this process's pyarrow, not the tasks'
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup(COPY_JOB_GROUP))
+    _captured(spark, store_path, lambda s: s.read.parquet(str(tmp_path / "src")), tmp_path / "out")
+    jobs = set(tracker.getJobIdsForGroup(COPY_JOB_GROUP)) - before
+    assert len(jobs) == 1
+    (job,) = jobs
+    info = tracker.getJobInfo(job)
+    assert info is not None and info.status == "SUCCEEDED"
+    assert sum(tracker.getStageInfo(s).numTasks for s in info.stageIds) == 3  # one task a file
+    assert in_driver.call_count == 0
+    assert _copied(store_path)
+    table = _table(store_path, "source")
+    folder = Path(open_store(store_path).run_paths("rows")[0], str(table["table_id"]))
+    sizes = sorted(p.stat().st_size for p in folder.glob("*.parquet"))
+    assert sizes == sorted(p.stat().st_size for p in (tmp_path / "src").glob("*.parquet"))
+    assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None  # the caller's group is back

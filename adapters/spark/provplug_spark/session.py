@@ -60,6 +60,7 @@ from provplug.ingest.recorder import ROWS, StagedRun
 from provplug.location import LocationEdge, Rates, RowRuns, declared_rates
 from provplug.model import COARSE_REASON, OpInfo, StepInfo, TableInfo, TableOrigin
 from provplug.plugin.protocols import RunRecorder
+from provplug.plugin.writers import PositionalCopy
 
 from . import aligned, declared, direct
 from ._jvm import PendingFrame
@@ -70,7 +71,7 @@ from .readback import jvm_reaches, read_parquet
 from .rewrite import PlanRewriter, Rewritten
 from .rowlineage import PairLayout
 from .shared import check_reported, check_shared_store
-from .sources import TableLeaf, copied_rows, linked_rows, parquet_files, parquet_parts
+from .sources import TableLeaf, copied_rows, copy_on_executors, linked_rows, parquet_files, parquet_parts
 from .workers import check_workers
 from .writer import RESULT_SCHEMA, RUNS, OutputLayout, Target, write_output, write_pairs
 
@@ -149,6 +150,9 @@ class SparkCaptureSession:
         self._stored: dict[int, tuple[str, ...]] = {}  # table id -> columns, of every table steps may read
 
     # -- sources ---------------------------------------------------------------
+    def _copy_on_executors(self, copies: list[PositionalCopy]) -> None:
+        copy_on_executors(self.spark, copies)
+
     def source(self, data: Any, name: str) -> DataFrame:
         return self.table_frame(self.source_table(data, name))
 
@@ -159,7 +163,7 @@ class SparkCaptureSession:
         table = self.run.new_table(name, "source", columns)
         linked = linked_rows(self.run, table, frame)  # the version an earlier run wrote: its rows (.sources)
         files = None if linked is not None else parquet_parts(parquet_files(frame), columns)
-        copied = None if files is None else copied_rows(self.run, table.table_id, files)
+        copied = None if files is None else copied_rows(self.run, table.table_id, files, self._copy_on_executors)
         positional = copied is not None
         if linked is not None:
             rows, self._runs[table.table_id] = linked

@@ -26,21 +26,21 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from py4j.protocol import Py4JError
-from pyspark.sql import DataFrame
+from py4j.protocol import Py4JError, Py4JJavaError
+from pyspark.sql import DataFrame, SparkSession
 
 from provplug.errors import CaptureError
 from provplug.ingest.recorder import StagedRun
 from provplug.location import RowRuns
 from provplug.model import TableInfo
 from provplug.plugin.protocols import RunRecorder
-from provplug.plugin.writers import SourceFile
+from provplug.plugin.writers import PositionalCopy, SourceFile, positional_copies
 
 from . import naming
 
@@ -156,16 +156,50 @@ def parquet_parts(uris: Sequence[str] | None, columns: Sequence[str]) -> list[So
     return parts
 
 
-def copied_rows(run: RunRecorder, table_id: int, parts: Sequence[SourceFile]) -> int | None:
-    """Copy ``parts`` as the positional rows of ``table_id``; the number of
-    rows, or None (nothing left behind) when a file cannot be copied, for
-    the caller to read the source through Spark instead."""
+def copied_rows(
+    run: RunRecorder,
+    table_id: int,
+    parts: Sequence[SourceFile],
+    copy: Callable[[list[PositionalCopy]], None] | None = None,
+) -> int | None:
+    """Copy ``parts`` as the positional rows of ``table_id`` (with ``copy``:
+    :func:`copy_on_executors`; else in this process); the number of rows, or
+    None (nothing left behind) when a file cannot be copied, for the caller
+    to read the source through Spark instead."""
+    destination = run.rows_destination(table_id)
+    copies, rows = positional_copies(destination, parts)
     try:
-        return run.copy_positional_rows(table_id, parts)
-    except UNREADABLE as exc:
+        destination.create()
+        if copy is None:
+            for one in copies:
+                one.make()
+        elif copies:
+            copy(copies)
+    except (*UNREADABLE, Py4JJavaError) as exc:  # (a task's pyarrow error comes as a Py4JJavaError)
         logger.info("source table %d is read through Spark, its files could not be copied: %s", table_id, exc)
-        run.rows_destination(table_id).delete()
+        destination.delete()
         return None
+    return rows
+
+
+# Spark's job group of the copies (visible in Spark's UI and status tracker).
+COPY_JOB_GROUP = "provplug-source-copies"
+
+
+def copy_on_executors(spark: SparkSession, copies: list[PositionalCopy]) -> None:
+    """Make ``copies`` in Spark tasks, one file a task: a source's bytes go
+    from its storage to the store's through the executors, never the driver."""
+    context = spark.sparkContext
+    saved = {key: context.getLocalProperty(key) for key in _GROUP_PROPERTIES}
+    context.setJobGroup(COPY_JOB_GROUP, f"provplug: copy {len(copies)} source file(s) into the store")
+    try:
+        context.parallelize(copies, len(copies)).foreach(PositionalCopy.make)
+    finally:
+        for key, value in saved.items():
+            context.setLocalProperty(key, value)  # type: ignore[arg-type]  # None clears it
+
+
+_GROUP_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
 
 
 # -- a dataset an earlier run wrote (provplug.ingest.linking) -----------------------------
