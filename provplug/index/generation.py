@@ -58,11 +58,17 @@ def index_root(store: Store) -> str:
 
 def current_generation(store: Store) -> str | None:
     """Name of the live generation, or ``None`` if the store was never indexed."""
+    return (current_pointer(store) or "").strip() or None
+
+
+def current_pointer(store: Store) -> str | None:
+    """The text of ``CURRENT``, None if there is none (read without asking
+    first whether it exists: on an object store that is a request more)."""
     path = store.path(layout.INDEX_DIR, layout.CURRENT)
-    if store.fs.get_file_info(path).type != pafs.FileType.File:
+    try:
+        return storefiles.read_text(store.fs, path)
+    except (FileNotFoundError, IsADirectoryError):
         return None
-    name = storefiles.read_text(store.fs, path).strip()
-    return name or None
 
 
 def current_dir(store: Store) -> str:

@@ -33,8 +33,9 @@ Details the builder guarantees (additions to the contract above):
 * Every ``bucket=K`` directory exists for ``K`` in ``0..BUCKETS-1`` (an empty
   bucket holds an empty Parquet file); the ``bucket`` column lives only in the
   directory name (hive partitioning), not in the files. Buckets written by the
-  Spark engine hold one ``part-<uuid>.parquet`` per index task that had rows
-  for the bucket (``part-empty.parquet`` when none had); the local engine's
+  Spark engine hold one ``part-<uuid>.parquet`` (a bucket several index tasks
+  wrote is merged into one by a task; ``part-empty.parquet`` when no task had
+  rows for it); the local engine's
   hold ``part-0.parquet``. Files whose name starts with ``_`` or ``.`` are not data.
 * ``triples/`` ``ccid`` is the component of the triple (of ``dst``, equally
   of ``src``).

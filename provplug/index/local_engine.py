@@ -271,7 +271,8 @@ class LocalEngine:
 
     def _bucket_file(self, out_dir: str, name: str, k: int) -> str:
         folder = f"{out_dir}/{name}/bucket={k}"
-        self.store.fs.create_dir(folder, recursive=True)
+        if self.store.local:  # an object store has no folders to make: a key's prefix is its folder
+            self.store.fs.create_dir(folder, recursive=True)
         return f"{folder}/part-0.parquet"
 
     def _write_setdeps(self, deps: BucketSpill, out_dir: str) -> int:

@@ -26,7 +26,9 @@ Spark schedules the tasks and moves Arrow data between them.
    rows and are labelled by a join instead; such components are indexed
    level-synchronously on Spark (:meth:`SparkEngine._huge_rows`) and their
    rows written by tasks the same way.
-3. The driver commits the files the tasks reported (:func:`.spark_output.commit`)
+3. Tasks merge every bucket that several tasks wrote into one file (so the
+   generation has the local engine's number of files, whatever the number of
+   tasks); the driver commits the files reported (:func:`.spark_output.commit`)
    and one task merges the parts of ``sets.parquet`` and ``components.parquet``.
 
 Nothing but small aggregates (per-table counts, the ids of huge components,
@@ -197,6 +199,7 @@ class SparkEngine:
                 spark_output.prepare(self.store.fs, output)
                 written = self._index_files(plan, output)
                 self.progress.done("indexed components and wrote their files (spark)", len(written), "files")
+                written = self._one_file_per_bucket(output, written)
                 return self._commit(output, written)
         finally:
             self.release()
@@ -248,6 +251,20 @@ class SparkEngine:
             rows_df = self._huge_rows(triples.where(F.col("ccid").isin(huge)), plan)
             files = files.unionByName(rows_df.mapInArrow(lambda b: _write_rows(names, output, b), FILE_DDL))
         return files
+
+    def _one_file_per_bucket(self, output: TaskOutput, written: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Every bucket several tasks wrote merged into one file, by tasks
+        (the parts are deleted by the commit, as unreported files)."""
+        crowded = spark_output.crowded_buckets(written)
+        if not crowded:
+            return written
+        count = min(len(crowded), self.partitions)
+        merged = self.spark.range(len(crowded), numPartitions=count).mapInArrow(
+            lambda b: file_batches(output.merge_bucket(crowded[i]) for i in group_ids(b)), FILE_DDL
+        )
+        rows = [r.asDict() for r in merged.collect()]
+        self.progress.done("merged buckets several tasks wrote (spark)", len(crowded), "buckets")
+        return spark_output.merged_files(written, rows)
 
     def _commit(self, output: TaskOutput, written: list[dict[str, Any]]) -> dict[str, int]:
         """The bucketed datasets exactly as reported, the single files merged

@@ -14,6 +14,11 @@ neither converts them from Arrow nor re-encodes them as Parquet.
   part to the scratch folder; one task then merges the parts into the file,
   sorted by its key (:func:`merge_parts`).
 
+One file per bucket (:func:`crowded_buckets`, :meth:`TaskOutput.merge_bucket`):
+a bucket that several tasks wrote is merged, by a task, into one file, so a
+generation holds as many files as the local engine's whatever the number of
+tasks (on object storage each file costs requests, to write and to read).
+
 Commit (:func:`commit`, on the driver, after the tasks): the files the
 successful task attempts reported are the dataset. Anything else under a
 dataset (files of a failed or speculative attempt) is deleted, and an empty
@@ -82,6 +87,20 @@ class TaskOutput:
             pq.write_table(part, path, filesystem=self.fs, **layout.parquet_options(spec.schema))
             yield {"dataset": name, "bucket": int(k), "path": path, "rows": part.num_rows}
 
+    def merge_bucket(self, bucket: BucketFiles) -> dict[str, Any]:
+        """The files of one bucket as ONE file, its rows ordered as one task
+        orders them (value ids sorted, set dependencies sorted by pair);
+        the row of the new file. The parts stay: the commit deletes every
+        file no task reported, so a failed attempt of this task loses nothing."""
+        spec = BUCKETED[bucket.dataset]
+        table = pa.concat_tables(pq.read_table(p, filesystem=self.fs, schema=spec.schema) for p in bucket.paths)
+        order = MERGED_ORDER.get(bucket.dataset)
+        if order:
+            table = table.sort_by([(c, "ascending") for c in order])
+        path = f"{self.generation}/{bucket.dataset}/bucket={bucket.bucket}/part-{uuid.uuid4().hex}.parquet"
+        pq.write_table(table.combine_chunks(), path, filesystem=self.fs, **layout.parquet_options(spec.schema))
+        return {"dataset": bucket.dataset, "bucket": bucket.bucket, "path": path, "rows": table.num_rows}
+
     def part(self, name: str, table: pa.Table) -> Iterator[dict[str, Any]]:
         """A part of the single file ``name`` (merged by :func:`merge_parts`)."""
         if not table.num_rows:
@@ -92,6 +111,39 @@ class TaskOutput:
             table.select(schema.names).cast(schema), path, filesystem=self.fs, **layout.parquet_options(schema)
         )
         yield {"dataset": name, "bucket": -1, "path": path, "rows": table.num_rows}
+
+
+# The order of a merged bucket's rows (a task writes its rows in this order;
+# ``triples`` keep the order of their parts).
+MERGED_ORDER = {
+    "value_sets": ("value_id",),
+    "setdeps": ("src_csid", "dst_csid"),
+    "rsetdeps": ("src_csid", "dst_csid"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class BucketFiles:
+    """The files tasks wrote for one bucket of a dataset."""
+
+    dataset: str
+    bucket: int
+    paths: tuple[str, ...]
+
+
+def crowded_buckets(written: list[dict[str, Any]]) -> list[BucketFiles]:
+    """The buckets more than one task wrote (each to be merged into one file)."""
+    paths: dict[tuple[str, int], list[str]] = {}
+    for w in written:
+        if w["dataset"] in BUCKETED:
+            paths.setdefault((w["dataset"], int(w["bucket"])), []).append(w["path"])
+    return [BucketFiles(d, k, tuple(sorted(p))) for (d, k), p in sorted(paths.items()) if len(p) > 1]
+
+
+def merged_files(written: list[dict[str, Any]], merged: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``written`` with the files of every merged bucket replaced by its one file."""
+    replaced = {(m["dataset"], int(m["bucket"])) for m in merged}
+    return [w for w in written if (w["dataset"], int(w["bucket"])) not in replaced] + merged
 
 
 def file_batches(rows: Iterable[dict[str, Any]]) -> Iterator[pa.RecordBatch]:

@@ -47,6 +47,7 @@ from provplug.index.generation import (
     Hold,
     check_generation,
     current_generation,
+    current_pointer,
     generation_meta,
     hold,
     not_indexed_note,
@@ -320,10 +321,10 @@ class IndexReader:
         and held while the reader lives (``provplug gc --now`` leaves it)."""
         pointer = store.path(layout.INDEX_DIR, layout.CURRENT)
         for _ in range(_RESOLVE_ATTEMPTS):
-            if store.fs.get_file_info(pointer).type != pafs.FileType.File:
-                raise NotIndexedError(f"{store.uri} has no lineage index: run `provplug index {store.uri}` first")
-            generation = current_generation(store)
+            generation = current_generation(store)  # no existence check first: a request more on S3
             if generation is None:
+                if current_pointer(store) is None:
+                    raise NotIndexedError(f"{store.uri} has no lineage index: run `provplug index {store.uri}` first")
                 raise integrity.damaged(store.uri, None, f"{pointer} is empty")
             held = hold(store, generation)
             if held is None:

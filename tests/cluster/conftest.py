@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .servers import S3Server, SparkCluster, java_missing, s3_server, spark_cluster
+from .servers import S3Server, SparkCluster, java_missing, s3_server, spark_cluster, unshare_missing
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -43,6 +43,20 @@ def cluster(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     if reason:
         pytest.skip(reason)
     with spark_cluster(tmp_path_factory.mktemp("cluster"), s3.env()) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def isolated_cluster(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    """A standalone master and one worker that does not share the driver's
+    disk: the worker runs in a mount namespace of its own over an empty
+    tmpfs on ``hidden`` (a folder of this session's temporary directory), so
+    a store under ``hidden`` is on the driver's disk only."""
+    reason = java_missing() or unshare_missing()
+    if reason:
+        pytest.skip(reason)
+    hidden = tmp_path_factory.mktemp("driver-disk")
+    with spark_cluster(tmp_path_factory.mktemp("isolated-cluster"), s3.env(), hidden) as running:
         yield running
 
 

@@ -133,11 +133,17 @@ class SparkCluster:
 
     master: str  # spark://127.0.0.1:PORT
     work_dir: Path
+    # A directory of the driver's disk the worker cannot see (None: it sees the whole disk).
+    hidden: Path | None = None
 
 
-def _daemon(cls: str, args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """A Spark daemon (Master or Worker) started as the wheel's sbin/ scripts do, in the foreground."""
+def _daemon(
+    cls: str, args: list[str], log: Path, env: dict[str, str], prefix: list[str] | None = None
+) -> subprocess.Popen[bytes]:
+    """A Spark daemon (Master or Worker) started as the wheel's sbin/ scripts do, in the foreground
+    (``prefix``: a command that execs the JVM, e.g. in a mount namespace of its own)."""
     java = [
+        *(prefix or []),
         "java",
         "-Xmx256m",
         "-cp",
@@ -154,12 +160,41 @@ def _daemon(cls: str, args: list[str], log: Path, env: dict[str, str]) -> subpro
         return subprocess.Popen(java, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
+def unshare_missing() -> str | None:
+    """Why a worker cannot be given a mount namespace of its own here, or None."""
+    if shutil.which("unshare") is None:
+        return "unshare (util-linux) is not installed: no worker with a disk of its own"
+    tried = subprocess.run(["unshare", "-m", "true"], capture_output=True, text=True)
+    if tried.returncode != 0:
+        return f"unshare -m is not permitted here (needs root or CAP_SYS_ADMIN): {tried.stderr.strip()}"
+    return None
+
+
+def _hiding(directory: Path) -> list[str]:
+    """A command prefix that runs its command in a mount namespace of its own
+    where ``directory`` is an empty tmpfs: what the driver writes there, the
+    command does not see, and the other way round (as on another machine)."""
+    return [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        'mount -t tmpfs provplug-worker-disk "$0" && exec "$@"',
+        str(directory),
+    ]
+
+
 @contextlib.contextmanager
-def spark_cluster(work: Path, worker_env: dict[str, str]) -> Iterator[SparkCluster]:
+def spark_cluster(work: Path, worker_env: dict[str, str], hidden: Path | None = None) -> Iterator[SparkCluster]:
     """A standalone master and ONE worker (1 core, 1 GiB) on 127.0.0.1; stopped after.
 
     The worker's executors run the current venv's Python (``PYSPARK_PYTHON``)
-    with ``worker_env`` (the S3 server's endpoint and credentials)."""
+    with ``worker_env`` (the S3 server's endpoint and credentials). With
+    ``hidden``, the worker (and its executors) run in a mount namespace of
+    their own over an empty tmpfs on that directory (:func:`unshare_missing`
+    says whether this machine allows it)."""
     home = spark_home()
     env = {
         **os.environ,
@@ -201,9 +236,10 @@ def spark_cluster(work: Path, worker_env: dict[str, str]) -> Iterator[SparkClust
             ],
             work / "worker.log",
             env,
+            _hiding(hidden) if hidden is not None else None,
         )
         _wait_for_worker(f"http://{HOST}:{ui}/json/", worker)
-        yield SparkCluster(master_url, work)
+        yield SparkCluster(master_url, work, hidden)
     finally:
         if worker is not None:
             _stop(worker)

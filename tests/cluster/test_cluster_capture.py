@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,15 +67,45 @@ def _drive(cluster: SparkCluster, s3: S3Server, store: str, *options: str) -> su
     )
 
 
+def _driver_disk(cluster: SparkCluster, name: str) -> Path:
+    """A fresh folder on the driver's disk that the cluster's worker does not see."""
+    assert cluster.hidden is not None
+    folder = cluster.hidden / name
+    folder.mkdir()
+    return folder
+
+
 @pytest.mark.cluster
 def test_a_local_path_store_on_the_cluster_is_refused_before_the_pipeline_runs(
-    cluster: SparkCluster, s3: S3Server, tmp_path: Path
+    isolated_cluster: SparkCluster, s3: S3Server
 ) -> None:
-    store = tmp_path / "people.prov"
-    driver = _drive(cluster, s3, str(store))
+    store = _driver_disk(isolated_cluster, "refused") / "people.prov"
+    driver = _drive(isolated_cluster, s3, str(store))
     assert driver.returncode != 0
-    assert "spark.provplug.sharedStore=true" in driver.stderr and cluster.master in driver.stderr, driver.stderr[-2000:]
+    assert "spark.provplug.sharedStore=true" in driver.stderr, driver.stderr[-2000:]
+    assert isolated_cluster.master in driver.stderr, driver.stderr[-2000:]
     assert not store.exists() or not any((store / "runs").iterdir())
+
+
+@pytest.mark.cluster
+def test_a_store_declared_shared_that_is_not_fails_at_commit_and_commits_nothing(
+    isolated_cluster: SparkCluster, s3: S3Server
+) -> None:
+    """The silent loss of issue 27 made loud: the executors write the run's
+    files onto their own disk (a tmpfs the driver does not see); the run
+    fails naming a file it lacks, and nothing is committed."""
+    from provplug.store.open import open_store
+
+    store = _driver_disk(isolated_cluster, "not-shared") / "people.prov"
+    driver = _drive(isolated_cluster, s3, str(store), "--shared")
+    assert driver.returncode != 0
+    lost = re.search(
+        r"file\(s\) Spark's tasks wrote for the run are not in the store \S+ \(first: (\S+)\)", driver.stderr
+    )
+    assert lost, driver.stderr[-3000:]
+    assert lost.group(1).startswith(str(store)) and not Path(lost.group(1)).exists()
+    # The failed run leaves no store when it made the store, else the store without it.
+    assert not store.exists() or open_store(str(store)).runs() == []
 
 
 SALES = REPO / "examples" / "sales_script"

@@ -14,9 +14,12 @@ the node it reads.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
 from pyspark.serializers import CloudPickleSerializer
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -26,6 +29,8 @@ from pyspark.sql.types import StructType, _parse_datatype_json_string
 from provplug.errors import CaptureError
 
 from . import naming
+
+_LEADING_DIGITS = re.compile(r"\d+")
 
 
 class Catalyst:
@@ -88,8 +93,15 @@ class Catalyst:
 
     @staticmethod
     def expr_id(attr: Any) -> int:
-        """The expression id of an attribute (or named expression)."""
-        return int(attr.exprId().id())
+        """The expression id of an attribute (or named expression).
+
+        Read from its text, which Catalyst ends with ``#<id>`` (``name#12L``,
+        ``expr AS name#12``; a type or watermark suffix may follow): one py4j
+        round trip where ``exprId().id()`` takes two, and a step's rewrite asks
+        hundreds of times."""
+        _, hash_sign, tail = str(attr.toString()).rpartition("#")
+        digits = _LEADING_DIGITS.match(tail) if hash_sign else None
+        return int(digits.group()) if digits else int(attr.exprId().id())
 
     def walk_expressions(self, expr: Any) -> Iterator[Any]:
         """``expr`` and every expression below it."""
@@ -98,8 +110,24 @@ class Catalyst:
             yield from self.walk_expressions(child)
 
     def expression_names(self, node: Any) -> frozenset[str]:
-        """The node names of every expression of plan node ``node``."""
-        return frozenset(e.nodeName() for top in self.items(node.expressions()) for e in self.walk_expressions(top))
+        """The kinds of every expression of plan node ``node``: the simple
+        class names of the expression trees.
+
+        Each tree comes as one JSON document (one py4j round trip, where
+        walking it takes three per expression). A class name is Catalyst's
+        node name except for the few classes that override ``nodeName``
+        (``MonotonicallyIncreasingID``, higher-order functions, ...), whose
+        class names capture's checks use alike."""
+        return frozenset(name for top in self.items(node.expressions()) for name in self._tree_kinds(top))
+
+    def _tree_kinds(self, expr: Any) -> Iterator[str]:
+        try:
+            nodes = json.loads(expr.toJSON())
+        except Py4JJavaError:  # a tree Catalyst cannot render as JSON: walk it
+            yield from (str(e.getClass().getSimpleName()) for e in self.walk_expressions(expr))
+            return
+        for node in nodes:
+            yield str(node["class"]).rsplit(".", 1)[-1].rsplit("$", 1)[-1]
 
     def references(self, expr: Any) -> list[Any]:
         """The attributes ``expr`` reads."""

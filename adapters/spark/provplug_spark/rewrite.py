@@ -180,8 +180,10 @@ def _walk(state: RewriteState, node: Any, merging_above: bool) -> Node:
     children = [_walk(state, c, below_merging) for c in jvm.items(node.children())]
     table_read = rules.is_table_read(node, jvm)
     # A table read (or provplug's column selection on it) has only attributes:
-    # skip the expression walks, each a series of py4j round trips.
-    deterministic = table_read or all(e.deterministic() for e in jvm.items(node.expressions()))
+    # skip the expression walks, each a series of py4j round trips. A plan
+    # node is deterministic when its expressions and its children are: a
+    # nondeterministic child makes the node unstable through the child anyway.
+    deterministic = table_read or node.deterministic()
     injective = name in rules.INJECTIVE_NODES and all(c.injective for c in children)
     expressions = frozenset() if table_read else jvm.expression_names(node)
     rules.check_expressions(expressions, name)

@@ -278,21 +278,24 @@ def project(node: Any, children: list[Node], ctx: Context) -> Node:
     projections = jvm.items(node.projectList())
     for expr in projections:
         if expr.nodeName() == "AttributeReference":
-            expr_id = jvm.expr_id(expr)
-            if expr_id in partners:  # the merged key: both sides' key cells (its value is this side's)
-                kept = values.get(expr_id)
+            # A column kept as it is keeps its terms (same expression id).
+            expr_id = jvm.expr_id(expr) if partners else None
+            if expr_id is not None and expr_id in partners:  # the merged key: both sides' key cells
+                kept = values.get(expr_id)  # (its value is this side's)
                 state.facts.value_terms[expr_id] = state.terms.get(expr_id, frozenset())
                 state.derive(expr_id, [expr, partners[expr_id]])
                 if kept is not None:
                     values[expr_id] = kept
-            continue  # a column kept as it is keeps its terms (same expression id)
+            continue
         refs = jvm.references(expr)
-        refs += [partners[jvm.expr_id(a)] for a in refs if jvm.expr_id(a) in partners]
-        new_id = jvm.expr_id(expr.toAttribute())
+        if partners:
+            refs += [partners[i] for i in map(jvm.expr_id, refs) if i in partners]
+        new_id = jvm.expr_id(expr)  # an Alias's id is its attribute's
         state.derive(new_id, refs)
         renamed = _carried_name(expr)
-        if renamed is not None and jvm.expr_id(renamed) in values:  # a rename: still a copy of the input cell
-            values[new_id] = values[jvm.expr_id(renamed)]
+        renamed_id = None if renamed is None else jvm.expr_id(renamed)
+        if renamed_id in values:  # a rename: still a copy of the input cell
+            values[new_id] = values[renamed_id]
     child = children[0]
     plan = jvm.plan(
         jvm.frame(child.plan).select(*[jvm.column(e) for e in projections], *[F.col(c) for c in _carried(child)])

@@ -103,25 +103,32 @@ class RewriteState:
         return name
 
     def terms_of(self, attrs: Iterable[Any]) -> frozenset[Term]:
-        return frozenset().union(*[self.terms.get(self.jvm.expr_id(a), frozenset()) for a in attrs])
+        return self._terms_of_ids([self.jvm.expr_id(a) for a in attrs])
 
     def deferred_of(self, attrs: Iterable[Any]) -> frozenset[tuple[int, Term]]:
-        return frozenset().union(*[self.deferred.get(self.jvm.expr_id(a), frozenset()) for a in attrs])
+        return self._deferred_of_ids([self.jvm.expr_id(a) for a in attrs])
+
+    def _terms_of_ids(self, expr_ids: Sequence[int]) -> frozenset[Term]:
+        return frozenset().union(*[self.terms.get(i, frozenset()) for i in expr_ids])
+
+    def _deferred_of_ids(self, expr_ids: Sequence[int]) -> frozenset[tuple[int, Term]]:
+        return frozenset().union(*[self.deferred.get(i, frozenset()) for i in expr_ids])
 
     def derive(self, expr_id: int, refs: Sequence[Any]) -> None:
         """The attribute ``expr_id`` := a function of ``refs`` in the same row."""
-        self.terms[expr_id] = self.terms_of(refs)
-        self.deferred[expr_id] = self.deferred_of(refs)
-        self.facts.propagate(expr_id, [self.jvm.expr_id(a) for a in refs])
+        ref_ids = [self.jvm.expr_id(a) for a in refs]  # once: each is a py4j round trip
+        self.terms[expr_id] = self._terms_of_ids(ref_ids)
+        self.deferred[expr_id] = self._deferred_of_ids(ref_ids)
+        self.facts.propagate(expr_id, ref_ids)
 
     def decide(self, refs: Sequence[Any], what: str) -> None:
         """``refs`` decide whether or where rows exist (row lineage's deciding columns)."""
+        ref_ids = [self.jvm.expr_id(a) for a in refs]
         terms: set[Term] = set()
-        for attr in refs:
-            expr_id = self.jvm.expr_id(attr)
+        for expr_id in ref_ids:
             terms |= self.facts.value_terms.get(expr_id) or self.terms.get(expr_id, frozenset())
             terms |= {t for _, t in self.deferred.get(expr_id, frozenset())}
-        self.facts.decide([self.jvm.expr_id(a) for a in refs], terms, what)
+        self.facts.decide(ref_ids, terms, what)
 
     def check_not_deferred(self, refs: Sequence[Any]) -> None:
         if self.deferred_of(refs):  # excluded by the merging-above rule
