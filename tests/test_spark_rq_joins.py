@@ -40,7 +40,7 @@ def test_ids_above_the_broadcast_limit_are_sort_merge_joined(spark: Any, small_l
 def test_walk_spark_over_a_wide_frontier_equals_the_driver_walk(spark: Any, small_limits: None) -> None:
     """A fan-out of 30 from one value, then a chain from each: the frontiers
     pass both limits, and the answer is the driver walk's."""
-    from provplug.plugin.query_results import Edges
+    from provplug.plugin.query_results import Direction, Edges
     from provplug.progress import Progress
     from provplug.query import spark_rq
     from provplug.query.driver import walk
@@ -48,7 +48,8 @@ def test_walk_spark_over_a_wide_frontier_equals_the_driver_walk(spark: Any, smal
     rows = [(0, 10 + k, 1) for k in range(30)] + [(10 + k, 100 + k, 2) for k in range(30)] + [(500, 501, 3)]
     frame = spark.createDataFrame(rows, "src long, dst long, op long")
     arrays = Edges(*(np.array(c, dtype=np.int64) for c in zip(*rows, strict=True)))
-    for seeds, direction in (([0], "down"), (list(range(100, 130)), "up")):
+    cases: list[tuple[list[int], Direction]] = [([0], "down"), (list(range(100, 130)), "up")]
+    for seeds, direction in cases:
         expected = walk(arrays, np.array(seeds), direction)
         got = spark_rq.walk_spark(spark, frame, np.array(seeds), direction, progress=Progress(enabled=False))
         assert got.lineage.tolist() == expected.lineage.tolist()
