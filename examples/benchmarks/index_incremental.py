@@ -22,7 +22,14 @@ Then ``delete-run`` of the new run (it drops the run's layer: the index
 stays current) is timed, and in the fully built copy (where the run is in
 the base layer, so the deletion trims the base) against a full rebuild after
 it, answers compared. ``--from STORE`` copies the trace's runs from an
-existing store instead of generating it. Writes ``index_incremental.md``.
+existing store instead of generating it. Before each timed build the
+copies' pages are evicted from the page cache (``posix_fadvise(DONTNEED)``
+on their files, no other file), so both builds start from disk whatever the
+copying before left cached (``--warm`` keeps them). ``--skip ccprov@largest``
+leaves out of the answer comparison a method on the largest components'
+values (at 9x CCProv recurses over a 20M-triple component on Spark).
+``--driver-memory`` sizes the Spark driver of the queries that recurse on
+Spark. Writes ``index_incremental.md``.
 """
 
 from __future__ import annotations
@@ -111,11 +118,17 @@ def new_run_files(base: Path, folder: Path, seed: int) -> tuple[Path, Path, dict
     return tp, vp, sample
 
 
-def answers(store: Path, values: list[int]) -> dict[tuple[int, str, str], tuple[int, int]]:
+def answers(
+    store: Path, sample: dict[str, list[int]], skip: frozenset[str] = frozenset()
+) -> dict[tuple[int, str, str], tuple[int, int]]:
+    """Ancestor and edge counts of every method, both directions, on the
+    ``sample``'s values but ``method@kind`` pairs in ``skip``."""
     opened = provplug.open(store)
     out = {}
-    for v in values:
+    for kind, v in ((k, v) for k, vs in sample.items() for v in vs):
         for method in METHODS:
+            if f"{method}@{kind.split()[0]}" in skip:
+                continue
             for direction in ("up", "down"):
                 a = opened.lineage(value_id=int(v), method=method, direction=direction)
                 out[int(v), method, direction] = (len(a.value_ids), len(a.edges))
@@ -155,8 +168,21 @@ def during_build(base: Path, work: Path, files: tuple[Path, Path], value: int) -
     return dict(json.loads(out))
 
 
+def evict(store: Path) -> None:
+    """Drop the pages of ``store``'s files from the page cache (written back
+    first), so that a build reads them from disk, as after a reboot."""
+    for folder, _, names in os.walk(store):
+        for name in names:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            try:
+                os.fdatasync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
 def repetition(
-    base: Path, work: Path, files: tuple[Path, Path], sample: dict[str, list[int]], i: int, base_delete: bool
+    base: Path, work: Path, files: tuple[Path, Path], sample: dict[str, list[int]], i: int, args: argparse.Namespace
 ) -> dict[str, Any]:
     inc, full = work / f"inc-{i}.prov", work / f"full-{i}.prov"
     for path in (inc, full):
@@ -175,20 +201,24 @@ def repetition(
     timings: dict[str, float] = {}
 
     def incremental() -> None:
+        if not args.warm:
+            evict(inc)
         t = time.perf_counter()
         meta = build_index(inc, engine="local")
         timings["incremental"] = time.perf_counter() - t
         assert "incremental" in meta, "the build was not incremental"
 
     def rebuild() -> None:
+        if not args.warm:
+            evict(full)
         t = time.perf_counter()
         build_index(full, engine="local", full=True)
         timings["full"] = time.perf_counter() - t
 
     for step in (incremental, rebuild) if i % 2 == 0 else (rebuild, incremental):
         step()
-    values = [v for vs in sample.values() for v in vs]
-    got, want = answers(inc, values), answers(full, values)
+    skip = frozenset(args.skip)
+    got, want = answers(inc, sample, skip), answers(full, sample, skip)
     t = time.perf_counter()
     deleted = provplug.open(inc).delete_run(run)
     timings["delete-run"] = time.perf_counter() - t
@@ -202,25 +232,27 @@ def repetition(
         "delete_stale": deleted["index_stale"],
         "after_delete_ancestors": len(after_delete.value_ids),
     }
-    if base_delete:
-        result.update(delete_from_base(full, full_run, sample, timings))
+    if args.base_delete:
+        result.update(delete_from_base(full, full_run, sample, timings, skip))
     for path in (inc, full):
         shutil.rmtree(path)
     return result
 
 
-def delete_from_base(full: Path, run: str, sample: dict[str, list[int]], timings: dict[str, float]) -> dict[str, Any]:
+def delete_from_base(
+    full: Path, run: str, sample: dict[str, list[int]], timings: dict[str, float], skip: frozenset[str]
+) -> dict[str, Any]:
     """In the fully built copy the new run is in the base layer: deleting it
     trims the base (timed), then a full rebuild (timed); answers compared."""
-    trace_values = [v for key, vs in sample.items() if key != "new run" for v in vs]
+    trace = {key: vs for key, vs in sample.items() if key != "new run"}
     t = time.perf_counter()
     base_deleted = provplug.open(full).delete_run(run)
     timings["delete-run, base"] = time.perf_counter() - t
-    trimmed = answers(full, trace_values)
+    trimmed = answers(full, trace, skip)
     t = time.perf_counter()
     build_index(full, engine="local", full=True)
     timings["rebuild after delete"] = time.perf_counter() - t
-    rebuilt = answers(full, trace_values)
+    rebuilt = answers(full, trace, skip)
     return {"base_delete_stale": base_deleted["index_stale"], "base_delete_equal": trimmed == rebuilt}
 
 
@@ -270,7 +302,12 @@ def report(
             else "DIFFERENCES: " + str([r["differences"] for r in rows])
         )
         + f" ({r0['answers']} queries each: 5 values (a largest component, other components, the new run) x"
-        f" {', '.join(METHODS)} x up, down; ancestor and edge counts compared).",
+        f" {', '.join(METHODS)} x up, down"
+        + (f", less {', '.join(args.skip)} (method@values left out)" if args.skip else "")
+        + "; ancestor and edge counts compared).",
+        "",
+        f"Page cache: {'as the copies left it' if args.warm else 'each copy evicted before its timed build'}."
+        + (f" Spark driver memory for the queries: {args.driver_memory}." if args.driver_memory else ""),
         "",
         "Queryable throughout:",
         f"- after the commit, before re-indexing: a query about a trace value answered"
@@ -313,7 +350,20 @@ def main(argv: list[str] | None = None) -> int:
         help="skip timing delete-run of a base-layer run (it costs one more full build)",
     )
     parser.add_argument("--out", type=Path, default=HERE / "index_incremental.md")
+    parser.add_argument("--warm", action="store_true", help="do not evict the copies' pages before the builds")
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        choices=[f"{m}@{k}" for m in METHODS for k in ("largest", "other", "new")],
+        help="leave a method on a kind of value out of the answer comparison (repeatable)",
+    )
+    parser.add_argument("--driver-memory", help="spark.driver.memory of the queries that recurse on Spark, e.g. 4g")
     args = parser.parse_args(argv)
+    if args.driver_memory:  # the session the queries' Spark path then uses (started only if one needs it)
+        from provplug.sparksession import local_spark
+
+        local_spark("index-incremental-bench", "local[2]", **{"spark.driver.memory": args.driver_memory})
     args.data.mkdir(parents=True, exist_ok=True)
     base = base_store(args.data, args.scale, args.seed, args.source)
     base_triples = int((read_meta(open_store(base)) or {})["counts"]["triples"])
@@ -323,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         new_triples = pq.read_metadata(files[0]).num_rows
         rows = []
         for i in range(args.runs):
-            rows.append(repetition(base, work, (files[0], files[1]), sample, i, args.base_delete))
+            rows.append(repetition(base, work, (files[0], files[1]), sample, i, args))
             t = rows[-1]["timings"]
             print(
                 f"repetition {i + 1}: full {t['full']:.2f}s, incremental {t['incremental']:.2f}s,"

@@ -67,9 +67,19 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from provplug.index import integrity, layout, trim
+from provplug.index import integrity, layout, sortedints, trim
 from provplug.index.generation import generation_meta, new_generation_name, publish, remove_stale_generations
 from provplug.index.localwcc import wcc_labels
+from provplug.index.mapped import (
+    FENCES,
+    MAPPED_MANIFEST,
+    MappedRows,
+    bucket_file,
+    fences_file,
+    map_sorted,
+    read_fences,
+    will_need_heads,
+)
 from provplug.index.spill import write_parquet
 from provplug.index.workflow import TableCatalogue
 from provplug.model import utc_now
@@ -180,8 +190,9 @@ def update(store: Store, change: Change, catalogue: TableCatalogue, progress: Pr
         touched = 0
         if triples.num_rows:
             layer = f"{LAYERS}/L-{name}"
-            old = _lookup(store, gen_dir, now, kept, np.unique(_ends(triples)), aliases)
-            built = _build_layer(triples, old, aliases, change.meta, catalogue, int(change.meta["theta"]))
+            ends = sortedints.unique(_ends(triples))
+            old = _lookup(store, gen_dir, now, kept, ends, aliases)
+            built = _build_layer(triples, ends, old, aliases, change.meta, catalogue, int(change.meta["theta"]))
             aliases, touched = built.aliases, built.touched
             counts = _write_layer(store, f"{gen_dir}/{layer}", built)
             entry = {"path": layer, "runs": list(change.added), **counts}
@@ -317,21 +328,14 @@ def _layer_lookup(
     store: Store, root: str, files: dict[str, int], values: np.ndarray, buckets: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """One layer's ``value_sets`` rows of ``values``: from its mapped files
-    (binary search over the mapping) or, without them, a filtered scan."""
-    from provplug.index.mapped import bucket_file, map_sorted
-
+    or, without them, a filtered scan."""
     ccid = np.full(len(values), -1, np.int64)
     csid = np.full(len(values), -1, np.int64)
     of = values % buckets
-    for b in np.unique(of).tolist():
-        at = np.flatnonzero(of == b)
-        mapped = bucket_file("value_sets", b)
-        if mapped in files:
-            rows = map_sorted(store.fs, f"{root}/{mapped}", "value_id", files[mapped])
-            lo, hi = rows.spans(values[at])
-            hit = hi > lo
-            ccid[at[hit]] = rows.cols["ccid"][lo[hit]]
-            csid[at[hit]] = rows.cols["csid"][lo[hit]]
+    groups = {b: np.flatnonzero(of == b) for b in sortedints.unique(of).tolist()}
+    mapped = _mapped_value_sets(store, root, files, list(groups))
+    for b, at in groups.items():
+        if b in mapped:
             continue
         parts = [f"{root}/{p}" for p in files if p.startswith(f"value_sets/bucket={b}/") and integrity.is_data_file(p)]
         if not parts:
@@ -345,7 +349,53 @@ def _layer_lookup(
         )
         pos = np.searchsorted(values, _ints(table, "value_id"))
         ccid[pos], csid[pos] = _ints(table, "ccid"), _ints(table, "csid")
+    _mapped_lookup(mapped, {b: values[groups[b]] for b in mapped}, {b: groups[b] for b in mapped}, ccid, csid)
     return ccid, csid
+
+
+def _mapped_value_sets(store: Store, root: str, files: dict[str, int], buckets: list[int]) -> dict[int, MappedRows]:
+    """The layer's mapped ``value_sets`` files of ``buckets`` (those it has),
+    with their fences when the generation has them."""
+    wanted = {b: bucket_file("value_sets", b) for b in buckets if bucket_file("value_sets", b) in files}
+    if not wanted:
+        return {}
+    fences: list[np.ndarray] | None = None
+    starts = storefiles.read_json(store.fs, f"{root}/{MAPPED_MANIFEST}").get(FENCES, {}).get("value_sets")
+    fence_file = fences_file("value_sets")
+    if starts and fence_file in files:
+        fences = read_fences(store.fs, f"{root}/{fence_file}", files[fence_file], starts)
+    will_need_heads((f"{root}/{r}", files[r]) for r in wanted.values())  # every file's header, at once
+    return {
+        b: map_sorted(store.fs, f"{root}/{r}", "value_id", files[r], fences[b] if fences else None)
+        for b, r in wanted.items()
+    }
+
+
+def _mapped_lookup(
+    mapped: dict[int, MappedRows],
+    keys: dict[int, np.ndarray],
+    at: dict[int, np.ndarray],
+    ccid: np.ndarray,
+    csid: np.ndarray,
+) -> None:
+    """``ccid[at[b]]``, ``csid[at[b]]`` of the sorted ``keys[b]`` found in
+    each mapped bucket ``b``. In phases over all the buckets (as queries do,
+    :mod:`provplug.index.mapped`): the key pages of every bucket are asked of
+    the kernel at once, searched, then the found rows' pages asked at once
+    and gathered. A new run's ends are spread over nearly every page of a
+    large store's value_sets: left to page faults (the files are mapped
+    ``MADV_RANDOM``), that is one synchronous 4 KiB read per page, and at 9x
+    the lookups took 6 to 27 s depending on what the page cache held; asked
+    for together, the reads go out as a few long ranges."""
+    plans = {b: rows.will_need_keys(keys[b]) for b, rows in mapped.items()}
+    spans = {b: rows.spans(keys[b], plans[b]) for b, rows in mapped.items()}
+    for b, rows in mapped.items():
+        rows.will_need_rows(*spans[b], ("ccid", "csid"))
+    for b, rows in mapped.items():
+        lo, hi = spans[b]
+        hit = hi > lo
+        ccid[at[b][hit]] = rows.cols["ccid"][lo[hit]]
+        csid[at[b][hit]] = rows.cols["csid"][lo[hit]]
 
 
 # -- the new layer ----------------------------------------------------------------------------
@@ -368,30 +418,32 @@ class Layer:
 
 def _build_layer(
     triples: pa.Table,
+    ends: np.ndarray,
     old: tuple[np.ndarray, np.ndarray],
     aliases: dict[int, int],
     meta: dict[str, Any],
     catalogue: TableCatalogue,
     theta: int,
 ) -> Layer:
-    src, dst = _ints(triples, "src"), _ints(triples, "dst")
-    ends = np.unique(np.concatenate([src, dst]))
+    src, dst = _ints(triples, "src"), _ints(triples, "dst")  # ``ends``: their distinct values
     old_ccid, old_csid = old
     new = old_csid < 0
     # Components: nodes are the indexed components touched and the new values.
-    nodes = np.unique(np.concatenate([old_ccid[~new], ends[new]]))
+    nodes = sortedints.unique(np.concatenate([old_ccid[~new], ends[new]]))
     node_of_end = np.searchsorted(nodes, np.where(new, ends, old_ccid))
-    si, di = node_of_end[np.searchsorted(ends, src)], node_of_end[np.searchsorted(ends, dst)]
-    root = nodes[wcc_labels(len(nodes), si, di)]
-    merged = {int(a): int(b) for a, b in zip(nodes.tolist(), root.tolist(), strict=True) if a != b}
-    aliases = _merge_aliases(aliases, merged, nodes[np.isin(nodes, old_ccid[~new])])
+    at_src, at_dst = np.searchsorted(ends, src), np.searchsorted(ends, dst)
+    root = nodes[wcc_labels(len(nodes), node_of_end[at_src], node_of_end[at_dst])]
+    moved = nodes != root
+    merged = dict(zip(nodes[moved].tolist(), root[moved].tolist(), strict=True))
+    old_nodes = sortedints.isin(nodes, old_ccid[~new])
+    aliases = _merge_aliases(aliases, merged, nodes[old_nodes])
     end_ccid = root[node_of_end]
+    roots = sortedints.unique(root)
     # Sets of the new values.
     values = ends[new]
     value_csid, set_split = _new_sets(values, src, dst, triples, meta, catalogue, theta)
     end_csid = old_csid.copy()
     end_csid[new] = value_csid
-    at_src, at_dst = np.searchsorted(ends, src), np.searchsorted(ends, dst)
     return Layer(
         triples=triples,
         ccid=end_ccid[at_dst],
@@ -402,8 +454,8 @@ def _build_layer(
         value_csid=value_csid,
         set_split=set_split,
         aliases=aliases,
-        touched=len(np.unique(root)),
-        new_components=len(np.unique(root)) - int(np.count_nonzero(np.isin(nodes, old_ccid[~new]))),
+        touched=len(roots),
+        new_components=len(roots) - int(np.count_nonzero(old_nodes)),
     )
 
 
@@ -430,7 +482,7 @@ def _new_sets(
     by the depth-0 split of its values' tables (Algorithm 3's first round)."""
     if len(values) == 0:
         return np.zeros(0, np.int64), {}
-    both = np.isin(src, values) & np.isin(dst, values)
+    both = sortedints.isin(src, values) & sortedints.isin(dst, values)
     si, di = np.searchsorted(values, src[both]), np.searchsorted(values, dst[both])
     group = wcc_labels(len(values), si, di)
     sizes = np.bincount(group, minlength=len(values))
@@ -441,9 +493,9 @@ def _new_sets(
         keep = large[si] & large[di] & (key[si] == key[di])
         parts = wcc_labels(len(values), si[keep], di[keep])
         group = np.where(large, parts, group)
-        split_of = {int(values[g]): names[int(key[g])] for g in np.unique(group[large]).tolist()}
+        split_of = {int(values[g]): names[int(key[g])] for g in sortedints.unique(group[large]).tolist()}
     csid = values[group]
-    split_of.update({int(c): None for c in np.unique(csid[~large]).tolist()})
+    split_of.update({int(c): None for c in sortedints.unique(csid[~large]).tolist()})
     return csid, split_of
 
 
@@ -464,7 +516,7 @@ def _split_keys(
     names += [None] * len(catalogue.names)
     codes = np.full(len(values), np.iinfo(np.int64).max, np.int64)
     for ends, column in ((src, "src_table"), (dst, "dst_table")):
-        mine = np.isin(ends, values)
+        mine = sortedints.isin(ends, values)
         table_codes = catalogue.codes(_ints(triples, column)[mine], "")
         np.minimum.at(codes, np.searchsorted(values, ends[mine]), table_codes)
     return table_key[codes], names
@@ -508,7 +560,7 @@ def _write_layer(store: Store, layer_dir: str, built: Layer) -> dict[str, int]:
     buckets = layer_buckets(indexed.num_rows)
     _write_buckets(fs, layer_dir, "triples", indexed, built.dst_csid, buckets["triples"])
     cross = built.src_csid != built.dst_csid
-    pairs = np.unique(np.stack([built.src_csid[cross], built.dst_csid[cross]], axis=1), axis=0).reshape(-1, 2)
+    pairs = sortedints.unique_rows(np.stack([built.src_csid[cross], built.dst_csid[cross]], axis=1))
     deps = pa.table([pa.array(pairs[:, 0]), pa.array(pairs[:, 1])], schema=layout.SETDEPS)
     _write_buckets(fs, layer_dir, "setdeps", deps, pairs[:, 1], buckets["setdeps"])
     _write_buckets(fs, layer_dir, "rsetdeps", deps, pairs[:, 0], buckets["rsetdeps"])
@@ -524,7 +576,7 @@ def _write_layer(store: Store, layer_dir: str, built: Layer) -> dict[str, int]:
         "buckets": buckets,
         "triples": indexed.num_rows,
         "values": len(built.values),
-        "sets": len(np.unique(built.value_csid)),
+        "sets": len(sortedints.unique(built.value_csid)),
         "set_dependencies": len(pairs),
         "components": built.new_components,
     }
@@ -550,7 +602,7 @@ def _write_one(fs: Any, path: str, table: pa.Table) -> None:
 def _set_rows(built: Layer) -> pa.Table:
     """The layer's rows of ``sets.parquet``: its new sets, and indexed sets
     that gained triples here (their nodes 0: the count is of this layer)."""
-    csids = np.unique(np.concatenate([built.value_csid, built.dst_csid]))
+    csids = sortedints.unique(np.concatenate([built.value_csid, built.dst_csid]))
     nodes = np.bincount(np.searchsorted(csids, built.value_csid), minlength=len(csids))
     triples = np.bincount(np.searchsorted(csids, built.dst_csid), minlength=len(csids))
     ccid = np.empty(len(csids), np.int64)
@@ -571,7 +623,7 @@ def _set_rows(built: Layer) -> pa.Table:
 
 def _component_rows(built: Layer) -> pa.Table:
     """The components the layer touched: values and triples it added to each."""
-    ccids = np.unique(np.concatenate([built.value_ccid, built.ccid]))
+    ccids = sortedints.unique(np.concatenate([built.value_ccid, built.ccid]))
     nodes = np.bincount(np.searchsorted(ccids, built.value_ccid), minlength=len(ccids))
     triples = np.bincount(np.searchsorted(ccids, built.ccid), minlength=len(ccids))
     return pa.table(

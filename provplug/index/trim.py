@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from provplug.index import integrity, layout
+from provplug.index import integrity, layout, sortedints
 from provplug.index.mapped import (
     FENCE_ROWS,
     FENCES,
@@ -128,7 +128,7 @@ def trim(
                 f"layer {layer.path or 'base'} keeps {removed[layer.path].kept_triples} triples, "
                 f"its remaining runs hold {trimmed[layer.path]}"
             )
-    candidates = np.unique(np.concatenate(ends)) if ends else np.empty(0, np.int64)
+    candidates = sortedints.unique(np.concatenate(ends)) if ends else np.empty(0, np.int64)
     dead = np.setdiff1d(candidates, _still_on_a_triple(store, candidates), assume_unique=True)
     for layer in layers:
         _drop_values(layer, dead, removed[layer.path])
@@ -151,7 +151,7 @@ def _trim_triples(layer: LayerFiles, present_tables: np.ndarray, removed: Remove
         if not parts:
             continue
         dst_table = _column(parts, "dst_table")
-        gone = ~np.isin(dst_table, present_tables)
+        gone = ~sortedints.isin(dst_table, present_tables)
         removed.kept_triples += int(np.count_nonzero(~gone))
         if not gone.any():
             continue
@@ -162,7 +162,9 @@ def _trim_triples(layer: LayerFiles, present_tables: np.ndarray, removed: Remove
         removed.triples += out.num_rows
         ends += [_ints(out, "src"), _ints(out, "dst")]
         gone_pairs.append(_cross_pairs(out))
-        kept_pairs.append(_cross_pairs(kept.filter(pa.array(np.isin(_ints(kept, "dst_csid"), _ints(out, "dst_csid"))))))
+        kept_pairs.append(
+            _cross_pairs(kept.filter(pa.array(sortedints.isin(_ints(kept, "dst_csid"), _ints(out, "dst_csid")))))
+        )
         _replace_bucket(layer, "triples", b, kept, _ints(kept, "dst_csid"), removed)
     lost = _pairs_only_in(gone_pairs, kept_pairs)
     if len(lost):
@@ -181,25 +183,20 @@ def _pairs_only_in(gone: list[np.ndarray], kept: list[np.ndarray]) -> np.ndarray
     """The distinct ``(src_csid, dst_csid)`` of ``gone`` that no kept row has."""
     if not gone:
         return np.empty((0, 2), np.int64)
-    lost = np.unique(np.concatenate(gone), axis=0).reshape(-1, 2)
-    still = np.unique(np.concatenate(kept), axis=0).reshape(-1, 2) if kept else np.empty((0, 2), np.int64)
+    lost = sortedints.unique_rows(np.concatenate(gone))
+    still = sortedints.unique_rows(np.concatenate(kept)) if kept else np.empty((0, 2), np.int64)
     return np.asarray(lost[~_rows_in(lost, still)], dtype=np.int64)
 
 
 def _rows_in(pairs: np.ndarray, others: np.ndarray) -> np.ndarray:
-    if len(others) == 0 or len(pairs) == 0:
-        return np.zeros(len(pairs), bool)
-    as_rows = np.dtype([("a", np.int64), ("b", np.int64)])
-    return np.isin(
-        np.ascontiguousarray(pairs).view(as_rows).ravel(), np.ascontiguousarray(others).view(as_rows).ravel()
-    )
+    return sortedints.rows_isin(pairs, others)
 
 
 def _drop_pairs(layer: LayerFiles, dataset: str, lost: np.ndarray, key: np.ndarray, removed: Removed) -> None:
     """Rewrite the buckets of ``dataset`` (keyed as ``key``) without the ``lost`` pairs."""
     buckets = layer.buckets[dataset]
     key_column = MAPPED_BUCKETED[dataset][0]
-    for b in np.unique(key % buckets).tolist():
+    for b in sortedints.unique(key % buckets).tolist():
         parts = [f"{layer.root}/{p}" for p in layer.data_files(dataset, b)]
         if not parts:
             continue
@@ -223,7 +220,7 @@ def _still_on_a_triple(store: Store, values: np.ndarray) -> np.ndarray:
     alive = np.zeros(len(values), bool)
     for batch in triple_batches(store, ("src", "dst"), TripleFilter()):
         for column in ("src", "dst"):
-            alive |= np.isin(values, batch.column(column).to_numpy())
+            sortedints.mark_present(values, np.asarray(batch.column(column).to_numpy(), np.int64), alive)
     return np.asarray(values[alive], dtype=np.int64)
 
 
@@ -232,12 +229,12 @@ def _drop_values(layer: LayerFiles, dead: np.ndarray, removed: Removed) -> None:
         return
     buckets = layer.buckets["value_sets"]
     of = dead % buckets
-    for b in np.unique(of).tolist():
+    for b in sortedints.unique(of).tolist():
         parts = [f"{layer.root}/{p}" for p in layer.data_files("value_sets", b)]
         if not parts:
             continue
         table = _read(parts, list(layout.VALUE_SETS.names))
-        gone = np.isin(_ints(table, "value_id"), dead[of == b])
+        gone = sortedints.isin(_ints(table, "value_id"), dead[of == b])
         if not gone.any():
             continue
         out = table.filter(pa.array(gone))
@@ -371,6 +368,6 @@ def _per_id(ids: np.ndarray, counts: dict[int, int]) -> np.ndarray:
 
 
 def _count(into: dict[int, int], ids: np.ndarray) -> None:
-    keys, counts = np.unique(ids, return_counts=True)
+    keys, counts = sortedints.unique_counts(ids)
     for k, c in zip(keys.tolist(), counts.tolist(), strict=True):
         into[k] = into.get(k, 0) + c

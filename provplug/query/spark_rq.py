@@ -21,16 +21,37 @@ from provplug.plugin.query_results import Direction, Edges, Walk
 from provplug.progress import Progress
 from provplug.sparksession import spark_ddl
 
-# Deltas up to this many values are pushed into the scan as an IN-set filter;
-# larger ones are broadcast-joined (a plan with a huge literal list is slow).
+# Id lists up to this many values are pushed into the scan as an IN-set filter;
+# larger ones are joined (a plan with a huge literal list is slow).
 ISIN_LIMIT = 20_000
+# Up to this many ids the join broadcasts them; above, it is a sort-merge join
+# (both sides shuffled, spilling as needed). A broadcast builds the whole id
+# table in the driver's memory: a largest component's frontier at the paper's
+# 9x (millions of values) made Spark give up ("Not enough memory to build and
+# broadcast the table").
+BROADCAST_LIMIT = 1_000_000
+_ID = "_provplug_id"  # the joined ids' column (a name no store or index table uses)
 
 
 def _ids_frame(spark: Any, values: np.ndarray) -> Any:
+    """``values`` as a one-column DataFrame, sent as Arrow (not as millions of Python tuples)."""
     from pyspark.sql import types as T
 
-    schema = T.StructType([T.StructField("id", T.LongType(), False)])
-    return spark.createDataFrame([(int(v),) for v in values.tolist()], schema)
+    schema = T.StructType([T.StructField(_ID, T.LongType(), False)])
+    return spark.createDataFrame(pa.table({_ID: pa.array(np.asarray(values, np.int64))}), schema)
+
+
+def rows_with(spark: Any, frame: Any, column: str, ids: np.ndarray) -> Any:
+    """The rows of ``frame`` whose ``column`` is one of ``ids``: an IN filter
+    pushed into the scan for few ids, a broadcast join up to
+    :data:`BROADCAST_LIMIT`, a sort-merge join above (no broadcast at all)."""
+    from pyspark.sql import functions as F
+
+    if len(ids) <= ISIN_LIMIT:
+        return frame.where(F.col(column).isin(np.asarray(ids).tolist()))
+    wanted = _ids_frame(spark, ids)
+    wanted = F.broadcast(wanted) if len(ids) <= BROADCAST_LIMIT else wanted.hint("merge")
+    return frame.join(wanted, frame[column] == wanted[_ID]).drop(_ID)
 
 
 def _to_arrow(frame: Any) -> pa.Table:
@@ -52,8 +73,6 @@ def walk_spark(
     for the rounds of this query only). Each round (one Spark job) is
     reported to ``progress`` (by default a progress bar or lines on stderr:
     a query on Spark can take minutes)."""
-    from pyspark.sql import functions as F
-
     progress = Progress() if progress is None else progress
     stage = f"lineage on Spark ({'ancestors' if direction == 'up' else 'descendants'})"
 
@@ -66,12 +85,7 @@ def walk_spark(
     rounds = 0
     try:
         while len(frontier):
-            if len(frontier) <= ISIN_LIMIT:  # a literal set: one scan stage, no exchange
-                matched = edges.where(F.col(frm).isin(frontier.tolist()))
-            else:
-                delta = _ids_frame(spark, frontier)
-                matched = edges.join(F.broadcast(delta), edges[frm] == delta["id"]).select("src", "dst", "op")
-            step = _to_arrow(matched)
+            step = _to_arrow(rows_with(spark, edges, frm, frontier).select("src", "dst", "op"))
             found.append(step)
             reached = np.unique(step.column(to).to_numpy().astype(np.int64))
             frontier = np.setdiff1d(reached, visited, assume_unique=True)
