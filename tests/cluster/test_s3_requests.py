@@ -66,9 +66,12 @@ def server() -> Iterator[tuple[str, Requests]]:
         env.delenv("AWS_ENDPOINT_URL", raising=False)
         requests = Requests()
         werkzeug = logging.getLogger("werkzeug")
-        level = werkzeug.level
+        level, propagate = werkzeug.level, werkzeug.propagate
         werkzeug.addHandler(requests)
         werkzeug.setLevel(logging.INFO)
+        # Counted here only: a root handler another test left (Kedro installs
+        # Rich's) would print each request into the CLI output the tests parse.
+        werkzeug.propagate = False
         moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         moto.start()
         try:
@@ -79,6 +82,7 @@ def server() -> Iterator[tuple[str, Requests]]:
             moto.stop()
             werkzeug.removeHandler(requests)
             werkzeug.setLevel(level)
+            werkzeug.propagate = propagate
 
 
 def _indexed_store(cli: Any, endpoint: str) -> str:
