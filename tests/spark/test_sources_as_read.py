@@ -248,18 +248,13 @@ def test_a_file_pyarrow_cannot_read_is_not_copied(tmp_path: Path) -> None:
 
 
 class _Rows:
-    """The two calls :func:`copied_rows` makes of a run, over a local folder."""
+    """The one call :func:`copied_rows` makes of a run, over a local folder."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
     def rows_destination(self, table_id: int) -> Any:
         return local_destination(self.root / str(table_id))
-
-    def copy_positional_rows(self, table_id: int, files: Any) -> int:
-        from provplug.plugin.writers import copy_positional
-
-        return copy_positional(self.rows_destination(table_id), files)
 
 
 def test_a_copy_that_fails_midway_leaves_nothing_and_says_so(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ from provplug.ingest.recorder import StagedRun
 from provplug.location import RowRuns
 from provplug.model import TableInfo
 from provplug.plugin.protocols import RunRecorder
-from provplug.plugin.writers import PositionalCopy, SourceFile, positional_copies
+from provplug.plugin.writers import PositionalCopy, SourceFile, copy_positional, positional_copies
 
 from . import naming
 
@@ -167,13 +167,12 @@ def copied_rows(
     None (nothing left behind) when a file cannot be copied, for the caller
     to read the source through Spark instead."""
     destination = run.rows_destination(table_id)
-    copies, rows = positional_copies(destination, parts)
     try:
-        destination.create()
         if copy is None:
-            for one in copies:
-                one.make()
-        elif copies:
+            return copy_positional(destination, parts)
+        copies, rows = positional_copies(destination, parts)
+        destination.create()
+        if copies:
             copy(copies)
     except (*UNREADABLE, Py4JJavaError) as exc:  # (a task's pyarrow error comes as a Py4JJavaError)
         logger.info("source table %d is read through Spark, its files could not be copied: %s", table_id, exc)
