@@ -112,3 +112,8 @@ class LostFilesError(CaptureError):
 class VersionInUseError(StoreError):
     """A run cannot be deleted: another run's lineage reads a dataset
     version it wrote (``--force`` deletes it; answers then mark the version missing)."""
+
+
+class ConnectionSettingsError(StoreError):
+    """A setting that says how to reach object storage (``spark.provplug.fs.*``,
+    ``AWS_ENDPOINT_URL``, ``AWS_REGION``) is unknown or malformed."""

@@ -13,7 +13,8 @@ from conftest import REPO
 PAGE = REPO / "docs" / "configuration.md"
 CODE = (REPO / "provplug", REPO / "adapters")
 KEDRO_HOOKS = REPO / "adapters" / "kedro" / "provplug_kedro" / "hooks.py"
-SETTING = re.compile(r"\bPROVPLUG_[A-Z0-9_]*[A-Z0-9]\b|\bspark\.provplug\.[A-Za-z][A-Za-z0-9]*\b")
+# A setting's whole dotted name; a family named with ``.*`` (``spark.provplug.fs.*``) is not one.
+SETTING = re.compile(r"\bPROVPLUG_[A-Z0-9_]*[A-Z0-9]\b|\bspark\.provplug(?:\.[A-Za-z][A-Za-z0-9]*)++(?!\.\*)")
 KEDRO_KEY = re.compile(r"""\bsettings\.get\(["'](\w+)["']\)""")
 
 

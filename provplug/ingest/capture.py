@@ -289,10 +289,12 @@ def capture(
         warn_thesis_mode(reductions)
     label, tags = checked_label(label, tags)
     entry = dict(entry_point) if entry_point is not None else python_entry(sys._getframe(1))
-    from provplug.store.open import open_store  # pyarrow: not before a run starts
+    from provplug.plugin.connection import Connection, connecting  # pyarrow: not before a run starts
+    from provplug.store.open import open_store
 
-    target = open_store(store, plugins)
-    with observed_run(target, plugins, "capture", adapter.name) as (txn, info):
+    connection = (plugins.filesystem_settings(engine) or Connection()).over(Connection.from_environment())
+    target = open_store(connection.applied(os.fspath(store)), plugins)
+    with connecting(connection), observed_run(target, plugins, "capture", adapter.name) as (txn, info):
         info.index = index  # run_finished indexes it (provplug.index.at_commit)
         run = ActiveRun(
             target, txn, info, plugins, store_rows, engine, reductions, reduce_mode, location_lineage, strict

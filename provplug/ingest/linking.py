@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from provplug.location import RowRuns, location_edge
 from provplug.model import OpInfo, TableInfo, utc_now
+from provplug.plugin.connection import filesystem_of
 from provplug.schema import ROW_COLUMN
 from provplug.store.versions import LinkedRead, WrittenVersion, fingerprint, relative_files
 
@@ -112,7 +113,7 @@ def _same_types(run: StagedRun, written: TableInfo, files: Sequence[str]) -> boo
     if not stored or not files:
         return False
     try:
-        source_fs, path = pafs.FileSystem.from_uri(files[0])
+        source_fs, path = filesystem_of(files[0])
         with source_fs.open_input_file(path) as opened:
             theirs = pq.ParquetFile(opened).schema_arrow
         with run.store.fs.open_input_file(stored[0]) as opened:

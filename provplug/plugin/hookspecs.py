@@ -26,6 +26,7 @@ from provplug.plugin.markers import hookspec
 
 if TYPE_CHECKING:
     from provplug.model import OpInfo, RunInfo, StepInfo, StoreLocation
+    from provplug.plugin.connection import Connection
     from provplug.plugin.protocols import CaptureAdapter, ExportFormat, QueryMethod, WorkflowGraph, WriteInterceptor
     from provplug.plugin.reductions import ReductionTechnique
 
@@ -129,6 +130,25 @@ def provplug_store_location(uri: str) -> StoreLocation | None:
     :param uri: The path or URI given to ``provplug.capture``,
         ``provplug.open``, ``provplug.open_store`` or the command line.
     :returns: A :class:`~provplug.model.StoreLocation`, or None.
+    """
+
+
+@hookspec(firstresult=True)
+def provplug_filesystem_settings(engine: object) -> Connection | None:
+    """Return how a capture on ``engine`` reaches object storage, or None.
+
+    An adapter whose engine has its own settings for this (Spark's
+    ``spark.provplug.fs.endpoint``, ``.region`` and ``.scheme``) answers for
+    its engines. The capture writes the answer into every S3 URI it hands to
+    the engine's workers (the store's, each source's), so workers on other
+    machines reach the same storage; unset settings come from the driver's
+    environment, and a URI's own query wins over both
+    (:mod:`provplug.plugin.connection`).
+
+    Stops at the first non-None result.
+
+    :param engine: The engine given to ``provplug.capture``.
+    :returns: A :class:`~provplug.plugin.connection.Connection`, or None.
     """
 
 

@@ -22,6 +22,7 @@ from provplug.plugin.markers import PROJECT_NAME
 
 if TYPE_CHECKING:
     from provplug.model import OpInfo, RunInfo, StepInfo
+    from provplug.plugin.connection import Connection
     from provplug.plugin.protocols import CaptureAdapter, ExportFormat, QueryMethod, WorkflowGraph, WriteInterceptor
     from provplug.plugin.reductions import ReductionTechnique
 
@@ -140,6 +141,11 @@ class Plugins:
                 "not a provplug.model.StoreLocation"
             )
         return location
+
+    def filesystem_settings(self, engine: object) -> Connection | None:
+        """How a capture on ``engine`` reaches object storage, as the first plugin to answer says."""
+        answer: Connection | None = self.pm.hook.provplug_filesystem_settings(engine=engine)
+        return answer
 
     def choose_splits(self, workflow: WorkflowGraph, stats: Mapping[str, Any]) -> list[Any] | None:
         """The splits of the first split chooser to answer, or None."""

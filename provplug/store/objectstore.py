@@ -28,16 +28,8 @@ from provplug.store.cachedfs import Fetch, Put, base_filesystem, changed
 
 logger = logging.getLogger(__name__)
 
-# Schemes that name S3 (Hadoop's s3a/s3n are S3 to pyarrow too).
-S3_SCHEMES = ("s3", "s3a", "s3n")
 # The answers of an S3 server to a put-if-absent whose key exists.
 _TAKEN = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
-
-
-def s3_uri(uri: str) -> str:
-    """``uri`` with Hadoop's S3 schemes (``s3a://``, ``s3n://``) as pyarrow's ``s3://``."""
-    scheme, sep, rest = uri.partition("://")
-    return f"s3://{rest}" if sep and scheme.lower() in S3_SCHEMES else uri
 
 
 def put_if_absent(fs: pafs.FileSystem, uri: str, path: str, data: bytes) -> bool | None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 
 from provplug.model import StoreLocation
+from provplug.plugin.connection import s3_uri
 from provplug.plugin.manager import Plugins, get_plugins
 from provplug.store.cachedfs import cached_filesystem
-from provplug.store.objectstore import s3_uri, s3_whole_object_io
+from provplug.store.objectstore import s3_whole_object_io
 from provplug.store.parquet import ParquetStore
 
 

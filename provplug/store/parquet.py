@@ -80,9 +80,10 @@ import pyarrow.parquet as pq
 from provplug import schema
 from provplug.errors import DamagedStoreError, StoreError
 from provplug.model import OpInfo, StoreLocation, TableInfo, utc_now
+from provplug.plugin.connection import s3_uri
 from provplug.plugin.markers import hookimpl
 from provplug.store import files as storefiles
-from provplug.store.objectstore import put_if_absent, s3_uri
+from provplug.store.objectstore import put_if_absent
 from provplug.store.runs import numbered
 from provplug.store.triples import TripleScan
 

@@ -33,6 +33,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from provplug.errors import DamagedStoreError
+from provplug.plugin.connection import filesystem_of
 from provplug.plugin.protocols import Store
 from provplug.plugin.writers import Destination
 from provplug.store import files as storefiles
@@ -101,7 +102,7 @@ def dataset_location(namespace: str, dataset: str) -> tuple[Any, str] | None:
     if "://" not in namespace:
         return None
     try:
-        fs, path = pafs.FileSystem.from_uri(f"{namespace.rstrip('/')}/{dataset.lstrip('/')}")
+        fs, path = filesystem_of(f"{namespace.rstrip('/')}/{dataset.lstrip('/')}")
     except (ValueError, OSError):  # pyarrow.ArrowInvalid is a ValueError
         return None
     return fs, str(path)

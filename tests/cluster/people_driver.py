@@ -1,18 +1,21 @@
 """The README's people pipeline captured under a given Spark master, as a
-driver process of its own: ``python people_driver.py MASTER STORE [--shared]`` (``--shared``: the
-store's local path is declared shared by every executor).
+driver process of its own: ``python people_driver.py MASTER STORE [--shared] [--conf KEY=VALUE ...]``
+(``--shared``: the store's local path is declared shared by every executor; ``--conf``: a Spark
+setting of the session).
 (The cluster tests run it so that the pytest process keeps its local[2] session.)"""
 
 from __future__ import annotations
 
+import itertools
 import sys
 
 from provplug.cli.demo import capture_people
 from provplug.sparksession import local_spark
 
 
-def main(master: str, store: str, shared: bool) -> None:
+def main(master: str, store: str, shared: bool, settings: list[str]) -> None:
     conf = {"spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": "1"}
+    conf |= dict(setting.split("=", 1) for setting in settings)
     if shared:
         conf["spark.provplug.sharedStore"] = "true"
     spark = local_spark("provplug-cluster-test", master, **conf)
@@ -23,4 +26,5 @@ def main(master: str, store: str, shared: bool) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], "--shared" in sys.argv[3:])
+    options = sys.argv[3:]
+    main(sys.argv[1], sys.argv[2], "--shared" in options, [v for o, v in itertools.pairwise(options) if o == "--conf"])

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .servers import S3Server, SparkCluster
+from .servers import REGION, S3Server, SparkCluster, free_port
 from .test_s3_store import QUESTIONS as S3_QUESTIONS
 from .test_s3_store import _comparable, answers
 
@@ -57,11 +57,39 @@ def test_people_on_the_cluster_to_s3_answers_as_local(
     assert cli("gc", remote, "--now", "--quiet").code == 0
 
 
-def _drive(cluster: SparkCluster, s3: S3Server, store: str, *options: str) -> subprocess.CompletedProcess[str]:
-    """people_driver.py on the cluster, as a driver process of its own."""
+@pytest.mark.cluster
+def test_spark_provplug_fs_settings_reach_executors_that_know_no_endpoint(
+    cli: Any, spark: Any, cluster: SparkCluster, s3_env: S3Server, tmp_path: Path
+) -> None:
+    """Where S3 is, said by ``spark.provplug.fs.*`` alone: the store URI has no
+    query, and the driver's and the executors' AWS_ENDPOINT_URL name a closed
+    port (a request that missed the settings fails, and none can reach a real
+    cloud). The run commits and answers as the local[2] capture does."""
+    from provplug.cli.demo import capture_people
+
+    local = str(tmp_path / "people.prov")
+    capture_people(spark, local)
+    closed = f"http://127.0.0.1:{free_port()}"
+    prefix = "people-fs-settings"
+    driver = _drive(
+        cluster,
+        s3_env,
+        f"s3a://{s3_env.bucket}/{prefix}",
+        *("--conf", f"spark.provplug.fs.endpoint={s3_env.url}", "--conf", f"spark.provplug.fs.region={REGION}"),
+        *("--conf", f"spark.executorEnv.AWS_ENDPOINT_URL={closed}"),
+        env={"AWS_ENDPOINT_URL": closed, "AWS_DEFAULT_REGION": ""},
+    )
+    assert driver.returncode == 0, driver.stderr[-3000:]
+    assert _answers(cli, s3_env.uri(prefix)) == _answers(cli, local)
+
+
+def _drive(
+    cluster: SparkCluster, s3: S3Server, store: str, *options: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """people_driver.py on the cluster, as a driver process of its own (``env``: variables changed)."""
     return subprocess.run(
         [sys.executable, str(HERE / "people_driver.py"), cluster.master, store, *options],
-        env={**s3.env(), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
+        env={**s3.env(), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), **(env or {})},
         capture_output=True,
         text=True,
     )

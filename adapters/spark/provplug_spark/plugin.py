@@ -11,6 +11,7 @@ from provplug import hookimpl
 from provplug.errors import CaptureError
 
 if TYPE_CHECKING:
+    from provplug.plugin.connection import Connection
     from provplug.plugin.protocols import AdapterSession, CaptureRun, RunRecorder
 
 
@@ -85,6 +86,15 @@ def _connect_refused_after(intercepting: contextlib.AbstractContextManager[None]
 @hookimpl
 def provplug_register_write_interceptors(register: Callable[[Any], None]) -> None:
     register(SparkWriteInterceptor())
+
+
+@hookimpl
+def provplug_filesystem_settings(engine: object) -> Connection | None:
+    if type(engine).__name__ != "SparkSession" or is_spark_connect(engine):
+        return None
+    from .fssettings import filesystem_settings
+
+    return filesystem_settings(engine)
 
 
 @hookimpl

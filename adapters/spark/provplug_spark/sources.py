@@ -30,7 +30,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
@@ -39,6 +38,7 @@ from provplug.errors import CaptureError
 from provplug.ingest.recorder import StagedRun
 from provplug.location import RowRuns
 from provplug.model import TableInfo
+from provplug.plugin.connection import filesystem_of
 from provplug.plugin.protocols import RunRecorder
 from provplug.plugin.writers import PositionalCopy, SourceFile, copy_positional, positional_copies
 
@@ -144,7 +144,7 @@ def parquet_parts(uris: Sequence[str] | None, columns: Sequence[str]) -> list[So
     parts = []
     for uri in uris:
         try:
-            source_fs, path = pafs.FileSystem.from_uri(uri)
+            source_fs, path = filesystem_of(uri)
             with source_fs.open_input_file(path) as opened:
                 metadata = pq.ParquetFile(opened).metadata
         except UNREADABLE as exc:
