@@ -163,3 +163,24 @@ def test_ignore_mode_over_an_existing_path_stores_nothing(spark: Any, tmp_path: 
     assert writes == {"write:fresh", "write:copy"}
     assert sorted(r["id"] for r in table_rows(tmp_path / "s.prov", "old")) == [0, 1]  # the source as it was
     assert sorted(r["id"] for r in table_rows(tmp_path / "s.prov", "fresh")) == [20, 21, 22]
+
+
+def test_a_write_the_job_made_itself_reads_no_stored_rows_back_until_they_are_used(
+    spark: Any, tmp_path: Path, mocker: Any
+) -> None:
+    """The step's stored rows are read back (a listing and an analysis on the
+    driver) only when later code reads what was written; a write nobody reads
+    again never pays for it, and a read pays once."""
+    read_back = mocker.spy(SparkCaptureSession, "_read_back")
+
+    def tables_read_back() -> list[str]:
+        return [c.args[1].name for c in read_back.call_args_list]
+
+    with provplug.capture_writes(spark, store=tmp_path / "s.prov"):
+        _frame(spark).write.parquet(str(tmp_path / "first"))
+        assert "first" not in tables_read_back()
+        again = spark.read.parquet(str(tmp_path / "first")).where(F.col("id") > 1)
+        again.write.parquet(str(tmp_path / "second"))
+    assert "first" in tables_read_back() and "second" not in tables_read_back()
+    stored = sorted(r["id"] for r in table_rows(tmp_path / "s.prov", "second"))
+    assert stored == [2, 3]

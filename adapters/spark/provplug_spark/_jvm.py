@@ -22,7 +22,6 @@ from typing import Any
 from py4j.protocol import Py4JJavaError
 from pyspark.serializers import CloudPickleSerializer
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from pyspark.sql.types import StructType, _parse_datatype_json_string
 
@@ -45,8 +44,10 @@ class Catalyst:
         self._session = spark._jsparkSession
         classic = jvm.org.apache.spark.sql.classic
         catalyst = jvm.org.apache.spark.sql.catalyst
-        self._expr_utils = classic.ExpressionUtils
-        self._dataset = classic.Dataset
+        # Static methods kept as py4j members: each lookup on a class is a round trip of its own.
+        self._column_of = classic.ExpressionUtils.column
+        self._of_rows = classic.Dataset.ofRows
+        self._col = jvm.org.apache.spark.sql.functions.col
         self._to_expression = getattr(getattr(classic, "ColumnNodeToExpressionConverter$"), "MODULE$")
         self._hidden_tag = catalyst.plans.logical.Project.hiddenOutputTag()
         self._aggregate = catalyst.plans.logical.Aggregate
@@ -55,10 +56,11 @@ class Catalyst:
         self._array_list = jvm.java.util.ArrayList
         self._to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
         self.none = jvm.scala.Option.apply(None)
-        self._option = jvm.scala.Option
+        self._option_of = jvm.scala.Option.apply
         self._byte_tag = jvm.scala.reflect.ClassTag.Byte()
         # InlineCTE(alwaysInline, keepDanglingRelations, isAnalysis): every CTE reference inlined.
         self._inline_cte = catalyst.optimizer.InlineCTE(True, False, False)
+        self._names: dict[str, str] = {}  # py4j object id -> Catalyst node name (see node_name)
 
     # -- Scala collections -------------------------------------------------------
     def seq(self, items: Sequence[Any]) -> Any:
@@ -70,7 +72,7 @@ class Catalyst:
 
     def some(self, value: Any) -> Any:
         """A Scala Option holding ``value``."""
-        return self._option.apply(value)
+        return self._option_of(value)
 
     @staticmethod
     def items(jseq: Any) -> list[Any]:
@@ -84,12 +86,28 @@ class Catalyst:
     # -- expressions ---------------------------------------------------------------
     def column(self, expr: Any) -> Column:
         """A Catalyst expression as a PySpark Column (its node semantics reused)."""
-        return Column(self._expr_utils.column(expr))
+        return Column(self._column_of(expr))
+
+    def col(self, name: str) -> Column:
+        """``F.col(name)`` in one py4j round trip. (PySpark's own records its
+        Python call site in the JVM first: about ten round trips a column.)"""
+        return Column(self._col(name))
 
     def expression(self, col: Column) -> Any:
         """A PySpark Column as a (possibly unresolved) Catalyst expression."""
         jc: Any = col._jc  # a classic Column's JVM object (typed as a Column by Column.__getattr__)
         return self._to_expression.apply(jc.node())
+
+    def node_name(self, node: Any) -> str:
+        """``node.nodeName()`` of a plan node or expression, asked of the JVM
+        once per object: the traversal and several rules look at the same
+        node's kind, each time a py4j round trip. (py4j never reuses an
+        object id, and Catalyst trees are immutable.)"""
+        key = str(node._target_id)
+        name = self._names.get(key)
+        if name is None:
+            name = self._names[key] = str(node.nodeName())
+        return name
 
     @staticmethod
     def expr_id(attr: Any) -> int:
@@ -143,7 +161,7 @@ class Catalyst:
     # -- plans -----------------------------------------------------------------------
     def frame(self, plan: Any) -> DataFrame:
         """A logical plan as a DataFrame (analyzed anew)."""
-        return DataFrame(self._dataset.ofRows(self._session, plan), self.spark)
+        return DataFrame(self._of_rows(self._session, plan), self.spark)
 
     @staticmethod
     def plan(frame: DataFrame) -> Any:
@@ -157,9 +175,13 @@ class Catalyst:
         reference). A plan without CTE comes back as it is."""
         return self._inline_cte.apply(plan)
 
+    def over(self, node: Any, children: Sequence[Any]) -> Any:
+        """``node`` over other child plans, not analyzed (see :func:`with_children`)."""
+        return node.withNewChildren(self.seq(children))
+
     def with_children(self, node: Any, children: Sequence[Any]) -> Any:
         """``node`` over other child plans, analyzed."""
-        return self.plan(self.frame(node.withNewChildren(self.seq(children))))
+        return self.plan(self.frame(self.over(node, children)))
 
     def aggregate(self, grouping: Sequence[Any], outputs: Sequence[Any], child: Any) -> Any:
         """A new Aggregate plan node."""
@@ -189,7 +211,7 @@ class Catalyst:
             name = attr.name()
             wanted = _parse_datatype_json_string(attr.dataType().json())
             if name in available:
-                col = F.col("`" + name.replace("`", "``") + "`")
+                col = self.col("`" + name.replace("`", "``") + "`")
                 col = col if available[name] == wanted else col.cast(wanted)
             elif filler is not None and name in filler:
                 col = filler[name].cast(wanted)

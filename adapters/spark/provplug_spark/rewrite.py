@@ -33,7 +33,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from provplug.errors import CaptureError
 from provplug.rowrules import OpRowRules
@@ -119,7 +118,7 @@ class PlanRewriter:
         used = sorted({t.rows for c in cells for t in c.terms})
         carried = [c for c in dict.fromkeys((*node.hidden, *(members.columns if members else ()))) if c not in used]
         result = jvm.frame(node.plan).select(
-            *[jvm.column(a) for a in out_attrs], *[F.col(r) for r in used], *[F.col(c) for c in carried]
+            *[jvm.column(a) for a in out_attrs], *[jvm.col(r) for r in used], *[jvm.col(c) for c in carried]
         )
         joined = {d.group: d.optional for d in members.deferred} if members else {}
         group_joins = [
@@ -175,7 +174,7 @@ def _row_rules(state: RewriteState, out_attrs: list[Any]) -> OpRowRules:
 def _walk(state: RewriteState, node: Any, merging_above: bool) -> Node:
     """Rewrite ``node`` after its children (bottom-up) with its rule."""
     jvm = state.jvm
-    name = node.nodeName()
+    name = jvm.node_name(node)
     below_merging = merging_above or name in rules.MERGING_NODES
     children = [_walk(state, c, below_merging) for c in jvm.items(node.children())]
     table_read = rules.is_table_read(node, jvm)

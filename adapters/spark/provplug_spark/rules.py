@@ -160,6 +160,12 @@ UNSUPPORTED_EXPRESSIONS = {
 }
 
 
+# Copies whose output is their child's output, put back over their rewritten
+# child without analysing the plan anew (the analysis of the next node that
+# needs one covers them): a plan analysis costs milliseconds, growing with the plan.
+UNANALYZED_COPIES = {"Filter", "Sort", "GlobalLimit", "LocalLimit", "Repartition", "RepartitionByExpression"}
+
+
 def check_expressions(names: frozenset[str], node_name: str = "") -> None:
     """Refuse a node whose expressions have no provenance rule (a
     LateralJoin's subquery is checked by its rule: a Python UDTF call is one)."""
@@ -174,13 +180,13 @@ def check_expressions(names: frozenset[str], node_name: str = "") -> None:
 
 def is_table_read(node: Any, jvm: Catalyst) -> bool:
     """A table leaf, or the column selection provplug put on it: not user operations."""
-    name = node.nodeName()
+    name = jvm.node_name(node)
     if is_table_leaf(name):
         return True
     return (
         name == "Project"
-        and is_table_leaf(node.child().nodeName())
-        and all(e.nodeName() == "AttributeReference" for e in jvm.items(node.projectList()))
+        and is_table_leaf(jvm.node_name(node.child()))
+        and all(jvm.node_name(e) == "AttributeReference" for e in jvm.items(node.projectList()))
     )
 
 
@@ -250,7 +256,7 @@ def copy(node: Any, children: list[Node], ctx: Context) -> Node:
     columns decide existence; after a limit or sample a deletion may let
     other rows in (opaque).
     """
-    name, facts = node.nodeName(), ctx.state.facts
+    name, facts = ctx.jvm.node_name(node), ctx.state.facts
     if name == "Filter":
         ctx.state.decide(ctx.jvm.references(node.condition()), "a filter")
         if not node.condition().deterministic():
@@ -260,7 +266,12 @@ def copy(node: Any, children: list[Node], ctx: Context) -> Node:
     elif (opaque := NODE_KINDS[name].opaque) is not None:
         facts.opaque(opaque)
     child = children[0]
-    return Node(ctx.jvm.with_children(node, [c.plan for c in children]), child.rows, child.hidden, child.members)
+    plans = [c.plan for c in children]
+    if name in UNANALYZED_COPIES and not ctx.expressions & (SUBQUERY_EXPRESSIONS | {"ScalarSubquery"}):
+        # Its output is its child's, its expressions are resolved by expression id: no
+        # analysis (the costliest part of a rewrite) until the next node needs one.
+        return Node(ctx.jvm.over(node, plans), child.rows, child.hidden, child.members)
+    return Node(ctx.jvm.with_children(node, plans), child.rows, child.hidden, child.members)
 
 
 def project(node: Any, children: list[Node], ctx: Context) -> Node:
@@ -277,7 +288,7 @@ def project(node: Any, children: list[Node], ctx: Context) -> Node:
     partners = _using_join_partners(node, jvm)
     projections = jvm.items(node.projectList())
     for expr in projections:
-        if expr.nodeName() == "AttributeReference":
+        if jvm.node_name(expr) == "AttributeReference":
             # A column kept as it is keeps its terms (same expression id).
             expr_id = jvm.expr_id(expr) if partners else None
             if expr_id is not None and expr_id in partners:  # the merged key: both sides' key cells
@@ -292,13 +303,13 @@ def project(node: Any, children: list[Node], ctx: Context) -> Node:
             refs += [partners[i] for i in map(jvm.expr_id, refs) if i in partners]
         new_id = jvm.expr_id(expr)  # an Alias's id is its attribute's
         state.derive(new_id, refs)
-        renamed = _carried_name(expr)
+        renamed = _carried_name(expr, jvm)
         renamed_id = None if renamed is None else jvm.expr_id(renamed)
         if renamed_id in values:  # a rename: still a copy of the input cell
             values[new_id] = values[renamed_id]
     child = children[0]
     plan = jvm.plan(
-        jvm.frame(child.plan).select(*[jvm.column(e) for e in projections], *[F.col(c) for c in _carried(child)])
+        jvm.frame(child.plan).select(*[jvm.column(e) for e in projections], *[jvm.col(c) for c in _carried(child)])
     )
     return Node(plan, child.rows, child.hidden, child.members)
 
@@ -310,11 +321,11 @@ def _carried(node: Node) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*node.rows, *node.hidden, *members)))
 
 
-def _carried_name(expr: Any) -> Any | None:
+def _carried_name(expr: Any, jvm: Catalyst) -> Any | None:
     """The attribute an Alias only renames (aliases of aliases seen through)."""
-    while expr.nodeName() == "Alias":
+    while jvm.node_name(expr) == "Alias":
         expr = expr.child()
-    return expr if expr.nodeName() == "AttributeReference" else None
+    return expr if jvm.node_name(expr) == "AttributeReference" else None
 
 
 def _using_join_partners(project: Any, jvm: Catalyst) -> dict[int, Any]:
@@ -463,9 +474,9 @@ def union(node: Any, children: list[Node], ctx: Context) -> Node:
             jvm.plan(
                 jvm.frame(child.plan).select(
                     *[jvm.column(a) for a in attrs],
-                    *[F.col(r) if r in child.rows else _null(r, state.rows[r].scalar) for r in rows],
+                    *[jvm.col(r) if r in child.rows else _null(r, state.rows[r].scalar) for r in rows],
                     # a group's columns are null on the rows of the other branches
-                    *[F.col(h) if h in child.hidden else F.lit(None).cast(types[h]).alias(h) for h in hidden],
+                    *[jvm.col(h) if h in child.hidden else F.lit(None).cast(types[h]).alias(h) for h in hidden],
                     *[column(child) for column in member_columns],
                 )
             )
@@ -524,7 +535,7 @@ def _union_members(
         def slot_column(name: str) -> Callable[[Node], Column]:
             def make(child: Node) -> Column:
                 own = child.members is not None and any(s.column == name for s in child.members.flat)
-                return F.col(name) if own else F.lit(None).cast("bigint").alias(name)
+                return ctx.jvm.col(name) if own else F.lit(None).cast("bigint").alias(name)
 
             return make
 
@@ -590,7 +601,7 @@ def _aggregate_value(ctx: Context, expr_id: int, expr: Any, refs: list[Any], agg
     if expr.nodeName() == "AttributeReference":
         return  # a grouping key (same expression id): a copy stays one
     if not aggregated:  # a grouping expression, aliased
-        renamed = _carried_name(expr)
+        renamed = _carried_name(expr, jvm)
         facts.propagate(expr_id, [jvm.expr_id(a) for a in refs])
         if renamed is not None and jvm.expr_id(renamed) in facts.values:
             facts.values[expr_id] = facts.values[jvm.expr_id(renamed)]
@@ -704,7 +715,7 @@ def _kept_rows(ctx: Context, kept: Sequence[Any], columns: list[Column]) -> tupl
                 firsts[term.rows] = state.new_rows(state.rows[term.rows])
                 if term.rows in state.facts.optional:
                     state.facts.optional.add(firsts[term.rows])
-                columns.append(F.first(F.col(term.rows)).alias(firsts[term.rows]))
+                columns.append(F.first(ctx.jvm.col(term.rows)).alias(firsts[term.rows]))
             terms.add(Term(firsts[term.rows], term.scalar, term.base))
         state.terms[expr_id] = frozenset(terms)
     return tuple(firsts.values())
@@ -760,7 +771,7 @@ def window(node: Any, children: list[Node], ctx: Context) -> Node:
         jvm.frame(node.copy(jvm.seq(window_exprs), node.partitionSpec(), node.orderSpec(), below, node.hint()))
     )
     kept = [a for a in jvm.items(windowed_plan.output()) if not a.name().startswith(RAW_PREFIX)]
-    finals = [(F.flatten(F.col(r)) if arrays else F.col(r)).alias(name) for r, name, arrays in lists]
+    finals = [(F.flatten(jvm.col(r)) if arrays else jvm.col(r)).alias(name) for r, name, arrays in lists]
     plan = jvm.plan(jvm.frame(windowed_plan).select(*[jvm.column(a) for a in kept], *finals))
     return Node(plan, child.rows + tuple(name for _, name, _ in lists), child.hidden, child.members)
 
@@ -833,7 +844,7 @@ def _black_box(
     wrapped: Callable[..., Column] = pandas_udf(  # type: ignore[call-overload]  # stubs overload on Literal eval types; this one is chosen per node
         wrap(func, carried), returnType=returned, functionType=eval_type
     )
-    function = jvm.expression(wrapped(*[jvm.column(a) for a in args], *[F.col(r) for r in lists]))
+    function = jvm.expression(wrapped(*[jvm.column(a) for a in args], *[jvm.col(r) for r in lists]))
     outputs = jvm.items(node.output())
     state.facts.opaque(operation)  # which rows the function returns is its own business
     for attr in outputs:
@@ -953,7 +964,7 @@ def _refuse_rdd(node: Any, jvm: Catalyst) -> None:
 def rule_for(node: Any, jvm: Catalyst) -> Rule:
     """The rule of plan node ``node``; CaptureError for a node whose
     provenance cannot be captured exactly."""
-    name = node.nodeName()
+    name = jvm.node_name(node)
     if name == "LogicalRDD":
         _refuse_rdd(node, jvm)
     kind = NODE_KINDS.get(name)

@@ -92,7 +92,7 @@ class _Written:
     """A step output once its writer job has run (in the background)."""
 
     table: TableInfo  # with its row count
-    frame: DataFrame  # its stored rows, as downstream code sees them
+    frame: Callable[[], DataFrame]  # its stored rows, as downstream code sees them (read back when first used)
     triples: int
     finished: dt.datetime
     groups: Future[tuple[int, dt.datetime]] | None  # its group-join triples, still being written
@@ -105,7 +105,26 @@ class _Written:
 
 
 def _frame_of(job: Future[_Written]) -> DataFrame:
-    return job.result().frame
+    return job.result().frame()
+
+
+class _Once:
+    """A DataFrame made on first use, then always the same one (one plan, so
+    one set of expression ids); thread-safe. A step output's stored rows are
+    read back (a file listing, an analysis: tens of milliseconds) only when
+    code downstream uses them, not by every writer job: a write whose user
+    files the job wrote itself never reads them."""
+
+    def __init__(self, make: Callable[[], DataFrame]) -> None:
+        self._make = make
+        self._lock = threading.Lock()
+        self._made: DataFrame | None = None
+
+    def __call__(self) -> DataFrame:
+        with self._lock:
+            if self._made is None:
+                self._made = self._make()
+            return self._made
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +134,7 @@ class _Handed:
     original: DataFrame  # the user's own DataFrame: what the table is once the run has ended
     current: Callable[[], DataFrame]  # its stored rows while the run lasts (one DataFrame: a stable plan)
     fresh: Callable[[], DataFrame]  # a new read of its stored rows (own expression ids)
+    written: Callable[[], object] = lambda: None  # waits until its rows are written (raises the writer's error)
 
 
 class SparkCaptureSession:
@@ -307,7 +327,7 @@ class SparkCaptureSession:
 
     def wrote_directly(self, table_id: int) -> bool:
         """Whether the (finished) writer job of ``table_id`` wrote the user's files itself."""
-        self._handed[table_id].current()  # waits for the job
+        self._handed[table_id].written()
         return table_id in self._wrote_directly
 
     def _captured_step(self, step: StepInfo, result: Any, started: dt.datetime) -> Any:
@@ -350,6 +370,7 @@ class SparkCaptureSession:
                 frame,
                 functools.partial(_frame_of, jobs[-1]),
                 functools.partial(self._reread, jobs[-1], table, frame.schema),
+                jobs[-1].result,
             )
             frames.append(self.table_frame(table.table_id))
         operations = list(dict.fromkeys(o for r in rewrites for o in r.operations))
@@ -412,6 +433,7 @@ class SparkCaptureSession:
                 frame,
                 functools.partial(_frame_of, jobs[-1]),
                 functools.partial(self._reread, jobs[-1], table, frame.schema),
+                jobs[-1].result,
             )
             tables.append(table)
             frames.append(self.table_frame(table.table_id))
@@ -439,7 +461,8 @@ class SparkCaptureSession:
         rows, _, runs = self._write(selected, layout, table.table_id, op_id, user_files=user_files)
         self._runs[table.table_id] = RowRuns.of(sorted(runs))
         logger.info("coarse step %s wrote %s: %s rows", step, table.name, f"{rows:,}")
-        return _Written(self._counted(table, "output", rows), self._read_back(table, frame.schema), 0, _now(), None)
+        read = _Once(functools.partial(self._read_back, table, frame.schema))
+        return _Written(self._counted(table, "output", rows), read, 0, _now(), None)
 
     @staticmethod
     def _outputs(step: StepInfo, result: Any) -> list[DataFrame]:
@@ -522,9 +545,8 @@ class SparkCaptureSession:
             f"{triples:,}",
             " (as a location edge)" if edge is not None else "",
         )
-        return _Written(
-            self._counted(table, "output", rows), self._read_back(table, frame.schema), triples, _now(), groups, edge
-        )
+        read = _Once(functools.partial(self._read_back, table, frame.schema))
+        return _Written(self._counted(table, "output", rows), read, triples, _now(), groups, edge)
 
     def _declared_edge(
         self, step: str, op_id: int, table_id: int, rewritten: Rewritten, input_table: int, rates: Rates, captured: int
