@@ -220,13 +220,14 @@ class Session:
         path.write_text(source)
         return self._run(["python3", name or str(path)], where)
 
-    def _run(self, argv: list[str], where: str) -> str:
+    def typed(self, argv: list[str], where: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """``argv`` run as the user types it (in ``cwd``, default where they are), whatever its exit."""
         env = self.environment()
         executable = shutil.which(argv[0], path=env["PATH"]) or argv[0]
         started = time.perf_counter()
         done = subprocess.run(
             [executable, *argv[1:]],
-            cwd=self.cwd,
+            cwd=cwd or self.cwd,
             env=env,
             capture_output=True,
             text=True,
@@ -234,6 +235,10 @@ class Session:
             check=False,
         )
         self.seconds[where] = self.seconds.get(where, 0.0) + time.perf_counter() - started
+        return done
+
+    def _run(self, argv: list[str], where: str) -> str:
+        done = self.typed(argv, where)
         assert done.returncode == 0, (
             f"{where} failed (exit {done.returncode})\nstdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
         )
@@ -468,16 +473,7 @@ def test_the_demo_runs_again_replacing_only_its_own_store(
     # Typed again as the README types it: its own process, so its own local Spark. In this
     # process the demo would share the suite's session (other shuffle settings: other row
     # numbers in the answer whenever a Spark test happened to run first).
-    env = readme_run.environment()
-    again = subprocess.run(
-        [shutil.which("python3", path=env["PATH"]) or "python3", "-m", "provplug", "demo"],
-        cwd=readme_run.root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=BLOCK_TIMEOUT,
-        check=False,
-    )
+    again = readme_run.typed(["python3", "-m", "provplug", "demo"], "the demo again", cwd=readme_run.root)
     assert again.returncode == 0, again
     assert "replacing provplug-demo.prov, the store of an earlier provplug demo" in again.stderr
     seconds = re.compile(r", [0-9.]+ s$", flags=re.M)  # the query's time, the one thing that may differ
