@@ -121,7 +121,7 @@ def measure(args: argparse.Namespace, work: Path) -> tuple[dict[str, dict[str, l
     from servers import s3_server, spark_cluster  # type: ignore[import-not-found]
 
     loads = [os.getloadavg()[0]]
-    with s3_server(work) as s3, spark_cluster(work, s3.env()) as cluster:
+    with s3_server(work) as s3, spark_cluster(work, s3.env(), workers=1) as cluster:
         env = {**os.environ, **s3.env(), "PYTHONPATH": str(REPO)}
         configs = {
             "cluster": (cluster.master, {"S3": _s3_root(s3), "shared local disk": str(work / "cluster-stores")}),

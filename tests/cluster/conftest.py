@@ -38,7 +38,7 @@ def s3_env(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
 
 @pytest.fixture(scope="session")
 def cluster(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
-    """A standalone master and one worker (1 core, 1 GiB) whose executors reach the S3 server."""
+    """A standalone master and two workers (1 core, 1 GiB each) whose executors reach the S3 server."""
     reason = java_missing()
     if reason:
         pytest.skip(reason)
@@ -48,8 +48,8 @@ def cluster(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture(scope="session")
 def isolated_cluster(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
-    """A standalone master and one worker that does not share the driver's
-    disk: the worker runs in a mount namespace of its own over an empty
+    """A standalone master and two workers that do not share the driver's
+    disk: each worker runs in a mount namespace of its own over an empty
     tmpfs on ``hidden`` (a folder of this session's temporary directory), so
     a store under ``hidden`` is on the driver's disk only."""
     reason = java_missing() or unshare_missing()

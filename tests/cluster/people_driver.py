@@ -14,7 +14,7 @@ from provplug.sparksession import local_spark
 
 
 def main(master: str, store: str, shared: bool, settings: list[str]) -> None:
-    conf = {"spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": "1"}
+    conf = {"spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": "2"}
     conf |= dict(setting.split("=", 1) for setting in settings)
     if shared:
         conf["spark.provplug.sharedStore"] = "true"

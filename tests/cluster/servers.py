@@ -25,6 +25,9 @@ from pathlib import Path
 HOST = "127.0.0.1"
 # Generous: the machine is shared; the wait ends as soon as the server answers.
 START_TIMEOUT_S = 120.0
+# The test cluster: a master and two workers, so that tasks run in two executors (two
+# processes, on separate disks in the isolated cluster) as on two machines.
+WORKERS = 2
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "provplug-test", "AWS_SECRET_ACCESS_KEY": "provplug-test"}
 REGION = "us-east-1"
 
@@ -129,11 +132,11 @@ def spark_home() -> Path:
 
 @dataclasses.dataclass(frozen=True)
 class SparkCluster:
-    """A running standalone master and its worker."""
+    """A running standalone master and its workers."""
 
     master: str  # spark://127.0.0.1:PORT
     work_dir: Path
-    # A directory of the driver's disk the worker cannot see (None: it sees the whole disk).
+    # A directory of the driver's disk the workers cannot see (None: they see the whole disk).
     hidden: Path | None = None
 
 
@@ -187,13 +190,15 @@ def _hiding(directory: Path) -> list[str]:
 
 
 @contextlib.contextmanager
-def spark_cluster(work: Path, worker_env: dict[str, str], hidden: Path | None = None) -> Iterator[SparkCluster]:
-    """A standalone master and ONE worker (1 core, 1 GiB) on 127.0.0.1; stopped after.
+def spark_cluster(
+    work: Path, worker_env: dict[str, str], hidden: Path | None = None, workers: int = WORKERS
+) -> Iterator[SparkCluster]:
+    """A standalone master and ``workers`` workers (1 core, 1 GiB each) on 127.0.0.1; stopped after.
 
-    The worker's executors run the current venv's Python (``PYSPARK_PYTHON``)
+    The workers' executors run the current venv's Python (``PYSPARK_PYTHON``)
     with ``worker_env`` (the S3 server's endpoint and credentials). With
-    ``hidden``, the worker (and its executors) run in a mount namespace of
-    their own over an empty tmpfs on that directory (:func:`unshare_missing`
+    ``hidden``, each worker (and its executors) runs in a mount namespace of
+    its own over an empty tmpfs on that directory (:func:`unshare_missing`
     says whether this machine allows it)."""
     home = spark_home()
     env = {
@@ -214,50 +219,46 @@ def spark_cluster(work: Path, worker_env: dict[str, str], hidden: Path | None = 
         work / "master.log",
         env,
     )
-    worker = None
+    started: list[subprocess.Popen[bytes]] = []
     try:
         _wait_for_http(f"http://{HOST}:{ui}/json/", master)
-        worker_dir = work / "worker"
-        worker_dir.mkdir()
-        worker = _daemon(
-            "org.apache.spark.deploy.worker.Worker",
-            [
-                "--host",
-                HOST,
-                "--cores",
-                "1",
-                "--memory",
-                "1g",
-                "--webui-port",
-                "0",
-                "--work-dir",
-                str(worker_dir),
-                master_url,
-            ],
-            work / "worker.log",
-            env,
-            _hiding(hidden) if hidden is not None else None,
-        )
-        _wait_for_worker(f"http://{HOST}:{ui}/json/", worker)
+        for n in range(workers):
+            started.append(_worker(work, n, master_url, env, hidden))
+        _wait_for_workers(f"http://{HOST}:{ui}/json/", started)
         yield SparkCluster(master_url, work, hidden)
     finally:
-        if worker is not None:
+        for worker in started:
             _stop(worker)
         _stop(master)
 
 
-def _wait_for_worker(status_url: str, worker: subprocess.Popen[bytes]) -> None:
-    """Until the master lists one ALIVE worker."""
+def _worker(work: Path, n: int, master_url: str, env: dict[str, str], hidden: Path | None) -> subprocess.Popen[bytes]:
+    """Worker ``n`` (1 core, 1 GiB), with a work directory and a log of its own."""
+    worker_dir = work / f"worker-{n}"
+    worker_dir.mkdir()
+    args = ["--host", HOST, "--cores", "1", "--memory", "1g", "--webui-port", "0", "--work-dir", str(worker_dir)]
+    return _daemon(
+        "org.apache.spark.deploy.worker.Worker",
+        [*args, master_url],
+        work / f"worker-{n}.log",
+        env,
+        _hiding(hidden) if hidden is not None else None,
+    )
+
+
+def _wait_for_workers(status_url: str, workers: list[subprocess.Popen[bytes]]) -> None:
+    """Until the master lists every worker ALIVE."""
     import json
 
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
-        if worker.poll() is not None:
-            raise RuntimeError(f"the Spark worker exited with {worker.returncode} before registering")
+        for worker in workers:
+            if worker.poll() is not None:
+                raise RuntimeError(f"a Spark worker exited with {worker.returncode} before registering")
         with urllib.request.urlopen(status_url, timeout=5) as answer:
             status = json.load(answer)
-        if any(w.get("state") == "ALIVE" for w in status.get("workers", [])):
+        if sum(w.get("state") == "ALIVE" for w in status.get("workers", [])) >= len(workers):
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"no Spark worker registered with the master within {START_TIMEOUT_S:.0f} s")
+            raise RuntimeError(f"not every Spark worker registered with the master within {START_TIMEOUT_S:.0f} s")
         time.sleep(0.5)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .servers import REGION, S3Server, SparkCluster, free_port
+from .servers import REGION, WORKERS, S3Server, SparkCluster, free_port
 from .test_s3_store import QUESTIONS as S3_QUESTIONS
 from .test_s3_store import _comparable, answers
 
@@ -48,6 +48,8 @@ def test_people_on_the_cluster_to_s3_answers_as_local(
     remote = s3_env.uri("people-cluster")
     driver = _drive(cluster, s3_env, remote)
     assert driver.returncode == 0, driver.stderr[-3000:]
+    # Each worker ran an executor of the driver: its tasks ran in two processes, as on two machines.
+    assert all(any((cluster.work_dir / f"worker-{n}").glob("app-*")) for n in range(WORKERS))
     expected = _answers(cli, local)
     assert json.loads(cli("stats", local, "--json").out)["triples"] == 15
     assert _answers(cli, remote) == expected
@@ -151,7 +153,7 @@ def test_provplug_run_of_the_sales_example_on_the_cluster_to_s3_answers_as_local
 ) -> None:
     local, remote = str(tmp_path / "sales.prov"), s3_env.uri("sales-cluster")
     assert cli("run", local, SALES / "sales.py", SALES / "data", tmp_path / "out", "--quiet").code == 0
-    submit = f"--master {cluster.master} --conf spark.cores.max=1 --conf spark.executor.memory=512m pyspark-shell"
+    submit = f"--master {cluster.master} --conf spark.cores.max=2 --conf spark.executor.memory=512m pyspark-shell"
     script = [
         str(SALES / "sales.py"),
         str(SALES / "data"),

@@ -90,7 +90,7 @@ def _on_the_cluster(project: Path, cluster: SparkCluster) -> None:
     conf = project / "conf" / "cluster"
     conf.mkdir()
     (conf / "spark.yml").write_text(
-        f"spark.master: {cluster.master}\nspark.cores.max: 1\nspark.executor.memory: 512m\n"
+        f"spark.master: {cluster.master}\nspark.cores.max: 2\nspark.executor.memory: 512m\n"
     )
 
 
