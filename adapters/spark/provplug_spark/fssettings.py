@@ -9,21 +9,14 @@ from typing import Any
 
 from provplug.plugin.connection import Connection
 
-# Spark setting -> connection setting (docs/configuration.md lists them).
-FS_SETTINGS = {
-    "spark.provplug.fs.endpoint": "endpoint",
-    "spark.provplug.fs.region": "region",
-    "spark.provplug.fs.scheme": "scheme",
-}
-FS_PREFIX = next(iter(FS_SETTINGS)).rpartition(".")[0] + "."  # their common prefix, with its dot
+# The settings, named in full (docs/configuration.md lists them); each names the connection setting after the prefix.
+FS_SETTINGS = ("spark.provplug.fs.endpoint", "spark.provplug.fs.region", "spark.provplug.fs.scheme")
+FS_PREFIX = FS_SETTINGS[0].rpartition(".")[0] + "."
 
 
 def filesystem_settings(spark: Any) -> Connection:
     """The session's ``spark.provplug.fs.*`` settings; an unknown one (a
     typo would send requests to another endpoint) or a malformed one is a
     one-line ConnectionSettingsError."""
-    chosen = {key: value for key, value in spark.conf.getAll.items() if key.startswith(FS_PREFIX)}
-    return Connection.from_settings(
-        {FS_SETTINGS.get(key, key.removeprefix(FS_PREFIX)): value for key, value in chosen.items()},
-        f"{FS_PREFIX}*",
-    )
+    chosen = {k.removeprefix(FS_PREFIX): v for k, v in spark.conf.getAll.items() if k.startswith(FS_PREFIX)}
+    return Connection.from_settings(chosen, f"{FS_PREFIX}*")
