@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 import provplug
 from provplug import schema
@@ -22,10 +23,17 @@ from .helpers import (
 )
 
 
-def test_parquet_source_is_stored_as_copies_numbered_by_position(spark: Any, store_path: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("first_rows", ["by name", "parsed"])
+def test_parquet_source_is_stored_as_copies_numbered_by_position(
+    spark: Any, store_path: Path, tmp_path: Path, mocker: Any, first_rows: str
+) -> None:
     """A source read from Parquet files is copied, not rewritten: its row
     numbers are file offset + position, in the triples, the stored rows and
-    the answers of lineage queries alike (an empty file takes no number)."""
+    the answers of lineage queries alike (an empty file takes no number).
+    A copy's first row is looked up by its name, or parsed from the name
+    when the table has more copies than the lookup takes."""
+    if first_rows == "parsed":
+        mocker.patch("provplug_spark.rules.FIRST_ROWS_BY_NAME", 1)
     parts = [[("ann", "NY", 30), ("bob", "LA", 41)], [], [("cid", "NY", 52), ("dan", "SF", 23), ("eve", "LA", 35)]]
     folder = tmp_path / "people"
     folder.mkdir()
@@ -119,3 +127,17 @@ def test_a_parquet_source_with_string_view_columns_is_answered(spark: Any, store
     ]
     down = provplug.open(store_path).lineage(table="People", column="name", where="city = 'LA'", direction="down")
     assert [(v["table"], v["value"]) for v in down.to_dict()["lineage"]] == [("Old", "bob")]
+
+
+def test_a_copys_first_row_is_looked_up_by_name_not_parsed_per_row() -> None:
+    """Parsing each row's file name costs more than reading the row; with the
+    copies known, the first rows are a CASE on the name (the parse stays as
+    the fallback for a name not listed)."""
+    from provplug_spark.rules import FIRST_ROWS_BY_NAME, _first_row
+
+    names = [schema.positional_name(0), schema.positional_name(2)]
+    looked_up = _first_row(names)
+    assert looked_up.startswith("(CASE _metadata.file_name WHEN 'pos-000000000000.parquet' THEN 0 ")
+    assert "WHEN 'pos-000000000002.parquet' THEN 2 ELSE CAST(substring(" in looked_up
+    assert _first_row([]) == _first_row([schema.positional_name(i) for i in range(FIRST_ROWS_BY_NAME + 1)])
+    assert _first_row([]).startswith("CAST(substring(_metadata.file_name")

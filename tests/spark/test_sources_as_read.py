@@ -261,7 +261,7 @@ def test_a_copy_that_fails_midway_leaves_nothing_and_says_so(tmp_path: Path) -> 
     """The second file vanished after it was listed: the copy stops, the
     first copy is removed, and the caller is told to read through Spark."""
     import pyarrow.fs as pafs
-    from provplug_spark.sources import copied_rows
+    from provplug_spark.sources import Copied, copied_rows
 
     first = tmp_path / "a.parquet"
     _parquet(first, [{"k": 1}, {"k": 2}])
@@ -270,7 +270,7 @@ def test_a_copy_that_fails_midway_leaves_nothing_and_says_so(tmp_path: Path) -> 
     run = _Rows(tmp_path / "rows")
     assert copied_rows(run, 7, parts) is None  # type: ignore[arg-type]
     assert not (tmp_path / "rows" / "7").exists()
-    assert copied_rows(run, 8, parts[:1]) == 2  # type: ignore[arg-type]
+    assert copied_rows(run, 8, parts[:1]) == Copied(2, (schema.positional_name(0),))  # type: ignore[arg-type]
     assert [p.name for p in (tmp_path / "rows" / "8").iterdir()] == [schema.positional_name(0)]
 
 

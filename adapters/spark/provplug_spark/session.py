@@ -188,13 +188,13 @@ class SparkCaptureSession:
         if linked is not None:
             rows, self._runs[table.table_id] = linked
         elif copied is not None:  # immutable input files: stored as copies, rows numbered by position
-            rows = copied
+            rows = copied.rows
             self._runs[table.table_id] = RowRuns.of([(0, rows)])
         else:
             layout = OutputLayout(tuple(columns), (), ())
             rows, _, runs = self._write(frame.select(*[_quoted(c) for c in columns]), layout, table.table_id, 0)
             self._runs[table.table_id] = RowRuns.of(sorted(runs))
-        published = self._publish(table, "source", rows, frame.schema, positional)
+        published = self._publish(table, "source", rows, frame.schema, positional, copied.files if copied else ())
         read = functools.partial(self._read_back, table, frame.schema, positional)
         self._handed[table.table_id] = _Handed(frame, lambda: published, read)
         return table.table_id
@@ -225,11 +225,18 @@ class SparkCaptureSession:
         return self.run.rows_destination(table_id).spark_path
 
     def _publish(
-        self, table: TableInfo, origin: TableOrigin, rows: int, data_schema: StructType, positional: bool = False
+        self,
+        table: TableInfo,
+        origin: TableOrigin,
+        rows: int,
+        data_schema: StructType,
+        positional: bool = False,
+        files: tuple[str, ...] = (),
     ) -> DataFrame:
-        """Record ``table`` (now stored) and return its rows as the user sees them."""
+        """Record ``table`` (now stored) and return its rows as the user sees
+        them (``files``: a positional table's copies, :class:`.sources.TableLeaf`)."""
         self.run.record_table(self._counted(table, origin, rows))
-        self._register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id), positional))
+        self._register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id), positional, files))
         return self._read_back(table, data_schema, positional)
 
     def _counted(self, table: TableInfo, origin: TableOrigin, rows: int) -> TableInfo:

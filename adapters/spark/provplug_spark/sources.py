@@ -40,7 +40,7 @@ from provplug.location import RowRuns
 from provplug.model import TableInfo
 from provplug.plugin.connection import filesystem_of
 from provplug.plugin.protocols import RunRecorder
-from provplug.plugin.writers import PositionalCopy, SourceFile, copy_positional, positional_copies
+from provplug.plugin.writers import PositionalCopy, SourceFile, positional_copies
 
 from . import naming
 
@@ -70,6 +70,7 @@ class TableLeaf:
     columns: tuple[str, ...]
     path: str
     positional: bool = False  # copies of source files: row number = file offset + row index (no ROW_COLUMN)
+    files: tuple[str, ...] = ()  # a positional table's copies (their names hold their first rows), when known
 
 
 def _norm_path(path: str) -> str:
@@ -156,29 +157,39 @@ def parquet_parts(uris: Sequence[str] | None, columns: Sequence[str]) -> list[So
     return parts
 
 
+@dataclasses.dataclass(frozen=True)
+class Copied:
+    """A source stored as positional copies: its rows, and each copy's file
+    name (which holds its first row number, :func:`provplug.schema.positional_name`)."""
+
+    rows: int
+    files: tuple[str, ...]
+
+
 def copied_rows(
     run: RunRecorder,
     table_id: int,
     parts: Sequence[SourceFile],
     copy: Callable[[list[PositionalCopy]], None] | None = None,
-) -> int | None:
+) -> Copied | None:
     """Copy ``parts`` as the positional rows of ``table_id`` (with ``copy``:
-    :func:`copy_on_executors`; else in this process); the number of rows, or
+    :func:`copy_on_executors`; else in this process); what was copied, or
     None (nothing left behind) when a file cannot be copied, for the caller
     to read the source through Spark instead."""
     destination = run.rows_destination(table_id)
     try:
-        if copy is None:
-            return copy_positional(destination, parts)
         copies, rows = positional_copies(destination, parts)
         destination.create()
-        if copies:
+        if copy is not None and copies:
             copy(copies)
+        else:
+            for one in copies:
+                one.make()
     except (*UNREADABLE, Py4JJavaError) as exc:  # (a task's pyarrow error comes as a Py4JJavaError)
         logger.info("source table %d is read through Spark, its files could not be copied: %s", table_id, exc)
         destination.delete()
         return None
-    return rows
+    return Copied(rows, tuple(c.name for c in copies))
 
 
 # Spark's job group of the copies (visible in Spark's UI and status tracker).
