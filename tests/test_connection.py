@@ -101,3 +101,16 @@ def test_the_filesystem_of_a_data_uri_carries_the_settings_to_whoever_unpickles_
     again = pickle.loads(pickle.dumps(fs))
     assert again.region == "eu-west-3"
     assert "127.0.0.1:9000" in repr(again.__reduce__())
+
+
+def test_the_store_client_reads_a_uris_connection_as_the_capture_writes_it() -> None:
+    """One parser for both sides: what :meth:`Connection.applied` writes into
+    a URI, :meth:`Connection.of_uri` reads back (the store's boto3 client
+    takes its endpoint and region from it)."""
+    written = Connection("127.0.0.1:9000", "eu-west-1", "http").applied("s3://bucket/store.prov")
+    assert Connection.of_uri(written) == Connection("127.0.0.1:9000", "eu-west-1", "http")
+    assert Connection.of_uri(written).endpoint_url == "http://127.0.0.1:9000"
+    assert Connection.of_uri("s3://b/s?endpoint_override=s3.example.com").endpoint_url == "https://s3.example.com"
+    assert Connection.of_uri("s3://b/s").endpoint_url is None
+    with pytest.raises(ConnectionSettingsError, match="the URI s3://b/s: scheme must be http or https"):
+        Connection.of_uri("s3://b/s?endpoint_override=h:1&scheme=ftp")

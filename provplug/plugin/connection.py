@@ -83,6 +83,18 @@ class Connection:
             logger.warning("%s; provplug does not pass it on to Spark's tasks", exc)
             return cls(region=region or None)
 
+    @classmethod
+    def of_uri(cls, uri: str) -> Connection:
+        """What an S3 URI's own query says (pyarrow's parameter names)."""
+        base, _, query = uri.partition("?")
+        said = dict(parse_qsl(query))
+        return cls.from_settings({s: said[k] for s, k in SETTING_QUERY.items() if k in said}, f"the URI {base}")
+
+    @property
+    def endpoint_url(self) -> str | None:
+        """The endpoint as a URL, as boto3 takes it (https unless the scheme says otherwise)."""
+        return None if self.endpoint is None else f"{self.scheme or 'https'}://{self.endpoint}"
+
     def over(self, fallback: Connection) -> Connection:
         """This connection, each unset setting taken from ``fallback``."""
         return Connection(

@@ -19,11 +19,12 @@ import functools
 import logging
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qsl, urlparse
 
 import pyarrow.fs as pafs
 
 from provplug.errors import StoreError
+from provplug.plugin.connection import Connection
 from provplug.store.cachedfs import Fetch, Put, base_filesystem, changed
 
 logger = logging.getLogger(__name__)
@@ -67,11 +68,9 @@ def _s3_client(uri: str) -> Any | None:
             uri,
         )
         return None
-    query = {k: v[-1] for k, v in parse_qs(urlparse(uri).query).items()}
-    endpoint = query.get("endpoint_override")
-    if endpoint and "://" not in endpoint:
-        endpoint = f"{query.get('scheme', 'https')}://{endpoint}"
-    options: dict[str, Any] = {"endpoint_url": endpoint, "region_name": query.get("region")}
+    connection = Connection.of_uri(uri)
+    query = dict(parse_qsl(urlparse(uri).query))  # credentials, when the user put them in the URI
+    options: dict[str, Any] = {"endpoint_url": connection.endpoint_url, "region_name": connection.region}
     if "access_key" in query:
         options |= {"aws_access_key_id": query["access_key"], "aws_secret_access_key": query.get("secret_key")}
         options["aws_session_token"] = query.get("session_token")
