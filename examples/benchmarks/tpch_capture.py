@@ -14,8 +14,10 @@ SparkSession; every round runs the workload plain and captured
 round to round, after ``--warmup`` untimed rounds of both.
 
 Reported, per query: the median seconds of its write plain and captured, the
-ratio of the medians and each round's ratio, the triples it stored and
-whether it was captured cell by cell or as a coarse step. Over all queries:
+ratio of the medians and each round's ratio, where the captured step's time
+went (its plan rewrite and its writer job, from the adapter's log records),
+the triples it stored and whether it was captured cell by cell or as a
+coarse step. Over all queries:
 the geometric mean of the ratios. Two fixed costs: *per step*, the captured
 minus the plain time of a write of the 25-row ``nation`` table (a step with
 next to no data), made as the run's last step (the same write as its first
@@ -34,6 +36,7 @@ to FILE, sorted by cumulative time: where a step's fixed cost goes.
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import os
 import shutil
@@ -43,6 +46,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from provplug_spark.session import STEP_TIMINGS
 
 import provplug
 from provplug.sparksession import local_spark
@@ -57,6 +62,7 @@ TINY = "tiny_nation"  # the step that measures the fixed cost per step
 TINY_SQL = "select * from nation"
 FIRST = "first_nation"  # the run's first step: it also pays for starting the run
 SOURCE = "source_"  # --sources-first: a one-row write of each table, which stores it as a source
+STEP_LOGGER = "provplug.spark"  # the Spark adapter's: its steps' "wrote" records carry their timings
 
 
 def workload(
@@ -84,13 +90,36 @@ def plain_round(
     return seconds, time.perf_counter() - start
 
 
+class StepPhases(logging.Handler):
+    """The plan rewrite and writer job seconds of each captured step, by its
+    table, from the adapter's log records (provplug_spark.session.StepTimings)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.seconds: dict[str, tuple[float, float]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        timings = getattr(record, STEP_TIMINGS, None)
+        if timings is not None:
+            self.seconds[timings.table] = (timings.rewrite, timings.writer_job)
+
+
 def captured_round(
     spark: Any, files: dict[str, Path], sql: dict[str, str], out: Path, store: Path, sources_first: bool
-) -> tuple[dict[str, float], float]:
+) -> tuple[dict[str, float], float, dict[str, tuple[float, float]]]:
+    phases = StepPhases()
+    adapter = logging.getLogger(STEP_LOGGER)
+    level = adapter.level
+    adapter.addHandler(phases)
+    adapter.setLevel(logging.INFO)
     start = time.perf_counter()
-    with provplug.capture_writes(spark, store=store):
-        seconds = workload(spark, files, sql, out, sources_first)
-    return seconds, time.perf_counter() - start
+    try:
+        with provplug.capture_writes(spark, store=store):
+            seconds = workload(spark, files, sql, out, sources_first)
+        return seconds, time.perf_counter() - start, phases.seconds
+    finally:
+        adapter.removeHandler(phases)
+        adapter.setLevel(level)
 
 
 def step_kinds(store: Path) -> dict[str, tuple[str, int]]:
@@ -111,6 +140,7 @@ def measure(
     plain: dict[str, list[float]] = {}
     captured: dict[str, list[float]] = {}
     per_run: list[float] = []
+    phases: dict[str, list[tuple[float, float]]] = {}
     kinds: dict[str, tuple[str, int]] = {}
     for r in range(warmup + rounds):
         store = scratch / f"store-{r}.prov"
@@ -119,7 +149,7 @@ def measure(
             if kind == "plain":
                 seconds, total = plain_round(spark, files, sql, scratch / "plain", sources_first)
             else:
-                seconds, total = captured_round(spark, files, sql, scratch / "captured", store, sources_first)
+                seconds, total, steps = captured_round(spark, files, sql, scratch / "captured", store, sources_first)
             if r < warmup:
                 continue
             target = plain if kind == "plain" else captured
@@ -127,10 +157,19 @@ def measure(
                 target.setdefault(name, []).append(s)
             if kind == "captured":
                 per_run.append(total - sum(seconds.values()))
+                for name, spent in steps.items():
+                    phases.setdefault(name, []).append(spent)
         kinds = step_kinds(store) if store.exists() else kinds
         shutil.rmtree(store, ignore_errors=True)
         print(f"round {r + 1}/{warmup + rounds} done{' (warm-up)' if r < warmup else ''}", file=sys.stderr)
-    return {"plain": plain, "captured": captured, "per_run": per_run, "kinds": kinds, "sources_first": sources_first}
+    return {
+        "plain": plain,
+        "captured": captured,
+        "per_run": per_run,
+        "phases": phases,
+        "kinds": kinds,
+        "sources_first": sources_first,
+    }
 
 
 def report(figures: dict[str, Any], scale: float, rounds: int) -> str:
@@ -145,8 +184,9 @@ def report(figures: dict[str, Any], scale: float, rounds: int) -> str:
         f"(one local[2] SparkSession; {os.cpu_count()} cores; medians of {rounds} rounds, plain and captured "
         "alternating in each round).",
         "",
-        "| query | plain s | captured s | ratio of medians | per-round ratios | captured as | triples |",
-        "|---|---:|---:|---:|---|---|---:|",
+        "| query | plain s | captured s | ratio of medians | per-round ratios | plan rewrite s | writer job s "
+        "| captured as | triples |",
+        "|---|---:|---:|---:|---|---:|---:|---|---:|",
     ]
     ratios = []
     for name in names:
@@ -155,7 +195,11 @@ def report(figures: dict[str, Any], scale: float, rounds: int) -> str:
         each = ", ".join(f"{cc / pp:.2f}" for pp, cc in zip(plain[name], captured[name], strict=True))
         kind, triples = kinds.get(name, ("?", 0))
         shown = "coarse step" if kind == "coarse" else "cell by cell"
-        lines.append(f"| {name} | {p:.2f} | {c:.2f} | {c / p:.2f} | {each} | {shown} | {triples:,} |")
+        spent = figures["phases"].get(name) or [(math.nan, math.nan)]
+        rewrite, job = (statistics.median(s[i] for s in spent) for i in (0, 1))
+        lines.append(
+            f"| {name} | {p:.2f} | {c:.2f} | {c / p:.2f} | {each} | {rewrite:.2f} | {job:.2f} | {shown} | {triples:,} |"
+        )
     geomean = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
     step = statistics.median(captured[TINY]) - statistics.median(plain[TINY])
     lines += [

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES
+from provplug_spark.session import STEP_TIMINGS
 
 import provplug
 
@@ -58,6 +59,12 @@ def test_a_capture_logs_its_run_its_steps_and_the_commit(
     doubled = _index_of(messages, r"step double wrote doubled: 3 rows, [\d,]+ triples.*")
     totals = _index_of(messages, r"step total wrote totals: 1 rows, [\d,]+ triples.*")
     assert order[1] < doubled < order[3] and order[2] < totals < order[3], messages
+    # Where each step's time went: said in the line, and on the record for tools (the TPC-H benchmark).
+    _index_of(messages, r"step double wrote doubled: .* \(plan rewrite \d+\.\d\d s, writer job \d+\.\d\d s\)")
+    timings = {t.table: t for r in caplog.records if (t := getattr(r, STEP_TIMINGS, None)) is not None}
+    assert set(timings) == {"doubled", "totals"}
+    assert all(t.rewrite > 0 and t.writer_job > 0 for t in timings.values()), timings
+    assert timings["totals"].step == "total"
 
 
 def test_a_failed_capture_logs_that_nothing_is_committed(

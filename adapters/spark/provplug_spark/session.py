@@ -45,6 +45,7 @@ import datetime as dt
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
@@ -85,6 +86,20 @@ def _now() -> dt.datetime:
 
 def _quoted(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
+
+
+# The attribute of a step's "wrote" log record that carries its StepTimings.
+STEP_TIMINGS = "provplug_step_timings"
+
+
+@dataclasses.dataclass(frozen=True)
+class StepTimings:
+    """Where a captured step's own time went (on its log record, :data:`STEP_TIMINGS`)."""
+
+    step: str
+    table: str
+    rewrite: float  # seconds: the plan rewrite, on the caller's thread
+    writer_job: float  # seconds: the one Spark job writing rows, triples (and the user's files)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -345,6 +360,7 @@ class SparkCaptureSession:
         # Every output rewritten, and everything that may fail computed, before
         # any is registered or written: a step that fails to capture leaves no
         # file and no table behind, and the caller may go on.
+        rewriting = time.perf_counter()
         try:
             rewrites = [self.rewriter.rewrite(frame) for frame in outputs]
         except Exception as refused:  # a refusal, or a plan the rewrite could not handle
@@ -366,12 +382,15 @@ class SparkCaptureSession:
         for rules in row_rules:
             if rules is not None:
                 self.run.record_row_rules(rules)
+        rewritten_in = time.perf_counter() - rewriting
         jobs, frames = [], []
         for frame, rewritten, table, location in zip(outputs, rewrites, tables, locations, strict=True):
             # Registered now: a downstream rewrite can only meet this table once its rows are written.
             self._register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id)))
             jobs.append(
-                self.steps.submit(self._materialise, table, rewritten, op_id, frame, location, step.name, user_files)
+                self.steps.submit(
+                    self._materialise, table, rewritten, op_id, frame, location, step.name, user_files, rewritten_in
+                )
             )
             self._handed[table.table_id] = _Handed(
                 frame,
@@ -506,11 +525,13 @@ class SparkCaptureSession:
         location: aligned.Aligned | tuple[int, Rates] | None = None,
         step: str = "",
         user_files: DirectFiles | None = None,
+        rewritten_in: float = 0.0,
     ) -> _Written:
         """Write the output once (rows, row numbers, per-row triples and the
         markers of group joins); start writing the group joins' triples. A
         row-aligned output keeps its input's row numbers and gets an edge
-        instead of triples."""
+        instead of triples. The log line says where the step's time went
+        (``rewritten_in``: seconds the step's plan rewrite took)."""
         deferred = any(g.cells or g.member is not None for g in rewritten.groups)
         # The group joins' rows need the output rows' flat members beside the keys.
         flat = tuple(s.column for s in rewritten.members.flat) if deferred and rewritten.members else ()
@@ -520,9 +541,11 @@ class SparkCaptureSession:
             layout = OutputLayout(tuple(table.columns), (), kept, rewritten.members, numbered_by=row_aligned.rows)
         else:
             layout = OutputLayout(tuple(table.columns), tuple(rewritten.cells), kept, rewritten.members)
+        writing = time.perf_counter()
         rows, triples, runs = self._write(
             rewritten.frame, layout, table.table_id, op_id, keys=deferred, user_files=user_files
         )
+        timings = StepTimings(step, table.name, rewritten_in, time.perf_counter() - writing)
         edge = None
         if row_aligned is not None:
             source = self._runs.get(row_aligned.input)
@@ -545,12 +568,15 @@ class SparkCaptureSession:
             )
             groups = self.triples.submit(self._write_groups, keys, rewritten, table.table_id, op_id)
         logger.info(
-            "step %s wrote %s: %s rows, %s triples%s",
+            "step %s wrote %s: %s rows, %s triples%s (plan rewrite %.2f s, writer job %.2f s)",
             step,
             table.name,
             f"{rows:,}",
             f"{triples:,}",
             " (as a location edge)" if edge is not None else "",
+            timings.rewrite,
+            timings.writer_job,
+            extra={STEP_TIMINGS: timings},
         )
         read = _Once(functools.partial(self._read_back, table, frame.schema))
         return _Written(self._counted(table, "output", rows), read, triples, _now(), groups, edge)
