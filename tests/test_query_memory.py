@@ -319,3 +319,21 @@ def test_a_damaged_mapped_file_is_a_damaged_index(mapped_dag: tuple[Path, list[t
         provplug.open(store).lineage(value_id=_sample(edges, 1, 9)[0])
     result = cli("lineage", store, "--value-id", str(_sample(edges, 1, 9)[0]))
     assert result.code != 0 and "re-run `provplug index" in result.err and result.err.count("\n") == 1
+
+
+def test_a_store_collected_after_its_spark_context_stopped_unpersists_nothing(mocker: Any) -> None:
+    """The cached Spark frames go with their store, unless their context was
+    stopped first (it freed them; asking it again raised in a finalizer)."""
+    from provplug.query.index_reader import _unpersist
+
+    def frame(stopped: bool) -> Any:
+        cached = mocker.MagicMock()
+        cached.sparkSession.sparkContext._jsc.sc.return_value.isStopped.return_value = stopped
+        return cached
+
+    live, dead = frame(False), frame(True)
+    frames = {"live": live, "dead": dead}
+    _unpersist(frames)
+    live.unpersist.assert_called_once_with()
+    dead.unpersist.assert_not_called()
+    assert frames == {}

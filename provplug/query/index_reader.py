@@ -253,8 +253,15 @@ def caches_of(store: Store) -> StoreCaches:
 
 def _unpersist(frames: dict[Any, Any]) -> None:
     for frame in frames.values():
-        frame.unpersist()
+        if not _stopped(frame.sparkSession.sparkContext):  # a stopped context freed its caches itself
+            frame.unpersist()
     frames.clear()
+
+
+def _stopped(context: Any) -> bool:
+    """Whether a SparkContext was stopped (the store may outlive it until collected)."""
+    jsc = getattr(context, "_jsc", None)
+    return jsc is None or bool(jsc.sc().isStopped())
 
 
 def clear_cache(store: Store) -> None:
