@@ -25,6 +25,10 @@ class CaptureError(ProvplugError):
     """A pipeline step cannot be captured exactly."""
 
 
+class CaptureNotStartedError(CaptureError):
+    """A run of intercepted writes could not start (not strict): the writes go on uncaptured."""
+
+
 class PluginError(ProvplugError):
     """A plugin is malformed or no plugin can serve a request."""
 

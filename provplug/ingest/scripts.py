@@ -32,7 +32,7 @@ import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from provplug.errors import CaptureError
+from provplug.errors import CaptureError, CaptureNotStartedError
 from provplug.ingest.capture import ActiveRun, capture
 from provplug.plugin.manager import Plugins, get_plugins
 
@@ -59,13 +59,20 @@ class WriteCapture:
         self.engine = engine
         self.reduce = reduce
         self.run: ActiveRun | None = None
+        self.not_started: CaptureNotStartedError | None = None  # why the run could not start (not strict)
         # The run is entered and left in a context of its own: the first
         # write may come from any thread of the script, its end from another.
         self._context = contextvars.Context()
         self._stack = contextlib.ExitStack()
 
     def start(self, engine: object) -> ActiveRun:
-        """The run, started on ``engine`` by the first write."""
+        """The run, started on ``engine`` by the first write. When it cannot
+        start (its workers cannot import provplug, the store cannot be
+        opened, ...), a strict capture raises; otherwise this and every
+        later call raise :class:`CaptureNotStartedError`, logged once, and
+        the writes go on as in a plain run (fail open)."""
+        if self.not_started is not None:
+            raise self.not_started
         if self.run is None:
             if self.engine is not None and not _same_engine(engine, self.engine):
                 raise CaptureError("a write inside capture_writes comes from another SparkSession than the one given")
@@ -79,7 +86,14 @@ class WriteCapture:
                 strict=self.strict,
                 **self.context,
             )
-            self.run = self._context.run(self._stack.enter_context, opened)
+            try:
+                self.run = self._context.run(self._stack.enter_context, opened)
+            except CaptureError as exc:
+                if self.strict:
+                    raise
+                logger.warning("provplug: nothing is captured, the run could not start: %s", exc)
+                self.not_started = CaptureNotStartedError(str(exc))
+                raise self.not_started from exc
         return self.run
 
     def end(self, error: BaseException | None) -> None:

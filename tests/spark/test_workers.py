@@ -98,3 +98,28 @@ def test_the_workers_are_checked_once_per_context(spark: Any, store_path: Path, 
             capture(spark, store_path, {name: ROWS}, lambda f, name=name: count_per_key(f[name]).collect())
     assert probe.call_count == 1
     assert len(open_store(store_path).runs()) == 3
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_capture_writes_whose_run_cannot_start_lets_every_write_through(
+    spark: Any, store_path: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, strict: bool
+) -> None:
+    """Issue 25 (fail open): under ``capture_writes`` the run starts at the
+    first write; when it cannot (here: workers without provplug), the
+    script's writes are done as in a plain run and the reason is logged once.
+    A strict capture fails the first write instead, writing nothing."""
+    out = tmp_path / "out"
+    rows = [[(1, "a")], [(2, "b")]]
+    with workers_run(spark, without_site(tmp_path)), contextlib.ExitStack() as failing:
+        if strict:
+            failing.enter_context(pytest.raises(CaptureError, match="cannot import provplug_spark"))
+        with provplug.capture_writes(spark, store=store_path, strict=strict):
+            for mode, batch in zip(("overwrite", "append"), rows, strict=True):
+                spark.createDataFrame(batch, "k long, v string").write.mode(mode).parquet(str(out))
+    if strict:
+        assert not out.exists()
+        return
+    assert sorted(tuple(r) for r in spark.read.parquet(str(out)).collect()) == [(1, "a"), (2, "b")]
+    said = [r.getMessage() for r in caplog.records if "the run could not start" in r.getMessage()]
+    assert len(said) == 1 and "cannot import provplug_spark" in said[0], said
+    assert not store_path.exists() or not open_store(store_path).runs()  # nothing committed

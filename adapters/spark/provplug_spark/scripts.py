@@ -60,7 +60,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.readwriter import DataFrameWriter, DataFrameWriterV2
 
-from provplug.errors import CaptureError
+from provplug.errors import CaptureError, CaptureNotStartedError
 from provplug.model import StepInfo
 from provplug.plugin.protocols import CaptureRun
 
@@ -129,7 +129,9 @@ class WriteTracer:
         configuration is unknown), ``write()`` as the user asked and record
         an uncaptured write."""
         with self._lock:
-            run = self._start_run(df.sparkSession)
+            run = self._started(df.sparkSession)
+            if run is None:  # the run could not start: nothing is captured (logged once)
+                return write()
             if replay is None:
                 self.uncaptured(run, written.dataset, "its writer was made before provplug intercepted writes")
                 return write()
@@ -220,7 +222,16 @@ class WriteTracer:
     def on_uncaptured(self, spark: SparkSession, dataset: str, reason: str) -> None:
         """A write seen and not captured (the caller does it as the user asked)."""
         with self._lock:
-            self.uncaptured(self._start_run(spark), dataset, reason)
+            run = self._started(spark)
+            if run is not None:
+                self.uncaptured(run, dataset, reason)
+
+    def _started(self, spark: SparkSession) -> CaptureRun | None:
+        """The run, or None when it could not start (logged; the writes go on)."""
+        try:
+            return self._start_run(spark)
+        except CaptureNotStartedError:
+            return None
 
     @staticmethod
     def uncaptured(run: CaptureRun, dataset: str, reason: str) -> None:
