@@ -473,9 +473,14 @@ def copy_positional(destination: Destination, files: Iterable[tuple[Any, str, in
     (:func:`positional_copies`), in this process. Returns the number of rows."""
     copies, rows = positional_copies(destination, files)
     destination.create()
+    make_copies(copies)
+    return rows
+
+
+def make_copies(copies: Iterable[PositionalCopy]) -> None:
+    """Make ``copies`` one after the other, in this process."""
     for copy in copies:
         copy.make()
-    return rows
 
 
 def local_destination(path: str | os.PathLike[str]) -> Destination:

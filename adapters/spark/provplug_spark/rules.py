@@ -237,7 +237,8 @@ def _first_row(files: Sequence[str]) -> str:
     (provplug.schema.positional_name). With the copies' names known, a CASE on
     the file name: the name is a constant per file, so that costs about
     nothing, where parsing it costs more than reading the row (the substring
-    and the cast run per row: TPC-H q6 read lineitem 2.5x as slowly). The
+    and the cast run per row: a filtered read of TPC-H's lineitem took 0.44 s
+    against 0.18 s). The
     parse stays for a copy not in the list (it never is) or too many copies."""
     start = len(POSITIONAL_PREFIX) + 1
     parsed = f"CAST(substring(_metadata.file_name, {start}, 12) AS BIGINT)"

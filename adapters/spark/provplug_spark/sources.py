@@ -40,7 +40,7 @@ from provplug.location import RowRuns
 from provplug.model import TableInfo
 from provplug.plugin.connection import filesystem_of
 from provplug.plugin.protocols import RunRecorder
-from provplug.plugin.writers import PositionalCopy, SourceFile, positional_copies
+from provplug.plugin.writers import PositionalCopy, SourceFile, make_copies, positional_copies
 
 from . import naming
 
@@ -180,11 +180,8 @@ def copied_rows(
     try:
         copies, rows = positional_copies(destination, parts)
         destination.create()
-        if copy is not None and copies:
-            copy(copies)
-        else:
-            for one in copies:
-                one.make()
+        if copies:
+            (copy or make_copies)(copies)
     except (*UNREADABLE, Py4JJavaError) as exc:  # (a task's pyarrow error comes as a Py4JJavaError)
         logger.info("source table %d is read through Spark, its files could not be copied: %s", table_id, exc)
         destination.delete()
