@@ -14,6 +14,7 @@ the node it reads.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +31,66 @@ from provplug.errors import CaptureError
 from . import naming
 
 _LEADING_DIGITS = re.compile(r"\d+")
+_ATTRIBUTE = "AttributeReference"
+_ALIAS = "Alias"
+
+
+def _class_name(json_node: dict[str, Any]) -> str:
+    """The simple class name of an expression in a tree's JSON."""
+    return str(json_node["class"]).rsplit(".", 1)[-1].rsplit("$", 1)[-1]
+
+
+def _json_id(json_node: dict[str, Any]) -> int | None:
+    expr_id = json_node.get("exprId")
+    return int(expr_id["id"]) if isinstance(expr_id, dict) and "id" in expr_id else None
+
+
+@dataclasses.dataclass(frozen=True)
+class _TreeFacts:
+    """What an expression tree's JSON (its nodes flattened in pre-order, a
+    node's non-child fields nested in it) says about the tree."""
+
+    top: str  # the top expression's class name
+    expr_id: int | None  # a named top expression's id (an attribute's, an Alias's)
+    references: tuple[int, ...]  # the ids of the attributes among the tree's nodes: what it reads
+    renames: int | None  # the attribute an Alias (of aliases) only renames; None: not a rename
+
+    @classmethod
+    def of(cls, nodes: list[dict[str, Any]]) -> _TreeFacts | None:
+        classes = [_class_name(n) for n in nodes]
+        references = tuple(dict.fromkeys(_json_id(n) for n, c in zip(nodes, classes, strict=True) if c == _ATTRIBUTE))
+        if None in references:  # an attribute the JSON gives no id: ask the JVM
+            return None
+        aliases = len(classes) - 1
+        renames = (
+            _json_id(nodes[-1])
+            if aliases > 0 and classes[-1] == _ATTRIBUTE and all(c == _ALIAS for c in classes[:-1])
+            else None
+        )
+        return cls(classes[0], _json_id(nodes[0]), references, renames)  # type: ignore[arg-type]
+
+
+@dataclasses.dataclass(frozen=True)
+class Expression:
+    """A top expression of a plan node and what its tree's JSON says.
+
+    ``kinds`` are the simple class names of every expression of the tree: a
+    class name is Catalyst's node name except for the few classes that
+    override ``nodeName`` (``MonotonicallyIncreasingID``, higher-order
+    functions, ...), whose class names capture's checks use alike. ``facts``
+    is None for a tree Catalyst cannot render as JSON: ask the JVM.
+    Catalyst's ``references`` of a tree are the attributes among its
+    children, which the JSON flattens (a subquery's plan and an outer
+    reference's attribute are fields, nested, not children)."""
+
+    jvm: Any
+    kinds: frozenset[str]
+    facts: _TreeFacts | None
+
+
+def kinds_of(expressions: Sequence[Expression]) -> frozenset[str]:
+    """The kinds of every expression of these trees."""
+    return frozenset().union(*[e.kinds for e in expressions])
 
 
 class Catalyst:
@@ -51,6 +112,8 @@ class Catalyst:
         self._to_expression = getattr(getattr(classic, "ColumnNodeToExpressionConverter$"), "MODULE$")
         self._hidden_tag = catalyst.plans.logical.Project.hiddenOutputTag()
         self._aggregate = catalyst.plans.logical.Aggregate
+        self._project = catalyst.plans.logical.Project
+        self._unresolved = catalyst.analysis.UnresolvedAttribute.quoted
         self._alias = catalyst.expressions.Alias
         self._window_expression = catalyst.expressions.WindowExpression
         self._array_list = jvm.java.util.ArrayList
@@ -127,25 +190,26 @@ class Catalyst:
         for child in self.items(expr.children()):
             yield from self.walk_expressions(child)
 
+    def expressions(self, node: Any) -> list[Expression]:
+        """The expressions of plan node ``node`` (``node.expressions()``), each
+        with what its tree's JSON says.
+
+        Each tree comes as one JSON document: one py4j round trip, where
+        asking its kinds, id and references of the JVM takes a few per
+        expression of the tree, and a step's rewrite asks thousands."""
+        return [self._read_tree(top) for top in self.items(node.expressions())]
+
     def expression_names(self, node: Any) -> frozenset[str]:
-        """The kinds of every expression of plan node ``node``: the simple
-        class names of the expression trees.
+        """The kinds of every expression of plan node ``node`` (see :class:`Expression`)."""
+        return kinds_of(self.expressions(node))
 
-        Each tree comes as one JSON document (one py4j round trip, where
-        walking it takes three per expression). A class name is Catalyst's
-        node name except for the few classes that override ``nodeName``
-        (``MonotonicallyIncreasingID``, higher-order functions, ...), whose
-        class names capture's checks use alike."""
-        return frozenset(name for top in self.items(node.expressions()) for name in self._tree_kinds(top))
-
-    def _tree_kinds(self, expr: Any) -> Iterator[str]:
+    def _read_tree(self, expr: Any) -> Expression:
         try:
             nodes = json.loads(expr.toJSON())
         except Py4JJavaError:  # a tree Catalyst cannot render as JSON: walk it
-            yield from (str(e.getClass().getSimpleName()) for e in self.walk_expressions(expr))
-            return
-        for node in nodes:
-            yield str(node["class"]).rsplit(".", 1)[-1].rsplit("$", 1)[-1]
+            kinds = frozenset(str(e.getClass().getSimpleName()) for e in self.walk_expressions(expr))
+            return Expression(expr, kinds, None)
+        return Expression(expr, frozenset(_class_name(n) for n in nodes), _TreeFacts.of(nodes))
 
     def references(self, expr: Any) -> list[Any]:
         """The attributes ``expr`` reads."""
@@ -182,6 +246,14 @@ class Catalyst:
     def with_children(self, node: Any, children: Sequence[Any]) -> Any:
         """``node`` over other child plans, analyzed."""
         return self.plan(self.frame(self.over(node, children)))
+
+    def project(self, expressions: Any, carried: Sequence[str], child: Any) -> Any:
+        """An analyzed Project of the Scala Seq ``expressions`` (resolved,
+        reused as they are) and the columns named ``carried`` over ``child``:
+        ``select`` of them, without a Column made per expression."""
+        if carried:
+            expressions = expressions.appendedAll(self.seq([self._unresolved(name) for name in carried]))
+        return self.plan(self.frame(self._project(expressions, child)))
 
     def aggregate(self, grouping: Sequence[Any], outputs: Sequence[Any], child: Any) -> Any:
         """A new Aggregate plan node."""

@@ -38,10 +38,10 @@ from provplug.errors import CaptureError
 from provplug.rowrules import OpRowRules
 
 from . import groupjoin, rules
-from ._jvm import Catalyst
+from ._jvm import Catalyst, kinds_of
 from .rowlineage import MemberLayout, Members, enabled
 from .sources import TableLeaf, Tables
-from .state import HIDDEN_PREFIX, PROV_PREFIX, Context, GroupJoin, Node, RewriteState
+from .state import HIDDEN_PREFIX, PROV_PREFIX, Context, GroupJoin, Node, RewriteState, TableRead
 from .writer import Cell
 
 
@@ -73,6 +73,7 @@ class PlanRewriter:
         self.group_joins = groupjoin.mode(spark)
         self.row_lineage = enabled(spark)
         self._names: Iterator[int] = itertools.count()  # row-number column numbers, unique in the run
+        self._reads: dict[str, TableRead] = {}  # table leaves rewritten so far (rules.table_read)
 
     def register(self, leaf: TableLeaf) -> None:
         """A table of the run that later steps may read."""
@@ -98,7 +99,9 @@ class PlanRewriter:
         """One rewrite of ``plan``; None when an output column would mix
         group-join and per-row provenance (or two group joins')."""
         jvm = self.jvm
-        state = RewriteState(jvm, self.tables, self.group_joins, allow_groups, self._names, self.row_lineage)
+        state = RewriteState(
+            jvm, self.tables, self.group_joins, allow_groups, self._names, self.row_lineage, self._reads
+        )
         node = _walk(state, plan, merging_above=False)
         cells: list[Cell] = []
         deferred: dict[int, list[Cell]] = {}
@@ -184,7 +187,8 @@ def _walk(state: RewriteState, node: Any, merging_above: bool) -> Node:
     # nondeterministic child makes the node unstable through the child anyway.
     deterministic = table_read or node.deterministic()
     injective = name in rules.INJECTIVE_NODES and all(c.injective for c in children)
-    expressions = frozenset() if table_read else jvm.expression_names(node)
+    trees = [] if table_read else jvm.expressions(node)
+    expressions = kinds_of(trees)
     rules.check_expressions(expressions, name)
     if expressions & rules.UDF_EXPRESSIONS:
         state.uses_udf = True
@@ -197,5 +201,5 @@ def _walk(state: RewriteState, node: Any, merging_above: bool) -> Node:
         and all(c.stable for c in children)
     )
     rule = rules.rule_for(node, jvm)
-    new = rule(node, children, Context(state, merging_above, expressions))
+    new = rule(node, children, Context(state, merging_above, expressions, tuple(trees)))
     return dataclasses.replace(new, stable=stable, injective=injective)

@@ -73,7 +73,7 @@ from provplug.rowrules import ColumnRule
 from provplug.schema import POSITIONAL_PREFIX, ROW_COLUMN, positional_offset
 
 from . import groupjoin
-from ._jvm import Catalyst
+from ._jvm import Catalyst, Expression
 from .blackbox import Carried, group_function, partition_function, takes_key
 from .lateral import lateral_join
 from .readback import read_back_paths
@@ -87,7 +87,7 @@ from .rowlineage import (
     member_array,
     product,
 )
-from .state import ROW_LIST_TYPE, ROWS_TYPE, Context, Node, RewriteState, RowColumn
+from .state import ROW_LIST_TYPE, ROWS_TYPE, Context, Node, RewriteState, RowColumn, TableRead
 from .terms import Term
 
 Rule = Callable[[Any, list[Node], Context], Node]
@@ -200,32 +200,59 @@ def table_read(node: Any, children: list[Node], ctx: Context) -> Node:
     column: the stored row number, or for copies of source files the file
     offset plus ``_metadata.row_index``.
     """
-    jvm, state = ctx.jvm, ctx.state
-    try:
-        paths = read_back_paths(node) or [str(p) for p in jvm.items(node.relation().location().rootPaths())]
-    except Exception as exc:  # py4j: not a file relation
-        raise CaptureError(
-            f"cannot capture a read of {node.toString().strip()}: register inputs with run.source()"
-        ) from exc
-    leaf = state.tables.read_by(paths)
+    state = ctx.state
+    read = _read_of(node, ctx)
+    leaf = read.leaf
     state.inputs.add(leaf.table_id)
-    attrs = [(a.name(), jvm.expr_id(a)) for a in jvm.items(node.output())]
+    state.rows[read.rows] = RowColumn(leaf.table_id, scalar=True, may_repeat=False)
+    state.facts.columns[leaf.table_id] = leaf.columns
+    for name, expr_id in read.attrs:
+        if name != ROW_COLUMN:  # a source cell: its own id
+            state.terms[expr_id] = frozenset(
+                {Term(read.rows, True, ids.value_id(leaf.table_id, leaf.columns.index(name), 0))}
+            )
+            state.facts.values[expr_id] = ColumnRule("copy", leaf.table_id, name)
+    members = Members((Slot(read.rows, leaf.table_id, False),)) if state.row_lineage else None
+    return Node(read.plan, (read.rows,), (), members)
+
+
+def _read_of(node: Any, ctx: Context) -> TableRead:
+    """The rewritten read of table leaf ``node``: the one an earlier rewrite
+    of the run made of the same leaf when there is one (a table a step reads
+    again, through the same stand-in: :mod:`.scripts`), else a new one.
+    Making one takes an analysis of the ``_metadata`` column, the costliest
+    part of a small step's rewrite."""
+    jvm, state = ctx.jvm, ctx.state
+    key = str(node.output().toString())  # expression ids are unique in the JVM: the leaf's identity
+    known = state.reads.get(key)
+    if known is not None and known.rows not in state.rows and node.equals(known.node):
+        paths = known.paths
+    else:
+        known, paths = None, tuple(_leaf_paths(node))
+    leaf = state.tables.read_by(paths)
+    if known is not None and known.leaf == leaf:
+        return known
+    attrs = tuple((str(a.name()), jvm.expr_id(a)) for a in jvm.items(node.output()))
     if ROW_COLUMN in {n for n, _ in attrs}:  # a positional copy read back by readback.StoreRowsSource too
         row = f"CAST(`{ROW_COLUMN}` AS BIGINT)"
     elif leaf.positional:
         row = f"{_first_row(leaf.files)} + _metadata.row_index"
     else:
         raise CaptureError(f"input {leaf.path} has no {ROW_COLUMN} column")
-    rows = state.new_rows(RowColumn(leaf.table_id, scalar=True, may_repeat=False))
-    state.facts.columns[leaf.table_id] = leaf.columns
-    for name, expr_id in attrs:
-        if name != ROW_COLUMN:  # a source cell: its own id
-            state.terms[expr_id] = frozenset(
-                {Term(rows, True, ids.value_id(leaf.table_id, leaf.columns.index(name), 0))}
-            )
-            state.facts.values[expr_id] = ColumnRule("copy", leaf.table_id, name)
-    members = Members((Slot(rows, leaf.table_id, False),)) if state.row_lineage else None
-    return Node(jvm.plan(jvm.frame(node).selectExpr("*", f"{row} AS `{rows}`")), (rows,), (), members)
+    rows = state.new_name()
+    plan = jvm.plan(jvm.frame(node).selectExpr("*", f"{row} AS `{rows}`"))
+    read = TableRead(node, paths, leaf, attrs, rows, plan)
+    state.reads[key] = read
+    return read
+
+
+def _leaf_paths(node: Any) -> list[str]:
+    try:
+        return read_back_paths(node) or [str(p) for p in Catalyst.items(node.relation().location().rootPaths())]
+    except Exception as exc:  # py4j: not a file relation
+        raise CaptureError(
+            f"cannot capture a read of {node.toString().strip()}: register inputs with run.source()"
+        ) from exc
 
 
 # Up to this many copies, a copy's first row is looked up by its name.
@@ -304,32 +331,41 @@ def project(node: Any, children: list[Node], ctx: Context) -> Node:
     jvm, state = ctx.jvm, ctx.state
     values = state.facts.values
     partners = _using_join_partners(node, jvm)
-    projections = jvm.items(node.projectList())
-    for expr in projections:
-        if jvm.node_name(expr) == "AttributeReference":
+    for tree in ctx.trees:  # the projectList, as its JSON reads
+        kind, expr_id, refs, renamed_id = _projected(tree, jvm)
+        if kind == "AttributeReference":
             # A column kept as it is keeps its terms (same expression id).
-            expr_id = jvm.expr_id(expr) if partners else None
-            if expr_id is not None and expr_id in partners:  # the merged key: both sides' key cells
+            if expr_id in partners:  # the merged key: both sides' key cells
                 kept = values.get(expr_id)  # (its value is this side's)
                 state.facts.value_terms[expr_id] = state.terms.get(expr_id, frozenset())
-                state.derive(expr_id, [expr, partners[expr_id]])
+                state.derive_ids(expr_id, [expr_id, partners[expr_id]])
                 if kept is not None:
                     values[expr_id] = kept
             continue
-        refs = jvm.references(expr)
         if partners:
-            refs += [partners[i] for i in map(jvm.expr_id, refs) if i in partners]
-        new_id = jvm.expr_id(expr)  # an Alias's id is its attribute's
-        state.derive(new_id, refs)
-        renamed = _carried_name(expr, jvm)
-        renamed_id = None if renamed is None else jvm.expr_id(renamed)
+            refs = [*refs, *(partners[i] for i in refs if i in partners)]
+        state.derive_ids(expr_id, refs)  # an Alias's id is its attribute's
         if renamed_id in values:  # a rename: still a copy of the input cell
-            values[new_id] = values[renamed_id]
+            values[expr_id] = values[renamed_id]
     child = children[0]
-    plan = jvm.plan(
-        jvm.frame(child.plan).select(*[jvm.column(e) for e in projections], *[jvm.col(c) for c in _carried(child)])
+    return Node(jvm.project(node.projectList(), _carried(child), child.plan), child.rows, child.hidden, child.members)
+
+
+def _projected(tree: Expression, jvm: Catalyst) -> tuple[str, int, list[int], int | None]:
+    """(kind, expression id, ids of the attributes it reads, id of the
+    attribute it only renames or None) of one projected expression, from its
+    JSON when Catalyst could render it."""
+    facts = tree.facts
+    if facts is not None and facts.expr_id is not None:
+        return facts.top, facts.expr_id, list(facts.references), facts.renames
+    expr = tree.jvm
+    renamed = _carried_name(expr, jvm)
+    return (
+        jvm.node_name(expr),
+        jvm.expr_id(expr),
+        [jvm.expr_id(a) for a in jvm.references(expr)],
+        None if renamed is None else jvm.expr_id(renamed),
     )
-    return Node(plan, child.rows, child.hidden, child.members)
 
 
 def _carried(node: Node) -> tuple[str, ...]:
@@ -346,8 +382,9 @@ def _carried_name(expr: Any, jvm: Catalyst) -> Any | None:
     return expr if jvm.node_name(expr) == "AttributeReference" else None
 
 
-def _using_join_partners(project: Any, jvm: Catalyst) -> dict[int, Any]:
-    """For the Project a ``join(..., on="k")`` adds: merged key -> the other side's key.
+def _using_join_partners(project: Any, jvm: Catalyst) -> dict[int, int]:
+    """For the Project a ``join(..., on="k")`` adds: merged key -> the other
+    side's key (expression ids).
 
     Spark keeps one side's key attribute and hides the other (tagged
     ``hiddenOutputTag``). Keys of different types are compared through a
@@ -358,7 +395,7 @@ def _using_join_partners(project: Any, jvm: Catalyst) -> dict[int, Any]:
     if not hidden or child.nodeName() != "Join" or child.condition().isEmpty():
         return {}
     hidden_ids = {jvm.expr_id(a) for a in hidden}
-    partners: dict[int, Any] = {}
+    partners: dict[int, int] = {}
     for eq in _conjuncts(child.condition().get()):
         if eq.nodeName() not in ("EqualTo", "EqualNullSafe"):
             continue
@@ -367,9 +404,9 @@ def _using_join_partners(project: Any, jvm: Catalyst) -> dict[int, Any]:
             continue
         lid, rid = jvm.expr_id(left), jvm.expr_id(right)
         if rid in hidden_ids:
-            partners[lid] = right
+            partners[lid] = rid
         if lid in hidden_ids:
-            partners[rid] = left
+            partners[rid] = lid
     return partners
 
 

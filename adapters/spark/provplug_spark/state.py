@@ -19,9 +19,9 @@ from pyspark.sql import DataFrame
 
 from provplug.errors import CaptureError
 
-from ._jvm import Catalyst
+from ._jvm import Catalyst, Expression
 from .rowlineage import Members, RowFacts, Slot
-from .sources import Tables
+from .sources import TableLeaf, Tables
 from .terms import Term
 from .writer import Cell
 
@@ -53,6 +53,19 @@ class Node:
 
 
 @dataclasses.dataclass(frozen=True)
+class TableRead:
+    """A table leaf rewritten to carry its row numbers, kept for the run's
+    later rewrites that read the same leaf (:func:`.rules.table_read`)."""
+
+    node: Any  # the leaf
+    paths: tuple[str, ...]
+    leaf: TableLeaf  # the run's table it reads
+    attrs: tuple[tuple[str, int], ...]  # (name, expression id) of its output
+    rows: str  # its row-number column
+    plan: Any  # the leaf with that column
+
+
+@dataclasses.dataclass(frozen=True)
 class GroupJoin:
     """The deferred provenance of one aggregate (see :mod:`.groupjoin`)."""
 
@@ -76,6 +89,7 @@ class RewriteState:
         allow_groups: bool,
         names: Iterator[int],
         row_lineage: bool = True,
+        reads: dict[str, TableRead] | None = None,
     ) -> None:
         self.jvm = jvm
         self.tables = tables
@@ -91,6 +105,7 @@ class RewriteState:
         self.uses_udf = False
         self.facts = RowFacts()  # what the op's row rules will say
         self.row_lineage = row_lineage  # False: no members carried (Node.members None throughout)
+        self.reads = {} if reads is None else reads  # the run's rewritten table reads, by leaf output
 
     def new_name(self) -> str:
         """A new column name of the rewrite (not a row-number column)."""
@@ -116,7 +131,10 @@ class RewriteState:
 
     def derive(self, expr_id: int, refs: Sequence[Any]) -> None:
         """The attribute ``expr_id`` := a function of ``refs`` in the same row."""
-        ref_ids = [self.jvm.expr_id(a) for a in refs]  # once: each is a py4j round trip
+        self.derive_ids(expr_id, [self.jvm.expr_id(a) for a in refs])  # once: each is a py4j round trip
+
+    def derive_ids(self, expr_id: int, ref_ids: Sequence[int]) -> None:
+        """The attribute ``expr_id`` := a function of the attributes ``ref_ids`` in the same row."""
         self.terms[expr_id] = self._terms_of_ids(ref_ids)
         self.deferred[expr_id] = self._deferred_of_ids(ref_ids)
         self.facts.propagate(expr_id, ref_ids)
@@ -165,6 +183,7 @@ class Context:
     state: RewriteState
     merging_above: bool  # a row-merging node (aggregate, distinct, window, ...) lies above this one in the step
     expressions: frozenset[str]  # the node names of this node's expressions
+    trees: tuple[Expression, ...] = ()  # its expressions (node.expressions()) as their JSON reads them
 
     @property
     def jvm(self) -> Catalyst:
