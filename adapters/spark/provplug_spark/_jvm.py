@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
@@ -247,13 +247,18 @@ class Catalyst:
         """``node`` over other child plans, analyzed."""
         return self.plan(self.frame(self.over(node, children)))
 
-    def project(self, expressions: Any, carried: Sequence[str], child: Any) -> Any:
-        """An analyzed Project of the Scala Seq ``expressions`` (resolved,
-        reused as they are) and the columns named ``carried`` over ``child``:
-        ``select`` of them, without a Column made per expression."""
-        if carried:
-            expressions = expressions.appendedAll(self.seq([self._unresolved(name) for name in carried]))
-        return self.plan(self.frame(self._project(expressions, child)))
+    def project(self, expressions: Any, carried: Sequence[str], child: Any, known: Mapping[str, Any]) -> Any:
+        """A Project of the Scala Seq ``expressions`` (resolved, reused as
+        they are) and the columns named ``carried`` over ``child``: ``select``
+        of them, without a Column made per expression. When ``known`` holds
+        the attribute of every carried column, the Project is resolved as
+        built and left unanalyzed (the analysis of the next node that needs
+        one covers it, and sets the attributes' nullability as the plan below
+        gives it); else it is analyzed, which resolves the names."""
+        if all(name in known for name in carried):
+            return self._project(expressions.appendedAll(self.seq([known[n] for n in carried])), child)
+        carried_columns = self.seq([self._unresolved(name) for name in carried])
+        return self.plan(self.frame(self._project(expressions.appendedAll(carried_columns), child)))
 
     def aggregate(self, grouping: Sequence[Any], outputs: Sequence[Any], child: Any) -> Any:
         """A new Aggregate plan node."""

@@ -163,7 +163,16 @@ UNSUPPORTED_EXPRESSIONS = {
 # Copies whose output is their child's output, put back over their rewritten
 # child without analysing the plan anew (the analysis of the next node that
 # needs one covers them): a plan analysis costs milliseconds, growing with the plan.
-UNANALYZED_COPIES = {"Filter", "Sort", "GlobalLimit", "LocalLimit", "Repartition", "RepartitionByExpression"}
+UNANALYZED_COPIES = {
+    "Filter",
+    "Sort",
+    "GlobalLimit",
+    "LocalLimit",
+    "Repartition",
+    "RepartitionByExpression",
+    "SubqueryAlias",
+    "View",
+}
 
 
 def check_expressions(names: frozenset[str], node_name: str = "") -> None:
@@ -205,6 +214,7 @@ def table_read(node: Any, children: list[Node], ctx: Context) -> Node:
     leaf = read.leaf
     state.inputs.add(leaf.table_id)
     state.rows[read.rows] = RowColumn(leaf.table_id, scalar=True, may_repeat=False)
+    state.attributes[read.rows] = read.row_attribute
     state.facts.columns[leaf.table_id] = leaf.columns
     for name, expr_id in read.attrs:
         if name != ROW_COLUMN:  # a source cell: its own id
@@ -241,7 +251,7 @@ def _read_of(node: Any, ctx: Context) -> TableRead:
         raise CaptureError(f"input {leaf.path} has no {ROW_COLUMN} column")
     rows = state.new_name()
     plan = jvm.plan(jvm.frame(node).selectExpr("*", f"{row} AS `{rows}`"))
-    read = TableRead(node, paths, leaf, attrs, rows, plan)
+    read = TableRead(node, paths, leaf, attrs, rows, plan, plan.output().last())
     state.reads[key] = read
     return read
 
@@ -348,7 +358,8 @@ def project(node: Any, children: list[Node], ctx: Context) -> Node:
         if renamed_id in values:  # a rename: still a copy of the input cell
             values[expr_id] = values[renamed_id]
     child = children[0]
-    return Node(jvm.project(node.projectList(), _carried(child), child.plan), child.rows, child.hidden, child.members)
+    plan = jvm.project(node.projectList(), _carried(child), child.plan, state.attributes)
+    return Node(plan, child.rows, child.hidden, child.members)
 
 
 def _projected(tree: Expression, jvm: Catalyst) -> tuple[str, int, list[int], int | None]:
@@ -441,7 +452,10 @@ def join(node: Any, children: list[Node], ctx: Context) -> Node:
         state.decide(jvm.references(node.condition().get()), "a join condition")
         if not node.condition().get().deterministic():
             state.facts.opaque("a nondeterministic join condition")
-    plan = jvm.with_children(node, [left.plan, right.plan])
+    if ctx.expressions & (SUBQUERY_EXPRESSIONS | {"ScalarSubquery"}):
+        plan = jvm.with_children(node, [left.plan, right.plan])
+    else:  # as a copy's (UNANALYZED_COPIES): its output is its sides', its condition resolved by expression id
+        plan = jvm.over(node, [left.plan, right.plan])
     state.facts.merged_one_row([left.members, right.members], "a join")
     if join_type in LEFT_ONLY_JOINS:
         if join_type == "LeftAnti":

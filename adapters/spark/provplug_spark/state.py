@@ -63,6 +63,7 @@ class TableRead:
     attrs: tuple[tuple[str, int], ...]  # (name, expression id) of its output
     rows: str  # its row-number column
     plan: Any  # the leaf with that column
+    row_attribute: Any  # that column's attribute
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +107,7 @@ class RewriteState:
         self.facts = RowFacts()  # what the op's row rules will say
         self.row_lineage = row_lineage  # False: no members carried (Node.members None throughout)
         self.reads = {} if reads is None else reads  # the run's rewritten table reads, by leaf output
+        self.attributes: dict[str, Any] = {}  # column name -> its attribute, where known without a lookup
 
     def new_name(self) -> str:
         """A new column name of the rewrite (not a row-number column)."""
