@@ -102,3 +102,20 @@ def test_an_xml_write_is_captured_and_written_from_the_stored_rows(
     columns = ["event_id", "user", "r"]
     assert _rows(written, columns) == _stored(store_path, "noisy", columns)
     assert len(_rows(written, columns)) == len(EVENTS)
+
+
+def test_only_statements_naming_a_write_keyword_are_parsed_for_writes(
+    spark: Any, events: Any, store_path: Path, mocker: Any
+) -> None:
+    """A query without INSERT, CREATE or REPLACE runs without provplug's
+    parse; a write in lower case after a comment is still captured."""
+    from provplug_spark import sqlwrites
+
+    parse = mocker.spy(sqlwrites, "parsed_statement")
+    with provplug.capture_writes(spark, store=store_path):
+        assert spark.sql("SELECT count(*) AS n FROM provplug_ev").collect()[0]["n"] == len(EVENTS)
+        assert parse.call_count == 0
+        spark.sql("/* daily */create table provplug_sql_t using parquet as select event_id, user from provplug_ev")
+        assert parse.call_count == 1
+    assert set(ops(store_path)) == {"write:provplug_sql_t"}
+    assert _rows(spark.table("provplug_sql_t"), ["event_id", "user"]) == sorted(EVENTS)

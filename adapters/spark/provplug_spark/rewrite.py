@@ -38,7 +38,7 @@ from provplug.errors import CaptureError
 from provplug.rowrules import OpRowRules
 
 from . import groupjoin, rules
-from ._jvm import Catalyst, kinds_of
+from ._jvm import Catalyst, Expression, kinds_of
 from .rowlineage import MemberLayout, Members, enabled
 from .sources import TableLeaf, Tables
 from .state import HIDDEN_PREFIX, PROV_PREFIX, Context, GroupJoin, Node, RewriteState, TableRead
@@ -74,6 +74,7 @@ class PlanRewriter:
         self.row_lineage = enabled(spark)
         self._names: Iterator[int] = itertools.count()  # row-number column numbers, unique in the run
         self._reads: dict[str, TableRead] = {}  # table leaves rewritten so far (rules.table_read)
+        self._over_leaves: dict[str, tuple[Any, bool, list[Expression]]] = {}  # see _over_leaves
 
     def register(self, leaf: TableLeaf) -> None:
         """A table of the run that later steps may read."""
@@ -100,7 +101,14 @@ class PlanRewriter:
         group-join and per-row provenance (or two group joins')."""
         jvm = self.jvm
         state = RewriteState(
-            jvm, self.tables, self.group_joins, allow_groups, self._names, self.row_lineage, self._reads
+            jvm,
+            self.tables,
+            self.group_joins,
+            allow_groups,
+            self._names,
+            self.row_lineage,
+            self._reads,
+            self._over_leaves,
         )
         node = _walk(state, plan, merging_above=False)
         cells: list[Cell] = []
@@ -179,15 +187,21 @@ def _walk(state: RewriteState, node: Any, merging_above: bool) -> Node:
     jvm = state.jvm
     name = jvm.node_name(node)
     below_merging = merging_above or name in rules.MERGING_NODES
-    children = [_walk(state, c, below_merging) for c in jvm.items(node.children())]
+    child_nodes = jvm.items(node.children())
+    children = [_walk(state, c, below_merging) for c in child_nodes]
     table_read = rules.is_table_read(node, jvm)
     # A table read (or provplug's column selection on it) has only attributes:
     # skip the expression walks, each a series of py4j round trips. A plan
     # node is deterministic when its expressions and its children are: a
     # nondeterministic child makes the node unstable through the child anyway.
-    deterministic = table_read or node.deterministic()
+    trees: list[Expression]
+    if table_read:
+        deterministic, trees = True, []
+    elif child_nodes and all(rules.is_table_leaf(jvm.node_name(c)) for c in child_nodes):
+        deterministic, trees = _over_leaves(state, node)
+    else:
+        deterministic, trees = node.deterministic(), jvm.expressions(node)
     injective = name in rules.INJECTIVE_NODES and all(c.injective for c in children)
-    trees = [] if table_read else jvm.expressions(node)
     expressions = kinds_of(trees)
     rules.check_expressions(expressions, name)
     if expressions & rules.UDF_EXPRESSIONS:
@@ -203,3 +217,17 @@ def _walk(state: RewriteState, node: Any, merging_above: bool) -> Node:
     rule = rules.rule_for(node, jvm)
     new = rule(node, children, Context(state, merging_above, expressions, tuple(trees)))
     return dataclasses.replace(new, stable=stable, injective=injective)
+
+
+def _over_leaves(state: RewriteState, node: Any) -> tuple[bool, list[Expression]]:
+    """Whether a node over table leaves is deterministic, and its
+    expressions: as an earlier rewrite of the run found them when it met the
+    same node (a stand-in for a table a later step reads again, :mod:`.scripts`),
+    else asked of the JVM. A stand-in's expressions are one per column."""
+    key = str(node.toString())
+    known = state.over_leaves.get(key)
+    if known is not None and node.equals(known[0]):
+        return known[1], known[2]
+    deterministic, trees = bool(node.deterministic()), state.jvm.expressions(node)
+    state.over_leaves[key] = (node, deterministic, trees)
+    return deterministic, trees

@@ -91,6 +91,7 @@ class RewriteState:
         names: Iterator[int],
         row_lineage: bool = True,
         reads: dict[str, TableRead] | None = None,
+        over_leaves: dict[str, tuple[Any, bool, list[Expression]]] | None = None,
     ) -> None:
         self.jvm = jvm
         self.tables = tables
@@ -107,6 +108,8 @@ class RewriteState:
         self.facts = RowFacts()  # what the op's row rules will say
         self.row_lineage = row_lineage  # False: no members carried (Node.members None throughout)
         self.reads = {} if reads is None else reads  # the run's rewritten table reads, by leaf output
+        # the run's nodes over table leaves: (node, deterministic, expressions), by the node's text
+        self.over_leaves = {} if over_leaves is None else over_leaves
         self.attributes: dict[str, Any] = {}  # column name -> its attribute, where known without a lookup
 
     def new_name(self) -> str:
