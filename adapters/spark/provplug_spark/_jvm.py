@@ -199,10 +199,6 @@ class Catalyst:
         expression of the tree, and a step's rewrite asks thousands."""
         return [self._read_tree(top) for top in self.items(node.expressions())]
 
-    def expression_names(self, node: Any) -> frozenset[str]:
-        """The kinds of every expression of plan node ``node`` (see :class:`Expression`)."""
-        return kinds_of(self.expressions(node))
-
     def _read_tree(self, expr: Any) -> Expression:
         try:
             nodes = json.loads(expr.toJSON())

@@ -41,7 +41,7 @@ from . import groupjoin, rules
 from ._jvm import Catalyst, Expression, kinds_of
 from .rowlineage import MemberLayout, Members, enabled
 from .sources import TableLeaf, Tables
-from .state import HIDDEN_PREFIX, PROV_PREFIX, Context, GroupJoin, Node, RewriteState, TableRead
+from .state import HIDDEN_PREFIX, PROV_PREFIX, Context, GroupJoin, Node, NodeMemo, RewriteState, TableRead
 from .writer import Cell
 
 
@@ -73,8 +73,8 @@ class PlanRewriter:
         self.group_joins = groupjoin.mode(spark)
         self.row_lineage = enabled(spark)
         self._names: Iterator[int] = itertools.count()  # row-number column numbers, unique in the run
-        self._reads: dict[str, TableRead] = {}  # table leaves rewritten so far (rules.table_read)
-        self._over_leaves: dict[str, tuple[Any, bool, list[Expression]]] = {}  # see _over_leaves
+        self._reads = NodeMemo[TableRead]()  # table leaves rewritten so far (rules.table_read)
+        self._over_leaves = NodeMemo[tuple[bool, list[Expression]]]()  # see _over_leaves
 
     def register(self, leaf: TableLeaf) -> None:
         """A table of the run that later steps may read."""
@@ -225,9 +225,8 @@ def _over_leaves(state: RewriteState, node: Any) -> tuple[bool, list[Expression]
     same node (a stand-in for a table a later step reads again, :mod:`.scripts`),
     else asked of the JVM. A stand-in's expressions are one per column."""
     key = str(node.toString())
-    known = state.over_leaves.get(key)
-    if known is not None and node.equals(known[0]):
-        return known[1], known[2]
-    deterministic, trees = bool(node.deterministic()), state.jvm.expressions(node)
-    state.over_leaves[key] = (node, deterministic, trees)
-    return deterministic, trees
+    known = state.over_leaves.get(key, node)
+    if known is None:
+        known = bool(node.deterministic()), state.jvm.expressions(node)
+        state.over_leaves.put(key, node, known)
+    return known

@@ -234,8 +234,8 @@ def _read_of(node: Any, ctx: Context) -> TableRead:
     part of a small step's rewrite."""
     jvm, state = ctx.jvm, ctx.state
     key = str(node.output().toString())  # expression ids are unique in the JVM: the leaf's identity
-    known = state.reads.get(key)
-    if known is not None and known.rows not in state.rows and node.equals(known.node):
+    known = state.reads.get(key, node)
+    if known is not None and known.rows not in state.rows:  # (not twice in one rewrite)
         paths = known.paths
     else:
         known, paths = None, tuple(_leaf_paths(node))
@@ -251,8 +251,8 @@ def _read_of(node: Any, ctx: Context) -> TableRead:
         raise CaptureError(f"input {leaf.path} has no {ROW_COLUMN} column")
     rows = state.new_name()
     plan = jvm.plan(jvm.frame(node).selectExpr("*", f"{row} AS `{rows}`"))
-    read = TableRead(node, paths, leaf, attrs, rows, plan, plan.output().last())
-    state.reads[key] = read
+    read = TableRead(paths, leaf, attrs, rows, plan, plan.output().last())
+    state.reads.put(key, node, read)
     return read
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pyspark.sql import DataFrame
 
@@ -29,6 +29,7 @@ PROV_PREFIX = "__pv_"  # row-number columns
 HIDDEN_PREFIX = "__pg"  # group-join keys (__pgk_<n>_<i>) and markers (__pgm_<n>); never __pv_
 ROWS_TYPE = "bigint"
 ROW_LIST_TYPE = "array<bigint>"
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,12 +53,28 @@ class Node:
     injective: bool = True  # every row comes from distinct input rows
 
 
+class NodeMemo(Generic[T]):
+    """What the run's rewrites worked out about plan nodes, for a later
+    rewrite that meets the same node: found by a text of the node (a key
+    holding its expression ids, unique in the JVM), checked by Catalyst's
+    own ``equals`` (one py4j round trip)."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[Any, T]] = {}
+
+    def get(self, key: str, node: Any) -> T | None:
+        known = self._known.get(key)
+        return known[1] if known is not None and node.equals(known[0]) else None
+
+    def put(self, key: str, node: Any, value: T) -> None:
+        self._known[key] = (node, value)
+
+
 @dataclasses.dataclass(frozen=True)
 class TableRead:
     """A table leaf rewritten to carry its row numbers, kept for the run's
     later rewrites that read the same leaf (:func:`.rules.table_read`)."""
 
-    node: Any  # the leaf
     paths: tuple[str, ...]
     leaf: TableLeaf  # the run's table it reads
     attrs: tuple[tuple[str, int], ...]  # (name, expression id) of its output
@@ -90,8 +107,8 @@ class RewriteState:
         allow_groups: bool,
         names: Iterator[int],
         row_lineage: bool = True,
-        reads: dict[str, TableRead] | None = None,
-        over_leaves: dict[str, tuple[Any, bool, list[Expression]]] | None = None,
+        reads: NodeMemo[TableRead] | None = None,
+        over_leaves: NodeMemo[tuple[bool, list[Expression]]] | None = None,
     ) -> None:
         self.jvm = jvm
         self.tables = tables
@@ -107,9 +124,9 @@ class RewriteState:
         self.uses_udf = False
         self.facts = RowFacts()  # what the op's row rules will say
         self.row_lineage = row_lineage  # False: no members carried (Node.members None throughout)
-        self.reads = {} if reads is None else reads  # the run's rewritten table reads, by leaf output
-        # the run's nodes over table leaves: (node, deterministic, expressions), by the node's text
-        self.over_leaves = {} if over_leaves is None else over_leaves
+        self.reads = reads or NodeMemo[TableRead]()  # the run's rewritten table reads
+        # the run's nodes over table leaves: whether deterministic, their expressions
+        self.over_leaves = over_leaves or NodeMemo[tuple[bool, list[Expression]]]()
         self.attributes: dict[str, Any] = {}  # column name -> its attribute, where known without a lookup
 
     def new_name(self) -> str:
