@@ -223,6 +223,25 @@ def test_union_and_union_by_name_by_position_and_name(spark: Any, store_path: Pa
     assert labelled_triples(store_path) == want
 
 
+def test_a_selection_over_a_union_keeps_the_second_branch_rows(spark: Any, store_path: Path) -> None:
+    # The union's output carries the second branch's row numbers under the
+    # first branch's (null) columns: the Project above must read those, not
+    # the second branch's own attributes (which it lacks: an analysis error,
+    # so a capture that fails open with no triple at all).
+    @provplug.step("U", output="Out")
+    def together(a: Any, b: Any) -> Any:
+        return a.union(b).select("k")
+
+    capture(
+        spark,
+        store_path,
+        {"A": ([(1, "a")], "k int, v string"), "B": ([(2, "b")], "key int, val string")},
+        lambda f: together(f["A"], f["B"]),
+    )
+    want = expect("U", "Out", {("k", 1): [("A", "k", 1)], ("k", 2): [("B", "key", 2)]})
+    assert labelled_triples(store_path) == want
+
+
 def test_distinct_merges_rows_and_drop_duplicates_keeps_one_row(spark: Any, store_path: Path, group_joins: Any) -> None:
     @provplug.step("D", output=("Dist", "Dedup"))
     def dedupe(d: Any, e: Any) -> Any:

@@ -124,6 +124,8 @@ class Catalyst:
         # InlineCTE(alwaysInline, keepDanglingRelations, isAnalysis): every CTE reference inlined.
         self._inline_cte = catalyst.optimizer.InlineCTE(True, False, False)
         self._names: dict[str, str] = {}  # py4j object id -> Catalyst node name (see node_name)
+        self._hadoop_path: Any = None  # Hadoop's Path class, looked up on first use
+        self._qualified: dict[str, str] = {}  # path -> qualified (see qualified_path)
 
     # -- Scala collections -------------------------------------------------------
     def seq(self, items: Sequence[Any]) -> Any:
@@ -256,6 +258,12 @@ class Catalyst:
         carried_columns = self.seq([self._unresolved(name) for name in carried])
         return self.plan(self.frame(self._project(expressions.appendedAll(carried_columns), child)))
 
+    def selection(self, attributes: Sequence[Any], names: Sequence[str], child: Any) -> DataFrame:
+        """``attributes`` (resolved, as they are) and the columns ``names``
+        of ``child``, as a DataFrame: one Project, analysed once."""
+        columns = [*attributes, *[self._unresolved(name) for name in names]]
+        return self.frame(self._project(self.seq(columns), child))
+
     def aggregate(self, grouping: Sequence[Any], outputs: Sequence[Any], child: Any) -> Any:
         """A new Aggregate plan node."""
         return self._aggregate(self.seq(grouping), self.seq(outputs), child, self.none)
@@ -317,12 +325,20 @@ class Catalyst:
         return path_key(paths), naming.alias(naming.paths_identity(paths))
 
     def qualified_path(self, path: str) -> str:
-        """``path`` as Spark's file relations name it (scheme, absolute)."""
-        jvm = self.spark._jvm
-        assert jvm is not None
-        hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-        fs = hadoop_path.getFileSystem(self.spark._jsc.hadoopConfiguration())
-        return str(fs.makeQualified(hadoop_path).toString())
+        """``path`` as Spark's file relations name it (scheme, absolute).
+
+        Asked of Hadoop once per path: a write's path is qualified to name
+        it and again to link later reads to it, and the JVM's working
+        directory, against which a relative path is qualified, does not
+        change (Python's ``os.chdir`` does not move it)."""
+        qualified = self._qualified.get(path)
+        if qualified is None:
+            if self._hadoop_path is None:  # looked up once: each package step is a round trip
+                self._hadoop_path = self.spark._jvm.org.apache.hadoop.fs.Path  # type: ignore[union-attr]
+            hadoop_path = self._hadoop_path(path)
+            fs = hadoop_path.getFileSystem(self.spark._jsc.hadoopConfiguration())
+            qualified = self._qualified[path] = str(fs.makeQualified(hadoop_path).toString())
+        return qualified
 
     def copy_with(self, node: Any, **changed: Any) -> Any:
         """A copy of a Catalyst case class (plan node, expression) with the

@@ -128,9 +128,9 @@ class PlanRewriter:
             return None  # a row's members from a group join and a list (or two group joins)
         used = sorted({t.rows for c in cells for t in c.terms})
         carried = [c for c in dict.fromkeys((*node.hidden, *(members.columns if members else ()))) if c not in used]
-        result = jvm.frame(node.plan).select(
-            *[jvm.column(a) for a in out_attrs], *[jvm.col(r) for r in used], *[jvm.col(c) for c in carried]
-        )
+        # One Project and one analysis of the whole rewritten plan (a select
+        # over a DataFrame of it would analyse it twice).
+        result = jvm.selection(out_attrs, [*used, *carried], node.plan)
         joined = {d.group: d.optional for d in members.deferred} if members else {}
         group_joins = [
             dataclasses.replace(

@@ -550,6 +550,11 @@ def union(node: Any, children: list[Node], ctx: Context) -> Node:
                 )
             )
         )
+    # The union's output keeps the first branch's attributes: a row column
+    # the first branch lacks is its null column above, not the read's.
+    for r in rows:
+        if r not in children[0].rows:
+            state.attributes.pop(r, None)
     return Node(jvm.with_children(node, aligned), rows, hidden, members)
 
 

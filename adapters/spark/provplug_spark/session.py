@@ -555,18 +555,8 @@ class SparkCaptureSession:
         if isinstance(location, tuple):
             edge = self._declared_edge(step, op_id, table.table_id, rewritten, *location, captured=triples)
             triples = 0
-        groups = None
-        if deferred:
-            keys_schema = StructType(
-                [StructField(schema.ROW_COLUMN, LongType())] + [rewritten.frame.schema[h] for h in kept]
-            )
-            keys = read_parquet(
-                self.spark,
-                self.run.store_uri,
-                self.run.scratch_destination(KEYS_DIR, str(table.table_id)).spark_path,
-                keys_schema,
-            )
-            groups = self.triples.submit(self._write_groups, keys, rewritten, table.table_id, op_id)
+        # The group joins' jobs, and the read of the keys they join on, run in the background.
+        groups = self.triples.submit(self._write_groups, kept, rewritten, table.table_id, op_id) if deferred else None
         logger.info(
             "step %s wrote %s: %s rows, %s triples%s (plan rewrite %.2f s, writer job %.2f s)",
             step,
@@ -601,8 +591,19 @@ class SparkCaptureSession:
         return self._read_back(table, data_schema)
 
     def _write_groups(
-        self, keys: DataFrame, rewritten: Rewritten, table_id: int, op_id: int
+        self, kept: Sequence[str], rewritten: Rewritten, table_id: int, op_id: int
     ) -> tuple[int, dt.datetime]:
+        """Write the triples of the output's group joins, from the row numbers
+        and ``kept`` columns its writer job wrote beside them (:mod:`.groupjoin`)."""
+        keys_schema = StructType(
+            [StructField(schema.ROW_COLUMN, LongType())] + [rewritten.frame.schema[h] for h in kept]
+        )
+        keys = read_parquet(
+            self.spark,
+            self.run.store_uri,
+            self.run.scratch_destination(KEYS_DIR, str(table_id)).spark_path,
+            keys_schema,
+        )
         written = 0
         flat = rewritten.members.flat if rewritten.members else ()
         for g, (frame, cells, group) in enumerate(group_jobs(keys, rewritten.groups, [s.column for s in flat])):
