@@ -196,8 +196,9 @@ class SparkCaptureSession:
         frame = data if isinstance(data, DataFrame) else self.spark.createDataFrame(data)
         columns = self._checked_columns(frame.columns, name)
         table = self.run.new_table(name, "source", columns)
-        linked = linked_rows(self.run, table, frame)  # the version an earlier run wrote: its rows (.sources)
-        files = None if linked is not None else parquet_parts(parquet_files(frame), columns)
+        listed = parquet_files(frame)
+        linked = linked_rows(self.run, table, frame, listed)  # the version an earlier run wrote: its rows (.sources)
+        files = None if linked is not None else parquet_parts(listed, columns)
         copied = None if files is None else copied_rows(self.run, table.table_id, files, self._copy_on_executors)
         positional = copied is not None
         if linked is not None:

@@ -210,14 +210,15 @@ _GROUP_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.in
 
 
 # -- a dataset an earlier run wrote (provplug.ingest.linking) -----------------------------
-def linked_rows(run: RunRecorder, table: TableInfo, frame: DataFrame) -> tuple[int, RowRuns] | None:
+def linked_rows(
+    run: RunRecorder, table: TableInfo, frame: DataFrame, files: list[str] | None
+) -> tuple[int, RowRuns] | None:
     """When ``frame`` reads, whole, the files the latest committed write of
     the dataset the source ``table`` is left (same fingerprint), the run
     stores the writing run's rows as ``table``'s, with the same row numbers,
     linked to them (:func:`provplug.ingest.linking.link_version`): (rows,
     their row numbers). Else None: the source is a new version, stored from
-    its files as any other source."""
-    files = parquet_files(frame)
+    its files as any other source. ``files``: :func:`parquet_files` of ``frame``."""
     if not isinstance(run, StagedRun) or files is None:
         return None
     rows = run.link_version(table, files, _read_identity(frame))

@@ -45,6 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
+from pyspark.sql import types as T
 
 from provplug import ids, schema
 from provplug.errors import CaptureError
@@ -67,7 +68,14 @@ ROW_LINEAGE_ENCODING: dict[str, Any] = {
 # Row numbers are (Spark partition << ROW_IN_PARTITION_BITS) | index in partition.
 PARTITION_BITS = ids.PARTITION_BITS
 ROW_IN_PARTITION_BITS = ids.ROW_IN_PARTITION_BITS
-RESULT_SCHEMA = "dataset string, path string, rows long"
+# A StructType, not DDL text: PySpark parses DDL in the JVM, a round trip per job.
+RESULT_SCHEMA = T.StructType(
+    [
+        T.StructField("dataset", T.StringType()),
+        T.StructField("path", T.StringType()),
+        T.StructField("rows", T.LongType()),
+    ]
+)
 # Result rows of an output's tasks: one per run of row numbers they gave
 # (a row-aligned output's, or the task's own), the run's first number (as
 # text) in ``path``, its length in ``rows``: the table's rows as runs.
