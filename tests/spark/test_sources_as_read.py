@@ -303,3 +303,44 @@ def test_source_files_are_copied_by_spark_tasks_not_the_driver(
     sizes = sorted(p.stat().st_size for p in folder.glob("*.parquet"))
     assert sizes == sorted(p.stat().st_size for p in (tmp_path / "src").glob("*.parquet"))
     assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None  # the caller's group is back
+
+
+def test_the_sources_a_write_reads_first_are_copied_in_one_job(spark: Any, store_path: Path, tmp_path: Path) -> None:
+    """Two tables a write is the first to read: their files (two and one)
+    are copied by one Spark job (a job costs its start-up, a table each
+    cost one), one task a file, and each stays its own source table,
+    numbered by position, its cells the parents of the joined row's."""
+    from provplug_spark.sources import COPY_JOB_GROUP
+
+    for part in range(2):
+        _parquet(tmp_path / "a" / f"part-{part}.parquet", [{"k": part, "v": 10 + part}])
+    _parquet(tmp_path / "b" / "part-0.parquet", [{"k": 0, "w": 100}, {"k": 1, "w": 101}])
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup(COPY_JOB_GROUP))
+    with provplug.capture_writes(spark, store=store_path):
+        a, b = spark.read.parquet(str(tmp_path / "a")), spark.read.parquet(str(tmp_path / "b"))
+        a.join(b, "k").select("k", "v", "w").write.parquet(str(tmp_path / "joined"))
+    jobs = set(tracker.getJobIdsForGroup(COPY_JOB_GROUP)) - before
+    assert len(jobs) == 1
+    (job,) = jobs
+    info = tracker.getJobInfo(job)
+    assert info is not None and sum(tracker.getStageInfo(s).numTasks for s in info.stageIds) == 3
+    store = open_store(store_path)
+    sources = {t["name"]: t for t in store.tables().to_pylist() if t["origin"] == "source"}
+    assert sorted(sources) == ["a", "b"]
+    for table in sources.values():
+        folder = Path(store.run_paths("rows")[0], str(table["table_id"]))
+        assert all(schema.positional_offset(p.name) is not None for p in folder.glob("*.parquet"))
+    out = sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "joined")).collect())
+    assert out == [(0, 10, 100), (1, 11, 101)]
+    # Cell by cell (rows keyed by k): a using join's key on both sides' keys, v from a, w from b.
+    want = expect(
+        "write:joined",
+        "joined",
+        {
+            **{("k", k): [("a", "k", k), ("b", "k", k)] for k in (0, 1)},
+            **{("v", k): [("a", "v", k)] for k in (0, 1)},
+            **{("w", k): [("b", "w", k)] for k in (0, 1)},
+        },
+    )
+    assert labelled_triples(store_path) == want

@@ -93,6 +93,21 @@ def kinds_of(expressions: Sequence[Expression]) -> frozenset[str]:
     return frozenset().union(*[e.kinds for e in expressions])
 
 
+@dataclasses.dataclass(frozen=True)
+class PlanTree:
+    """A plan node and its children's trees, as read from the JVM once."""
+
+    node: Any
+    children: tuple[PlanTree, ...]
+
+    def leaves(self) -> Iterator[Any]:
+        """The leaf nodes, left to right."""
+        if not self.children:
+            yield self.node
+        for child in self.children:
+            yield from child.leaves()
+
+
 class Catalyst:
     """Catalyst's JVM classes for one SparkSession, and conversions between
     Python and JVM values."""
@@ -268,17 +283,21 @@ class Catalyst:
         """A new Aggregate plan node."""
         return self._aggregate(self.seq(grouping), self.seq(outputs), child, self.none)
 
-    def replace_leaves(self, plan: Any, replacement: Callable[[Any], Any | None]) -> Any:
+    def tree(self, plan: Any) -> PlanTree:
+        """``plan``'s nodes and children, read once (see :meth:`replace_leaves`)."""
+        return PlanTree(plan, tuple(self.tree(c) for c in self.items(plan.children())))
+
+    def replace_leaves(self, plan: Any | PlanTree, replacement: Callable[[Any], Any | None]) -> Any:
         """``plan`` with every leaf for which ``replacement`` returns a plan
         replaced by it (a subtree without a replaced leaf is kept as it is)."""
-        children = self.items(plan.children())
-        if not children:
-            new = replacement(plan)
-            return plan if new is None else new
-        rebuilt = [self.replace_leaves(c, replacement) for c in children]
-        if all(n is c for n, c in zip(rebuilt, children, strict=True)):
-            return plan
-        return plan.withNewChildren(self.seq(rebuilt))
+        tree = plan if isinstance(plan, PlanTree) else self.tree(plan)
+        if not tree.children:
+            new = replacement(tree.node)
+            return tree.node if new is None else new
+        rebuilt = [self.replace_leaves(c, replacement) for c in tree.children]
+        if all(n is c.node for n, c in zip(rebuilt, tree.children, strict=True)):
+            return tree.node
+        return tree.node.withNewChildren(self.seq(rebuilt))
 
     def standing_in(self, leaf: Any, frame: DataFrame, filler: dict[str, Column] | None = None) -> Any:
         """A plan over ``frame`` with exactly ``leaf``'s output attributes

@@ -65,7 +65,7 @@ from provplug.model import StepInfo
 from provplug.plugin.protocols import CaptureRun
 
 from . import naming
-from ._jvm import Catalyst, PendingFrame, path_exists, path_key
+from ._jvm import Catalyst, PendingFrame, PlanTree, path_exists, path_key
 from .direct import DirectFiles, direct_files
 from .replay import V2_TABLE, Written, recorded_mode, recording_replacements, replaying
 from .session import SparkCaptureSession
@@ -288,12 +288,34 @@ class WriteTracer:
                     f"cannot link a read of {key.split(':', 1)[1]} to the write that wrote it earlier in the run: {exc}"
                 ) from None
 
-        return jvm.frame(jvm.replace_leaves(jvm.inlined(jvm.plan(df)), stand_in))
+        tree = jvm.tree(jvm.inlined(jvm.plan(df)))
+        self._store_new_sources(session, tree)
+        return jvm.frame(jvm.replace_leaves(tree, stand_in))
+
+    def _store_new_sources(self, session: SparkCaptureSession, tree: PlanTree) -> None:
+        """Store together the sources the plan reads that the run has not
+        stored yet, when there are several: their files are copied in one
+        Spark job (the stand-ins then find them stored)."""
+        new: dict[str, tuple[Any, str]] = {}
+        for leaf in tree.leaves():
+            if str(leaf.output().toString()) in self._stand_ins:
+                continue
+            found = Catalyst.relation(leaf)
+            if found is None or found[0] in self._written:
+                continue
+            read = _read_key(leaf, found[0])
+            if read not in self._sources:
+                new.setdefault(read, (leaf, found[1]))
+        if len(new) < 2:
+            return
+        named = [
+            (leaf, self._unique(name, naming.relation_identity(session.spark, leaf))) for leaf, name in new.values()
+        ]
+        stored = session.source_tables([(session.rewriter.jvm.frame(leaf), name) for leaf, name in named])
+        self._sources.update(zip(new, stored, strict=True))
 
     def _source(self, session: SparkCaptureSession, leaf: Any, key: str, name: str) -> int:
-        # The same files read with other options (a CSV with or without its
-        # header, say) are another table: their columns differ.
-        read = f"{key} {leaf.schema().json()}"
+        read = _read_key(leaf, key)
         if read not in self._sources:
             name = self._unique(name, naming.relation_identity(session.spark, leaf))
             self._sources[read] = session.source_table(session.rewriter.jvm.frame(leaf), name)
@@ -319,6 +341,13 @@ class WriteTracer:
         with self._lock:
             if self._session is not None:
                 self._session.settle()
+
+
+def _read_key(leaf: Any, key: str) -> str:
+    """What a source is: the files or table a leaf reads, and how: the same
+    files read with other options (a CSV with or without its header, say)
+    are another table, their columns differ."""
+    return f"{key} {leaf.schema().json()}"
 
 
 def _driver_rows(jvm: Catalyst, leaf: Any, written: str) -> tuple[str, str] | None:

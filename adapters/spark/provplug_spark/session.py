@@ -61,7 +61,7 @@ from provplug.ingest.recorder import ROWS, StagedRun
 from provplug.location import LocationEdge, Rates, RowRuns, declared_rates
 from provplug.model import COARSE_REASON, OpInfo, StepInfo, TableInfo, TableOrigin
 from provplug.plugin.protocols import RunRecorder
-from provplug.plugin.writers import PositionalCopy
+from provplug.plugin.writers import PositionalCopy, SourceFile
 
 from . import aligned, declared, direct
 from ._jvm import PendingFrame
@@ -72,7 +72,7 @@ from .readback import jvm_reaches, read_parquet
 from .rewrite import PlanRewriter, Rewritten
 from .rowlineage import PairLayout
 from .shared import check_reported, check_shared_store
-from .sources import TableLeaf, copied_rows, copy_on_executors, linked_rows, parquet_files, parquet_parts
+from .sources import Copied, TableLeaf, copied_tables, copy_on_executors, linked_rows, parquet_files, parquet_parts
 from .workers import check_workers
 from .writer import RESULT_SCHEMA, RUNS, OutputLayout, Target, write_output, write_pairs
 
@@ -117,6 +117,16 @@ class _Written:
     def stands_for(self) -> int:
         """The triples the output's job wrote or its edge stands for."""
         return self.triples + (self.edge.triple_count if self.edge is not None else 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class _FoundSource:
+    """A source table reserved, before its rows are stored (see source_tables)."""
+
+    table: TableInfo
+    frame: DataFrame
+    linked: tuple[int, RowRuns] | None  # the rows an earlier run wrote of the same files
+    parts: list[SourceFile] | None  # its Parquet files, when copies of them store it exactly
 
 
 def _frame_of(job: Future[_Written]) -> DataFrame:
@@ -193,22 +203,40 @@ class SparkCaptureSession:
 
     def source_table(self, data: Any, name: str) -> int:
         """Store ``data`` as the source table ``name``; return its table id."""
+        return self.source_tables([(data, name)])[0]
+
+    def source_tables(self, sources: Sequence[tuple[Any, str]]) -> list[int]:
+        """Store each ``(data, name)`` as a source table; return their table
+        ids. The files of those stored as copies are copied together, in one
+        Spark job (:func:`.sources.copied_tables`)."""
+        found = [self._found_source(data, name) for data, name in sources]
+        parts = {f.table.table_id: f.parts for f in found if f.parts is not None}
+        copied = copied_tables(self.run, parts, self._copy_on_executors)
+        return [self._stored_source(f, copied.get(f.table.table_id)) for f in found]
+
+    def _found_source(self, data: Any, name: str) -> _FoundSource:
+        """A new source table and how it can be stored: as the rows an earlier
+        run wrote, as copies of its files (their parts), else through Spark."""
         frame = data if isinstance(data, DataFrame) else self.spark.createDataFrame(data)
         columns = self._checked_columns(frame.columns, name)
         table = self.run.new_table(name, "source", columns)
         listed = parquet_files(frame)
         linked = linked_rows(self.run, table, frame, listed)  # the version an earlier run wrote: its rows (.sources)
-        files = None if linked is not None else parquet_parts(listed, columns)
-        copied = None if files is None else copied_rows(self.run, table.table_id, files, self._copy_on_executors)
+        parts = None if linked is not None else parquet_parts(listed, columns)
+        return _FoundSource(table, frame, linked, parts)
+
+    def _stored_source(self, found: _FoundSource, copied: Copied | None) -> int:
+        """Store ``found`` (``copied``: its files' copies, when they were made)."""
+        table, frame = found.table, found.frame
         positional = copied is not None
-        if linked is not None:
-            rows, self._runs[table.table_id] = linked
+        if found.linked is not None:
+            rows, self._runs[table.table_id] = found.linked
         elif copied is not None:  # immutable input files: stored as copies, rows numbered by position
             rows = copied.rows
             self._runs[table.table_id] = RowRuns.of([(0, rows)])
         else:
-            layout = OutputLayout(tuple(columns), (), ())
-            rows, _, runs = self._write(frame.select(*[_quoted(c) for c in columns]), layout, table.table_id, 0)
+            layout = OutputLayout(tuple(table.columns), (), ())
+            rows, _, runs = self._write(frame.select(*[_quoted(c) for c in table.columns]), layout, table.table_id, 0)
             self._runs[table.table_id] = RowRuns.of(sorted(runs))
         published = self._publish(table, "source", rows, frame.schema, positional, copied.files if copied else ())
         read = functools.partial(self._read_back, table, frame.schema, positional)

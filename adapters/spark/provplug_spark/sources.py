@@ -189,6 +189,35 @@ def copied_rows(
     return Copied(rows, tuple(c.name for c in copies))
 
 
+def copied_tables(
+    run: RunRecorder,
+    parts: dict[int, list[SourceFile]],
+    copy: Callable[[list[PositionalCopy]], None] | None = None,
+) -> dict[int, Copied | None]:
+    """:func:`copied_rows` of several tables (table id -> its files), their
+    copies made by one call of ``copy`` (one Spark job, where a job per table
+    costs a job's start-up each). When that fails, each table is copied on
+    its own, so that a file that cannot be copied sends only its own table
+    through Spark."""
+    if len(parts) <= 1:
+        return {table_id: copied_rows(run, table_id, files, copy) for table_id, files in parts.items()}
+    planned: dict[int, tuple[list[PositionalCopy], int]] = {}
+    try:
+        for table_id, files in parts.items():
+            destination = run.rows_destination(table_id)
+            planned[table_id] = positional_copies(destination, files)
+            destination.create()
+        every = [c for copies, _ in planned.values() for c in copies]
+        if every:
+            (copy or make_copies)(every)
+    except (*UNREADABLE, Py4JJavaError) as exc:
+        logger.info("source tables %s are copied one by one: %s", sorted(parts), exc)
+        for table_id in planned:
+            run.rows_destination(table_id).delete()
+        return {table_id: copied_rows(run, table_id, files, copy) for table_id, files in parts.items()}
+    return {table_id: Copied(rows, tuple(c.name for c in copies)) for table_id, (copies, rows) in planned.items()}
+
+
 # Spark's job group of the copies (visible in Spark's UI and status tracker).
 COPY_JOB_GROUP = "provplug-source-copies"
 
