@@ -238,9 +238,10 @@ class SparkCaptureSession:
             layout = OutputLayout(tuple(table.columns), (), ())
             rows, _, runs = self._write(frame.select(*[_quoted(c) for c in table.columns]), layout, table.table_id, 0)
             self._runs[table.table_id] = RowRuns.of(sorted(runs))
-        published = self._publish(table, "source", rows, frame.schema, positional, copied.files if copied else ())
+        self._publish(table, "source", rows, positional, copied.files if copied else ())
         read = functools.partial(self._read_back, table, frame.schema, positional)
-        self._handed[table.table_id] = _Handed(frame, lambda: published, read)
+        # Read back when user code first uses it (a script's writes read fresh copies only).
+        self._handed[table.table_id] = _Handed(frame, _Once(read), read)
         return table.table_id
 
     def table_frame(self, table_id: int) -> DataFrame:
@@ -269,19 +270,12 @@ class SparkCaptureSession:
         return self.run.rows_destination(table_id).spark_path
 
     def _publish(
-        self,
-        table: TableInfo,
-        origin: TableOrigin,
-        rows: int,
-        data_schema: StructType,
-        positional: bool = False,
-        files: tuple[str, ...] = (),
-    ) -> DataFrame:
-        """Record ``table`` (now stored) and return its rows as the user sees
-        them (``files``: a positional table's copies, :class:`.sources.TableLeaf`)."""
+        self, table: TableInfo, origin: TableOrigin, rows: int, positional: bool = False, files: tuple[str, ...] = ()
+    ) -> None:
+        """Record ``table`` (now stored) and make it a table plans may read
+        (``files``: a positional table's copies, :class:`.sources.TableLeaf`)."""
         self.run.record_table(self._counted(table, origin, rows))
         self._register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id), positional, files))
-        return self._read_back(table, data_schema, positional)
 
     def _counted(self, table: TableInfo, origin: TableOrigin, rows: int) -> TableInfo:
         return TableInfo(

@@ -223,13 +223,18 @@ COPY_JOB_GROUP = "provplug-source-copies"
 
 
 def copy_on_executors(spark: SparkSession, copies: list[PositionalCopy]) -> None:
-    """Make ``copies`` in Spark tasks, one file a task: a source's bytes go
-    from its storage to the store's through the executors, never the driver."""
+    """Make ``copies`` in Spark tasks: a source's bytes go from its storage to
+    the store's through the executors, never the driver. As many tasks as
+    the application has cores (at most one a file): a Python task costs
+    tens of milliseconds to start, so a task a file would cost more than
+    the copying of small files, and as many as the cores keeps the copies
+    of large ones parallel."""
     context = spark.sparkContext
     saved = {key: context.getLocalProperty(key) for key in _GROUP_PROPERTIES}
     context.setJobGroup(COPY_JOB_GROUP, f"provplug: copy {len(copies)} source file(s) into the store")
     try:
-        context.parallelize(copies, len(copies)).foreach(PositionalCopy.make)
+        tasks = max(1, min(len(copies), context.defaultParallelism))
+        context.parallelize(copies, tasks).foreach(PositionalCopy.make)
     finally:
         for key, value in saved.items():
             context.setLocalProperty(key, value)  # type: ignore[arg-type]  # None clears it
