@@ -33,6 +33,8 @@ from . import naming
 _LEADING_DIGITS = re.compile(r"\d+")
 _ATTRIBUTE = "AttributeReference"
 _ALIAS = "Alias"
+# The expressions that aggregate a group's rows (their class names; a pandas UDAF is a PythonUDAF).
+GROUP_AGGREGATES = frozenset({"AggregateExpression", "PythonUDAF"})
 
 
 def _class_name(json_node: dict[str, Any]) -> str:
@@ -54,6 +56,7 @@ class _TreeFacts:
     expr_id: int | None  # a named top expression's id (an attribute's, an Alias's)
     references: tuple[int, ...]  # the ids of the attributes among the tree's nodes: what it reads
     renames: int | None  # the attribute an Alias (of aliases) only renames; None: not a rename
+    aggregate_reads_nothing: bool = False  # an aggregate function of the tree reads no attribute (count(*))
 
     @classmethod
     def of(cls, nodes: list[dict[str, Any]]) -> _TreeFacts | None:
@@ -67,7 +70,21 @@ class _TreeFacts:
             if aliases > 0 and classes[-1] == _ATTRIBUTE and all(c == _ALIAS for c in classes[:-1])
             else None
         )
-        return cls(classes[0], _json_id(nodes[0]), references, renames)  # type: ignore[arg-type]
+        reads_nothing = any(
+            c in GROUP_AGGREGATES and _ATTRIBUTE not in classes[i : _subtree_end(nodes, i)]
+            for i, c in enumerate(classes)
+        )
+        return cls(classes[0], _json_id(nodes[0]), references, renames, reads_nothing)  # type: ignore[arg-type]
+
+
+def _subtree_end(nodes: list[dict[str, Any]], start: int) -> int:
+    """The index after the last node of the subtree at ``start`` (the JSON
+    lists a tree's nodes in pre-order, each with its ``num-children``)."""
+    open_slots, end = 1, start
+    while open_slots:
+        open_slots += int(nodes[end]["num-children"]) - 1
+        end += 1
+    return end
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +140,10 @@ class Catalyst:
         # Static methods kept as py4j members: each lookup on a class is a round trip of its own.
         self._column_of = classic.ExpressionUtils.column
         self._of_rows = classic.Dataset.ofRows
-        self._col = jvm.org.apache.spark.sql.functions.col
+        functions = jvm.org.apache.spark.sql.functions
+        self._col = functions.col
+        self._collect_list = functions.collect_list
+        self._flatten = functions.flatten
         self._to_expression = getattr(getattr(classic, "ColumnNodeToExpressionConverter$"), "MODULE$")
         self._hidden_tag = catalyst.plans.logical.Project.hiddenOutputTag()
         self._aggregate = catalyst.plans.logical.Aggregate
@@ -172,6 +192,13 @@ class Catalyst:
         """``F.col(name)`` in one py4j round trip. (PySpark's own records its
         Python call site in the JVM first: about ten round trips a column.)"""
         return Column(self._col(name))
+
+    def collect_list(self, name: str, flatten: bool = False) -> Column:
+        """``F.collect_list(name)`` (with ``flatten``: of lists, flattened) in
+        one py4j round trip a function, as :meth:`col`; an aggregate collects
+        one list per row-number column."""
+        listed = self._collect_list(self._col(name))
+        return Column(self._flatten(listed) if flatten else listed)
 
     def expression(self, col: Column) -> Any:
         """A PySpark Column as a (possibly unresolved) Catalyst expression."""

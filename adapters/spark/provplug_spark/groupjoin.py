@@ -77,10 +77,10 @@ def may_defer(ctx: Context, grouping: Sequence[Any], child: Node, keyed: bool = 
 
 
 def defer(
-    ctx: Context, grouping: Sequence[Any], grouped: Sequence[tuple[int, Sequence[Any]]], child: Node
+    ctx: Context, grouping: Sequence[Any], grouped: Sequence[tuple[int, Sequence[int]]], child: Node
 ) -> tuple[tuple[str, ...], list[Column], Members | None]:
     """Defer the provenance of the ``grouped`` attributes (expression id, the
-    child attributes it depends on in every member row) and the rows'
+    ids of the child attributes it depends on in every member row) and the rows'
     members to a join of the output rows with ``child``'s rows on the
     grouping values; return the hidden columns the aggregate adds, their
     expressions and the aggregate's members."""
@@ -93,7 +93,7 @@ def defer(
     rows = tuple(dict.fromkeys((*child.rows, *(child.members.columns if child.members is not None else ()))))
     state.groups.append(GroupJoin(marker, keys, jvm.frame(child.plan).select(*values, *rows), (), member))
     # Computed before any is set: a grouping key keeps its input's id.
-    deferred = {expr_id: frozenset((n, t) for t in state.terms_of(refs)) for expr_id, refs in grouped}
+    deferred = {expr_id: frozenset((n, t) for t in state.terms_of_ids(refs)) for expr_id, refs in grouped}
     state.deferred.update(deferred)
     state.terms.update({expr_id: frozenset() for expr_id in deferred})
     if child.members is None:

@@ -34,6 +34,7 @@ from provplug import ids
 from provplug.rowrules import ColumnRule
 
 if TYPE_CHECKING:
+    from ._jvm import Catalyst
     from .terms import Term
 
 # "false": capture no row lineage (no member columns, records or rules), e.g.
@@ -184,7 +185,7 @@ def product(left: Members, right: Members, name: str) -> Column:
     )
 
 
-def collected(child: Members, lists: dict[str, str], name: str) -> tuple[Members, Column | None]:
+def collected(child: Members, lists: dict[str, str], name: str, jvm: Catalyst) -> tuple[Members, Column | None]:
     """The members of a group of ``child`` rows: every member of every row
     (``lists``: row column -> its list already collected for the cells).
     Returns the new members and the aggregate column to add (None: shared)."""
@@ -192,10 +193,10 @@ def collected(child: Members, lists: dict[str, str], name: str) -> tuple[Members
         slot = child.flat[0]
         if slot.column in lists:  # the cells' list of the one table is the member list
             return Members((), lists[slot.column], (slot,), (), child.empty), None
-        return Members((), name, (slot,), (), child.empty), F.collect_list(slot.column).alias(name)
+        return Members((), name, (slot,), (), child.empty), jvm.collect_list(slot.column).alias(name)
     slots = (*child.grouped, *child.flat)
     if child.group is None:
-        column = F.collect_list(_packed([F.col(s.column) for s in child.flat], len(slots))) if slots else None
+        column = F.collect_list(_packed([jvm.col(s.column) for s in child.flat], len(slots))) if slots else None
     else:
         column = F.flatten(F.collect_list(member_array(child, slots)))
     if column is None:  # members hold no input row

@@ -73,7 +73,7 @@ from provplug.rowrules import ColumnRule
 from provplug.schema import POSITIONAL_PREFIX, ROW_COLUMN, positional_offset
 
 from . import groupjoin
-from ._jvm import Catalyst, Expression
+from ._jvm import GROUP_AGGREGATES, Catalyst, Expression
 from .blackbox import Carried, group_function, partition_function, takes_key
 from .lateral import lateral_join
 from .readback import read_back_paths
@@ -192,10 +192,12 @@ def is_table_read(node: Any, jvm: Catalyst) -> bool:
     name = jvm.node_name(node)
     if is_table_leaf(name):
         return True
+    # Only attributes: the project list equals its output (an Alias's output
+    # is its attribute, not itself); three round trips, not two a column.
     return (
         name == "Project"
         and is_table_leaf(jvm.node_name(node.child()))
-        and all(jvm.node_name(e) == "AttributeReference" for e in jvm.items(node.projectList()))
+        and bool(node.projectList().equals(node.output()))
     )
 
 
@@ -313,7 +315,7 @@ def copy(node: Any, children: list[Node], ctx: Context) -> Node:
     """
     name, facts = ctx.jvm.node_name(node), ctx.state.facts
     if name == "Filter":
-        ctx.state.decide(ctx.jvm.references(node.condition()), "a filter")
+        ctx.state.decide_ids(_reads(_condition(ctx, node.condition), ctx.jvm), "a filter")
         if not node.condition().deterministic():
             facts.opaque("a nondeterministic filter")
         if ctx.expressions & (SUBQUERY_EXPRESSIONS | {"ScalarSubquery"}):
@@ -376,6 +378,30 @@ def _projected(tree: Expression, jvm: Catalyst) -> tuple[str, int, list[int], in
         jvm.expr_id(expr),
         [jvm.expr_id(a) for a in jvm.references(expr)],
         None if renamed is None else jvm.expr_id(renamed),
+    )
+
+
+def _reads(tree: Expression, jvm: Catalyst) -> list[int]:
+    """The ids of the attributes an expression reads: from its JSON, else
+    asked of the JVM (a round trip per attribute; the conditions of
+    TPC-H-like filters and joins read dozens)."""
+    if tree.facts is not None:
+        return list(tree.facts.references)
+    return [jvm.expr_id(a) for a in jvm.references(tree.jvm)]
+
+
+def _condition(ctx: Context, condition: Callable[[], Any]) -> Expression:
+    """A Filter's or Join's condition, its only expression: as the context
+    read it, else ``condition()`` with no JSON read."""
+    return ctx.trees[0] if ctx.trees else Expression(condition(), frozenset(), None)
+
+
+def _aggregate_reads_nothing(tree: Expression, jvm: Catalyst) -> bool:
+    """Whether an aggregate function of the tree reads no attribute (``count(*)``)."""
+    if tree.facts is not None:
+        return tree.facts.aggregate_reads_nothing
+    return any(
+        jvm.node_name(e) in GROUP_AGGREGATES and e.references().isEmpty() for e in jvm.walk_expressions(tree.jvm)
     )
 
 
@@ -449,7 +475,7 @@ def join(node: Any, children: list[Node], ctx: Context) -> Node:
     jvm, state = ctx.jvm, ctx.state
     join_type = node.joinType().toString()
     if not node.condition().isEmpty():
-        state.decide(jvm.references(node.condition().get()), "a join condition")
+        state.decide_ids(_reads(_condition(ctx, lambda: node.condition().get()), jvm), "a join condition")
         if not node.condition().get().deterministic():
             state.facts.opaque("a nondeterministic join condition")
     if ctx.expressions & (SUBQUERY_EXPRESSIONS | {"ScalarSubquery"}):
@@ -641,44 +667,46 @@ def aggregate(node: Any, children: list[Node], ctx: Context) -> Node:
     keys, every cell of every row".
     """
     jvm = ctx.jvm
-    grouping = jvm.items(node.groupingExpressions())
-    keys = [a for g in grouping for a in jvm.references(g)]
+    # Its expressions (grouping, then aggregate) as their JSON reads: ids, not a round trip an attribute.
+    trees = ctx.trees or tuple(jvm.expressions(node))
+    split = int(node.groupingExpressions().size())
+    grouping, outputs = [t.jvm for t in trees[:split]], trees[split:]
+    keys = [i for tree in trees[:split] for i in _reads(tree, jvm)]
+    ctx.state.decide_ids(keys, "a grouping")
     if not grouping:
-        keys = jvm.items(node.child().output())
+        keys = [jvm.expr_id(a) for a in jvm.items(node.child().output())]
         # Its one row exists even when every input row is deleted (count 0, sums null).
         ctx.state.facts.one_row = True
         ctx.state.facts.opaque(ONE_ROW_REASON)
-    outputs = jvm.items(node.aggregateExpressions())
-    ctx.state.decide([a for g in grouping for a in jvm.references(g)], "a grouping")
-    grouped, rules = [], []
-    for expr in outputs:
-        refs = jvm.references(expr)
-        aggregates = [e for e in jvm.walk_expressions(expr) if e.nodeName() in ("AggregateExpression", "PythonUDAF")]
-        if any(e.references().isEmpty() for e in aggregates):
+    grouped, values = [], []
+    for tree in outputs:
+        kind, expr_id, refs, renamed = _projected(tree, jvm)
+        if _aggregate_reads_nothing(tree, jvm):
             refs = refs + keys
-        expr_id = jvm.expr_id(expr.toAttribute())
         grouped.append((expr_id, refs))
-        rules.append((expr_id, expr, refs, bool(aggregates)))
-    result = _aggregate(ctx, grouping, outputs, grouped, children[0])
-    for expr_id, expr, refs, aggregated in rules:
-        _aggregate_value(ctx, expr_id, expr, refs, aggregated)
+        values.append((expr_id, tree.jvm, refs, bool(tree.kinds & GROUP_AGGREGATES), kind, renamed))
+    result = _aggregate(ctx, grouping, [t.jvm for t in outputs], grouped, children[0])
+    for value in values:
+        _aggregate_value(ctx, *value)
     if not grouping and result.members is not None:
         result = dataclasses.replace(result, members=dataclasses.replace(result.members, one_row=True))
     return result
 
 
-def _aggregate_value(ctx: Context, expr_id: int, expr: Any, refs: list[Any], aggregated: bool) -> None:
-    """The value rule of an Aggregate's output: a grouping key keeps its
+def _aggregate_value(
+    ctx: Context, expr_id: int, expr: Any, refs: list[int], aggregated: bool, kind: str, renamed: int | None
+) -> None:
+    """The value rule of an Aggregate's output ``expr`` (of ``kind``, reading
+    ``refs``, only renaming attribute ``renamed``): a grouping key keeps its
     copy; one aggregate function over an input column is an aggregate
     what-if recomputes; anything else is computed."""
     jvm, facts = ctx.jvm, ctx.state.facts
-    if expr.nodeName() == "AttributeReference":
+    if kind == "AttributeReference":
         return  # a grouping key (same expression id): a copy stays one
     if not aggregated:  # a grouping expression, aliased
-        renamed = _carried_name(expr, jvm)
-        facts.propagate(expr_id, [jvm.expr_id(a) for a in refs])
-        if renamed is not None and jvm.expr_id(renamed) in facts.values:
-            facts.values[expr_id] = facts.values[jvm.expr_id(renamed)]
+        facts.propagate(expr_id, refs)
+        if renamed is not None and renamed in facts.values:
+            facts.values[expr_id] = facts.values[renamed]
         return
     rule = aggregate_rule(expr, facts, jvm.expr_id)
     facts.propagate(expr_id, [])
@@ -696,7 +724,7 @@ def distinct(node: Any, children: list[Node], ctx: Context) -> Node:
     jvm = ctx.jvm
     attrs = jvm.items(node.child().output())
     ctx.state.decide(attrs, "distinct")
-    return _aggregate(ctx, attrs, attrs, [(jvm.expr_id(a), [a]) for a in attrs], children[0])
+    return _aggregate(ctx, attrs, attrs, [(jvm.expr_id(a), [jvm.expr_id(a)]) for a in attrs], children[0])
 
 
 def deduplicate(node: Any, children: list[Node], ctx: Context) -> Node:
@@ -716,7 +744,7 @@ def deduplicate(node: Any, children: list[Node], ctx: Context) -> Node:
     for attr in jvm.items(node.child().output()):
         if jvm.expr_id(attr) in key_ids:
             outputs.append(attr)
-            grouped.append((jvm.expr_id(attr), [attr]))
+            grouped.append((jvm.expr_id(attr), [jvm.expr_id(attr)]))
         else:
             outputs.append(jvm.alias_as(jvm.expression(F.first(jvm.column(attr))), attr))
             kept.append(attr)
@@ -732,17 +760,17 @@ def _aggregate(
     ctx: Context,
     grouping: list[Any],
     outputs: list[Any],
-    grouped: list[tuple[int, list[Any]]],
+    grouped: list[tuple[int, list[int]]],
     child: Node,
     kept: Sequence[Any] = (),
 ) -> Node:
     """An Aggregate of ``outputs`` over ``child``. The attribute ``expr_id``
-    of each ``grouped`` entry depends on its references in every row of
+    of each ``grouped`` entry depends on its references (ids) in every row of
     the group (a group join when allowed, else lists of row numbers);
     ``kept`` attributes come from one kept row of the group."""
     jvm, state = ctx.jvm, ctx.state
     for _, refs in grouped:
-        state.check_not_deferred(refs)
+        state.check_not_deferred_ids(refs)
     state.facts.merged_one_row([child.members], "a grouping")
     if child.members is not None and child.members.empty:
         state.facts.opaque("rows built inside the step (range, createDataFrame) merged with input rows")
@@ -764,13 +792,13 @@ def _aggregate(
     else:
         lists: dict[str, str] = {}
         # Terms are set after relisting every entry: a grouping key keeps its input's id.
-        new = {expr_id: state.relisted(state.terms_of(refs), lists, child.injective) for expr_id, refs in grouped}
+        new = {expr_id: state.relisted(state.terms_of_ids(refs), lists, child.injective) for expr_id, refs in grouped}
         state.terms.update(new)
         state.deferred.update({expr_id: frozenset() for expr_id in new})
-        extra += [_list_of(r, state.rows[r].scalar).alias(name) for r, name in lists.items()]
+        extra += [jvm.collect_list(r, not state.rows[r].scalar).alias(name) for r, name in lists.items()]
         rows = tuple(lists.values())
         if child.members is not None:
-            members, column = collected(child.members, lists, state.new_name())
+            members, column = collected(child.members, lists, state.new_name(), jvm)
             extra += [column] if column is not None else []
     rows += _kept_rows(ctx, kept, extra)
     named = [*outputs, *[jvm.expression(c) for c in extra]]
@@ -793,10 +821,6 @@ def _kept_rows(ctx: Context, kept: Sequence[Any], columns: list[Column]) -> tupl
             terms.add(Term(firsts[term.rows], term.scalar, term.base))
         state.terms[expr_id] = frozenset(terms)
     return tuple(firsts.values())
-
-
-def _list_of(name: str, scalar: bool) -> Column:
-    return F.collect_list(name) if scalar else F.flatten(F.collect_list(name))
 
 
 def window(node: Any, children: list[Node], ctx: Context) -> Node:

@@ -140,15 +140,15 @@ class RewriteState:
         return name
 
     def terms_of(self, attrs: Iterable[Any]) -> frozenset[Term]:
-        return self._terms_of_ids([self.jvm.expr_id(a) for a in attrs])
+        return self.terms_of_ids([self.jvm.expr_id(a) for a in attrs])
 
     def deferred_of(self, attrs: Iterable[Any]) -> frozenset[tuple[int, Term]]:
-        return self._deferred_of_ids([self.jvm.expr_id(a) for a in attrs])
+        return self.deferred_of_ids([self.jvm.expr_id(a) for a in attrs])
 
-    def _terms_of_ids(self, expr_ids: Sequence[int]) -> frozenset[Term]:
+    def terms_of_ids(self, expr_ids: Iterable[int]) -> frozenset[Term]:
         return frozenset().union(*[self.terms.get(i, frozenset()) for i in expr_ids])
 
-    def _deferred_of_ids(self, expr_ids: Sequence[int]) -> frozenset[tuple[int, Term]]:
+    def deferred_of_ids(self, expr_ids: Iterable[int]) -> frozenset[tuple[int, Term]]:
         return frozenset().union(*[self.deferred.get(i, frozenset()) for i in expr_ids])
 
     def derive(self, expr_id: int, refs: Sequence[Any]) -> None:
@@ -157,13 +157,16 @@ class RewriteState:
 
     def derive_ids(self, expr_id: int, ref_ids: Sequence[int]) -> None:
         """The attribute ``expr_id`` := a function of the attributes ``ref_ids`` in the same row."""
-        self.terms[expr_id] = self._terms_of_ids(ref_ids)
-        self.deferred[expr_id] = self._deferred_of_ids(ref_ids)
+        self.terms[expr_id] = self.terms_of_ids(ref_ids)
+        self.deferred[expr_id] = self.deferred_of_ids(ref_ids)
         self.facts.propagate(expr_id, ref_ids)
 
     def decide(self, refs: Sequence[Any], what: str) -> None:
         """``refs`` decide whether or where rows exist (row lineage's deciding columns)."""
-        ref_ids = [self.jvm.expr_id(a) for a in refs]
+        self.decide_ids([self.jvm.expr_id(a) for a in refs], what)
+
+    def decide_ids(self, ref_ids: Sequence[int], what: str) -> None:
+        """The attributes ``ref_ids`` decide whether or where rows exist."""
         terms: set[Term] = set()
         for expr_id in ref_ids:
             terms |= self.facts.value_terms.get(expr_id) or self.terms.get(expr_id, frozenset())
@@ -171,7 +174,10 @@ class RewriteState:
         self.facts.decide(ref_ids, terms, what)
 
     def check_not_deferred(self, refs: Sequence[Any]) -> None:
-        if self.deferred_of(refs):  # excluded by the merging-above rule
+        self.check_not_deferred_ids([self.jvm.expr_id(a) for a in refs])
+
+    def check_not_deferred_ids(self, ref_ids: Iterable[int]) -> None:
+        if self.deferred_of_ids(ref_ids):  # excluded by the merging-above rule
             raise CaptureError("internal: row-merging operation over deferred aggregate provenance")
 
     def relisted(self, terms: Iterable[Term], lists: dict[str, str], injective: bool) -> frozenset[Term]:
