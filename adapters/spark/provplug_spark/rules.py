@@ -376,7 +376,7 @@ def _projected(tree: Expression, jvm: Catalyst) -> tuple[str, int, list[int], in
     return (
         jvm.node_name(expr),
         jvm.expr_id(expr),
-        [jvm.expr_id(a) for a in jvm.references(expr)],
+        _reads(tree, jvm),
         None if renamed is None else jvm.expr_id(renamed),
     )
 
@@ -723,8 +723,9 @@ def distinct(node: Any, children: list[Node], ctx: Context) -> Node:
     """
     jvm = ctx.jvm
     attrs = jvm.items(node.child().output())
-    ctx.state.decide(attrs, "distinct")
-    return _aggregate(ctx, attrs, attrs, [(jvm.expr_id(a), [jvm.expr_id(a)]) for a in attrs], children[0])
+    attr_ids = [jvm.expr_id(a) for a in attrs]  # once: each is a py4j round trip
+    ctx.state.decide_ids(attr_ids, "distinct")
+    return _aggregate(ctx, attrs, attrs, [(i, [i]) for i in attr_ids], children[0])
 
 
 def deduplicate(node: Any, children: list[Node], ctx: Context) -> Node:
@@ -738,13 +739,14 @@ def deduplicate(node: Any, children: list[Node], ctx: Context) -> Node:
     """
     jvm = ctx.jvm
     keys = jvm.items(node.keys())
-    ctx.state.decide(keys, "distinct")
-    key_ids = {jvm.expr_id(k) for k in keys}
+    key_ids = [jvm.expr_id(k) for k in keys]  # once: each is a py4j round trip
+    ctx.state.decide_ids(key_ids, "distinct")
     outputs, grouped, kept = [], [], []
     for attr in jvm.items(node.child().output()):
-        if jvm.expr_id(attr) in key_ids:
+        attr_id = jvm.expr_id(attr)
+        if attr_id in key_ids:
             outputs.append(attr)
-            grouped.append((jvm.expr_id(attr), [jvm.expr_id(attr)]))
+            grouped.append((attr_id, [attr_id]))
         else:
             outputs.append(jvm.alias_as(jvm.expression(F.first(jvm.column(attr))), attr))
             kept.append(attr)
