@@ -67,3 +67,42 @@ def test_a_conditions_json_reads_what_catalyst_says(spark: Any, sql: str) -> Non
     assert tree.facts is not None
     assert sorted(tree.facts.references) == sorted(jvm.expr_id(a) for a in jvm.references(tree.jvm))
     assert len(tree.facts.references) >= 3
+
+
+# Trees of every kind the rules read: subqueries (their plans are fields, not
+# children), lambdas, windows, Python UDFs, structs, casts, literals.
+READER_QUERIES = [
+    QUERY,
+    "select * from t where v > 2 and (w < 0 or k = 1)",
+    "select * from t a join t b on a.k = b.k and a.v < b.w",
+    "select k, v from t where v > (select avg(v) from t s where s.k = t.k)",
+    "select k from t where exists (select 1 from t s where s.w = t.v) or k in (select w from t)",
+    "select k from t where exists (select 1 from t s where s.w = t.v)",  # a subquery as the top expression
+    "select k, transform(array(v, w), x -> x + k) as xs, named_struct('a', v, 'b', w).a as a from t",
+    "select k, sum(v) over (partition by k order by w rows between 1 preceding and current row) as s from t",
+    "select k, plus_one(v) as p, cast(v as string) as c, 1.5 as d, 'x' as e, null as f from t",
+]
+
+
+def _plan_nodes(plan: Any) -> list[Any]:
+    nodes = [plan]
+    for i in range(plan.children().size()):
+        nodes += _plan_nodes(plan.children().apply(i))
+    return nodes
+
+
+def test_the_compiled_tree_reader_reads_what_the_json_says(spark: Any) -> None:
+    from pyspark.sql.functions import udf
+
+    jvm = _catalyst(spark)
+    assert jvm._tree_reader is not None  # compiled on this Spark: the rewrite reads no JSON
+    spark.udf.register("plus_one", udf(lambda x: x + 1, "int"))
+    compared = 0
+    for sql in READER_QUERIES:
+        for node in _plan_nodes(jvm.plan(spark.sql(sql))):
+            for i in range(node.expressions().size()):
+                expr = node.expressions().apply(i)
+                read, json_read = jvm.read_tree(expr), jvm.read_tree_json(expr)
+                assert (read.kinds, read.facts) == (json_read.kinds, json_read.facts), str(expr.toString())
+                compared += 1
+    assert compared > 40
