@@ -1,7 +1,9 @@
-"""What the rewrite reads of an expression tree's JSON (provplug_spark._jvm)
-against what Catalyst itself says of the same tree: the attributes it reads
-and whether an aggregate function in it reads none (``count(*)``). The
-rules of filters, joins and aggregates take both from the JSON."""
+"""What the rewrite reads of an expression tree (provplug_spark._jvm: by its
+compiled tree reader, else the tree's JSON) against what Catalyst itself
+says of the same tree: the attributes it reads and whether an aggregate
+function in it reads none (``count(*)``). The rules of filters, joins and
+aggregates take both from it. And the plan trees the reader reads against
+the same trees asked of the JVM node by node."""
 
 from __future__ import annotations
 
@@ -106,3 +108,26 @@ def test_the_compiled_tree_reader_reads_what_the_json_says(spark: Any) -> None:
                 assert (read.kinds, read.facts) == (json_read.kinds, json_read.facts), str(expr.toString())
                 compared += 1
     assert compared > 40
+
+
+def _shape(jvm: Any, tree: Any) -> tuple[Any, ...]:
+    """A plan tree's node names and expressions' text, children in order."""
+    node = tree.node
+    return (
+        jvm.node_name(node),
+        str(node.nodeName()),
+        str(node.expressions().toString()),
+        tuple(_shape(jvm, c) for c in tree.children),
+    )
+
+
+def test_the_compiled_tree_reader_reads_plans_as_asking_node_by_node(spark: Any) -> None:
+    jvm = _catalyst(spark)
+    for sql in [
+        *READER_QUERIES[:-1],
+        "select a.k, b.v from t a join (select k, v from t union all select w, v from t) b on a.k = b.k",
+    ]:
+        plan = jvm.inlined(jvm.plan(spark.sql(sql)))
+        read = _shape(jvm, jvm.tree(plan))
+        assert read == _shape(jvm, jvm._tree_by_calls(plan)), sql
+        assert read[0] == read[1]  # the name the reader gave is the node's own

@@ -92,19 +92,45 @@ def _subtree_end(nodes: list[dict[str, Any]], start: int) -> int:
     return end
 
 
-# A small Java class that lists an expression tree's nodes in pre-order, each
-# as "<class> <expression id or -> <number of children>": what the rewrite
-# reads of a tree's JSON, in one call that costs about a tenth of it
-# (TreeNode.toJSON reflects on every node's constructor: 1.7 s of the 22
-# TPC-H queries' rewrites, twice each, against 0.2 s). Compiled in the driver's
-# JVM by Janino, Spark's own code generator, so no jar ships with provplug.
+# A small Java class that reads a tree in one call. ``nodes``: an expression
+# tree's nodes in pre-order, each as "<class> <expression id or -> <number of
+# children>", what the rewrite reads of a tree's JSON at about a tenth of its
+# cost (TreeNode.toJSON reflects on every node's constructor: 1.7 s of the 22
+# TPC-H queries' rewrites, twice each, against 0.2 s). ``planNodes``: a plan's
+# nodes in pre-order, after one text of "<node name> <number of children>"
+# lines (asked node by node, three round trips or more a node). Compiled in
+# the driver's JVM by Janino, Spark's own code generator, so no jar ships
+# with provplug.
 _TREE_READER_CLASS = "ProvplugTreeReader"
 _TREE_READER_SOURCE = """
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.PlanExpression;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 
 public class ProvplugTreeReader {
+  public Object[] planNodes(LogicalPlan plan) {
+    java.util.ArrayList nodes = new java.util.ArrayList();
+    StringBuilder shape = new StringBuilder();
+    collect(plan, nodes, shape);
+    Object[] out = new Object[nodes.size() + 1];
+    out[0] = shape.toString();
+    for (int i = 0; i < nodes.size(); i++) {
+      out[i + 1] = nodes.get(i);
+    }
+    return out;
+  }
+
+  private static void collect(LogicalPlan plan, java.util.ArrayList nodes, StringBuilder shape) {
+    scala.collection.Seq children = plan.children();
+    nodes.add(plan);
+    shape.append(plan.nodeName()).append(' ').append(children.size()).append('\\n');
+    scala.collection.Iterator it = children.iterator();
+    while (it.hasNext()) {
+      collect((LogicalPlan) it.next(), nodes, shape);
+    }
+  }
+
   public String nodes(Expression top) {
     StringBuilder out = new StringBuilder();
     walk(top, out);
@@ -399,8 +425,27 @@ class Catalyst:
         return self._aggregate(self.seq(grouping), self.seq(outputs), child, self.none)
 
     def tree(self, plan: Any) -> PlanTree:
-        """``plan``'s nodes and children, read once (see :meth:`replace_leaves`)."""
-        return PlanTree(plan, tuple(self.tree(c) for c in self.items(plan.children())))
+        """``plan``'s nodes and children, read once (see :meth:`replace_leaves`),
+        with their node names (:meth:`node_name`): by the compiled reader in one
+        round trip and one a node, else asked node by node."""
+        if self._tree_reader is None:
+            return self._tree_by_calls(plan)
+        found = self._tree_reader.planNodes(plan)
+        shape = [line.rsplit(" ", 1) for line in str(found[0]).splitlines()]
+        nodes = [plan] + [found[i + 1] for i in range(1, len(shape))]  # a JavaArray read: no argument conversion
+        for node, (name, _) in zip(nodes, shape, strict=True):
+            self._names[str(node._target_id)] = name
+        counts = iter([int(n) for _, n in shape])
+        at = iter(nodes)
+
+        def subtree() -> PlanTree:
+            node, count = next(at), next(counts)
+            return PlanTree(node, tuple(subtree() for _ in range(count)))
+
+        return subtree()
+
+    def _tree_by_calls(self, plan: Any) -> PlanTree:
+        return PlanTree(plan, tuple(self._tree_by_calls(c) for c in self.items(plan.children())))
 
     def replace_leaves(self, plan: Any | PlanTree, replacement: Callable[[Any], Any | None]) -> Any:
         """``plan`` with every leaf for which ``replacement`` returns a plan

@@ -38,7 +38,7 @@ from provplug.errors import CaptureError
 from provplug.rowrules import OpRowRules
 
 from . import groupjoin, rules
-from ._jvm import Catalyst, Expression, kinds_of
+from ._jvm import Catalyst, Expression, PlanTree, kinds_of
 from .rowlineage import MemberLayout, Members, enabled
 from .sources import TableLeaf, Tables
 from .state import HIDDEN_PREFIX, PROV_PREFIX, Context, GroupJoin, Node, NodeMemo, RewriteState, TableRead
@@ -90,14 +90,15 @@ class PlanRewriter:
             raise CaptureError(
                 f"a step output has a column named {PROV_PREFIX}* or {HIDDEN_PREFIX}*, which provplug reserves"
             )
-        result = self._rewrite_output(plan, out_attrs, allow_groups=True)
+        tree = self.jvm.tree(plan)
+        result = self._rewrite_output(tree, out_attrs, allow_groups=True)
         if result is None:  # a column (or a row's members) would mix group-join and per-row provenance
-            result = self._rewrite_output(plan, out_attrs, allow_groups=False)
+            result = self._rewrite_output(tree, out_attrs, allow_groups=False)
         assert result is not None
         return result
 
-    def _rewrite_output(self, plan: Any, out_attrs: list[Any], allow_groups: bool) -> Rewritten | None:
-        """One rewrite of ``plan``; None when an output column would mix
+    def _rewrite_output(self, tree: PlanTree, out_attrs: list[Any], allow_groups: bool) -> Rewritten | None:
+        """One rewrite of the plan ``tree``; None when an output column would mix
         group-join and per-row provenance (or two group joins')."""
         jvm = self.jvm
         state = RewriteState(
@@ -110,7 +111,7 @@ class PlanRewriter:
             self._reads,
             self._over_leaves,
         )
-        node = _walk(state, plan, merging_above=False)
+        node = _walk(state, tree, merging_above=False)
         cells: list[Cell] = []
         deferred: dict[int, list[Cell]] = {}
         for j, attr in enumerate(out_attrs):
@@ -182,13 +183,13 @@ def _row_rules(state: RewriteState, out_attrs: list[Any]) -> OpRowRules:
     )
 
 
-def _walk(state: RewriteState, node: Any, merging_above: bool) -> Node:
-    """Rewrite ``node`` after its children (bottom-up) with its rule."""
-    jvm = state.jvm
+def _walk(state: RewriteState, tree: PlanTree, merging_above: bool) -> Node:
+    """Rewrite ``tree``'s node after its children (bottom-up) with its rule."""
+    jvm, node = state.jvm, tree.node
     name = jvm.node_name(node)
     below_merging = merging_above or name in rules.MERGING_NODES
-    child_nodes = jvm.items(node.children())
-    children = [_walk(state, c, below_merging) for c in child_nodes]
+    child_nodes = [c.node for c in tree.children]
+    children = [_walk(state, c, below_merging) for c in tree.children]
     table_read = rules.is_table_read(node, jvm)
     # A table read (or provplug's column selection on it) has only attributes:
     # skip the expression walks, each a series of py4j round trips. A plan
