@@ -353,7 +353,10 @@ class Catalyst:
         reader, else as the tree's JSON."""
         if self._tree_reader is None:
             return self.read_tree_json(expr)
-        nodes = _tree_nodes(str(self._tree_reader.nodes(expr)))
+        try:
+            nodes = _tree_nodes(str(self._tree_reader.nodes(expr)))
+        except Py4JJavaError:  # a node whose children cannot be listed: as the JSON path does
+            return self.read_tree_json(expr)
         return Expression(expr, frozenset(_class_name(n) for n in nodes), _TreeFacts.of(nodes))
 
     def read_tree_json(self, expr: Any) -> Expression:
