@@ -131,3 +131,22 @@ def test_the_compiled_tree_reader_reads_plans_as_asking_node_by_node(spark: Any)
         read = _shape(jvm, jvm.tree(plan))
         assert read == _shape(jvm, jvm._tree_by_calls(plan)), sql
         assert read[0] == read[1]  # the name the reader gave is the node's own
+
+
+def test_a_reader_that_cannot_be_compiled_leaves_the_json_to_read(
+    spark: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from provplug_spark import _jvm
+
+    monkeypatch.setattr(_jvm, "_TREE_READER_SOURCE", "public class ProvplugTreeReader { not java }")
+    with caplog.at_level("INFO", logger=_jvm.__name__):
+        assert _jvm._compiled_tree_reader(spark._jvm) is None
+    assert "reading expression trees as JSON" in caplog.text
+    jvm = _catalyst(spark)
+    monkeypatch.setattr(jvm, "_tree_reader", None)
+    plan = jvm.plan(spark.sql(READER_QUERIES[1]))
+    node = plan.child() if plan.nodeName() == "Project" else plan
+    (tree,) = jvm.expressions(node)  # the Filter's condition, as JSON
+    assert tree.facts is not None
+    assert sorted(tree.facts.references) == sorted(jvm.expr_id(a) for a in jvm.references(tree.jvm))
+    assert jvm.node_name(jvm.tree(plan).children[0].node) == "Filter"
