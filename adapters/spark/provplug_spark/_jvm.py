@@ -195,13 +195,14 @@ def _tree_nodes(text: str) -> list[dict[str, Any]]:
 
 @dataclasses.dataclass(frozen=True)
 class Expression:
-    """A top expression of a plan node and what its tree's JSON says.
+    """A top expression of a plan node and what its tree's nodes say (read
+    by the compiled tree reader, or from the tree's JSON).
 
     ``kinds`` are the simple class names of every expression of the tree: a
     class name is Catalyst's node name except for the few classes that
     override ``nodeName`` (``MonotonicallyIncreasingID``, higher-order
     functions, ...), whose class names capture's checks use alike. ``facts``
-    is None for a tree Catalyst cannot render as JSON: ask the JVM.
+    is None for a tree neither could read: ask the JVM.
     Catalyst's ``references`` of a tree are the attributes among its
     children, which the JSON flattens (a subquery's plan and an outer
     reference's attribute are fields, nested, not children)."""

@@ -343,7 +343,7 @@ def project(node: Any, children: list[Node], ctx: Context) -> Node:
     jvm, state = ctx.jvm, ctx.state
     values = state.facts.values
     partners = _using_join_partners(node, jvm)
-    for tree in ctx.trees:  # the projectList, as its JSON reads
+    for tree in ctx.trees:  # the projectList, as its trees read (Catalyst.read_tree)
         kind, expr_id, refs, renamed_id = _projected(tree, jvm)
         if kind == "AttributeReference":
             # A column kept as it is keeps its terms (same expression id).
@@ -367,7 +367,7 @@ def project(node: Any, children: list[Node], ctx: Context) -> Node:
 def _projected(tree: Expression, jvm: Catalyst) -> tuple[str, int, list[int], int | None]:
     """(kind, expression id, ids of the attributes it reads, id of the
     attribute it only renames or None) of one projected expression, from its
-    JSON when Catalyst could render it."""
+    tree's nodes when they could be read."""
     facts = tree.facts
     if facts is not None and facts.expr_id is not None:
         return facts.top, facts.expr_id, list(facts.references), facts.renames
@@ -382,7 +382,7 @@ def _projected(tree: Expression, jvm: Catalyst) -> tuple[str, int, list[int], in
 
 
 def _reads(tree: Expression, jvm: Catalyst) -> list[int]:
-    """The ids of the attributes an expression reads: from its JSON, else
+    """The ids of the attributes an expression reads: from its tree's nodes, else
     asked of the JVM (a round trip per attribute; the conditions of
     TPC-H-like filters and joins read dozens)."""
     if tree.facts is not None:
@@ -392,7 +392,7 @@ def _reads(tree: Expression, jvm: Catalyst) -> list[int]:
 
 def _condition(ctx: Context, condition: Callable[[], Any]) -> Expression:
     """A Filter's or Join's condition, its only expression: as the context
-    read it, else ``condition()`` with no JSON read."""
+    read it, else ``condition()`` with no tree read."""
     return ctx.trees[0] if ctx.trees else Expression(condition(), frozenset(), None)
 
 
@@ -667,7 +667,7 @@ def aggregate(node: Any, children: list[Node], ctx: Context) -> Node:
     keys, every cell of every row".
     """
     jvm = ctx.jvm
-    # Its expressions (grouping, then aggregate) as their JSON reads: ids, not a round trip an attribute.
+    # Its expressions (grouping, then aggregate) as their trees read: ids, not a round trip an attribute.
     trees = ctx.trees or tuple(jvm.expressions(node))
     split = int(node.groupingExpressions().size())
     grouping, outputs = [t.jvm for t in trees[:split]], trees[split:]
