@@ -141,3 +141,17 @@ def test_a_copys_first_row_is_looked_up_by_name_not_parsed_per_row() -> None:
     assert "WHEN 'pos-000000000002.parquet' THEN 2 ELSE CAST(substring(" in looked_up
     assert _first_row([]) == _first_row([schema.positional_name(i) for i in range(FIRST_ROWS_BY_NAME + 1)])
     assert _first_row([]).startswith("CAST(substring(_metadata.file_name")
+
+
+def test_a_table_of_one_copy_is_numbered_by_the_row_index_alone() -> None:
+    """With one copy there is no name to look up: the row number is its
+    first row plus the row index, and Spark is not asked for file names (it
+    would build them into a struct for every row read)."""
+    from provplug_spark.rules import _first_row, _positional_row
+
+    assert _positional_row([schema.positional_name(0)]) == "0 + _metadata.row_index"
+    assert _positional_row([schema.positional_name(7)]) == "7 + _metadata.row_index"
+    two = [schema.positional_name(0), schema.positional_name(2)]
+    assert _positional_row(two) == f"{_first_row(two)} + _metadata.row_index"
+    assert "file_name" in _positional_row(two)
+    assert _positional_row(["part-0.parquet"]) == f"{_first_row(['part-0.parquet'])} + _metadata.row_index"

@@ -38,3 +38,91 @@ def test_rows_and_triples_keep_only_the_files_of_used_task_attempts(spark: Any, 
     run_dir = Path(open_store(store_path).run_paths("rows")[0]).parent
     assert not [p for p in run_dir.rglob("*-a7-*.parquet")]
     assert ops(store_path)["Count"]["triples"] == len(open_store(store_path).triples().to_table())
+
+
+def test_cells_are_deduplicated_only_where_one_id_can_come_twice(mocker: Any) -> None:
+    """Ids are base + row number, so two terms of different bases (two
+    columns of one table: ``price * (1 - discount)``) never yield one id:
+    such a cell is not sorted to deduplicate (on TPC-H q1 that sorting was
+    most of the writer's time). Two terms of one base are deduplicated even
+    unflagged; a flagged term (an array that may repeat) always."""
+    import numpy as np
+    import pyarrow as pa
+    from provplug_spark import writer
+    from provplug_spark.terms import Term
+
+    from provplug import ids
+
+    lists = pa.array([[0, 1], [1, 2]], pa.list_(pa.int64()))
+    again = pa.array([[1, 5], [2]], pa.list_(pa.int64()))
+    batch = pa.RecordBatch.from_arrays([lists, again], names=["a", "b"])
+    rows = np.array([0, 1], np.int64)
+    price, discount, out = ids.value_id(3, 0, 0), ids.value_id(3, 1, 0), ids.value_id(9, 0, 0)
+    unique = mocker.spy(writer.np, "unique")
+
+    two_columns = writer.Cell(0, (Term("a", False, price), Term("a", False, discount)), dedupe=False)
+    src, dst = writer.cell_pairs(batch, rows, [two_columns], table_id=9)
+    assert unique.call_count == 0
+    assert sorted(zip(src.tolist(), dst.tolist(), strict=True)) == sorted(
+        [(price + r, out + i) for i, rs in enumerate([[0, 1], [1, 2]]) for r in rs]
+        + [(discount + r, out + i) for i, rs in enumerate([[0, 1], [1, 2]]) for r in rs]
+    )
+
+    one_column_twice = writer.Cell(0, (Term("a", False, price), Term("b", False, price)), dedupe=False)
+    src, dst = writer.cell_pairs(batch, rows, [one_column_twice], table_id=9)
+    assert unique.call_count == 1
+    assert sorted(zip(src.tolist(), dst.tolist(), strict=True)) == [
+        (price + 0, out),
+        (price + 1, out),
+        (price + 1, out + 1),
+        (price + 2, out + 1),
+        (price + 5, out),
+    ]
+
+    repeats = pa.RecordBatch.from_arrays([pa.array([[4, 4, 6]], pa.list_(pa.int64()))], names=["a"])
+    flagged = writer.Cell(0, (Term("a", False, price),), dedupe=True)
+    src, dst = writer.cell_pairs(repeats, rows[:1], [flagged], table_id=9)
+    assert sorted(src.tolist()) == [price + 4, price + 6]
+
+
+def test_a_cell_over_two_columns_of_one_table_is_not_flagged_for_deduplication(
+    spark: Any, store_path: Path, mocker: Any
+) -> None:
+    """``sum(a * b)`` per group reads two columns of one table: its terms
+    have two bases and lists of distinct rows, so the writer is not asked
+    to deduplicate; the triples are the hand-derived ones, each once."""
+    from provplug_spark.session import SparkCaptureSession
+
+    import provplug
+
+    from .helpers import F, expect, labelled_triples
+
+    layouts: list[Any] = []
+    original = SparkCaptureSession._write
+
+    def spied(self: Any, frame: Any, layout: Any, *args: Any, **kwargs: Any) -> Any:
+        layouts.append(layout)
+        return original(self, frame, layout, *args, **kwargs)
+
+    mocker.patch.object(SparkCaptureSession, "_write", spied)
+
+    @provplug.step("Sums", output="Out")
+    def sums(t: Any) -> Any:
+        return t.groupBy("k").agg(F.sum(F.col("a") * F.col("b")).alias("s"))
+
+    rows = ([(1, 2, 3, "x"), (1, 4, 5, "y"), (2, 6, 7, "z")], "k int, a int, b int, id string")
+    capture(spark, store_path, {"T": rows}, lambda f: sums(f["T"]))
+    (cell,) = [c for c in layouts[-1].cells if c.column == 1]
+    assert len({t.base for t in cell.terms}) == 2 and not cell.dedupe
+    want = expect(
+        "Sums",
+        "Out",
+        {
+            ("k", 1): [("T", "k", "x"), ("T", "k", "y")],
+            ("s", 1): [("T", "a", "x"), ("T", "b", "x"), ("T", "a", "y"), ("T", "b", "y")],
+            ("k", 2): [("T", "k", "z")],
+            ("s", 2): [("T", "a", "z"), ("T", "b", "z")],
+        },
+    )
+    assert labelled_triples(store_path, {"T": ("id",)}) == want
+    assert ops(store_path)["Sums"]["triples"] == len(want)

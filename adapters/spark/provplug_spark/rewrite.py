@@ -42,6 +42,7 @@ from ._jvm import Catalyst, Expression, PlanTree, kinds_of
 from .rowlineage import MemberLayout, Members, enabled
 from .sources import TableLeaf, Tables
 from .state import HIDDEN_PREFIX, PROV_PREFIX, Context, GroupJoin, Node, NodeMemo, RewriteState, TableRead
+from .terms import Term
 from .writer import Cell
 
 
@@ -127,6 +128,8 @@ class PlanRewriter:
         members = node.members
         if members is not None and members.deferred and (members.group or len({d.group for d in members.deferred}) > 1):
             return None  # a row's members from a group join and a list (or two group joins)
+        if members is not None and members.group is not None:
+            cells = [_read_from_members(c, members.group, state) for c in cells]
         used = sorted({t.rows for c in cells for t in c.terms})
         carried = [c for c in dict.fromkeys((*node.hidden, *(members.columns if members else ()))) if c not in used]
         # One Project and one analysis of the whole rewritten plan (a select
@@ -155,6 +158,22 @@ class PlanRewriter:
             layout,
             _row_rules(state, out_attrs) if self.row_lineage else None,
         )
+
+
+def _read_from_members(cell: Cell, group: str, state: RewriteState) -> Cell:
+    """``cell`` with each list that is a field of the output's member list
+    ``group`` read from there (rowlineage.MemberField): the lists are then
+    not selected, and Spark prunes them from the aggregates."""
+    terms, dedupe = [], cell.dedupe
+    for term in cell.terms:
+        found = state.member_fields.get(term.rows)
+        if found is None or found.group != group:
+            terms.append(term)
+            continue
+        terms.append(Term(group, False, term.base, found.field))
+        dedupe = dedupe or not found.exact
+    unique = tuple(dict.fromkeys(terms))
+    return Cell(cell.column, unique, dedupe or len(unique) != len(terms))
 
 
 def _member_layout(members: Members | None, state: RewriteState) -> MemberLayout | None:

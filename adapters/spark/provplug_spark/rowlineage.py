@@ -204,6 +204,51 @@ def collected(child: Members, lists: dict[str, str], name: str, jvm: Catalyst) -
     return Members((), name, slots, (), child.empty), column.alias(name)
 
 
+@dataclasses.dataclass(frozen=True)
+class MemberField:
+    """A list an aggregate collects for cells that its member list also
+    holds: the same row numbers are one field of the member elements (the
+    writer reads them there, and Spark prunes the list the plan no longer
+    needs: one list shuffled and handed to Python instead of one a table)."""
+
+    group: str  # the member list column
+    field: str | None  # the field of its elements (None: an element is the row number)
+    exact: bool  # each number as often as in the list (else the same numbers, some repeated)
+
+
+def member_fields(
+    child: Members, members: Members, lists: dict[str, str], known: dict[str, MemberField]
+) -> dict[str, MemberField]:
+    """The lists (row column -> list column, of one aggregate over ``child``
+    rows collecting ``members``) that are fields of the members' elements;
+    ``known``: those of the lists below."""
+    if members.group is None:
+        return {}
+    names = [s.column for s in members.grouped]
+    flat = {s.column for s in child.flat}
+    found = {}
+    for rows, listed in lists.items():
+        if listed == members.group:
+            continue  # the member list itself (one table)
+        below = known.get(rows)
+        if rows in flat:
+            # A row's own slot is in each of its members' elements: once a row
+            # when its members are the row itself, else once a member.
+            field, exact = rows, child.group is None
+        elif rows == child.group and len(child.grouped) == 1:
+            # The child's member list of one table (its cells' list too): its elements are that slot.
+            field, exact = child.grouped[0].column, True
+        elif below is not None and below.group == child.group and child.group is not None:
+            # A list of lists: the child's member elements are packed as they are.
+            field = below.field if below.field is not None else child.grouped[0].column
+            exact = below.exact
+        else:
+            continue
+        if field in names:
+            found[listed] = MemberField(members.group, None if len(names) == 1 else field, exact)
+    return found
+
+
 # -- what the op's rules say -------------------------------------------------------------------
 class RowFacts:
     """Row-rule facts gathered over one rewrite of a step output."""

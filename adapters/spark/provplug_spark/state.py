@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame
 from provplug.errors import CaptureError
 
 from ._jvm import Catalyst, Expression
-from .rowlineage import Members, RowFacts, Slot
+from .rowlineage import MemberField, Members, RowFacts, Slot
 from .sources import TableLeaf, Tables
 from .terms import Term
 from .writer import Cell
@@ -128,6 +128,7 @@ class RewriteState:
         # the run's nodes over table leaves: whether deterministic, their expressions
         self.over_leaves = over_leaves or NodeMemo[tuple[bool, list[Expression]]]()
         self.attributes: dict[str, Any] = {}  # column name -> its attribute, where known without a lookup
+        self.member_fields: dict[str, MemberField] = {}  # list column -> the member list field holding its numbers
 
     def new_name(self) -> str:
         """A new column name of the rewrite (not a row-number column)."""
@@ -199,9 +200,8 @@ class RewriteState:
     def cell(self, column: int, terms: frozenset[Term]) -> Cell:
         """How output column ``column`` gets its triples from ``terms``."""
         ordered = tuple(sorted(terms, key=lambda t: (t.rows, t.base)))
-        tables = [self.rows[r].table_id for r in {t.rows for t in ordered}]
-        dedupe = any(self.rows[t.rows].may_repeat for t in ordered) or len(tables) != len(set(tables))
-        return Cell(column, ordered, dedupe)
+        # Two terms of one base (one table's column, twice) the writer dedupes itself.
+        return Cell(column, ordered, any(self.rows[t.rows].may_repeat for t in ordered))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,3 +15,6 @@ class Term:
     rows: str  # a bigint column (one row number, or null for none) or an array<bigint> column
     scalar: bool  # ``rows`` holds one row number, not an array of them
     base: int  # value id of row 0 of the source column (ids.value_id(table, column, 0))
+    # ``rows`` is a member list whose elements are structs: the row numbers are
+    # this field of each element (see rowlineage.MemberField); None: the elements themselves.
+    field: str | None = None

@@ -111,7 +111,10 @@ class Cell:
 
     column: int
     terms: tuple[Term, ...]
-    dedupe: bool  # two terms (or one array) may yield one id twice: keep each (src, dst) once
+    # A term's array may hold one row number twice: keep each (src, dst) once. Terms of
+    # one base (the same input column, through two row-number columns) are deduplicated
+    # whatever this says; terms of different bases never yield one id.
+    dedupe: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,22 +186,23 @@ def cell_pairs(
         raise CaptureError(
             f"provplug: an Arrow batch of {batch.num_rows} rows; lower spark.sql.execution.arrow.maxRecordsPerBatch"
         )
-    expanded: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    expanded: dict[tuple[str, str | None], tuple[np.ndarray, np.ndarray]] = {}
     srcs, dsts = [], []
     for cell in cells:
         out_base = ids.value_id(table_id, cell.column, 0)
         by_base: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         for term in cell.terms:
-            if term.rows not in expanded:
-                expanded[term.rows] = _row_numbers(batch.column(term.rows), term.scalar)
-            by_base.setdefault(term.base, []).append(expanded[term.rows])
+            read = (term.rows, term.field)
+            if read not in expanded:
+                expanded[read] = _row_numbers(batch.column(term.rows), term.scalar, term.field)
+            by_base.setdefault(term.base, []).append(expanded[read])
         for base, parts in by_base.items():
             numbers, parent = (
                 parts[0]
                 if len(parts) == 1
                 else (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
             )
-            if cell.dedupe:  # one id twice in a cell only from equal (batch row, row number): unique on both at once
+            if cell.dedupe or len(parts) > 1:  # one id twice only from equal (batch row, row number): unique on both
                 both = np.unique((parent.astype(np.int64) << ids.ROW_BITS) | numbers)
                 numbers, parent = both & (ids.MAX_ROWS - 1), both >> ids.ROW_BITS
             srcs.append(base + numbers)
@@ -208,8 +212,9 @@ def cell_pairs(
     return np.concatenate(srcs), np.concatenate(dsts)
 
 
-def _row_numbers(column: pa.Array, scalar: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(non-null row numbers, index of the batch row each came from) of a row-number column."""
+def _row_numbers(column: pa.Array, scalar: bool, field: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(non-null row numbers, index of the batch row each came from) of a
+    row-number column (``field``: of a list of structs, that field of each element)."""
     if scalar:
         valid = column.is_valid()
         return (
@@ -217,6 +222,8 @@ def _row_numbers(column: pa.Array, scalar: bool) -> tuple[np.ndarray, np.ndarray
             np.flatnonzero(valid.to_numpy(zero_copy_only=False)),
         )
     flat = pc.list_flatten(column)
+    if field is not None:
+        flat = pc.struct_field(flat, field)
     valid = flat.is_valid()
     return (
         flat.filter(valid).to_numpy(zero_copy_only=False).astype(np.int64, copy=False),
