@@ -126,3 +126,26 @@ def test_a_cell_over_two_columns_of_one_table_is_not_flagged_for_deduplication(
     )
     assert labelled_triples(store_path, {"T": ("id",)}) == want
     assert ops(store_path)["Sums"]["triples"] == len(want)
+
+
+def test_a_large_batch_of_triples_is_written_in_two_halves_at_once(tmp_path: Path, mocker: Any) -> None:
+    """Past PARALLEL_TRIPLES a batch's triples go half to a second writer (its
+    own parts, written in a second thread); every triple is written once."""
+    import numpy as np
+    import pyarrow.parquet as pq
+    from provplug_spark import writer
+
+    from provplug.plugin.writers import local_destination
+
+    mocker.patch.object(writer, "PARALLEL_TRIPLES", 4)
+    triples = writer._TaskTriples(local_destination(tmp_path), "t1-rows-p00000-a0")
+    small, large = np.arange(3, dtype=np.int64), np.arange(100, 110, dtype=np.int64)
+    triples.write(small, small + 1000, 7, 1)
+    triples.write(large, large + 1000, 7, 1)
+    written = triples.close()
+    names = sorted(Path(w.path).name for w in written)
+    assert names == ["t1-rows-p00000-a0-00000.parquet", "t1-rows-p00000-a0-h-00000.parquet"]
+    assert [w.rows for w in sorted(written, key=lambda w: w.path)] == [3 + 5, 5]
+    tables = [pq.read_table(w.path, columns=["src", "dst"]).to_pydict() for w in written]
+    got = sorted((s, d) for t in tables for s, d in zip(t["src"], t["dst"], strict=True))
+    assert got == [(int(s), int(s) + 1000) for s in [*small, *large]]
