@@ -244,7 +244,6 @@ class _TaskTriples:
 
     def __init__(self, destination: Destination, stem: str) -> None:
         self._writers = [TripleWriter(destination, stem)]
-        self._destination, self._stem = destination, stem
         self._pool: ThreadPoolExecutor | None = None
 
     def write(self, src: np.ndarray, dst: np.ndarray, op: int, table_id: int) -> None:
@@ -252,7 +251,8 @@ class _TaskTriples:
             self._writers[0].write(src, dst, op, dst_table=table_id)
             return
         if self._pool is None:
-            self._writers.append(TripleWriter(self._destination, f"{self._stem}-h"))
+            first = self._writers[0]
+            self._writers.append(TripleWriter(first.destination, f"{first.stem}-h"))
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="provplug-triples")
         half = len(src) // 2
         other = self._pool.submit(self._writers[1].write, src[half:], dst[half:], op, dst_table=table_id)
