@@ -14,8 +14,22 @@ def group_joins(request: Any, spark: Any, mocker: Any) -> Any:
     default) and group joins (``spark.provplug.groupJoins=always``). Yields a
     spy on the group-join writer."""
     from provplug_spark import session as spark_session
-    from provplug_spark.groupjoin import GROUP_JOINS_CONF
+    from provplug_spark.groupjoin import GROUP_JOINS_CONF, LIST_BYTES_CONF
 
     spark.conf.set(GROUP_JOINS_CONF, request.param)
+    spark.conf.set(LIST_BYTES_CONF, "0")  # a global aggregate over these tiny inputs joins, not lists
     yield request.param, mocker.spy(spark_session.SparkCaptureSession, "_write_groups")
     spark.conf.unset(GROUP_JOINS_CONF)
+    spark.conf.unset(LIST_BYTES_CONF)
+
+
+@pytest.fixture
+def joined_global_aggregates(spark: Any) -> Any:
+    """Every aggregate without keys gets a group join, however small its
+    input (``spark.provplug.groupJoins.listBytes=0``): the tests' inputs are
+    all small enough to be listed otherwise."""
+    from provplug_spark.groupjoin import LIST_BYTES_CONF
+
+    spark.conf.set(LIST_BYTES_CONF, "0")
+    yield
+    spark.conf.unset(LIST_BYTES_CONF)

@@ -38,6 +38,52 @@ def test_group_joins_setting_must_be_known(spark: Any, store_path: Path) -> None
     assert not store_path.exists() or open_store(store_path).runs() == []
 
 
+@pytest.mark.parametrize("list_bytes", [None, "0"])
+def test_a_global_aggregate_over_a_small_input_lists_its_members(
+    spark: Any, store_path: Path, mocker: Any, list_bytes: str | None
+) -> None:
+    """An aggregate without keys whose input Spark estimates at no more than
+    spark.provplug.groupJoins.listBytes (10 MB by default) lists its members
+    in its one row: no group join, no second job over its input. With the
+    bound at 0 it joins. The triples are the same, the hand-derived ones."""
+    from provplug_spark import session as spark_session
+    from provplug_spark.groupjoin import LIST_BYTES_CONF
+
+    group_writes = mocker.spy(spark_session.SparkCaptureSession, "_write_groups")
+
+    @provplug.step("Total", output="Totals")
+    def total(df: Any) -> Any:
+        return df.filter(F.col("age") > 35).agg(F.sum("age").alias("s"), F.count("*").alias("n"))
+
+    if list_bytes is not None:
+        spark.conf.set(LIST_BYTES_CONF, list_bytes)
+    try:
+        capture(spark, store_path, {"S": S_ROWS}, lambda f: total(f["S"]))
+    finally:
+        spark.conf.unset(LIST_BYTES_CONF)
+    want = expect(
+        "Total",
+        "Totals",
+        {
+            ("s", 90): [("S", "age", 40), ("S", "age", 50)],
+            ("n", 90): [("S", c, a) for a in (40, 50) for c in ("city", "age", "w")],
+        },
+    )
+    assert labelled_triples(store_path, {"S": ("age",)}) == want
+    assert group_writes.call_count == (1 if list_bytes == "0" else 0)
+
+
+def test_list_bytes_setting_must_be_a_number_of_bytes(spark: Any, store_path: Path) -> None:
+    from provplug_spark.groupjoin import LIST_BYTES_CONF
+
+    spark.conf.set(LIST_BYTES_CONF, "10MB")
+    try:
+        with pytest.raises(CaptureError, match="listBytes must be a whole number of bytes"):
+            capture(spark, store_path, {"S": S_ROWS}, lambda f: None, strict=True)
+    finally:
+        spark.conf.unset(LIST_BYTES_CONF)
+
+
 def test_pandas_aggregate_udf_per_group(spark: Any, store_path: Path) -> None:
     """Spark plans a pandas aggregate UDF only beside other pandas aggregate
     UDFs, so its groups' provenance goes through a group join; where its
@@ -178,8 +224,10 @@ def test_a_global_aggregate_over_a_per_query_value_collects_its_members(
     spark: Any, store_path: Path, mocker: Any
 ) -> None:
     """current_timestamp() is fixed once per query: a group join's second
-    query could select other rows, so such an aggregate lists its members."""
+    query could select other rows, so such an aggregate lists its members
+    (even where its input's size would make it join)."""
     from provplug_spark import session as spark_session
+    from provplug_spark.groupjoin import LIST_BYTES_CONF
 
     group_writes = mocker.spy(spark_session.SparkCaptureSession, "_write_groups")
 
@@ -191,6 +239,10 @@ def test_a_global_aggregate_over_a_per_query_value_collects_its_members(
         [(1, dt.datetime(2020, 1, 1)), (2, dt.datetime(2021, 1, 1)), (4, dt.datetime(2999, 1, 1))],
         "k int, at timestamp",
     )
-    capture(spark, store_path, {"T": rows}, lambda f: past(f["T"]))
+    spark.conf.set(LIST_BYTES_CONF, "0")
+    try:
+        capture(spark, store_path, {"T": rows}, lambda f: past(f["T"]))
+    finally:
+        spark.conf.unset(LIST_BYTES_CONF)
     assert labelled_triples(store_path) == expect("Past", "PastCount", {("s", 3): [("T", "k", 1), ("T", "k", 2)]})
     assert group_writes.call_count == 0

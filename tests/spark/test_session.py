@@ -207,7 +207,9 @@ def test_a_failed_output_write_surfaces_where_the_output_is_used(spark: Any, sto
     assert snapshot(store_path) == before
 
 
-def test_a_failed_background_triple_write_fails_the_run(spark: Any, store_path: Path, mocker: Any) -> None:
+def test_a_failed_background_triple_write_fails_the_run(
+    spark: Any, store_path: Path, mocker: Any, joined_global_aggregates: None
+) -> None:
     """Group-join triples (a global aggregate's) are written in the background;
     if that write fails, the run fails at the end of the capture block and
     nothing is committed."""

@@ -128,24 +128,54 @@ def test_a_cell_over_two_columns_of_one_table_is_not_flagged_for_deduplication(
     assert ops(store_path)["Sums"]["triples"] == len(want)
 
 
-def test_a_large_batch_of_triples_is_written_in_two_halves_at_once(tmp_path: Path, mocker: Any) -> None:
-    """Past PARALLEL_TRIPLES a batch's triples go half to a second writer (its
-    own parts, written in a second thread); every triple is written once."""
+def test_full_chunks_of_triples_go_in_turn_to_a_second_writer(tmp_path: Path, mocker: Any) -> None:
+    """Once a full chunk (TRIPLE_CHUNK triples) comes, every other full chunk
+    goes to a second writer (its own parts, written in a second thread)
+    while this thread writes the next; every triple is written once."""
     import numpy as np
     import pyarrow.parquet as pq
     from provplug_spark import writer
 
     from provplug.plugin.writers import local_destination
 
-    mocker.patch.object(writer, "PARALLEL_TRIPLES", 4)
+    mocker.patch.object(writer, "TRIPLE_CHUNK", 4)
     triples = writer._TaskTriples(local_destination(tmp_path), "t1-rows-p00000-a0")
-    small, large = np.arange(3, dtype=np.int64), np.arange(100, 110, dtype=np.int64)
-    triples.write(small, small + 1000, 7, 1)
-    triples.write(large, large + 1000, 7, 1)
+    chunks = [np.arange(3), np.arange(100, 104), np.arange(200, 204), np.arange(300, 304), np.arange(400, 402)]
+    for chunk in chunks:
+        triples.write(chunk.astype(np.int64), chunk.astype(np.int64) + 1000, 7, 1)
     written = triples.close()
     names = sorted(Path(w.path).name for w in written)
     assert names == ["t1-rows-p00000-a0-00000.parquet", "t1-rows-p00000-a0-h-00000.parquet"]
-    assert [w.rows for w in sorted(written, key=lambda w: w.path)] == [3 + 5, 5]
+    # chunks 2 and 4 (the first and third full ones) went to the second writer
+    assert [w.rows for w in sorted(written, key=lambda w: w.path)] == [3 + 4 + 2, 4 + 4]
     tables = [pq.read_table(w.path, columns=["src", "dst"]).to_pydict() for w in written]
     got = sorted((s, d) for t in tables for s, d in zip(t["src"], t["dst"], strict=True))
-    assert got == [(int(s), int(s) + 1000) for s in [*small, *large]]
+    assert got == sorted((int(s), int(s) + 1000) for c in chunks for s in c)
+
+
+def test_triples_come_in_chunks_across_cells_and_rows(mocker: Any) -> None:
+    """triple_chunks cuts a batch's triples into chunks of at most the
+    limit, a cell's across two chunks where it must; together they are the
+    cells' triples (hand-derived), for a task's consecutive row numbers and
+    for row-aligned (any) ones alike."""
+    import numpy as np
+    import pyarrow as pa
+    from provplug_spark import writer
+    from provplug_spark.terms import Term
+
+    from provplug import ids
+
+    lists = pa.array([[0, 1, 2], None, [7]], pa.list_(pa.int64()))
+    one = pa.array([5, 6, None], pa.int64())
+    batch = pa.RecordBatch.from_arrays([lists, one], names=["l", "s"])
+    a, b, out0, out1 = ids.value_id(3, 0, 0), ids.value_id(4, 2, 0), ids.value_id(9, 0, 0), ids.value_id(9, 1, 0)
+    cells = [writer.Cell(0, (Term("l", False, a),), False), writer.Cell(1, (Term("s", True, b),), False)]
+    for rows in (np.array([10, 11, 12], np.int64), np.array([40, 3, 17], np.int64)):
+        want = [(a + r, out0 + rows[i]) for i, rs in enumerate([[0, 1, 2], [], [7]]) for r in rs] + [
+            (b + 5, out1 + rows[0]),
+            (b + 6, out1 + rows[1]),
+        ]
+        chunks = list(writer.triple_chunks(batch, rows, cells, 9, limit=3))
+        assert [len(src) for src, _ in chunks] == [3, 3]  # column 0's four across both
+        got = [(int(s), int(d)) for src, dst in chunks for s, d in zip(src, dst, strict=True)]
+        assert got == [(int(s), int(d)) for s, d in want]

@@ -72,6 +72,7 @@ class PlanRewriter:
         self.jvm = Catalyst(spark)
         self.tables = Tables()
         self.group_joins = groupjoin.mode(spark)
+        self.list_bytes = groupjoin.list_bytes(spark)
         self.row_lineage = enabled(spark)
         self._names: Iterator[int] = itertools.count()  # row-number column numbers, unique in the run
         self._reads = NodeMemo[TableRead]()  # table leaves rewritten so far (rules.table_read)
@@ -111,6 +112,7 @@ class PlanRewriter:
             self.row_lineage,
             self._reads,
             self._over_leaves,
+            self.list_bytes,
         )
         node = _walk(state, tree, merging_above=False)
         cells: list[Cell] = []

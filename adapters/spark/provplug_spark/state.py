@@ -109,10 +109,12 @@ class RewriteState:
         row_lineage: bool = True,
         reads: NodeMemo[TableRead] | None = None,
         over_leaves: NodeMemo[tuple[bool, list[Expression]]] | None = None,
+        list_bytes: int = 0,
     ) -> None:
         self.jvm = jvm
         self.tables = tables
         self.group_joins = group_joins  # "global" or "always" (see .groupjoin)
+        self.list_bytes = list_bytes  # a global aggregate over at most this (estimated) lists its members
         self.allow_groups = allow_groups  # False: the retry of a step whose group joins could not be written
         self._names = names  # numbers of new row-number columns, shared by the run's rewrites
         self.terms: dict[int, frozenset[Term]] = {}  # expression id -> per-row provenance

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 
 import numpy as np
@@ -77,11 +77,11 @@ RESULT_SCHEMA = T.StructType(
         T.StructField("rows", T.LongType()),
     ]
 )
-# A batch's triples past this many are written as two halves at once, by two
-# writers in two threads: Parquet's encoding, most of a large aggregate's writer
-# task (TPC-H q1's 8.3M triples: 0.31 s in one thread, 0.16 s in two), runs
-# outside the GIL.
-PARALLEL_TRIPLES = 1 << 21
+# A batch's triples are made and written in chunks of at most this many
+# (:func:`triple_chunks`); chunks of a large batch go in turn to two writers in
+# two threads: Parquet's encoding, most of a large aggregate's writer task
+# (TPC-H q1's 8.3M triples: 0.31 s in one thread, 0.16 s in two), runs outside the GIL.
+TRIPLE_CHUNK = 1 << 21
 # Result rows of an output's tasks: one per run of row numbers they gave
 # (a row-aligned output's, or the task's own), the run's first number (as
 # text) in ``path``, its length in ``rows``: the table's rows as runs.
@@ -182,18 +182,42 @@ def _aligned_rows(batch: pa.RecordBatch, column: str) -> NDArray[np.int64]:
     return cast("NDArray[np.int64]", numbers.to_numpy(zero_copy_only=False).astype(np.int64, copy=False))
 
 
-def cell_pairs(
-    batch: pa.RecordBatch, rows: np.ndarray, cells: Sequence[Cell], table_id: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(src, dst) of the cells of ``batch``'s rows: output column ``j`` of row
-    ``rows[i]`` gets ``base + r`` for each term of its cell and each row
+@dataclasses.dataclass(frozen=True)
+class _Segment:
+    """Triples ``src_base + numbers[i] -> dst_base + rows[parent[i]]`` of one
+    (output column, input column) pair of a batch."""
+
+    src_base: int
+    numbers: np.ndarray
+    dst_base: int
+    parent: np.ndarray
+
+    def fill(self, start: int, stop: int, rows: np.ndarray, src: np.ndarray, dst: np.ndarray) -> None:
+        """Write triples ``start:stop`` of the segment into ``src`` and ``dst``
+        (arrays of ``stop - start``): no temporary array."""
+        np.add(self.numbers[start:stop], self.src_base, out=src)
+        parent = self.parent[start:stop]
+        if _consecutive(rows):  # a task's own rows: rows[i] = rows[0] + i, no gather
+            np.add(parent, np.int64(self.dst_base + int(rows[0])), out=dst)
+        else:
+            np.take(rows, parent, out=dst)
+            dst += self.dst_base
+
+
+def _consecutive(rows: np.ndarray) -> bool:
+    return len(rows) > 0 and int(rows[-1]) - int(rows[0]) == len(rows) - 1 and bool(np.all(np.diff(rows) == 1))
+
+
+def _segments(batch: pa.RecordBatch, cells: Sequence[Cell], table_id: int) -> list[_Segment]:
+    """The triples of the cells of ``batch``'s rows, as segments: output column
+    ``j`` of row ``i`` gets ``base + r`` for each term of its cell and each row
     number ``r`` the term's column holds in row ``i`` (nulls hold none)."""
     if batch.num_rows >= 1 << (63 - ids.ROW_BITS):  # the deduplication key packs (batch row, row number)
         raise CaptureError(
             f"provplug: an Arrow batch of {batch.num_rows} rows; lower spark.sql.execution.arrow.maxRecordsPerBatch"
         )
     expanded: dict[tuple[str, str | None], tuple[np.ndarray, np.ndarray]] = {}
-    srcs, dsts = [], []
+    segments = []
     for cell in cells:
         out_base = ids.value_id(table_id, cell.column, 0)
         by_base: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
@@ -211,11 +235,57 @@ def cell_pairs(
             if cell.dedupe or len(parts) > 1:  # one id twice only from equal (batch row, row number): unique on both
                 both = np.unique((parent.astype(np.int64) << ids.ROW_BITS) | numbers)
                 numbers, parent = both & (ids.MAX_ROWS - 1), both >> ids.ROW_BITS
-            srcs.append(base + numbers)
-            dsts.append(out_base + rows[parent])
-    if not srcs:
+            if len(numbers):
+                segments.append(_Segment(base, numbers, out_base, parent))
+    return segments
+
+
+def triple_chunks(
+    batch: pa.RecordBatch, rows: np.ndarray, cells: Sequence[Cell], table_id: int, limit: int | None = None
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(src, dst) of the cells of ``batch``'s rows (see :func:`_segments`;
+    output row ``i`` is ``rows[i]``), in chunks of at most ``limit`` triples
+    (default :data:`TRIPLE_CHUNK`).
+
+    Why chunks: a fresh array of a few hundred MB costs more in page faults
+    than its arithmetic (TPC-H q1's 8.3M triples: about 0.5 s in a task, 0.05 s
+    in a process that already holds the memory); arrays of a chunk's size are
+    served again from the memory the allocator keeps."""
+    limit = limit or TRIPLE_CHUNK
+    segments = _segments(batch, cells, table_id)
+    pending: list[tuple[_Segment, int, int]] = []  # (segment, start, stop) of the chunk being gathered
+    size = 0
+    for segment in segments:
+        start, length = 0, len(segment.numbers)
+        while start < length:
+            stop = min(length, start + limit - size)
+            pending.append((segment, start, stop))
+            size += stop - start
+            start = stop
+            if size == limit:
+                yield _filled(pending, size, rows)
+                pending, size = [], 0
+    if size:
+        yield _filled(pending, size, rows)
+
+
+def _filled(pieces: Sequence[tuple[_Segment, int, int]], size: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    src, dst = np.empty(size, np.int64), np.empty(size, np.int64)
+    at = 0
+    for segment, start, stop in pieces:
+        segment.fill(start, stop, rows, src[at : at + stop - start], dst[at : at + stop - start])
+        at += stop - start
+    return src, dst
+
+
+def cell_pairs(
+    batch: pa.RecordBatch, rows: np.ndarray, cells: Sequence[Cell], table_id: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) of the cells of ``batch``'s rows, all at once (see :func:`triple_chunks`)."""
+    chunks = list(triple_chunks(batch, rows, cells, table_id, limit=1 << 62))
+    if not chunks:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    return np.concatenate(srcs), np.concatenate(dsts)
+    return chunks[0]
 
 
 def _row_numbers(column: pa.Array, scalar: bool, field: str | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -238,30 +308,38 @@ def _row_numbers(column: pa.Array, scalar: bool, field: str | None = None) -> tu
 
 
 class _TaskTriples:
-    """A task's triples: one writer, and a second one for the other half of
-    a batch of more than :data:`PARALLEL_TRIPLES` (its own parts, so the two
-    never share a file)."""
+    """A task's triples, chunk by chunk: one writer, and once a chunk of
+    :data:`TRIPLE_CHUNK` comes, a second one in a second thread (its own
+    parts, so the two never share a file) that takes every other full chunk
+    while this thread writes the next."""
 
     def __init__(self, destination: Destination, stem: str) -> None:
         self._writers = [TripleWriter(destination, stem)]
         self._pool: ThreadPoolExecutor | None = None
+        self._second: Future[None] | None = None  # the chunk the second writer is writing
 
     def write(self, src: np.ndarray, dst: np.ndarray, op: int, table_id: int) -> None:
-        if len(src) <= PARALLEL_TRIPLES:
+        if len(src) < TRIPLE_CHUNK or self._second is not None:
             self._writers[0].write(src, dst, op, dst_table=table_id)
+            self._wait()
             return
         if self._pool is None:
             first = self._writers[0]
             self._writers.append(TripleWriter(first.destination, f"{first.stem}-h"))
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="provplug-triples")
-        half = len(src) // 2
-        other = self._pool.submit(self._writers[1].write, src[half:], dst[half:], op, dst_table=table_id)
-        self._writers[0].write(src[:half], dst[:half], op, dst_table=table_id)
-        other.result()
+        self._second = self._pool.submit(self._writers[1].write, src, dst, op, dst_table=table_id)
+
+    def _wait(self) -> None:
+        second, self._second = self._second, None
+        if second is not None:
+            second.result()  # its error is the task's
 
     def close(self) -> list[WrittenFile]:
-        if self._pool is not None:
-            self._pool.shutdown()
+        try:
+            self._wait()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
         return [w for writer in self._writers for w in writer.close()]
 
 
@@ -299,8 +377,8 @@ def write_output(target: Target, layout: OutputLayout, batches: Iterator[pa.Reco
         rows_file.write(data, rows)
         if direct_file is not None:
             direct_file.write(data)
-        src, dst = cell_pairs(batch, rows, layout.cells, target.table_id)
-        triples_file.write(src, dst, target.op_id, target.table_id)
+        for src, dst in triple_chunks(batch, rows, layout.cells, target.table_id):
+            triples_file.write(src, dst, target.op_id, target.table_id)
         if lineage_file is not None and layout.members is not None:
             lineage_file.write(target.op_id, target.table_id, *member_records(batch, rows, layout.members))
         if keys_file is not None:
@@ -335,8 +413,8 @@ def write_pairs(
     members = _MemberNumbers(partition)
     for batch in batches:
         rows = batch.column(schema.ROW_COLUMN).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-        src, dst = cell_pairs(batch, rows, cells, target.table_id)
-        triples_file.write(src, dst, target.op_id, dst_table=target.table_id)
+        for src, dst in triple_chunks(batch, rows, cells, target.table_id):
+            triples_file.write(src, dst, target.op_id, dst_table=target.table_id)
         if lineage_file is not None and pairs is not None:
             lineage_file.write(target.op_id, target.table_id, *pair_records(batch, rows, members.next(rows), pairs))
     yield _result(triples_file.close() + (lineage_file.close() if lineage_file else []))
