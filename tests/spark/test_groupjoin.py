@@ -26,15 +26,22 @@ from .helpers import (
 )
 
 
-def test_group_joins_setting_must_be_known(spark: Any, store_path: Path) -> None:
-    from provplug_spark.groupjoin import GROUP_JOINS_CONF
-
-    spark.conf.set(GROUP_JOINS_CONF, "sometimes")
+@pytest.mark.parametrize(
+    ("setting", "value", "message"),
+    [
+        ("spark.provplug.groupJoins", "sometimes", "groupJoins must be 'global' or 'always'"),
+        ("spark.provplug.groupJoins.listBytes", "10MB", "listBytes must be a whole number of bytes"),
+    ],
+)
+def test_group_join_settings_must_be_known(
+    spark: Any, store_path: Path, setting: str, value: str, message: str
+) -> None:
+    spark.conf.set(setting, value)
     try:
-        with pytest.raises(CaptureError, match="groupJoins must be 'global' or 'always'"):
+        with pytest.raises(CaptureError, match=message):
             capture(spark, store_path, {"S": S_ROWS}, lambda f: None, strict=True)
     finally:
-        spark.conf.unset(GROUP_JOINS_CONF)
+        spark.conf.unset(setting)
     assert not store_path.exists() or open_store(store_path).runs() == []
 
 
@@ -71,17 +78,6 @@ def test_a_global_aggregate_over_a_small_input_lists_its_members(
     )
     assert labelled_triples(store_path, {"S": ("age",)}) == want
     assert group_writes.call_count == (1 if list_bytes == "0" else 0)
-
-
-def test_list_bytes_setting_must_be_a_number_of_bytes(spark: Any, store_path: Path) -> None:
-    from provplug_spark.groupjoin import LIST_BYTES_CONF
-
-    spark.conf.set(LIST_BYTES_CONF, "10MB")
-    try:
-        with pytest.raises(CaptureError, match="listBytes must be a whole number of bytes"):
-            capture(spark, store_path, {"S": S_ROWS}, lambda f: None, strict=True)
-    finally:
-        spark.conf.unset(LIST_BYTES_CONF)
 
 
 def test_pandas_aggregate_udf_per_group(spark: Any, store_path: Path) -> None:
@@ -221,13 +217,12 @@ def test_aggregate_over_aggregate_and_semi_join_in_one_step(spark: Any, store_pa
 
 
 def test_a_global_aggregate_over_a_per_query_value_collects_its_members(
-    spark: Any, store_path: Path, mocker: Any
+    spark: Any, store_path: Path, mocker: Any, joined_global_aggregates: None
 ) -> None:
     """current_timestamp() is fixed once per query: a group join's second
     query could select other rows, so such an aggregate lists its members
     (even where its input's size would make it join)."""
     from provplug_spark import session as spark_session
-    from provplug_spark.groupjoin import LIST_BYTES_CONF
 
     group_writes = mocker.spy(spark_session.SparkCaptureSession, "_write_groups")
 
@@ -239,10 +234,6 @@ def test_a_global_aggregate_over_a_per_query_value_collects_its_members(
         [(1, dt.datetime(2020, 1, 1)), (2, dt.datetime(2021, 1, 1)), (4, dt.datetime(2999, 1, 1))],
         "k int, at timestamp",
     )
-    spark.conf.set(LIST_BYTES_CONF, "0")
-    try:
-        capture(spark, store_path, {"T": rows}, lambda f: past(f["T"]))
-    finally:
-        spark.conf.unset(LIST_BYTES_CONF)
+    capture(spark, store_path, {"T": rows}, lambda f: past(f["T"]))
     assert labelled_triples(store_path) == expect("Past", "PastCount", {("s", 3): [("T", "k", 1), ("T", "k", 2)]})
     assert group_writes.call_count == 0

@@ -87,14 +87,14 @@ def may_defer(ctx: Context, grouping: Sequence[Any], child: Node, keyed: bool = 
     one_row = members is None or (members.group is None and not members.deferred and len(members.flat) <= 1)
     return (
         state.allow_groups
-        and (not grouping or keyed or state.group_joins == "always")
         and not ctx.merging_above
         and child.stable
         and child.injective
         and not child.hidden
         and one_row
         and all(g.deterministic() for g in grouping)
-        and (bool(grouping) or keyed or state.group_joins == "always" or _estimated_bytes(child) > state.list_bytes)
+        # last: the size estimate is a JVM call
+        and (keyed or state.group_joins == "always" or (not grouping and _estimated_bytes(child) > state.list_bytes))
     )
 
 

@@ -192,20 +192,29 @@ class _Segment:
     dst_base: int
     parent: np.ndarray
 
-    def fill(self, start: int, stop: int, rows: np.ndarray, src: np.ndarray, dst: np.ndarray) -> None:
+    def fill(self, start: int, stop: int, rows: _Rows, src: np.ndarray, dst: np.ndarray) -> None:
         """Write triples ``start:stop`` of the segment into ``src`` and ``dst``
         (arrays of ``stop - start``): no temporary array."""
         np.add(self.numbers[start:stop], self.src_base, out=src)
         parent = self.parent[start:stop]
-        if _consecutive(rows):  # a task's own rows: rows[i] = rows[0] + i, no gather
-            np.add(parent, np.int64(self.dst_base + int(rows[0])), out=dst)
+        if rows.first is not None:  # a task's own rows: rows[i] = rows[0] + i, no gather
+            np.add(parent, np.int64(self.dst_base + rows.first), out=dst)
         else:
-            np.take(rows, parent, out=dst)
+            np.take(rows.numbers, parent, out=dst)
             dst += self.dst_base
 
 
-def _consecutive(rows: np.ndarray) -> bool:
-    return len(rows) > 0 and int(rows[-1]) - int(rows[0]) == len(rows) - 1 and bool(np.all(np.diff(rows) == 1))
+@dataclasses.dataclass(frozen=True)
+class _Rows:
+    """A batch's output row numbers; ``first`` is set when they are consecutive."""
+
+    numbers: np.ndarray
+    first: int | None
+
+    @classmethod
+    def of(cls, rows: np.ndarray) -> _Rows:
+        consecutive = len(rows) > 0 and bool(np.all(np.diff(rows) == 1))
+        return cls(rows, int(rows[0]) if consecutive else None)
 
 
 def _segments(batch: pa.RecordBatch, cells: Sequence[Cell], table_id: int) -> list[_Segment]:
@@ -253,6 +262,7 @@ def triple_chunks(
     served again from the memory the allocator keeps."""
     limit = limit or TRIPLE_CHUNK
     segments = _segments(batch, cells, table_id)
+    numbered = _Rows.of(rows)
     pending: list[tuple[_Segment, int, int]] = []  # (segment, start, stop) of the chunk being gathered
     size = 0
     for segment in segments:
@@ -263,13 +273,13 @@ def triple_chunks(
             size += stop - start
             start = stop
             if size == limit:
-                yield _filled(pending, size, rows)
+                yield _filled(pending, size, numbered)
                 pending, size = [], 0
     if size:
-        yield _filled(pending, size, rows)
+        yield _filled(pending, size, numbered)
 
 
-def _filled(pieces: Sequence[tuple[_Segment, int, int]], size: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _filled(pieces: Sequence[tuple[_Segment, int, int]], size: int, rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
     src, dst = np.empty(size, np.int64), np.empty(size, np.int64)
     at = 0
     for segment, start, stop in pieces:
