@@ -45,14 +45,25 @@ def test_group_join_settings_must_be_known(
     assert not store_path.exists() or open_store(store_path).runs() == []
 
 
-@pytest.mark.parametrize("list_bytes", [None, "0"])
+# S's 3 stored rows through a filter: at most 3 members, each 8 bytes in the
+# one row-number list and the members' list (48 bytes); Spark estimates the
+# input at its Parquet file's size (hundreds of bytes).
+SURE_LIST_BYTES = len(S_ROWS[0]) * 8 * 2
+
+
+@pytest.mark.parametrize(
+    ("list_bytes", "joins"),
+    [(None, False), ("0", True), (str(SURE_LIST_BYTES), False), (str(SURE_LIST_BYTES - 1), True)],
+)
 def test_a_global_aggregate_over_a_small_input_lists_its_members(
-    spark: Any, store_path: Path, mocker: Any, list_bytes: str | None
+    spark: Any, store_path: Path, mocker: Any, list_bytes: str | None, joins: bool
 ) -> None:
-    """An aggregate without keys whose input Spark estimates at no more than
-    spark.provplug.groupJoins.listBytes (10 MB by default) lists its members
-    in its one row: no group join, no second job over its input. With the
-    bound at 0 it joins. The triples are the same, the hand-derived ones."""
+    """An aggregate without keys whose lists surely fit
+    spark.provplug.groupJoins.listBytes (10 MB by default), by the stored
+    row count of its input, lists its members in its one row: no group join,
+    no second job over its input. Below that bound (and below Spark's size
+    estimate of the input) it joins. The triples are the same, the
+    hand-derived ones."""
     from provplug_spark import session as spark_session
     from provplug_spark.groupjoin import LIST_BYTES_CONF
 
@@ -77,7 +88,7 @@ def test_a_global_aggregate_over_a_small_input_lists_its_members(
         },
     )
     assert labelled_triples(store_path, {"S": ("age",)}) == want
-    assert group_writes.call_count == (1 if list_bytes == "0" else 0)
+    assert group_writes.call_count == (1 if joins else 0)
 
 
 def test_pandas_aggregate_udf_per_group(spark: Any, store_path: Path) -> None:
@@ -237,3 +248,25 @@ def test_a_global_aggregate_over_a_per_query_value_collects_its_members(
     capture(spark, store_path, {"T": rows}, lambda f: past(f["T"]))
     assert labelled_triples(store_path) == expect("Past", "PastCount", {("s", 3): [("T", "k", 1), ("T", "k", 2)]})
     assert group_writes.call_count == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "bounds", "bound"),
+    [
+        ("Filter", [3], 3),
+        ("Project", [3], 3),
+        ("Aggregate", [3], 3),
+        ("Join", [2, 3], 2 * 3 + 2 + 3),  # a full outer join of unmatched rows has 2 + 3
+        ("Union", [2, 3], 5),
+        ("Sample", [3], None),  # with replacement: more rows than its input
+        ("Generate", [3], None),  # explode: any number
+        ("Join", [2, None], None),
+    ],
+)
+def test_row_bounds_of_plan_nodes(name: str, bounds: list[int | None], bound: int | None) -> None:
+    """The bound on a node's rows that lets a global aggregate list its members."""
+    from provplug_spark.rewrite import _row_bound
+    from provplug_spark.state import Node
+
+    children = [Node(None, (), (), None, max_rows=b) for b in bounds]
+    assert _row_bound(name, children, Node(None, (), (), None)) == bound

@@ -238,7 +238,22 @@ def _walk(state: RewriteState, tree: PlanTree, merging_above: bool) -> Node:
     )
     rule = rules.rule_for(node, jvm)
     new = rule(node, children, Context(state, merging_above, expressions, tuple(trees)))
-    return dataclasses.replace(new, stable=stable, injective=injective)
+    return dataclasses.replace(new, stable=stable, injective=injective, max_rows=_row_bound(name, children, new))
+
+
+def _row_bound(name: str, children: list[Node], new: Node) -> int | None:
+    """At most how many rows the node has, from its children's bounds (a
+    table read's is its stored row count); None when unknown."""
+    bounds = [c.max_rows for c in children]
+    if new.max_rows is not None or not children or None in bounds:
+        return new.max_rows
+    known = [b for b in bounds if b is not None]  # (all of them)
+    if name == "Join":  # matched pairs, or an outer join's unmatched rows
+        left, right = known
+        return left * right + left + right
+    if name == "Union":
+        return sum(known)
+    return known[0] if name in rules.FEWER_ROWS_NODES else None
 
 
 def _over_leaves(state: RewriteState, node: Any) -> tuple[bool, list[Expression]]:

@@ -134,6 +134,8 @@ class NodeKind:
     a row number cannot repeat across the rows of a group."""
     aligned: bool = False
     """Keeps its child's rows one for one, in the same tasks (location lineage, :mod:`.aligned`)."""
+    fewer_rows: bool = False
+    """Has at most as many rows as its (one) child: a bound on the child's rows bounds its own."""
 
 
 # Expressions Catalyst calls deterministic but fixes once per query: another
@@ -226,7 +228,7 @@ def table_read(node: Any, children: list[Node], ctx: Context) -> Node:
             )
             state.facts.values[expr_id] = ColumnRule("copy", leaf.table_id, name)
     members = Members((Slot(read.rows, leaf.table_id, False),)) if state.row_lineage else None
-    return Node(read.plan, (read.rows,), (), members)
+    return Node(read.plan, (read.rows,), (), members, max_rows=leaf.rows)
 
 
 def _read_of(node: Any, ctx: Context) -> TableRead:
@@ -981,7 +983,7 @@ def _kinds(*kinds: NodeKind) -> dict[str, NodeKind]:
 
 
 def _copy(name: str, **facts: Any) -> NodeKind:
-    return NodeKind(name, copy, **facts)
+    return NodeKind(name, copy, **{"fewer_rows": True, **facts})
 
 
 def _wrapped(name: str, rule: Rule, operation: str, eval_type: int) -> NodeKind:
@@ -1007,7 +1009,7 @@ NODE_KINDS: dict[str, NodeKind] = _kinds(
     _copy("LocalLimit", opaque="limit", unstable=True),
     _copy("Offset", opaque="offset", unstable=True),
     _copy("Tail", opaque="tail", unstable=True),
-    _copy("Sample", opaque="sample", unstable=True),
+    _copy("Sample", opaque="sample", unstable=True, fewer_rows=False),  # with replacement: more rows
     _copy("Repartition", injective=True),
     _copy("RepartitionByExpression", injective=True),
     _copy("RebalancePartitions", injective=True),
@@ -1016,16 +1018,16 @@ NODE_KINDS: dict[str, NodeKind] = _kinds(
     _copy("View", injective=True),
     _copy("Subquery", injective=True),
     # Row-wise and combining nodes.
-    NodeKind("Project", project, injective=True, aligned=True),
+    NodeKind("Project", project, injective=True, aligned=True, fewer_rows=True),
     NodeKind("Join", join),
     NodeKind("Generate", generate),
     NodeKind("LateralJoin", lateral_join, merging=True, unstable=True),
     NodeKind("Union", union),
     # Nodes that merge rows.
-    NodeKind("Aggregate", aggregate, merging=True, unstable=True),
-    NodeKind("Distinct", distinct, merging=True),
-    NodeKind("Deduplicate", deduplicate, merging=True, unstable=True),
-    NodeKind("Window", window, merging=True, unstable=True),
+    NodeKind("Aggregate", aggregate, merging=True, unstable=True, fewer_rows=True),
+    NodeKind("Distinct", distinct, merging=True, fewer_rows=True),
+    NodeKind("Deduplicate", deduplicate, merging=True, unstable=True, fewer_rows=True),
+    NodeKind("Window", window, merging=True, unstable=True, fewer_rows=True),
     _wrapped("FlatMapGroupsInPandas", apply_in_pandas, "applyInPandas", PythonEvalType.SQL_GROUPED_MAP_PANDAS_UDF),
     _wrapped("MapInPandas", map_in_pandas, "mapInPandas", PythonEvalType.SQL_MAP_PANDAS_ITER_UDF),
     # Black boxes that cannot be captured exactly.
@@ -1046,6 +1048,7 @@ NODE_KINDS: dict[str, NodeKind] = _kinds(
 MERGING_NODES = frozenset(k.name for k in NODE_KINDS.values() if k.merging)
 UNSTABLE_NODES = frozenset(k.name for k in NODE_KINDS.values() if k.unstable)
 INJECTIVE_NODES = frozenset(k.name for k in NODE_KINDS.values() if k.injective)
+FEWER_ROWS_NODES = frozenset(k.name for k in NODE_KINDS.values() if k.fewer_rows)
 
 
 def is_table_leaf(name: str) -> bool:

@@ -275,7 +275,9 @@ class SparkCaptureSession:
         """Record ``table`` (now stored) and make it a table plans may read
         (``files``: a positional table's copies, :class:`.sources.TableLeaf`)."""
         self.run.record_table(self._counted(table, origin, rows))
-        self._register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id), positional, files))
+        self._register(
+            TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id), positional, files, rows)
+        )
 
     def _counted(self, table: TableInfo, origin: TableOrigin, rows: int) -> TableInfo:
         return TableInfo(
@@ -575,6 +577,8 @@ class SparkCaptureSession:
             checked = aligned.checked_runs(step, runs, rows, None if source is None else source.size)
             edge = aligned.edge_of(op_id, table.table_id, row_aligned, checked)
         self._runs[table.table_id] = RowRuns.of(sorted(runs))
+        # Its row count now known: a later step's rewrite may bound its rows by it.
+        self._register(TableLeaf(table.table_id, table.columns, self._rows_path(table.table_id), rows=rows))
         if isinstance(location, tuple):
             edge = self._declared_edge(step, op_id, table.table_id, rewritten, *location, captured=triples)
             triples = 0

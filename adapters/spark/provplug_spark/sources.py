@@ -71,6 +71,7 @@ class TableLeaf:
     path: str
     positional: bool = False  # copies of source files: row number = file offset + row index (no ROW_COLUMN)
     files: tuple[str, ...] = ()  # a positional table's copies (their names hold their first rows), when known
+    rows: int | None = None  # its row count, once known: bounds the rows of plans over it
 
 
 def _norm_path(path: str) -> str:

@@ -51,6 +51,7 @@ class Node:
     members: Members | None  # its rows' members (row lineage); None: unknown (a black box)
     stable: bool = True  # recomputation yields the same rows with the same row numbers
     injective: bool = True  # every row comes from distinct input rows
+    max_rows: int | None = None  # at most this many rows (None: no bound known)
 
 
 class NodeMemo(Generic[T]):
