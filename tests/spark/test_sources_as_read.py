@@ -274,23 +274,53 @@ def test_a_copy_that_fails_midway_leaves_nothing_and_says_so(tmp_path: Path) -> 
     assert [p.name for p in (tmp_path / "rows" / "8").iterdir()] == [schema.positional_name(0)]
 
 
-def test_source_files_are_copied_by_spark_tasks_not_the_driver(
+def test_under_a_local_master_source_files_are_copied_in_this_process_without_a_spark_job(
     spark: Any, store_path: Path, tmp_path: Path, mocker: Any
 ) -> None:
-    """Issue 27: a source's files reach the store through the executors (a
-    Spark job of the copies' group, as many tasks as cores, at most one a
-    file), and the driver's own copying is never called; the copies are the
-    files, byte for byte."""
+    """Under a local master the executors are this application's own
+    process: a source's files are copied here, a copy a file, and no Spark
+    job of the copies' group runs (its start cost more than the copying);
+    the copies are the files, byte for byte."""
     from provplug_spark.sources import COPY_JOB_GROUP
 
     from provplug.plugin import writers
 
     for part in range(3):
         _parquet(tmp_path / "src" / f"part-{part}.parquet", [{"k": part * 10 + i, "v": i} for i in range(part + 1)])
-    in_driver = mocker.spy(writers.pafs, "copy_files")  # this process's pyarrow, not the tasks'
+    in_driver = mocker.spy(writers.pafs, "copy_files")
     tracker = spark.sparkContext.statusTracker()
     before = set(tracker.getJobIdsForGroup(COPY_JOB_GROUP))
     _captured(spark, store_path, lambda s: s.read.parquet(str(tmp_path / "src")), tmp_path / "out")
+    assert set(tracker.getJobIdsForGroup(COPY_JOB_GROUP)) == before
+    assert in_driver.call_count == 3
+    assert _copied(store_path)
+    table = _table(store_path, "source")
+    folder = Path(open_store(store_path).run_paths("rows")[0], str(table["table_id"]))
+    copies = sorted(p.read_bytes() for p in folder.glob("*.parquet"))
+    assert copies == sorted(p.read_bytes() for p in (tmp_path / "src").glob("*.parquet"))
+
+
+def test_copies_on_executors_run_as_one_spark_job_and_never_in_the_driver(
+    spark: Any, tmp_path: Path, mocker: Any
+) -> None:
+    """Issue 27: on a cluster a source's files reach the store through the
+    executors: one Spark job of the copies' group, as many tasks as cores
+    (at most one a file); the driver's own copying is never called; the
+    caller's job group is back afterwards."""
+    import pyarrow.fs as pafs
+    from provplug_spark.sources import COPY_JOB_GROUP, copy_on_executors
+
+    from provplug.plugin import writers
+
+    for part in range(3):
+        _parquet(tmp_path / "src" / f"part-{part}.parquet", [{"k": part, "v": part}])
+    files = [(pafs.LocalFileSystem(), str(tmp_path / "src" / f"part-{part}.parquet"), 1) for part in range(3)]
+    copies, rows = writers.positional_copies(local_destination(tmp_path / "copies"), files)
+    local_destination(tmp_path / "copies").create()
+    in_driver = mocker.spy(writers.pafs, "copy_files")
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup(COPY_JOB_GROUP))
+    copy_on_executors(spark, copies)
     jobs = set(tracker.getJobIdsForGroup(COPY_JOB_GROUP)) - before
     assert len(jobs) == 1
     (job,) = jobs
@@ -299,35 +329,29 @@ def test_source_files_are_copied_by_spark_tasks_not_the_driver(
     cores = spark.sparkContext.defaultParallelism
     assert sum(tracker.getStageInfo(s).numTasks for s in info.stageIds) == min(3, cores)
     assert in_driver.call_count == 0
-    assert _copied(store_path)
-    table = _table(store_path, "source")
-    folder = Path(open_store(store_path).run_paths("rows")[0], str(table["table_id"]))
-    sizes = sorted(p.stat().st_size for p in folder.glob("*.parquet"))
-    assert sizes == sorted(p.stat().st_size for p in (tmp_path / "src").glob("*.parquet"))
+    assert rows == 3
+    copied = sorted(p.read_bytes() for p in (tmp_path / "copies").glob("*.parquet"))
+    assert copied == sorted(p.read_bytes() for p in (tmp_path / "src").glob("*.parquet"))
     assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None  # the caller's group is back
 
 
-def test_the_sources_a_write_reads_first_are_copied_in_one_job(spark: Any, store_path: Path, tmp_path: Path) -> None:
+def test_the_sources_a_write_reads_first_are_copied_in_one_job(
+    spark: Any, store_path: Path, tmp_path: Path, mocker: Any
+) -> None:
     """Two tables a write is the first to read: their files (two and one)
-    are copied by one Spark job (a job costs its start-up, a table each
-    cost one), and each stays its own source table,
+    are copied by one call (on a cluster one Spark job: a job costs its
+    start-up, a table each cost one), and each stays its own source table,
     numbered by position, its cells the parents of the joined row's."""
-    from provplug_spark.sources import COPY_JOB_GROUP
+    from provplug_spark import session
 
     for part in range(2):
         _parquet(tmp_path / "a" / f"part-{part}.parquet", [{"k": part, "v": 10 + part}])
     _parquet(tmp_path / "b" / "part-0.parquet", [{"k": 0, "w": 100}, {"k": 1, "w": 101}])
-    tracker = spark.sparkContext.statusTracker()
-    before = set(tracker.getJobIdsForGroup(COPY_JOB_GROUP))
+    copying = mocker.spy(session, "copy_sources")
     with provplug.capture_writes(spark, store=store_path):
         a, b = spark.read.parquet(str(tmp_path / "a")), spark.read.parquet(str(tmp_path / "b"))
         a.join(b, "k").select("k", "v", "w").write.parquet(str(tmp_path / "joined"))
-    jobs = set(tracker.getJobIdsForGroup(COPY_JOB_GROUP)) - before
-    assert len(jobs) == 1
-    (job,) = jobs
-    info = tracker.getJobInfo(job)
-    tasks = sum(tracker.getStageInfo(s).numTasks for s in info.stageIds)
-    assert info is not None and tasks == min(3, spark.sparkContext.defaultParallelism)
+    assert [len(call.args[1]) for call in copying.call_args_list] == [3]
     store = open_store(store_path)
     sources = {t["name"]: t for t in store.tables().to_pylist() if t["origin"] == "source"}
     assert sorted(sources) == ["a", "b"]

@@ -294,8 +294,8 @@ class WriteTracer:
 
     def _store_new_sources(self, session: SparkCaptureSession, tree: PlanTree) -> None:
         """Store together the sources the plan reads that the run has not
-        stored yet, when there are several: their files are copied in one
-        Spark job (the stand-ins then find them stored)."""
+        stored yet, when there are several: their files are copied together
+        (on a cluster one Spark job; the stand-ins then find them stored)."""
         new: dict[str, tuple[Any, str]] = {}
         for leaf in tree.leaves():
             if str(leaf.output().toString()) in self._stand_ins:

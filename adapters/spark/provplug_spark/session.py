@@ -72,7 +72,7 @@ from .readback import jvm_reaches, read_parquet
 from .rewrite import PlanRewriter, Rewritten
 from .rowlineage import PairLayout
 from .shared import check_reported, check_shared_store
-from .sources import Copied, TableLeaf, copied_tables, copy_on_executors, linked_rows, parquet_files, parquet_parts
+from .sources import Copied, TableLeaf, copied_tables, copy_sources, linked_rows, parquet_files, parquet_parts
 from .workers import check_workers
 from .writer import RESULT_SCHEMA, RUNS, OutputLayout, Target, write_output, write_pairs
 
@@ -195,8 +195,8 @@ class SparkCaptureSession:
         self._stored: dict[int, tuple[str, ...]] = {}  # table id -> columns, of every table steps may read
 
     # -- sources ---------------------------------------------------------------
-    def _copy_on_executors(self, copies: list[PositionalCopy]) -> None:
-        copy_on_executors(self.spark, copies)
+    def _copy_sources(self, copies: list[PositionalCopy]) -> None:
+        copy_sources(self.spark, copies)
 
     def source(self, data: Any, name: str) -> DataFrame:
         return self.table_frame(self.source_table(data, name))
@@ -207,11 +207,11 @@ class SparkCaptureSession:
 
     def source_tables(self, sources: Sequence[tuple[Any, str]]) -> list[int]:
         """Store each ``(data, name)`` as a source table; return their table
-        ids. The files of those stored as copies are copied together, in one
-        Spark job (:func:`.sources.copied_tables`)."""
+        ids. The files of those stored as copies are copied together, by one
+        call of :func:`.sources.copy_sources` (:func:`.sources.copied_tables`)."""
         found = [self._found_source(data, name) for data, name in sources]
         parts = {f.table.table_id: f.parts for f in found if f.parts is not None}
-        copied = copied_tables(self.run, parts, self._copy_on_executors)
+        copied = copied_tables(self.run, parts, self._copy_sources)
         return [self._stored_source(f, copied.get(f.table.table_id)) for f in found]
 
     def _found_source(self, data: Any, name: str) -> _FoundSource:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -174,7 +175,7 @@ def copied_rows(
     copy: Callable[[list[PositionalCopy]], None] | None = None,
 ) -> Copied | None:
     """Copy ``parts`` as the positional rows of ``table_id`` (with ``copy``:
-    :func:`copy_on_executors`; else in this process); what was copied, or
+    :func:`copy_sources`; else in this process); what was copied, or
     None (nothing left behind) when a file cannot be copied, for the caller
     to read the source through Spark instead."""
     destination = run.rows_destination(table_id)
@@ -196,8 +197,8 @@ def copied_tables(
     copy: Callable[[list[PositionalCopy]], None] | None = None,
 ) -> dict[int, Copied | None]:
     """:func:`copied_rows` of several tables (table id -> its files), their
-    copies made by one call of ``copy`` (one Spark job, where a job per table
-    costs a job's start-up each). When that fails, each table is copied on
+    copies made by one call of ``copy`` (on a cluster one Spark job, where a
+    job per table costs a job's start-up each). When that fails, each table is copied on
     its own, so that a file that cannot be copied sends only its own table
     through Spark."""
     if len(parts) <= 1:
@@ -221,6 +222,29 @@ def copied_tables(
 
 # Spark's job group of the copies (visible in Spark's UI and status tracker).
 COPY_JOB_GROUP = "provplug-source-copies"
+
+
+def copy_sources(spark: SparkSession, copies: list[PositionalCopy]) -> None:
+    """Make ``copies``: on the executors (:func:`copy_on_executors`), or,
+    under a ``local`` master, where the executors are this application's own
+    process on this machine, here, in as many threads as the application has
+    cores: the same bytes on the same disks, without a Spark job's start
+    (about 0.1 s, against ~10 ms for the copies of TPC-H SF 0.1's 36 MB)."""
+    if str(spark.sparkContext.master).startswith("local"):
+        copy_in_threads(copies, spark.sparkContext.defaultParallelism)
+    else:
+        copy_on_executors(spark, copies)
+
+
+def copy_in_threads(copies: list[PositionalCopy], threads: int) -> None:
+    """Make ``copies`` in this process, at most ``threads`` at a time (pyarrow
+    copies outside the GIL); the first copy's error is raised."""
+    if len(copies) <= 1 or threads <= 1:
+        make_copies(copies)
+        return
+    with ThreadPoolExecutor(max_workers=min(threads, len(copies)), thread_name_prefix="provplug-copy") as pool:
+        for made in [pool.submit(copy.make) for copy in copies]:
+            made.result()
 
 
 def copy_on_executors(spark: SparkSession, copies: list[PositionalCopy]) -> None:
