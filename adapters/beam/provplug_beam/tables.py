@@ -242,7 +242,9 @@ class WriteTable(beam.DoFn):
             else None
         )
 
-    def process(self, element: Numbered, stats: Stats) -> None:
+    def process(self, element: Numbered, stats: Stats) -> Iterable[Any]:
+        # Outputs nothing; annotated as an iterable, as Beam reads its output type
+        # from it (Beam 2.78 refuses a DoFn whose process is annotated ``-> None``).
         row, value, prov = element
         layout = stats[0]
         if self.layout is None:
@@ -264,6 +266,7 @@ class WriteTable(beam.DoFn):
             self.in_rows.extend(in_rows)
         if len(self.rows) >= FLUSH_ROWS or len(self.src) >= 10 * FLUSH_ROWS:
             self._flush()
+        return ()
 
     def finish_bundle(self) -> None:
         self._flush()
