@@ -91,6 +91,7 @@ def test_a_run_whose_reported_files_are_missing_fails_and_commits_nothing(
 
 
 def test_a_file_with_other_counts_than_reported_fails_the_run(spark: Any, store_path: Path, mocker: Any) -> None:
+    import provplug_spark.session  # noqa: F401  # imported before the patch, so that its own name is restored after
     import provplug_spark.shared as shared
 
     real = shared.check_reported
