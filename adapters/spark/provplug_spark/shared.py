@@ -31,8 +31,13 @@ SHARED_STORE_CONF = "spark.provplug.sharedStore"
 LOCAL_SCHEMES = ("", "file", "local")
 
 
+def is_in_process_master(master: str) -> bool:
+    """A ``local`` master: the executors are the driver's own process."""
+    return master == "local" or master.startswith("local[")
+
+
 def is_local_master(master: str) -> bool:
-    return master == "local" or master.startswith("local[") or master.startswith("local-cluster")
+    return is_in_process_master(master) or master.startswith("local-cluster")
 
 
 def is_local_path(uri: str) -> bool:
