@@ -130,11 +130,11 @@ def test_a_failed_capture_job_leaves_nothing_and_spark_writes_the_users_files(
 ) -> None:
     real = SparkCaptureSession._run_writer
 
-    def failing(self: Any, job: Any, target: Any, runs: Any = None) -> Any:
+    def failing(self: Any, frame: Any, body: Any, target: Any, runs: Any = None) -> Any:
         if target.direct is not None:
             assert os.path.isdir(target.direct.staging)  # the job would write there
             raise RuntimeError("the writer job failed")
-        return real(self, job, target, runs)
+        return real(self, frame, body, target, runs)
 
     mocker.patch.object(SparkCaptureSession, "_run_writer", failing)
     out = tmp_path / "fresh"

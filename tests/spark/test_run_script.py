@@ -256,7 +256,8 @@ def test_the_patch_is_removed_even_when_the_block_fails(spark: Any, store_path: 
 
 
 def test_provplug_run_in_a_fresh_interpreter(tmp_path: Path) -> None:
-    """As a user runs it: a script that builds its own session and stops it at the end."""
+    """As a user runs it: a script that builds its own session and stops it at
+    the end. Its context's Python workers talk over Unix domain sockets."""
     script = tmp_path / "copy_people.py"
     script.write_text(
         textwrap.dedent("""
@@ -265,6 +266,7 @@ def test_provplug_run_in_a_fresh_interpreter(tmp_path: Path) -> None:
         spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
         people = spark.read.option("header", True).csv(sys.argv[1])
         people.select(F.upper("name").alias("name")).write.parquet(sys.argv[2])
+        print("workers over unix sockets:", spark.sparkContext.getConf().get("spark.python.unix.domain.socket.enabled"))
         spark.stop()
     """)
     )
@@ -296,3 +298,5 @@ def test_provplug_run_in_a_fresh_interpreter(tmp_path: Path) -> None:
         {("name", "ANN"): [("people", "name", "ann")], ("name", "BOB"): [("people", "name", "bob")]},
     )
     assert sorted(f.name for f in out.glob("*.parquet"))  # the script's own files
+    # The context the script started runs its Python workers (provplug's writer tasks) over Unix sockets.
+    assert "workers over unix sockets: true" in done.stdout

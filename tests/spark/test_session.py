@@ -193,10 +193,10 @@ def test_a_failed_output_write_surfaces_where_the_output_is_used(spark: Any, sto
     before = snapshot(store_path)
     real = spark_session.SparkCaptureSession._run_writer
 
-    def failing(self: Any, job: Any, target: Any, runs: Any = None) -> Any:
+    def failing(self: Any, frame: Any, body: Any, target: Any, runs: Any = None) -> Any:
         if target.op_id != 0:  # a step output's write (a source's has no op)
             raise OSError("disk full")
-        return real(self, job, target, runs)
+        return real(self, frame, body, target, runs)
 
     mocker.patch.object(spark_session.SparkCaptureSession, "_run_writer", failing)
     # raised where the output is used, and again when the capture block ends

@@ -9,6 +9,7 @@ from provplug.store.open import open_store
 
 from .helpers import (
     capture,
+    count_all,
     count_per_key,
     ops,
 )
@@ -22,13 +23,13 @@ def test_rows_and_triples_keep_only_the_files_of_used_task_attempts(spark: Any, 
     strays: list[Path] = []
     real = spark_session.SparkCaptureSession._run_writer
 
-    def with_stray(self: Any, job: Any, target: Any, runs: Any = None) -> Any:
+    def with_stray(self: Any, frame: Any, body: Any, target: Any, runs: Any = None) -> Any:
         for destination in (target.rows, target.triples):
             if destination is not None:
                 stray = Path(destination.file(f"{target.stem(0, 7)}-00000.parquet"))
                 stray.write_bytes(b"half a file from a lost attempt")
                 strays.append(stray)
-        return real(self, job, target, runs)
+        return real(self, frame, body, target, runs)
 
     mocker.patch.object(spark_session.SparkCaptureSession, "_run_writer", with_stray)
     capture(
@@ -179,3 +180,37 @@ def test_triples_come_in_chunks_across_cells_and_rows(mocker: Any) -> None:
         assert [len(src) for src, _ in chunks] == [3, 3]  # column 0's four across both
         got = [(int(s), int(d)) for src, dst in chunks for s, d in zip(src, dst, strict=True)]
         assert got == [(int(s), int(d)) for s, d in want]
+
+
+def test_writer_jobs_share_one_python_function_and_carry_their_own_body(
+    spark: Any, store_path: Path, mocker: Any
+) -> None:
+    """Every writer job of a run maps its rows with one Python UDF, made once
+    (its JVM function built on first use); each job's own body (its target
+    and layout) rides on the job as a local property, cleared after the job."""
+    from pyspark.sql.udf import UserDefinedFunction
+
+    from provplug_spark.writer import TASK_PROPERTY
+
+    made = mocker.spy(UserDefinedFunction, "_create_judf")
+    rows = {"T": ([(1, "a"), (2, "b"), (2, "c")], "k int, v string")}
+    capture(spark, store_path, rows, lambda f: (count_per_key(f["T"]), count_all(f["T"])))
+    steps = ops(store_path)
+    assert set(steps) == {"Count", "Total"} and all(op["triples"] > 0 for op in steps.values())  # their jobs ran
+    assert made.call_count == 1
+    assert spark.sparkContext.getLocalProperty(TASK_PROPERTY) is None  # the user's later jobs carry none
+
+
+def test_a_writer_task_without_its_jobs_body_fails_in_one_line(spark: Any) -> None:
+    """A writer UDF run by a job that carries no body (never provplug's own
+    jobs) fails with a named error, not an unpickling one."""
+    import pytest
+    from pyspark.errors import PythonException
+
+    from provplug_spark._jvm import Catalyst
+    from provplug_spark.writer import RESULT_SCHEMA, writer_task
+
+    jvm = Catalyst(spark)
+    job = jvm.map_in_arrow(spark.range(2), jvm.arrow_map(writer_task, RESULT_SCHEMA))
+    with pytest.raises(PythonException, match="provplug's writer ran without its job's provplug.writer.task property"):
+        job.collect()

@@ -232,6 +232,11 @@ class PlanTree:
             yield from child.leaves()
 
 
+def _backticked(name: str) -> str:
+    """A column name quoted for ``col``: any name, dots and backticks included."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 class Catalyst:
     """Catalyst's JVM classes for one SparkSession, and conversions between
     Python and JVM values."""
@@ -380,6 +385,24 @@ class Catalyst:
     def window_expression(self, function: Any, spec: Any) -> Any:
         return self._window_expression(function, spec)
 
+    # -- Python functions over Arrow batches -----------------------------------------
+    @staticmethod
+    def arrow_map(func: Callable[..., Any], schema: StructType) -> Any:
+        """The Python UDF ``mapInArrow(func, schema)`` makes, made once to map
+        many frames (:meth:`map_in_arrow`)."""
+        from pyspark.sql.udf import UserDefinedFunction
+        from pyspark.util import PythonEvalType
+
+        return UserDefinedFunction(func, returnType=schema, evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
+
+    def map_in_arrow(self, frame: DataFrame, udf: Any) -> DataFrame:
+        """``frame.mapInArrow`` of an :meth:`arrow_map` UDF: its JVM function
+        made on first use only, and a round trip a column (PySpark's makes
+        both anew each call: about 30 round trips, plus ten a column)."""
+        columns = self.seq([self._col(_backticked(name)) for name in frame.columns])
+        jdf: Any = frame._jdf
+        return DataFrame(jdf.mapInArrow(udf._judf.apply(columns), False, None), self.spark)
+
     # -- plans -----------------------------------------------------------------------
     def frame(self, plan: Any) -> DataFrame:
         """A logical plan as a DataFrame (analyzed anew)."""
@@ -475,7 +498,7 @@ class Catalyst:
             name = attr.name()
             wanted = _parse_datatype_json_string(attr.dataType().json())
             if name in available:
-                col = self.col("`" + name.replace("`", "``") + "`")
+                col = self.col(_backticked(name))
                 col = col if available[name] == wanted else col.cast(wanted)
             elif filler is not None and name in filler:
                 col = filler[name].cast(wanted)

@@ -59,9 +59,16 @@ class SparkWriteInterceptor:
     name = "spark-writes"
 
     def intercept(self, start_run: Callable[[Any], CaptureRun]) -> contextlib.AbstractContextManager[None]:
-        from .scripts import WriteTracer, intercepted_writes
+        return _intercepting(start_run)
 
-        return _connect_refused_after(intercepted_writes(WriteTracer(start_run)))
+
+@contextlib.contextmanager
+def _intercepting(start_run: Callable[[Any], CaptureRun]) -> Iterator[None]:
+    from .scripts import WriteTracer, intercepted_writes
+    from .unixsockets import for_contexts_started_inside
+
+    with for_contexts_started_inside(), _connect_refused_after(intercepted_writes(WriteTracer(start_run))):
+        yield
 
 
 def connect_in_use() -> bool:

@@ -74,7 +74,18 @@ from .rowlineage import PairLayout
 from .shared import check_reported, check_shared_store
 from .sources import Copied, TableLeaf, copied_tables, copy_sources, linked_rows, parquet_files, parquet_parts
 from .workers import check_workers
-from .writer import RESULT_SCHEMA, RUNS, OutputLayout, Target, write_output, write_pairs
+from .writer import (
+    RESULT_SCHEMA,
+    RUNS,
+    TASK_PROPERTY,
+    OutputLayout,
+    Target,
+    TaskBody,
+    task_property,
+    write_output,
+    write_pairs,
+    writer_task,
+)
 
 KEYS_DIR = "keys"  # scratch: row numbers beside an aggregate's hidden group-join columns
 logger = logging.getLogger("provplug.spark")  # under provplug's loggers: shown where the core's are
@@ -171,6 +182,8 @@ class SparkCaptureSession:
         self.spark = spark
         self.run = run
         self.rewriter = PlanRewriter(spark)
+        # Every writer job's one Python function (its body rides on the job: writer.TASK_PROPERTY).
+        self._writer_udf = self.rewriter.jvm.arrow_map(writer_task, RESULT_SCHEMA)
         # A step output is written by a Spark job in the background while the
         # pipeline goes on (its DataFrame waits for it when first used), and so
         # are group-join triples: Spark jobs here are mostly latency (planning,
@@ -319,19 +332,27 @@ class SparkCaptureSession:
         )
         runs: list[tuple[int, int]] = []
         try:
-            written = self._run_writer(
-                frame.mapInArrow(functools.partial(write_output, target, layout), RESULT_SCHEMA), target, runs
-            )
+            written = self._run_writer(frame, functools.partial(write_output, target, layout), target, runs)
         except BaseException:
             if target.direct is not None:
                 direct.abandon(target.direct)  # the user's own write follows: nothing of this one stays
             raise
         return written.get("rows", 0), written.get("triples", 0), runs
 
-    def _run_writer(self, job: DataFrame, target: Target, runs: list[tuple[int, int]] | None = None) -> dict[str, int]:
-        """Run a writer job; keep only the files its used attempts wrote; rows
-        per dataset (the runs of row numbers its tasks reported go to ``runs``)."""
-        results = job.collect()
+    def _run_writer(
+        self, frame: DataFrame, body: TaskBody, target: Target, runs: list[tuple[int, int]] | None = None
+    ) -> dict[str, int]:
+        """Run the writer job of ``body`` over ``frame``; keep only the files
+        its used attempts wrote; rows per dataset (the runs of row numbers its
+        tasks reported go to ``runs``)."""
+        jvm = self.rewriter.jvm
+        job = jvm.map_in_arrow(frame, self._writer_udf)
+        context = self.spark.sparkContext
+        context.setLocalProperty(TASK_PROPERTY, task_property(body))  # this thread's jobs only
+        try:
+            results = job.collect()
+        finally:
+            context.setLocalProperty(TASK_PROPERTY, None)  # type: ignore[arg-type]
         counts: dict[str, int] = {}
         for r in results:
             if r["dataset"] == RUNS:
@@ -643,8 +664,8 @@ class SparkCaptureSession:
                 lineage=self.run.row_lineage_destination() if pairs else None,
                 job=f"group{g}",
             )
-            job = frame.mapInArrow(functools.partial(write_pairs, target, cells, pairs), RESULT_SCHEMA)
-            written += self._run_writer(job, target).get("triples", 0)
+            body = functools.partial(write_pairs, target, cells, pairs)
+            written += self._run_writer(frame, body, target).get("triples", 0)
         return written, _now()
 
     # -- end of run ------------------------------------------------------------

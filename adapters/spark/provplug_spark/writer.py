@@ -37,8 +37,10 @@ atomically as a whole.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
-from collections.abc import Iterator, Sequence
+import pickle
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 
@@ -132,6 +134,35 @@ class OutputLayout:
     hidden: tuple[str, ...]  # written to the keys file (group joins' columns, flat member columns)
     members: MemberLayout | None = None  # None: no row lineage (sources, black boxes)
     numbered_by: str | None = None  # a row-aligned output: its rows keep this column's input row numbers
+
+
+# A writer job's body (write_output or write_pairs with the job's arguments)
+# travels as a local property of the job, not inside the Python function:
+# one function, writer_task, serves every writer job, so its Python UDF is
+# made once a session (PySpark's mapInArrow makes a new one a call, about
+# 15 ms and 30 py4j round trips a job). Spark hands a job's local properties
+# to each of its tasks, Python workers included.
+TASK_PROPERTY = "provplug.writer.task"
+TaskBody = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+def task_property(body: TaskBody) -> str:
+    """``body`` as the value of a writer job's TASK_PROPERTY."""
+    from pyspark.serializers import CloudPickleSerializer
+
+    return base64.b64encode(CloudPickleSerializer().dumps(body)).decode("ascii")
+
+
+def writer_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body of every writer job: the body its job carries in TASK_PROPERTY."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    encoded = None if ctx is None else ctx.getLocalProperty(TASK_PROPERTY)
+    if encoded is None:
+        raise CaptureError(f"provplug's writer ran without its job's {TASK_PROPERTY} property")
+    body: TaskBody = pickle.loads(base64.b64decode(encoded))
+    return body(batches)
 
 
 def _task() -> tuple[int, int]:
