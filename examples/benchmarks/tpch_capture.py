@@ -2,7 +2,7 @@
 not a test).
 
     python examples/benchmarks/tpch_capture.py [--scale 0.1] [--rounds 3] [--warmup 1]
-        [--only q1,q6] [--sources-first] [--out examples/benchmarks/tpch_capture.md]
+        [--only q1,q6] [--sources-first] [--tcp-workers] [--out examples/benchmarks/tpch_capture.md]
 
 Data: ``tpchgen-cli`` Parquet at ``--scale`` (generated once into
 examples/benchmarks/data/; its ``string_view`` columns are read as Spark reads
@@ -23,6 +23,10 @@ minus the plain time of a write of the 25-row ``nation`` table (a step with
 next to no data), made as the run's last step (the same write as its first
 step also starts the run); *per run*, the captured block's wall time minus the sum of
 its writes (run start, commit).
+
+``--tcp-workers`` runs Spark's Python workers over local TCP, as a session
+made without provplug's default (Unix domain sockets) does: each writer
+job's Python task then waits about 40 ms for its first batch.
 
 ``--sources-first`` puts one-row writes of the eight tables before the
 queries: the run stores its sources there (a cost per run, reported apart),
@@ -50,7 +54,7 @@ from typing import Any
 from provplug_spark.session import STEP_TIMINGS
 
 import provplug
-from provplug.sparksession import local_spark
+from provplug.sparksession import UNIX_SOCKETS_CONF, local_spark
 from provplug.store.open import open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -169,6 +173,7 @@ def measure(
         "phases": phases,
         "kinds": kinds,
         "sources_first": sources_first,
+        "tcp": spark.sparkContext.getConf().get(UNIX_SOCKETS_CONF, "false") != "true",
     }
 
 
@@ -176,13 +181,14 @@ def report(figures: dict[str, Any], scale: float, rounds: int) -> str:
     plain, captured, kinds = figures["plain"], figures["captured"], figures["kinds"]
     names = [n for n in plain if n not in (TINY, FIRST) and not n.startswith(SOURCE)]
     sources = [n for n in plain if n.startswith(SOURCE)]
-    option = " --sources-first" if figures["sources_first"] else ""
+    option = (" --sources-first" if figures["sources_first"] else "") + (" --tcp-workers" if figures["tcp"] else "")
     lines = [
         f"# TPC-H capture overhead: 22 queries, one step each (SF {scale:g}{option})",
         "",
         f"Made by `python examples/benchmarks/tpch_capture.py --scale {scale:g} --rounds {rounds}{option}` "
         f"(one local[2] SparkSession; {os.cpu_count()} cores; medians of {rounds} rounds, plain and captured "
-        "alternating in each round).",
+        "alternating in each round; Python workers over "
+        f"{'local TCP' if figures['tcp'] else 'Unix domain sockets'}).",
         "",
         "| query | plain s | captured s | ratio of medians | per-round ratios | plan rewrite s | writer job s "
         "| captured as | triples |",
@@ -251,6 +257,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=HERE / "tpch_capture.md")
     parser.add_argument("--profile", nargs=2, metavar=("QUERY", "FILE"), help="profile one captured write")
     parser.add_argument(
+        "--tcp-workers",
+        action="store_true",
+        help="Python workers over local TCP, as in a session made without provplug's setting (Unix sockets)",
+    )
+    parser.add_argument(
         "--sources-first",
         action="store_true",
         help="store the eight tables by one-row writes before the queries (their cost reported per run)",
@@ -264,7 +275,8 @@ def main(argv: list[str]) -> int:
             parser.error(f"unknown queries {', '.join(unknown)} (q1 ... q22)")
         sql = {n: sql[n] for n in wanted}
     files = tpch_tables(args.scale)
-    spark = local_spark("provplug-tpch-capture", "local[2]", **{"spark.driver.memory": "4g"})
+    transport = {UNIX_SOCKETS_CONF: "false"} if args.tcp_workers else {}
+    spark = local_spark("provplug-tpch-capture", "local[2]", **{"spark.driver.memory": "4g", **transport})
     if args.profile:
         query, into = args.profile
         if query not in queries(args.scale):

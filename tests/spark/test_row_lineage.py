@@ -435,6 +435,26 @@ def test_group_over_a_left_join_keeps_optional_members(spark: Any, store_path: P
     assert rules(store_path, "M").existence == "exact"
 
 
+def test_an_aggregate_of_an_aggregate_over_a_left_join_lists_the_inner_members(
+    spark: Any, store_path: Path
+) -> None:
+    """TPC-H q13's shape: a count of a per-key count over a left join. An
+    outer group's members are the members of its inner rows, as they are."""
+
+    @provplug.step("Histogram", output="H")
+    def histogram(left: Any, right: Any) -> Any:
+        per_key = left.join(right, "k", "left").groupBy("k").agg(F.count("y").alias("n"))
+        return per_key.groupBy("n").agg(F.count("*").alias("keys"))
+
+    capture(spark, store_path, {"L": L3_ROWS, "R": R3_ROWS}, lambda f: histogram(f["L"], f["R"]))
+    # By hand: k=1 matches no R row (n=0), k=2 matches p (n=1), k=3 matches q and qq (n=2).
+    assert lineage(store_path, "Histogram", {"R": ("y",)}) == expect(
+        (0, [[("L", 1)]]),
+        (1, [[("L", 2), ("R", "p", True)]]),
+        (2, [[("L", 3), ("R", "q", True)], [("L", 3), ("R", "qq", True)]]),
+    )
+
+
 def test_join_of_two_aggregates_pairs_their_members(spark: Any, store_path: Path) -> None:
     @provplug.step("Pairs", output="P")
     def pairs(s: Any, t: Any) -> Any:

@@ -159,9 +159,10 @@ def member_array(members: Members, slots: Sequence[Slot]) -> Column:
     if members.group is None:
         return F.array(element(None))
     group = F.col(members.group)
-    return F.when(F.coalesce(F.size(group), F.lit(0)) > 0, F.transform(group, element)).otherwise(
-        F.array(element(None))
-    )
+    # Elements already holding exactly ``slots``, in order, are used as they are:
+    # a transform would rebuild each one, uncompiled (Spark runs lambdas interpreted).
+    elements = group if names == [s.column for s in slots] else F.transform(group, element)
+    return F.when(F.coalesce(F.size(group), F.lit(0)) > 0, elements).otherwise(F.array(element(None)))
 
 
 def product(left: Members, right: Members, name: str) -> Column:
