@@ -150,3 +150,18 @@ def test_a_reader_that_cannot_be_compiled_leaves_the_json_to_read(
     assert tree.facts is not None
     assert sorted(tree.facts.references) == sorted(jvm.expr_id(a) for a in jvm.references(tree.jvm))
     assert jvm.node_name(jvm.tree(plan).children[0].node) == "Filter"
+
+
+def test_a_large_filters_tree_is_read_in_a_reply_under_py4js_8_kb(spark: Any) -> None:
+    """TPC-H q19's shape: three conjunctions of IN lists and ranges, ORed.
+    The reader names each node by its class without the package: a reply of
+    more than 8 KB reaches Python about 40 ms late (py4j, Nagle's algorithm
+    and delayed ACK). Its kinds still say which expressions the tree holds."""
+    jvm = _catalyst(spark)
+    branch = "(k in ({0}) and v between {1} and {1} + 10 and w in ({0}) and k + v > {1})"
+    condition = " or ".join(branch.format(", ".join(str(i) for i in range(n, n + 8)), n) for n in (1, 20, 40, 60, 80))
+    plan = jvm.plan(spark.sql(f"select * from t where {condition}")).child()  # the Filter below the Project
+    [tree] = jvm.expressions(plan)
+    text = str(jvm._tree_reader.nodes(tree.jvm))
+    assert len(text.splitlines()) > 200 and len(text) < 8192  # in full class names: about 11 KB
+    assert {"Or", "And", "In", "AttributeReference"} <= tree.kinds

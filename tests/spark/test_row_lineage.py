@@ -435,9 +435,7 @@ def test_group_over_a_left_join_keeps_optional_members(spark: Any, store_path: P
     assert rules(store_path, "M").existence == "exact"
 
 
-def test_an_aggregate_of_an_aggregate_over_a_left_join_lists_the_inner_members(
-    spark: Any, store_path: Path
-) -> None:
+def test_an_aggregate_of_an_aggregate_over_a_left_join_lists_the_inner_members(spark: Any, store_path: Path) -> None:
     """TPC-H q13's shape: a count of a per-key count over a left join. An
     outer group's members are the members of its inner rows, as they are."""
 

@@ -9,9 +9,9 @@ import os
 from typing import Any
 
 import pytest
+from provplug_spark.unixsockets import SUBMIT_ARGS, for_contexts_started_inside
 
 from provplug.sparksession import DEFAULT_CONF, UNIX_SOCKETS_CONF
-from provplug_spark.unixsockets import SUBMIT_ARGS, for_contexts_started_inside
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="Unix domain sockets")
 

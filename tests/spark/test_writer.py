@@ -188,9 +188,8 @@ def test_writer_jobs_share_one_python_function_and_carry_their_own_body(
     """Every writer job of a run maps its rows with one Python UDF, made once
     (its JVM function built on first use); each job's own body (its target
     and layout) rides on the job as a local property, cleared after the job."""
-    from pyspark.sql.udf import UserDefinedFunction
-
     from provplug_spark.writer import TASK_PROPERTY
+    from pyspark.sql.udf import UserDefinedFunction
 
     made = mocker.spy(UserDefinedFunction, "_create_judf")
     rows = {"T": ([(1, "a"), (2, "b"), (2, "c")], "k int, v string")}
@@ -205,12 +204,13 @@ def test_a_writer_task_without_its_jobs_body_fails_in_one_line(spark: Any) -> No
     """A writer UDF run by a job that carries no body (never provplug's own
     jobs) fails with a named error, not an unpickling one."""
     import pytest
-    from pyspark.errors import PythonException
-
     from provplug_spark._jvm import Catalyst
     from provplug_spark.writer import RESULT_SCHEMA, writer_task
+    from pyspark.errors import PythonException
 
     jvm = Catalyst(spark)
     job = jvm.map_in_arrow(spark.range(2), jvm.arrow_map(writer_task, RESULT_SCHEMA))
-    with pytest.raises(PythonException, match="provplug's writer ran without its job's provplug.writer.task property"):
+    with pytest.raises(
+        PythonException, match=r"provplug's writer ran without its job's provplug\.writer\.task property"
+    ):
         job.collect()

@@ -93,8 +93,11 @@ def _subtree_end(nodes: list[dict[str, Any]], start: int) -> int:
 
 
 # A small Java class that reads a tree in one call. ``nodes``: an expression
-# tree's nodes in pre-order, each as "<class> <expression id or -> <number of
-# children>", what the rewrite reads of a tree's JSON at about a tenth of its
+# tree's nodes in pre-order, each as "<class name without its package>
+# <expression id or -> <number of children>" (short: py4j 0.10.9.9 answers a
+# reply of more than 8 KB about 40 ms late, Nagle's algorithm meeting delayed
+# ACK, and TPC-H q19's filter in full class names is 8.2 KB), what the
+# rewrite reads of a tree's JSON at about a tenth of its
 # cost (TreeNode.toJSON reflects on every node's constructor: 1.7 s of the 22
 # TPC-H queries' rewrites, twice each, against 0.2 s). ``planNodes``: a plan's
 # nodes in pre-order, after one text of "<node name> <number of children>"
@@ -139,7 +142,8 @@ public class ProvplugTreeReader {
 
   private static void walk(Expression e, StringBuilder out) {
     scala.collection.Seq children = e.children();
-    out.append(e.getClass().getName()).append(' ');
+    String name = e.getClass().getName();
+    out.append(name, name.lastIndexOf('.') + 1, name.length()).append(' ');
     if (e instanceof NamedExpression) {
       out.append(((NamedExpression) e).exprId().id());
     } else if (e instanceof PlanExpression) {
