@@ -1,0 +1,50 @@
+"""The plan that stands in for a leaf of a script's plan (provplug_spark._jvm
+Catalyst.standing_in): the leaf's columns (names, types, expression ids)
+taken from another plan's by name; built by the compiled reader in one call,
+or column by column in Python where a column must be cast or is missing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+COLUMNS = 30
+
+
+def _ids(jvm: Any, plan: Any) -> list[tuple[str, int]]:
+    return [(str(a.name()), jvm.expr_id(a)) for a in jvm.items(plan.output())]
+
+
+def _wide(spark: Any, first: int) -> Any:
+    names = [f"c{i}" for i in range(COLUMNS)]
+    return spark.createDataFrame([tuple(range(first, first + COLUMNS))], ", ".join(f"{n} long" for n in names))
+
+
+def test_a_wide_leaf_stands_in_over_another_plan_in_a_few_round_trips(spark: Any, mocker: Any) -> None:
+    from provplug_spark._jvm import Catalyst
+    from py4j.clientserver import ClientServerConnection
+
+    jvm = Catalyst(spark)
+    leaf, stored = jvm.plan(_wide(spark, 0)), _wide(spark, 100)
+    round_trips = mocker.spy(ClientServerConnection, "send_command")
+    plan = jvm.standing_in(leaf, stored)
+    made_in = round_trips.call_count
+    assert made_in < 10  # column by column: about fourteen a column
+    assert _ids(jvm, plan) == _ids(jvm, leaf)  # the leaf's own attributes, so the plan above reads them
+    assert list(jvm.frame(plan).collect()[0]) == list(range(100, 100 + COLUMNS))  # the other plan's rows
+
+
+def test_a_column_of_another_type_is_cast_and_a_missing_one_fails_by_name(spark: Any) -> None:
+    from provplug_spark._jvm import Catalyst
+
+    from provplug.errors import CaptureError
+
+    jvm = Catalyst(spark)
+    leaf = jvm.plan(spark.createDataFrame([(1, "a")], "k long, v string"))
+    plan = jvm.standing_in(leaf, spark.createDataFrame([(7, "b")], "k int, v string"))
+    assert _ids(jvm, plan) == _ids(jvm, leaf)
+    assert [tuple(r) for r in jvm.frame(plan).collect()] == [(7, "b")]
+    assert dict(jvm.frame(plan).dtypes)["k"] == "bigint"
+    with pytest.raises(CaptureError, match="column 'v' is not among"):
+        jvm.standing_in(leaf, spark.createDataFrame([(7,)], "k long"))
