@@ -107,8 +107,11 @@ def _subtree_end(nodes: list[dict[str, Any]], start: int) -> int:
 # another plan (:meth:`Catalyst.standing_in`) in one call, where building it
 # column by column takes about fourteen round trips a column; null when a
 # column is missing, ambiguous or of another type (then built in Python,
-# with its cast or its error).
+# with its cast or its error). ``seq`` and ``append``: a Scala Seq of up to
+# eight objects in one call (py4j passes the arguments of one call together,
+# where a Java list takes a call an element).
 _TREE_READER_CLASS = "ProvplugTreeReader"
+_SEQ_FIRST, _SEQ_MORE = 8, 7  # the reader's seq(...) and append(seq, ...) take at most this many items
 _TREE_READER_SOURCE = """
 import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
@@ -139,6 +142,74 @@ public class ProvplugTreeReader {
     while (it.hasNext()) {
       collect((LogicalPlan) it.next(), nodes, shape);
     }
+  }
+
+  public scala.collection.immutable.Seq seq() {
+    return scala.collection.immutable.Nil$.MODULE$;
+  }
+
+  public scala.collection.immutable.Seq seq(Object a) {
+    return listOf(new Object[] {a});
+  }
+
+  public scala.collection.immutable.Seq seq(Object a, Object b) {
+    return listOf(new Object[] {a, b});
+  }
+
+  public scala.collection.immutable.Seq seq(Object a, Object b, Object c) {
+    return listOf(new Object[] {a, b, c});
+  }
+
+  public scala.collection.immutable.Seq seq(Object a, Object b, Object c, Object d) {
+    return listOf(new Object[] {a, b, c, d});
+  }
+
+  public scala.collection.immutable.Seq seq(Object a, Object b, Object c, Object d, Object e) {
+    return listOf(new Object[] {a, b, c, d, e});
+  }
+
+  public scala.collection.immutable.Seq seq(Object a, Object b, Object c, Object d, Object e, Object f) {
+    return listOf(new Object[] {a, b, c, d, e, f});
+  }
+
+  public scala.collection.immutable.Seq seq(Object a, Object b, Object c, Object d, Object e, Object f, Object g) {
+    return listOf(new Object[] {a, b, c, d, e, f, g});
+  }
+
+  public scala.collection.immutable.Seq seq(Object a, Object b, Object c, Object d, Object e, Object f, Object g, Object h) {
+    return listOf(new Object[] {a, b, c, d, e, f, g, h});
+  }
+
+  public scala.collection.immutable.Seq append(scala.collection.immutable.Seq start, Object a) {
+    return (scala.collection.immutable.Seq) start.appendedAll(listOf(new Object[] {a}));
+  }
+
+  public scala.collection.immutable.Seq append(scala.collection.immutable.Seq start, Object a, Object b) {
+    return (scala.collection.immutable.Seq) start.appendedAll(listOf(new Object[] {a, b}));
+  }
+
+  public scala.collection.immutable.Seq append(scala.collection.immutable.Seq start, Object a, Object b, Object c) {
+    return (scala.collection.immutable.Seq) start.appendedAll(listOf(new Object[] {a, b, c}));
+  }
+
+  public scala.collection.immutable.Seq append(scala.collection.immutable.Seq start, Object a, Object b, Object c, Object d) {
+    return (scala.collection.immutable.Seq) start.appendedAll(listOf(new Object[] {a, b, c, d}));
+  }
+
+  public scala.collection.immutable.Seq append(scala.collection.immutable.Seq start, Object a, Object b, Object c, Object d, Object e) {
+    return (scala.collection.immutable.Seq) start.appendedAll(listOf(new Object[] {a, b, c, d, e}));
+  }
+
+  public scala.collection.immutable.Seq append(scala.collection.immutable.Seq start, Object a, Object b, Object c, Object d, Object e, Object f) {
+    return (scala.collection.immutable.Seq) start.appendedAll(listOf(new Object[] {a, b, c, d, e, f}));
+  }
+
+  public scala.collection.immutable.Seq append(scala.collection.immutable.Seq start, Object a, Object b, Object c, Object d, Object e, Object f, Object g) {
+    return (scala.collection.immutable.Seq) start.appendedAll(listOf(new Object[] {a, b, c, d, e, f, g}));
+  }
+
+  private static scala.collection.immutable.List listOf(Object[] items) {
+    return scala.jdk.javaapi.CollectionConverters.asScala(java.util.Arrays.asList(items)).toList();
   }
 
   public LogicalPlan standIn(LogicalPlan leaf, LogicalPlan child) {
@@ -313,11 +384,20 @@ class Catalyst:
 
     # -- Scala collections -------------------------------------------------------
     def seq(self, items: Sequence[Any]) -> Any:
-        """A Scala Seq of JVM objects."""
-        jlist = self._array_list()
-        for item in items:
-            jlist.add(item)
-        return self._to_seq(jlist)
+        """A Scala Seq of JVM objects: by the compiled reader in a round trip
+        for up to eight items and one more for each seven after (else one an
+        item, added to a Java list)."""
+        reader = self._tree_reader
+        if reader is None:
+            jlist = self._array_list()
+            for item in items:
+                jlist.add(item)
+            return self._to_seq(jlist)
+        items = list(items)
+        made = reader.seq(*items[:_SEQ_FIRST])
+        for start in range(_SEQ_FIRST, len(items), _SEQ_MORE):
+            made = reader.append(made, *items[start : start + _SEQ_MORE])
+        return made
 
     def some(self, value: Any) -> Any:
         """A Scala Option holding ``value``."""

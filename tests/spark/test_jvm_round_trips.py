@@ -1,7 +1,9 @@
-"""The plan that stands in for a leaf of a script's plan (provplug_spark._jvm
-Catalyst.standing_in): the leaf's columns (names, types, expression ids)
-taken from another plan's by name; built by the compiled reader in one call,
-or column by column in Python where a column must be cast or is missing."""
+"""What the plan rewrite asks of Spark's JVM in few py4j round trips, by the
+small Java class provplug compiles there (provplug_spark._jvm): a Scala Seq
+of JVM objects, and the plan that stands in for a leaf of a script's plan
+(Catalyst.standing_in: the leaf's columns, names, types and expression ids,
+taken from another plan's by name; built column by column in Python only
+where a column must be cast or is missing)."""
 
 from __future__ import annotations
 
@@ -48,3 +50,19 @@ def test_a_column_of_another_type_is_cast_and_a_missing_one_fails_by_name(spark:
     assert dict(jvm.frame(plan).dtypes)["k"] == "bigint"
     with pytest.raises(CaptureError, match="column 'v' is not among"):
         jvm.standing_in(leaf, spark.createDataFrame([(7,)], "k long"))
+
+
+@pytest.mark.parametrize("size", [0, 1, 8, 9, 15, 16, 30])
+def test_a_seq_of_jvm_objects_takes_a_round_trip_for_eight_and_one_for_each_seven_more(
+    spark: Any, mocker: Any, size: int
+) -> None:
+    from py4j.clientserver import ClientServerConnection
+
+    from provplug_spark._jvm import Catalyst
+
+    jvm = Catalyst(spark)
+    items = [spark._jvm.java.lang.StringBuilder(f"c{i}") for i in range(size)]  # JVM objects
+    round_trips = mocker.spy(ClientServerConnection, "send_command")
+    made = jvm.seq(items)
+    assert round_trips.call_count == 1 + max(0, -(-(size - 8) // 7))
+    assert [str(c.toString()) for c in jvm.items(made)] == [str(c.toString()) for c in items]
