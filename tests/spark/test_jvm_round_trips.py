@@ -56,9 +56,8 @@ def test_a_column_of_another_type_is_cast_and_a_missing_one_fails_by_name(spark:
 def test_a_seq_of_jvm_objects_takes_a_round_trip_for_eight_and_one_for_each_seven_more(
     spark: Any, mocker: Any, size: int
 ) -> None:
-    from py4j.clientserver import ClientServerConnection
-
     from provplug_spark._jvm import Catalyst
+    from py4j.clientserver import ClientServerConnection
 
     jvm = Catalyst(spark)
     items = [spark._jvm.java.lang.StringBuilder(f"c{i}") for i in range(size)]  # JVM objects
