@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from provplug.index import sortedints
+from provplug import sortedints
 
 
 @pytest.mark.parametrize("size", [0, 1, 2, 7, 1_000])

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from provplug import sortedints
 from provplug.errors import ExportError as ExportError
 from provplug.export.scope import (
     Table,
@@ -164,7 +165,7 @@ def _all_value_ids(store: Store, tables: Sequence[Table]) -> Any:
     if imported:
         mapping = store.values().filter(pc.field("table_id").isin(imported))
         parts.append(mapping.column("value_id").to_numpy())
-    return np.unique(np.concatenate(parts))
+    return sortedints.unique(np.concatenate(parts))
 
 
 def _triples_of(store: Store, op_ids: list[int]) -> list[tuple[int, int, int]]:

@@ -67,7 +67,8 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from provplug.index import integrity, layout, sortedints, trim
+from provplug import sortedints
+from provplug.index import integrity, layout, trim
 from provplug.index.generation import generation_meta, new_generation_name, publish, remove_stale_generations
 from provplug.index.localwcc import wcc_labels
 from provplug.index.mapped import (

@@ -40,7 +40,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from provplug.index import integrity, layout, sortedints
+from provplug import sortedints
+from provplug.index import integrity, layout
 from provplug.index.mapped import (
     FENCE_ROWS,
     FENCES,

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from provplug import ids, schema
+from provplug import ids, schema, sortedints
 from provplug.errors import LineageQueryError
 from provplug.plugin.protocols import Store
 from provplug.query.coarse import CoarseGraph
@@ -219,7 +219,7 @@ class Catalog:
         scale: 7.5 GiB) keeps being read filtered."""
         if self._mapping is None:
             if self.queries <= 1 or self._mapping_rows() * MAPPING_ROW_BYTES > MAPPING_CACHE_BYTES:
-                return self._read_mapping(np.unique(wanted))
+                return self._read_mapping(sortedints.unique(wanted))
             self._mapping = self._read_mapping(None)
         return self._mapping
 
@@ -295,11 +295,11 @@ class Catalog:
             if entry is None or (ids.is_packed(v) and c >= len(entry.columns)):
                 raise _unknown(v)
         packed = np.array([ids.is_packed(v) for v in arr.tolist()], dtype=bool)
-        for t in np.unique(table[packed]).tolist():
+        for t in sortedints.unique(table[packed]).tolist():
             entry = self.tables[t]
             if not entry.stored_rows:
                 continue
-            wanted = np.unique(row[packed & (table == t)])
+            wanted = sortedints.unique(row[packed & (table == t)])
             found = self.read_rows(entry, pc.field(schema.ROW_COLUMN).isin(arrow_ids(wanted)))
             missing = np.setdiff1d(wanted, found.column(schema.ROW_COLUMN).to_numpy())
             if len(missing):
@@ -330,11 +330,11 @@ class Catalog:
 
     def _rows(self, table: np.ndarray, row: np.ndarray) -> dict[tuple[int, int], dict[str, Any]]:
         found: dict[tuple[int, int], dict[str, Any]] = {}
-        for t in np.unique(table[row >= 0]).tolist():
+        for t in sortedints.unique(table[row >= 0]).tolist():
             entry = self.tables.get(t)
             if entry is None or not entry.stored_rows:
                 continue
-            wanted = np.unique(row[(table == t) & (row >= 0)])
+            wanted = sortedints.unique(row[(table == t) & (row >= 0)])
             data = self.read_rows(entry, pc.field(schema.ROW_COLUMN).isin(arrow_ids(wanted)))
             numbers = data.column(schema.ROW_COLUMN).to_pylist()
             cells = data.drop_columns([schema.ROW_COLUMN]).to_pylist()

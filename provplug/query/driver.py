@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 
+from provplug import sortedints
 from provplug.errors import LineageQueryError
 from provplug.index.mapped import gather_ranges
 from provplug.plugin.query_results import Direction, Edges, Walk
@@ -100,7 +101,7 @@ def fits_driver(triples: int, budget: int | None = None) -> bool:
 def walk(triples: Edges, seeds: np.ndarray, direction: Direction) -> Walk:
     """Every value reachable from ``seeds`` against (up) or along (down) the
     edges, and the triples among the seeds and those values."""
-    seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+    seeds = sortedints.unique(np.asarray(seeds, dtype=np.int64))
     if len(triples) == 0 or len(seeds) == 0:
         return Walk(np.empty(0, np.int64), Edges.empty())
     nodes, inverse = np.unique(np.concatenate([triples.src, triples.dst]), return_inverse=True)
@@ -121,7 +122,7 @@ def walk(triples: Edges, seeds: np.ndarray, direction: Direction) -> Walk:
     visited = is_seed.copy()
     while len(frontier):
         step = targets[gather_ranges(indptr[frontier], indptr[frontier + 1])]
-        step = np.unique(step)
+        step = sortedints.unique(step)
         reached[step] = True
         frontier = step[~visited[step]]
         visited[frontier] = True

@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from provplug import ids
+from provplug import ids, sortedints
 from provplug.errors import NotIndexedError
 from provplug.index import integrity, layout
 from provplug.index.generation import (
@@ -482,7 +482,7 @@ class IndexReader:
         asked for: in phases over all the buckets (see :mod:`.mapped`)."""
         wanted = np.asarray(wanted, dtype=np.int64)
         of = wanted % buckets
-        groups = {b: wanted[of == b] for b in np.unique(of).tolist()}
+        groups = {b: wanted[of == b] for b in sortedints.unique(of).tolist()}
         parts = self._open_buckets(dataset, key, columns, groups)
         plans = {b: part.will_need_keys(groups[b]) for b, part in parts.items()}
         found = [(part, groups[b], *part.spans(groups[b], plans[b])) for b, part in parts.items()]
@@ -549,7 +549,7 @@ class IndexReader:
         if self._pending_tables is None:
             tables = self.store.tables()
             mine = pc.is_in(tables.column("run_id"), pa.array(self.pending, pa.string()))
-            self._pending_tables = np.unique(tables.filter(mine).column("table_id").to_numpy().astype(np.int64))
+            self._pending_tables = sortedints.unique(tables.filter(mine).column("table_id").to_numpy().astype(np.int64))
         return self._pending_tables
 
     def _newer_imported_ends(self) -> tuple[np.ndarray, np.ndarray]:
@@ -557,7 +557,7 @@ class IndexReader:
         (read once per reader; as many as those runs hold)."""
         if self._pending_ends is None:
             t = triple_table(self.store, ["src", "dst"], TripleFilter.of(runs=self.pending))
-            src, dst = (np.unique(t.column(c).to_numpy().astype(np.int64)) for c in ("src", "dst"))
+            src, dst = (sortedints.unique(t.column(c).to_numpy().astype(np.int64)) for c in ("src", "dst"))
             self._pending_ends = (src[src >> ids.TABLE_SHIFT == 0], dst[dst >> ids.TABLE_SHIFT == 0])
         return self._pending_ends
 
@@ -571,7 +571,7 @@ class IndexReader:
         return ccid, csid
 
     def _sets_of(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        unique = np.unique(values)
+        unique = sortedints.unique(values)
         ccid = np.full(len(unique), -1, dtype=np.int64)
         csid = np.full(len(unique), -1, dtype=np.int64)
         for part, keys, starts, ends in self._lookup(
@@ -617,13 +617,13 @@ class IndexReader:
 
     def component_sets(self, ccids: np.ndarray) -> np.ndarray:
         by_cc = self.sets_by_component()
-        return np.unique(by_cc.cols["csid"][by_cc.ranges(np.unique(ccids))])
+        return sortedints.unique(by_cc.cols["csid"][by_cc.ranges(sortedints.unique(ccids))])
 
     def triples_in_sets(self, csids: np.ndarray) -> int:
         """Triples whose dst lies in ``csids``, read from no triple: the
         lengths of the sets' ranges in the mapped files, else the per-set
         sizes of ``sets.parquet``."""
-        csids = np.unique(np.asarray(csids, dtype=np.int64))
+        csids = sortedints.unique(np.asarray(csids, dtype=np.int64))
         if self._has_mapped("triples", "dst_csid", []):
             found = self._lookup("triples", "dst_csid", [], csids, self.triple_buckets)
             return sum(int((ends - starts).sum()) for _, _, starts, ends in found)
@@ -640,7 +640,7 @@ class IndexReader:
         dataset, key, other = (
             ("setdeps", "dst_csid", "src_csid") if direction == "up" else ("rsetdeps", "src_csid", "dst_csid")
         )
-        seen = np.unique(np.asarray(start, dtype=np.int64))
+        seen = sortedints.unique(np.asarray(start, dtype=np.int64))
         frontier = seen
         while len(frontier):
             step = self._set_step(frontier, dataset, key, other)
@@ -654,13 +654,13 @@ class IndexReader:
             part.cols[other][gather_ranges(starts, ends)]
             for part, _, starts, ends in self._lookup(dataset, key, [other], frontier, self.setdep_buckets)
         ]
-        return np.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
+        return sortedints.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
 
     # -- triples ---------------------------------------------------------------
     def triples_of_sets(self, csids: np.ndarray) -> Edges:
         """Every triple whose ``dst_csid`` is in ``csids``: ranges of the
         mapped files, or from Parquet (see the module's description)."""
-        csids = np.unique(np.asarray(csids, dtype=np.int64))
+        csids = sortedints.unique(np.asarray(csids, dtype=np.int64))
         columns = ["src", "dst", "op"]
         if self._has_mapped("triples", "dst_csid", columns):
             return Edges.concat(
@@ -674,7 +674,7 @@ class IndexReader:
             )
         parts = []
         buckets = csids % self.triple_buckets
-        for b in np.unique(buckets).tolist():
+        for b in sortedints.unique(buckets).tolist():
             wanted = csids[buckets == b]
             part = self._held_triples(b)
             parts.append(
@@ -765,18 +765,18 @@ class LayeredIndexReader(IndexReader):
         return ccid, csid
 
     def component_sets(self, ccids: np.ndarray) -> np.ndarray:
-        wanted = np.unique(np.asarray(ccids, dtype=np.int64))
+        wanted = sortedints.unique(np.asarray(ccids, dtype=np.int64))
         merged = [c for c, m in self._aliases.items() if m in set(wanted.tolist())]
         physical = np.union1d(wanted, np.array(merged, dtype=np.int64))
         found = [IndexReader.component_sets(layer, physical) for layer in self.layers]
-        return np.unique(np.concatenate(found))
+        return sortedints.unique(np.concatenate(found))
 
     def triples_in_sets(self, csids: np.ndarray) -> int:
         return sum(IndexReader.triples_in_sets(layer, csids) for layer in self.layers)
 
     def _set_step(self, frontier: np.ndarray, dataset: str, key: str, other: str) -> np.ndarray:
         found = [IndexReader._set_step(layer, frontier, dataset, key, other) for layer in self.layers]
-        return np.unique(np.concatenate(found))
+        return sortedints.unique(np.concatenate(found))
 
     def triples_of_sets(self, csids: np.ndarray) -> Edges:
         return Edges.concat([IndexReader.triples_of_sets(layer, csids) for layer in self.layers])

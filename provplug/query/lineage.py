@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from provplug import ids, schema
+from provplug import ids, schema, sortedints
 from provplug.errors import LineageQueryError
 from provplug.plugin.manager import Plugins, get_plugins
 from provplug.plugin.protocols import Store
@@ -144,7 +144,7 @@ class LineageQueries:
                 if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
                     raise LineageQueryError(f"value id {v!r} is not a non-negative integer")
             catalog.check_known(int(v) for v in values)
-            return np.unique(np.array(values, dtype=np.int64))
+            return sortedints.unique(np.array(values, dtype=np.int64))
         if value_id is not None:
             raise LineageQueryError("give a value id or a table and column, not both")
         if column is None:
@@ -166,7 +166,7 @@ class LineageQueries:
         if not selected:
             raise LineageQueryError(f"no row of {table} satisfies {where!r}" if where else f"table {table} has no rows")
         columns = range(len(entry.columns)) if column == ALL_COLUMNS else [entry.columns.index(column)]
-        return np.unique(
+        return sortedints.unique(
             np.array([ids.value_id(entry.table_id, c, int(r)) for r in selected for c in columns], dtype=np.int64)
         )
 
@@ -186,7 +186,7 @@ def _subgraph(store: LineageQueries, query: dict[str, Any]) -> LineageAnswer:
 def _reductions(catalog: Catalog, values: np.ndarray) -> dict[str, Any]:
     """The reductions of the runs the answer's captured values belong to
     (run id -> the manifest's ``reduction``): their provenance is partial."""
-    tables = np.unique(np.asarray(values, dtype=np.int64)[values >= ids.IMPORTED_ID_LIMIT] >> ids.TABLE_SHIFT)
+    tables = sortedints.unique(np.asarray(values, dtype=np.int64)[values >= ids.IMPORTED_ID_LIMIT] >> ids.TABLE_SHIFT)
     runs = {catalog.tables[t].run_id for t in tables.tolist() if t in catalog.tables}
     return {m["run_id"]: m["reduction"] for m in catalog.manifests if m["run_id"] in runs and m.get("reduction")}
 
@@ -198,7 +198,7 @@ def _mark_runs(catalog: Catalog, answer: LineageAnswer, values: np.ndarray, edge
     versions read whose writing run was deleted since."""
     answer.run_boundaries = catalog.run_boundaries(edges.src, edges.dst, edges.op)
     answer.missing_versions = catalog.missing_versions(values)
-    tables = np.unique(values[values >= ids.IMPORTED_ID_LIMIT] >> ids.TABLE_SHIFT).tolist()
+    tables = sortedints.unique(values[values >= ids.IMPORTED_ID_LIMIT] >> ids.TABLE_SHIFT).tolist()
     runs = {t: catalog.run_mark(t) for t in tables}
     if len({r["id"] for r in runs.values() if r is not None}) < 2:
         return

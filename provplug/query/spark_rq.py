@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from provplug import schema
+from provplug import schema, sortedints
 from provplug.index import layout
 from provplug.plugin.query_results import Direction, Edges, Walk
 from provplug.progress import Progress
@@ -76,7 +76,7 @@ def walk_spark(
     progress = Progress() if progress is None else progress
     stage = f"lineage on Spark ({'ancestors' if direction == 'up' else 'descendants'})"
 
-    seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+    seeds = sortedints.unique(np.asarray(seeds, dtype=np.int64))
     edges = triples if cached else triples.select("src", "dst", "op").cache()  # scanned once per round
     frm, to = ("dst", "src") if direction == "up" else ("src", "dst")
     found: list[pa.Table] = []
@@ -87,7 +87,7 @@ def walk_spark(
         while len(frontier):
             step = _to_arrow(rows_with(spark, edges, frm, frontier).select("src", "dst", "op"))
             found.append(step)
-            reached = np.unique(step.column(to).to_numpy().astype(np.int64))
+            reached = sortedints.unique(step.column(to).to_numpy().astype(np.int64))
             frontier = np.setdiff1d(reached, visited, assume_unique=True)
             visited = np.union1d(visited, frontier)
             rounds += 1

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from provplug import sortedints
 from provplug.plugin.protocols import Store
 from provplug.plugin.query_results import Edges
 from provplug.query.answer import LineageAnswer
@@ -72,7 +73,7 @@ def _parents_of(store: Queries, values: np.ndarray, method: str, tau: int | None
     else:
         index = QueryContext(store.store).index()
         _, csid = index.sets_of(values)
-        triples = index.triples_of_sets(np.unique(csid[csid >= 0]))
+        triples = index.triples_of_sets(sortedints.unique(csid[csid >= 0]))
     keep = np.isin(triples.dst, values)
     return Edges(triples.src[keep], triples.dst[keep], triples.op[keep])
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from provplug import ids, schema
+from provplug import ids, schema, sortedints
 from provplug.plugin.writers import TRIPLE_ENCODING, Destination
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def kept_row_numbers(
     """The sorted row numbers of the rows ``reduction`` keeps of a staged table."""
     kept = reduction.select(stored_rows_frame(spark, rows), columns).select(schema.ROW_COLUMN)
     numbers = kept.toArrow().column(0).to_numpy(zero_copy_only=False)
-    return np.unique(numbers.astype(np.int64, copy=False))
+    return sortedints.unique(numbers.astype(np.int64, copy=False))
 
 
 def _isin_sorted(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
@@ -93,7 +93,7 @@ class _Closure:
         for table in np.unique(dst_table).tolist():
             cells = dst[dst_table == table]
             before = self.reached.get(table)
-            self.reached[table] = np.unique(cells if before is None else np.concatenate([before, cells]))
+            self.reached[table] = sortedints.unique(cells if before is None else np.concatenate([before, cells]))
 
 
 def _ops_in(files: Sequence[str], fs: Any) -> dict[str, set[int]]:

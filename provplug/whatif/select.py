@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from provplug import ids, schema
+from provplug import ids, schema, sortedints
 from provplug.errors import LineageQueryError
 from provplug.query.catalog import Catalog
 from provplug.query.where import select_rows
@@ -38,7 +38,7 @@ def deleted_rows(
             rows.setdefault(table_id, []).append(selected)
     if not rows:
         raise LineageQueryError("nothing to delete: give --delete TABLE [--where P] or --value-id N")
-    return {t: np.unique(np.concatenate(parts)) for t, parts in rows.items()}
+    return {t: sortedints.unique(np.concatenate(parts)) for t, parts in rows.items()}
 
 
 def _rows_where(catalog: Catalog, deletion: Deletion, run: str | None) -> tuple[int, np.ndarray]:
@@ -80,7 +80,7 @@ def _imported_rows(catalog: Catalog, wanted: np.ndarray) -> tuple[np.ndarray, np
     paths = catalog.store.run_paths(schema.VALUE_ROWS)
     if not paths:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    where = pc.field("value_id").isin(pa.array(np.unique(wanted), pa.int64()))
+    where = pc.field("value_id").isin(pa.array(sortedints.unique(wanted), pa.int64()))
     data = storefiles.scan(
         catalog.store.fs, paths, f"value rows of {catalog.store.uri}", schema=schema.VALUE_ROWS_SCHEMA, filter=where
     )
@@ -108,5 +108,5 @@ def _rows_of_values(catalog: Catalog, values: np.ndarray) -> dict[int, np.ndarra
                 f"value {int(rowless[0])} was imported without its row (the values file's "
                 "'row' column): it cannot be deleted"
             )
-        out[t] = np.unique(row[at])  # that each row exists is checked where they are read (Engine.propagate)
+        out[t] = sortedints.unique(row[at])  # that each row exists is checked where they are read (Engine.propagate)
     return out

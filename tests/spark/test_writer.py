@@ -59,7 +59,7 @@ def test_cells_are_deduplicated_only_where_one_id_can_come_twice(mocker: Any) ->
     batch = pa.RecordBatch.from_arrays([lists, again], names=["a", "b"])
     rows = np.array([0, 1], np.int64)
     price, discount, out = ids.value_id(3, 0, 0), ids.value_id(3, 1, 0), ids.value_id(9, 0, 0)
-    unique = mocker.spy(writer.np, "unique")
+    unique = mocker.spy(writer.sortedints, "unique")
 
     two_columns = writer.Cell(0, (Term("a", False, price), Term("a", False, discount)), dedupe=False)
     src, dst = writer.cell_pairs(batch, rows, [two_columns], table_id=9)

@@ -50,7 +50,7 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 from pyspark.sql import types as T
 
-from provplug import ids, schema
+from provplug import ids, schema, sortedints
 from provplug.errors import CaptureError
 from provplug.plugin.writers import Destination, PartWriter, RowLineageWriter, RowsWriter, TripleWriter, WrittenFile
 
@@ -273,7 +273,7 @@ def _segments(batch: pa.RecordBatch, cells: Sequence[Cell], table_id: int) -> li
                 else (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
             )
             if cell.dedupe or len(parts) > 1:  # one id twice only from equal (batch row, row number): unique on both
-                both = np.unique((parent.astype(np.int64) << ids.ROW_BITS) | numbers)
+                both = sortedints.unique((parent.astype(np.int64) << ids.ROW_BITS) | numbers)
                 numbers, parent = both & (ids.MAX_ROWS - 1), both >> ids.ROW_BITS
             if len(numbers):
                 segments.append(_Segment(base, numbers, out_base, parent))
