@@ -214,3 +214,20 @@ def test_a_writer_task_without_its_jobs_body_fails_in_one_line(spark: Any) -> No
         PythonException, match=r"provplug's writer ran without its job's provplug\.writer\.task property"
     ):
         job.collect()
+
+
+def test_without_pinned_threads_each_writer_job_carries_its_own_function(
+    spark: Any, store_path: Path, mocker: Any
+) -> None:
+    """With PYSPARK_PIN_THREAD=false a local property set in one Python thread
+    may reach another thread's job: each writer job then maps with a UDF of its
+    own (its body inside), as PySpark's mapInArrow makes it."""
+    from provplug_spark import session as spark_session
+
+    mocker.patch.object(spark_session, "threads_pinned", return_value=False)
+    carried = mocker.spy(spark_session, "task_property")
+    rows = {"T": ([(1, "a"), (2, "b"), (2, "c")], "k int, v string")}
+    capture(spark, store_path, rows, lambda f: (count_per_key(f["T"]), count_all(f["T"])))
+    steps = ops(store_path)
+    assert set(steps) == {"Count", "Total"} and all(op["triples"] > 0 for op in steps.values())
+    assert carried.call_count == 0

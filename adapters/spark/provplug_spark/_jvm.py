@@ -339,6 +339,16 @@ class PlanTree:
             yield from child.leaves()
 
 
+def threads_pinned() -> bool:
+    """Whether each Python thread talks to a JVM thread of its own (PySpark's
+    pinned-thread mode, the default; ``PYSPARK_PIN_THREAD=false`` turns it
+    off), so that a local property set in one thread reaches only its jobs."""
+    from py4j.clientserver import ClientServer
+    from pyspark import SparkContext
+
+    return isinstance(SparkContext._gateway, ClientServer)
+
+
 def _backticked(name: str) -> str:
     """A column name quoted for ``col``: any name, dots and backticks included."""
     return "`" + name.replace("`", "``") + "`"

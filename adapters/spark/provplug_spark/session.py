@@ -64,7 +64,7 @@ from provplug.plugin.protocols import RunRecorder
 from provplug.plugin.writers import PositionalCopy, SourceFile
 
 from . import aligned, declared, direct
-from ._jvm import PendingFrame
+from ._jvm import PendingFrame, threads_pinned
 from .coarse import coarse_edges, coarse_inputs, every_column
 from .direct import DirectFiles
 from .groupjoin import group_jobs
@@ -345,14 +345,16 @@ class SparkCaptureSession:
         """Run the writer job of ``body`` over ``frame``; keep only the files
         its used attempts wrote; rows per dataset (the runs of row numbers its
         tasks reported go to ``runs``)."""
-        jvm = self.rewriter.jvm
-        job = jvm.map_in_arrow(frame, self._writer_udf)
-        context = self.spark.sparkContext
-        context.setLocalProperty(TASK_PROPERTY, task_property(body))  # this thread's jobs only
-        try:
-            results = job.collect()
-        finally:
-            context.setLocalProperty(TASK_PROPERTY, None)  # type: ignore[arg-type]
+        if not threads_pinned():  # a local property could reach another thread's job: a UDF of its own
+            results = frame.mapInArrow(body, RESULT_SCHEMA).collect()
+        else:
+            job = self.rewriter.jvm.map_in_arrow(frame, self._writer_udf)
+            context = self.spark.sparkContext
+            context.setLocalProperty(TASK_PROPERTY, task_property(body))  # this thread's jobs only
+            try:
+                results = job.collect()
+            finally:
+                context.setLocalProperty(TASK_PROPERTY, None)  # type: ignore[arg-type]
         counts: dict[str, int] = {}
         for r in results:
             if r["dataset"] == RUNS:
