@@ -16,7 +16,7 @@ import pyarrow as pa
 # Spark's Python workers talk to their JVM over Unix domain sockets instead of
 # local TCP (Spark 4.1+, POSIX): over TCP each Python task waits about 40 ms
 # for its first batch (Nagle's algorithm meets delayed ACK), which is most of
-# a capture writer job's fixed cost (docs/capturing.md, "Performance").
+# a capture writer job's fixed cost (docs/capturing.md, "What a step costs").
 UNIX_SOCKETS_CONF = "spark.python.unix.domain.socket.enabled"
 UNIX_SOCKETS = {UNIX_SOCKETS_CONF: "true"} if os.name == "posix" else {}
 

@@ -108,8 +108,8 @@ def _subtree_end(nodes: list[dict[str, Any]], start: int) -> int:
 # column by column takes about fourteen round trips a column; null when a
 # column is missing, ambiguous or of another type (then built in Python,
 # with its cast or its error). ``seq`` and ``append``: a Scala Seq of up to
-# eight objects in one call (py4j passes the arguments of one call together,
-# where a Java list takes a call an element).
+# eight objects (the first ``size`` arguments) in one call (py4j passes the
+# arguments of one call together, where a Java list takes a call an element).
 _TREE_READER_CLASS = "ProvplugTreeReader"
 _SEQ_FIRST, _SEQ_MORE = 8, 7  # the reader's seq(...) and append(seq, ...) take at most this many items
 _TREE_READER_SOURCE = """
@@ -144,72 +144,18 @@ public class ProvplugTreeReader {
     }
   }
 
-  public scala.collection.immutable.Seq seq() {
-    return scala.collection.immutable.Nil$.MODULE$;
+  public scala.collection.immutable.Seq seq(int size, Object a, Object b, Object c, Object d, Object e,
+      Object f, Object g, Object h) {
+    return listOf(new Object[] {a, b, c, d, e, f, g, h}, size);
   }
 
-  public scala.collection.immutable.Seq seq(Object a) {
-    return listOf(new Object[] {a});
+  public scala.collection.immutable.Seq append(scala.collection.immutable.Seq start, int size, Object a, Object b,
+      Object c, Object d, Object e, Object f, Object g) {
+    return (scala.collection.immutable.Seq) start.appendedAll(listOf(new Object[] {a, b, c, d, e, f, g}, size));
   }
 
-  public scala.collection.immutable.Seq seq(Object a, Object b) {
-    return listOf(new Object[] {a, b});
-  }
-
-  public scala.collection.immutable.Seq seq(Object a, Object b, Object c) {
-    return listOf(new Object[] {a, b, c});
-  }
-
-  public scala.collection.immutable.Seq seq(Object a, Object b, Object c, Object d) {
-    return listOf(new Object[] {a, b, c, d});
-  }
-
-  public scala.collection.immutable.Seq seq(Object a, Object b, Object c, Object d, Object e) {
-    return listOf(new Object[] {a, b, c, d, e});
-  }
-
-  public scala.collection.immutable.Seq seq(Object a, Object b, Object c, Object d, Object e, Object f) {
-    return listOf(new Object[] {a, b, c, d, e, f});
-  }
-
-  public scala.collection.immutable.Seq seq(Object a, Object b, Object c, Object d, Object e, Object f, Object g) {
-    return listOf(new Object[] {a, b, c, d, e, f, g});
-  }
-
-  public scala.collection.immutable.Seq seq(Object a, Object b, Object c, Object d, Object e, Object f, Object g, Object h) {
-    return listOf(new Object[] {a, b, c, d, e, f, g, h});
-  }
-
-  public scala.collection.immutable.Seq append(scala.collection.immutable.Seq start, Object a) {
-    return (scala.collection.immutable.Seq) start.appendedAll(listOf(new Object[] {a}));
-  }
-
-  public scala.collection.immutable.Seq append(scala.collection.immutable.Seq start, Object a, Object b) {
-    return (scala.collection.immutable.Seq) start.appendedAll(listOf(new Object[] {a, b}));
-  }
-
-  public scala.collection.immutable.Seq append(scala.collection.immutable.Seq start, Object a, Object b, Object c) {
-    return (scala.collection.immutable.Seq) start.appendedAll(listOf(new Object[] {a, b, c}));
-  }
-
-  public scala.collection.immutable.Seq append(scala.collection.immutable.Seq start, Object a, Object b, Object c, Object d) {
-    return (scala.collection.immutable.Seq) start.appendedAll(listOf(new Object[] {a, b, c, d}));
-  }
-
-  public scala.collection.immutable.Seq append(scala.collection.immutable.Seq start, Object a, Object b, Object c, Object d, Object e) {
-    return (scala.collection.immutable.Seq) start.appendedAll(listOf(new Object[] {a, b, c, d, e}));
-  }
-
-  public scala.collection.immutable.Seq append(scala.collection.immutable.Seq start, Object a, Object b, Object c, Object d, Object e, Object f) {
-    return (scala.collection.immutable.Seq) start.appendedAll(listOf(new Object[] {a, b, c, d, e, f}));
-  }
-
-  public scala.collection.immutable.Seq append(scala.collection.immutable.Seq start, Object a, Object b, Object c, Object d, Object e, Object f, Object g) {
-    return (scala.collection.immutable.Seq) start.appendedAll(listOf(new Object[] {a, b, c, d, e, f, g}));
-  }
-
-  private static scala.collection.immutable.List listOf(Object[] items) {
-    return scala.jdk.javaapi.CollectionConverters.asScala(java.util.Arrays.asList(items)).toList();
+  private static scala.collection.immutable.List listOf(Object[] items, int size) {
+    return scala.jdk.javaapi.CollectionConverters.asScala(java.util.Arrays.asList(items).subList(0, size)).toList();
   }
 
   public LogicalPlan standIn(LogicalPlan leaf, LogicalPlan child) {
@@ -349,6 +295,12 @@ def threads_pinned() -> bool:
     return isinstance(SparkContext._gateway, ClientServer)
 
 
+def _padded(items: list[Any], width: int) -> list[Any]:
+    """How many of ``items`` count, then the items padded with None to ``width``
+    (the reader's seq and append take a fixed number of arguments)."""
+    return [len(items), *items, *[None] * (width - len(items))]
+
+
 def _backticked(name: str) -> str:
     """A column name quoted for ``col``: any name, dots and backticks included."""
     return "`" + name.replace("`", "``") + "`"
@@ -404,9 +356,9 @@ class Catalyst:
                 jlist.add(item)
             return self._to_seq(jlist)
         items = list(items)
-        made = reader.seq(*items[:_SEQ_FIRST])
+        made = reader.seq(*_padded(items[:_SEQ_FIRST], _SEQ_FIRST))
         for start in range(_SEQ_FIRST, len(items), _SEQ_MORE):
-            made = reader.append(made, *items[start : start + _SEQ_MORE])
+            made = reader.append(made, *_padded(items[start : start + _SEQ_MORE], _SEQ_MORE))
         return made
 
     def some(self, value: Any) -> Any:

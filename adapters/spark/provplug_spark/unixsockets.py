@@ -10,7 +10,7 @@ default through ``PYSPARK_SUBMIT_ARGS`` (how PySpark passes settings to the
 JVM it launches): the script's own ``.config(...)`` still wins, a context
 already running is left as it is, and nothing but the workers' transport
 changes. A session the user made before capturing keeps its own setting
-(docs/capturing.md, "Performance").
+(docs/capturing.md, "What a step costs").
 """
 
 from __future__ import annotations
